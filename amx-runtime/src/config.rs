@@ -1,0 +1,239 @@
+//! [`TileConfig`]: the 64-byte, 64-byte-aligned image that LDTILECFG reads.
+
+use std::fmt;
+
+use amx_tilecfg::{image, validate, NoSuchTile, PaletteTable, TileShape, Violation};
+
+use crate::error::ConfigError;
+
+/// A tile configuration: exactly the 64-byte memory image LDTILECFG reads, aligned to 64 bytes.
+///
+/// Every `TileConfig` passes LDTILECFG's load-time rules for the architectural palette table
+/// (palette 1: 8 tiles, 16 rows, 64 bytes per row), so loading one never raises #GP on a CPU with
+/// that palette. Build one with the `tilecfg!` macro (checked at compile time), with
+/// [`TileConfig::from_bytes`] (checked like LDTILECFG), or with [`TileConfig::builder`] (checked
+/// like the macro).
+///
+/// ```
+/// use amx_runtime::{tilecfg, TileConfig};
+///
+/// static GEMM: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x16 i32 };
+/// assert_eq!(GEMM.tile(1).unwrap().colsb, 64);
+/// assert_eq!(GEMM.as_bytes().as_ptr() as usize % 64, 0);
+/// ```
+#[repr(C, align(64))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TileConfig {
+    bytes: [u8; 64],
+}
+
+const _: () = assert!(std::mem::size_of::<TileConfig>() == 64);
+const _: () = assert!(std::mem::align_of::<TileConfig>() == 64);
+
+impl TileConfig {
+    /// The INIT configuration (palette 0): loading it releases the tiles.
+    pub const INIT: TileConfig = TileConfig { bytes: [0; 64] };
+
+    /// Wraps an image that the `tilecfg!` macro has already validated. Not for direct use: the
+    /// macro is the only caller, and it calls this only with images that passed every rule.
+    #[doc(hidden)]
+    pub const fn __from_validated_bytes(bytes: [u8; 64]) -> TileConfig {
+        TileConfig { bytes }
+    }
+
+    /// Parses a 64-byte image with exactly LDTILECFG's #GP rules for the architectural palette
+    /// table: accepts what the silicon accepts, rejects what it rejects, listing every violation.
+    ///
+    /// Images the silicon accepts but whose tiles then #UD on use (a colsb that is not a multiple
+    /// of 4, a start_row at or past a tile's rows) are accepted; [`TileConfig::use_violations`]
+    /// lists them.
+    ///
+    /// ```
+    /// use amx_runtime::TileConfig;
+    ///
+    /// let mut bytes = [0u8; 64];
+    /// bytes[0] = 1; // palette 1
+    /// bytes[16] = 64; // t0: 64 bytes per row
+    /// bytes[48] = 17; // t0: 17 rows, one too many
+    /// let err = TileConfig::from_bytes(&bytes).unwrap_err();
+    /// assert_eq!(err.to_string(), "tile t0 has 17 rows; palette 1 allows at most 16 (max_rows)");
+    /// ```
+    pub fn from_bytes(bytes: &[u8; 64]) -> Result<TileConfig, ConfigError> {
+        TileConfig::from_bytes_for(bytes, &PaletteTable::ARCHITECTURAL)
+    }
+
+    /// [`TileConfig::from_bytes`] against another palette table (e.g. one read from CPUID).
+    pub fn from_bytes_for(
+        bytes: &[u8; 64],
+        table: &PaletteTable,
+    ) -> Result<TileConfig, ConfigError> {
+        let report = validate(bytes, table);
+        let load: Vec<Violation> = report.load_violations().copied().collect();
+        if load.is_empty() {
+            Ok(TileConfig { bytes: *bytes })
+        } else {
+            Err(ConfigError::new(load))
+        }
+    }
+
+    /// A builder that checks like the `tilecfg!` macro: load-time and use-time rules.
+    pub fn builder() -> TileConfigBuilder {
+        TileConfigBuilder {
+            palette: 1,
+            start_row: 0,
+            shapes: [None; 8],
+            missing: Vec::new(),
+        }
+    }
+
+    /// The 64-byte image LDTILECFG reads.
+    pub const fn as_bytes(&self) -> &[u8; 64] {
+        &self.bytes
+    }
+
+    /// The palette id (0 is INIT).
+    pub const fn palette(&self) -> u8 {
+        image::palette_id(&self.bytes)
+    }
+
+    /// The start_row byte, as stored (LDTILECFG does not check it).
+    pub const fn start_row(&self) -> u8 {
+        image::start_row(&self.bytes)
+    }
+
+    /// Whether this is the INIT configuration (palette 0).
+    pub const fn is_init(&self) -> bool {
+        self.palette() == 0
+    }
+
+    /// The shape of tile `t`, or `None` when it is unused, `t >= 8`, or the config is INIT.
+    pub const fn tile(&self, t: usize) -> Option<TileShape> {
+        if t >= image::TILE_SLOTS || self.is_init() {
+            return None;
+        }
+        let shape = image::shape(&self.bytes, t);
+        if shape.is_unused() {
+            None
+        } else {
+            Some(shape)
+        }
+    }
+
+    /// The use-time rules this configuration breaks: accepted by LDTILECFG, but TILELOADD,
+    /// TILESTORED and TDP* raise #UD on the tiles concerned.
+    pub fn use_violations(&self) -> Vec<Violation> {
+        validate(&self.bytes, &PaletteTable::ARCHITECTURAL)
+            .use_violations()
+            .copied()
+            .collect()
+    }
+
+    /// Checks this configuration against a CPU's palette table (load-time rules only); a
+    /// configuration valid for palette 1 may be too big for a smaller palette.
+    pub fn check_against(&self, table: &PaletteTable) -> Result<(), ConfigError> {
+        TileConfig::from_bytes_for(&self.bytes, table).map(|_| ())
+    }
+}
+
+impl Default for TileConfig {
+    fn default() -> TileConfig {
+        TileConfig::INIT
+    }
+}
+
+/// Builds a [`TileConfig`] at run time with the `tilecfg!` macro's checks.
+///
+/// ```
+/// use amx_runtime::{tilecfg, TileConfig};
+///
+/// let built = TileConfig::builder().tile(0, 16, 64).tile(3, 8, 32).build().unwrap();
+/// assert_eq!(built, tilecfg! { palette 1; t0: 16x64; t3: 8x32 });
+///
+/// let err = TileConfig::builder().tile(2, 4, 6).build().unwrap_err();
+/// assert!(err.to_string().starts_with("tile t2 has 6 bytes per row (colsb), not a multiple of 4"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct TileConfigBuilder {
+    palette: u8,
+    start_row: u8,
+    shapes: [Option<TileShape>; 8],
+    missing: Vec<usize>,
+}
+
+impl TileConfigBuilder {
+    /// Sets the palette id (default 1; 0 builds INIT).
+    pub fn palette(mut self, id: u8) -> Self {
+        self.palette = id;
+        self
+    }
+
+    /// Sets start_row (default 0).
+    pub fn start_row(mut self, row: u8) -> Self {
+        self.start_row = row;
+        self
+    }
+
+    /// Sets tile `t` to `rows` x `colsb` bytes. A tile number of 8 or more is reported by
+    /// [`TileConfigBuilder::build`].
+    pub fn tile(mut self, t: usize, rows: u8, colsb: u16) -> Self {
+        match self.shapes.get_mut(t) {
+            Some(slot) => *slot = Some(TileShape::new(rows, colsb)),
+            None => self.missing.push(t),
+        }
+        self
+    }
+
+    /// Validates (load-time and use-time rules) and builds the configuration.
+    pub fn build(self) -> Result<TileConfig, ConfigError> {
+        let bytes = image::encode(self.palette, self.start_row, &self.shapes);
+        if self.palette == 0 && self.missing.is_empty() {
+            return Ok(TileConfig::INIT);
+        }
+        let report = validate(&bytes, &PaletteTable::ARCHITECTURAL);
+        let names = PaletteTable::ARCHITECTURAL
+            .get(1)
+            .map_or(8, |p| p.max_names);
+        let missing = self.missing.iter().map(|&t| NoSuchTile {
+            tile: t as u64,
+            palette: self.palette,
+            max_names: names,
+        });
+        let err = ConfigError::with_missing(report.iter().copied().collect(), missing.collect());
+        if err.is_empty() {
+            Ok(TileConfig { bytes })
+        } else {
+            Err(err)
+        }
+    }
+}
+
+impl fmt::Display for TileConfig {
+    /// Draws the configuration as a table of its used tiles.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_init() {
+            return writeln!(f, "palette 0 (INIT: no tiles configured)");
+        }
+        writeln!(f, "palette {}, start_row {}", self.palette(), self.start_row())?;
+        writeln!(f, "tile  rows  colsb  bytes")?;
+        for t in 0..image::TILE_SLOTS {
+            if let Some(s) = self.tile(t) {
+                writeln!(f, "t{t}    {:>4}  {:>5}  {:>5}", s.rows, s.colsb, s.bytes())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TileConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("TileConfig");
+        d.field("palette", &self.palette());
+        d.field("start_row", &self.start_row());
+        for t in 0..image::TILE_SLOTS {
+            if let Some(s) = self.tile(t) {
+                d.field(["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"][t], &format_args!("{s}"));
+            }
+        }
+        d.finish()
+    }
+}

@@ -1,0 +1,35 @@
+//! Intel AMX from stable Rust.
+//!
+//! - [`tilecfg!`] checks a tile configuration at compile time and emits the aligned 64-byte
+//!   image LDTILECFG reads, as a [`TileConfig`].
+//! - [`detect`] tells what the CPU and OS offer; the runtime asks Linux for permission to use
+//!   tile data.
+//! - [`TileUnit`] is the instruction set as a trait, implemented by the silicon ([`Hardware`])
+//!   and by a bit-exact software [`Emulator`], so kernels run and are tested anywhere.
+//!
+//! ```
+//! use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
+//!
+//! static GEMM: TileConfig = tilecfg! { palette 1; t0: 16x16 i32; t4: 16x64; t6: 16x64 };
+//!
+//! let mut unit = Emulator::new();
+//! unit.ldtilecfg(GEMM.as_bytes()).unwrap();
+//! assert_eq!(&unit.sttilecfg(), GEMM.as_bytes());
+//! ```
+
+// Lets the macro's `::amx_runtime::` paths resolve inside this crate's own tests and docs.
+extern crate self as amx_runtime;
+
+mod config;
+pub mod detect;
+mod error;
+pub mod permit;
+mod unit;
+
+pub use amx_macros::tilecfg;
+pub use amx_tilecfg as rules;
+pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
+pub use config::{TileConfig, TileConfigBuilder};
+pub use detect::{detect, Capabilities, Unavailable};
+pub use error::{ConfigError, Fault};
+pub use unit::{Emulator, Hardware, TileUnit, ROW_BYTES, TILES, TILE_BYTES};

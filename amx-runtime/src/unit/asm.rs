@@ -1,0 +1,1 @@
+//! Raw inline-asm wrappers, one per instruction (placeholder).

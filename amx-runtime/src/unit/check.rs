@@ -1,0 +1,130 @@
+//! The fault conditions of every tile instruction, shared by both backends.
+//!
+//! Each function takes the configuration the unit holds (as STTILECFG writes it: 64 zero bytes
+//! when unconfigured) and returns the fault the silicon would raise. Configuration rules come from
+//! `amx-tilecfg`, so the compile-time checks, these run-time checks and the emulator are one code.
+
+use amx_tilecfg::{check_dot, image, PaletteTable, TileShape, TmulLimits};
+
+use crate::error::Fault;
+
+/// #GP unless LDTILECFG accepts `image` on a CPU with palette table `table`.
+pub(crate) fn ldtilecfg(image: &[u8; 64], table: &PaletteTable) -> Result<(), Fault> {
+    let report = amx_tilecfg::validate(image, table);
+    let mut reasons = report.load_violations().map(|v| v.to_string());
+    match reasons.next() {
+        None => Ok(()),
+        Some(first) => Err(Fault::GeneralProtection(
+            reasons.fold(first, |acc, r| acc + "; " + &r),
+        )),
+    }
+}
+
+fn ud(reason: String) -> Fault {
+    Fault::InvalidOpcode(reason)
+}
+
+fn configured(cfg: &[u8; 64], mnemonic: &str) -> Result<(), Fault> {
+    if image::palette_id(cfg) == 0 {
+        Err(ud(format!(
+            "{mnemonic} with no tile configuration loaded (TILES_CONFIGURED = 0)"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// The shape of used tile `t`, or the #UD for a tile number past 7 or an unused tile.
+fn used_tile(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
+    if t as usize >= image::TILE_SLOTS {
+        return Err(ud(format!("{mnemonic} names tile t{t}; there are only t0 to t7")));
+    }
+    let shape = image::shape(cfg, t as usize);
+    if shape.rows == 0 || shape.colsb == 0 {
+        return Err(ud(format!(
+            "{mnemonic} on tile t{t}, which the loaded configuration leaves unused"
+        )));
+    }
+    Ok(shape)
+}
+
+/// TILEZERO: configured and a used tile (no colsb or start_row check, Z1/Z2/Z4).
+pub(crate) fn tilezero(cfg: &[u8; 64], t: u8) -> Result<TileShape, Fault> {
+    configured(cfg, "TILEZERO")?;
+    used_tile(cfg, t, "TILEZERO")
+}
+
+/// TILELOADD/TILELOADDT1/TILESTORED: configured, a used tile, colsb a multiple of 4 and
+/// start_row below the tile's rows (T1/W1).
+pub(crate) fn tile_memory(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
+    configured(cfg, mnemonic)?;
+    let shape = used_tile(cfg, t, mnemonic)?;
+    if shape.colsb % 4 != 0 {
+        return Err(ud(format!(
+            "{mnemonic} on tile t{t}, whose {} bytes per row (colsb) are not a multiple of 4",
+            shape.colsb
+        )));
+    }
+    let start_row = image::start_row(cfg);
+    if start_row >= shape.rows {
+        return Err(ud(format!(
+            "{mnemonic} on tile t{t} with start_row {start_row}, not below its {} rows",
+            shape.rows
+        )));
+    }
+    Ok(shape)
+}
+
+/// The tiles of a dot product, after the D1/D2 checks: C, A, B shapes.
+pub(crate) struct DotShapes {
+    /// M: rows of C and A.
+    pub m: usize,
+    /// N in dwords: C.colsb / 4.
+    pub n: usize,
+    /// K in dwords: A.colsb / 4 = B.rows.
+    pub k: usize,
+}
+
+/// TDP*: configured, three distinct used tiles whose shapes fit, within the TMUL limits (D1/D2).
+pub(crate) fn dot(
+    cfg: &[u8; 64],
+    (c, a, b): (u8, u8, u8),
+    limits: TmulLimits,
+    mnemonic: &str,
+) -> Result<DotShapes, Fault> {
+    configured(cfg, mnemonic)?;
+    for t in [c, a, b] {
+        if t as usize >= image::TILE_SLOTS {
+            return Err(ud(format!("{mnemonic} names tile t{t}; there are only t0 to t7")));
+        }
+    }
+    let shape = |t: u8| image::shape(cfg, t as usize);
+    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits)
+        .map_err(|m| ud(format!("{mnemonic}: {m}")))?;
+    Ok(DotShapes {
+        m: shape(c).rows as usize,
+        n: shape(c).colsb as usize / 4,
+        k: shape(a).colsb as usize / 4,
+    })
+}
+
+/// The bytes of memory a load or store of `shape` touches with `stride` (from the first row's
+/// start to the last row's end), or `None` when that overflows. Rows below start_row are not
+/// touched, but the extent is measured from row 0 because callers pass the slice that row 0
+/// starts.
+pub(crate) fn extent(shape: TileShape, stride: usize) -> Option<usize> {
+    let last = (shape.rows as usize).checked_sub(1)?;
+    last.checked_mul(stride)?.checked_add(shape.colsb as usize)
+}
+
+/// An out-of-bounds error unless every row of `shape` lies inside a slice of `len` bytes.
+pub(crate) fn bounds(t: u8, shape: TileShape, stride: usize, len: usize) -> Result<(), Fault> {
+    match extent(shape, stride) {
+        Some(needed) if needed <= len => Ok(()),
+        needed => Err(Fault::OutOfBounds {
+            tile: t,
+            needed: needed.unwrap_or(usize::MAX),
+            len,
+        }),
+    }
+}

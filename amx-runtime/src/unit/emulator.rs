@@ -1,0 +1,304 @@
+//! The software tile unit: the architectural state and every instruction, bit for bit.
+
+use amx_tilecfg::{image, PaletteTable, TileShape, TmulLimits};
+
+use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
+use crate::error::Fault;
+
+/// A software model of one thread's AMX state: the 64-byte configuration, TILES_CONFIGURED, and
+/// eight tiles of 16 x 64 bytes. Behaves as the silicon does, faults included (SEMANTICS.md).
+///
+/// ```
+/// use amx_runtime::{tilecfg, Emulator, Fault, TileConfig, TileUnit};
+///
+/// static CFG: TileConfig = tilecfg! { palette 1; t0: 2x8 i32; t1: 2x4; t2: 1x8 };
+/// let mut emu = Emulator::new();
+/// emu.ldtilecfg(CFG.as_bytes()).unwrap();
+/// emu.tileloadd(1, &[1, 2, 3, 4, 5, 6, 7, 8], 4).unwrap(); // A: 2 rows of 4 bytes
+/// emu.tileloadd(2, &[1, 1, 1, 1, 2, 2, 2, 2], 8).unwrap(); // B: 1 row of 8 bytes
+/// emu.tdpbssd(0, 1, 2).unwrap();
+/// let mut c = [0i32; 4];
+/// let mut bytes = [0u8; 16];
+/// emu.tilestored(0, &mut bytes, 8).unwrap();
+/// for (v, b) in c.iter_mut().zip(bytes.chunks(4)) {
+///     *v = i32::from_le_bytes(b.try_into().unwrap());
+/// }
+/// assert_eq!(c, [10, 20, 26, 52]);
+/// assert!(matches!(emu.tdpbssd(0, 0, 2), Err(Fault::InvalidOpcode(_))));
+/// ```
+#[derive(Clone)]
+pub struct Emulator {
+    table: PaletteTable,
+    limits: TmulLimits,
+    /// The loaded image as STTILECFG writes it; all zero when unconfigured (palette 0).
+    config: [u8; 64],
+    tiles: [[u8; TILE_BYTES]; TILES],
+}
+
+impl Default for Emulator {
+    fn default() -> Self {
+        Emulator::new()
+    }
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("table", &self.table)
+            .field("limits", &self.limits)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Emulator {
+    /// An emulator of this machine kind's AMX unit: palette 1 (8 tiles of 16 rows x 64 bytes),
+    /// TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
+    pub fn new() -> Emulator {
+        Emulator::with_limits(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
+    }
+
+    /// An emulator of a CPU with another palette table and TMUL limits (a future palette, or a
+    /// VM with fewer rows). Tiles keep 16 x 64 bytes of storage; the table limits what a
+    /// configuration may use.
+    pub fn with_limits(table: PaletteTable, limits: TmulLimits) -> Emulator {
+        Emulator {
+            table,
+            limits,
+            config: [0; 64],
+            tiles: [[0; TILE_BYTES]; TILES],
+        }
+    }
+
+    /// The palette table this emulator checks configurations against.
+    pub fn palette_table(&self) -> &PaletteTable {
+        &self.table
+    }
+
+    /// The TMUL limits this emulator checks dot products against.
+    pub fn tmul_limits(&self) -> TmulLimits {
+        self.limits
+    }
+
+    /// Whether a configuration is loaded (TILES_CONFIGURED).
+    pub fn is_configured(&self) -> bool {
+        image::palette_id(&self.config) != 0
+    }
+
+    /// Tile `t`'s 1024 bytes, borrowed (no copy); `None` for `t >= 8`.
+    pub fn tile(&self, t: u8) -> Option<&[u8; TILE_BYTES]> {
+        self.tiles.get(t as usize)
+    }
+
+    /// Sets start_row as XRSTOR can (SEMANTICS.md X2), to reproduce the silicon's restart state
+    /// in tests. Has no effect when unconfigured.
+    pub fn set_start_row(&mut self, row: u8) {
+        if self.is_configured() {
+            self.config[image::START_ROW] = row;
+        }
+    }
+
+    /// Overwrites tile `t`'s 1024 bytes as XRSTOR can, e.g. to prefill the bytes an instruction
+    /// must keep or zero. Does nothing for `t >= 8`.
+    pub fn set_tile(&mut self, t: u8, data: &[u8; TILE_BYTES]) {
+        if let Some(tile) = self.tiles.get_mut(t as usize) {
+            *tile = *data;
+        }
+    }
+
+    fn clear_start_row(&mut self) {
+        self.config[image::START_ROW] = 0;
+    }
+
+    /// TILELOADD's data semantics (T3/T4): rows below start_row keep all 64 bytes, rows
+    /// `start_row..rows` are read and zero-extended past colsb, rows past `rows` are zeroed.
+    /// `read_row(r, dst)` fills `dst` (colsb bytes) with memory row `r`.
+    fn load_rows(&mut self, t: u8, shape: TileShape, mut read_row: impl FnMut(usize, &mut [u8])) {
+        let start = image::start_row(&self.config) as usize;
+        let colsb = shape.colsb as usize;
+        let tile = &mut self.tiles[t as usize];
+        for (r, row) in tile.chunks_exact_mut(ROW_BYTES).enumerate().skip(start) {
+            if r < shape.rows as usize {
+                read_row(r, &mut row[..colsb]);
+                row[colsb..].fill(0);
+            } else {
+                row.fill(0);
+            }
+        }
+        self.clear_start_row();
+    }
+
+    /// TILESTORED's data semantics (W2/W3): exactly colsb bytes of rows `start_row..rows`.
+    fn store_rows(&mut self, t: u8, shape: TileShape, mut write_row: impl FnMut(usize, &[u8])) {
+        let start = image::start_row(&self.config) as usize;
+        let colsb = shape.colsb as usize;
+        let tile = &self.tiles[t as usize];
+        for (r, row) in tile.chunks_exact(ROW_BYTES).enumerate() {
+            if (start..shape.rows as usize).contains(&r) {
+                write_row(r, &row[..colsb]);
+            }
+        }
+        self.clear_start_row();
+    }
+
+    fn load_slice(&mut self, t: u8, src: &[u8], stride: usize, mnemonic: &str) -> Result<(), Fault> {
+        let shape = check::tile_memory(&self.config, t, mnemonic)?;
+        check::bounds(t, shape, stride, src.len())?;
+        self.load_rows(t, shape, |r, dst| {
+            let at = r * stride;
+            dst.copy_from_slice(&src[at..at + dst.len()]);
+        });
+        Ok(())
+    }
+
+    /// # Safety
+    /// As [`TileUnit::tileloadd_ptr`].
+    unsafe fn load_ptr(&mut self, t: u8, src: *const u8, stride: isize, mnemonic: &str) -> Result<(), Fault> {
+        let shape = check::tile_memory(&self.config, t, mnemonic)?;
+        self.load_rows(t, shape, |r, dst| {
+            // SAFETY: the caller guarantees that colsb bytes at src + r * stride are readable for
+            // every row r that is loaded; `dst` is a distinct Rust buffer of exactly colsb bytes.
+            unsafe {
+                let row = src.wrapping_offset(r as isize * stride);
+                std::ptr::copy_nonoverlapping(row, dst.as_mut_ptr(), dst.len());
+            }
+        });
+        Ok(())
+    }
+
+    fn dot(
+        &mut self,
+        (c, a, b): (u8, u8, u8),
+        mnemonic: &str,
+        kernel: impl FnOnce(&mut [u8; TILE_BYTES], &[u8; TILE_BYTES], &[u8; TILE_BYTES], usize, usize, usize),
+    ) -> Result<(), Fault> {
+        let s = check::dot(&self.config, (c, a, b), self.limits, mnemonic)?;
+        // check::dot proved c, a, b distinct and below 8.
+        let [ct, at, bt] = self
+            .tiles
+            .get_disjoint_mut([c as usize, a as usize, b as usize])
+            .map_err(|_| Fault::InvalidOpcode(format!("{mnemonic}: operands alias")))?;
+        kernel(ct, at, bt, s.m, s.n, s.k);
+        // D4: C bytes past colsb and rows past M are zeroed.
+        for (r, row) in ct.chunks_exact_mut(ROW_BYTES).enumerate() {
+            let keep = if r < s.m { s.n * 4 } else { 0 };
+            row[keep..].fill(0);
+        }
+        self.clear_start_row();
+        Ok(())
+    }
+}
+
+impl TileUnit for Emulator {
+    fn ldtilecfg(&mut self, image: &[u8; 64]) -> Result<(), Fault> {
+        if image::palette_id(image) == 0 {
+            // L4: palette 0 ignores every other byte and gives the INIT state.
+            self.tilerelease();
+            return Ok(());
+        }
+        check::ldtilecfg(image, &self.table)?;
+        // The image passed the reserved-byte checks, so it is exactly what STTILECFG writes.
+        self.config = *image;
+        self.tiles = [[0; TILE_BYTES]; TILES];
+        Ok(())
+    }
+
+    fn sttilecfg(&mut self) -> [u8; 64] {
+        self.config
+    }
+
+    fn tilerelease(&mut self) {
+        self.config = [0; 64];
+        self.tiles = [[0; TILE_BYTES]; TILES];
+    }
+
+    fn loaded_config(&self) -> [u8; 64] {
+        self.config
+    }
+
+    fn tilezero(&mut self, t: u8) -> Result<(), Fault> {
+        check::tilezero(&self.config, t)?;
+        self.tiles[t as usize] = [0; TILE_BYTES];
+        self.clear_start_row();
+        Ok(())
+    }
+
+    fn tileloadd(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, "TILELOADD")
+    }
+
+    fn tileloaddt1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, "TILELOADDT1")
+    }
+
+    fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault> {
+        let shape = check::tile_memory(&self.config, t, "TILESTORED")?;
+        check::bounds(t, shape, stride, dst.len())?;
+        self.store_rows(t, shape, |r, row| {
+            let at = r * stride;
+            dst[at..at + row.len()].copy_from_slice(row);
+        });
+        Ok(())
+    }
+
+    unsafe fn tileloadd_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, "TILELOADD") }
+    }
+
+    unsafe fn tileloaddt1_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, "TILELOADDT1") }
+    }
+
+    unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault> {
+        let shape = check::tile_memory(&self.config, t, "TILESTORED")?;
+        self.store_rows(t, shape, |r, row| {
+            // SAFETY: the caller guarantees that colsb bytes at dst + r * stride are writable and
+            // unaliased for every stored row; `row` is this emulator's own buffer.
+            unsafe {
+                let out = dst.wrapping_offset(r as isize * stride);
+                std::ptr::copy_nonoverlapping(row.as_ptr(), out, row.len());
+            }
+        });
+        Ok(())
+    }
+
+    fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPBSSD", |c, a, b, m, n, k| {
+            numerics::dot_int8(c, a, b, m, n, k, true, true)
+        })
+    }
+
+    fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPBSUD", |c, a, b, m, n, k| {
+            numerics::dot_int8(c, a, b, m, n, k, true, false)
+        })
+    }
+
+    fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPBUSD", |c, a, b, m, n, k| {
+            numerics::dot_int8(c, a, b, m, n, k, false, true)
+        })
+    }
+
+    fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPBUUD", |c, a, b, m, n, k| {
+            numerics::dot_int8(c, a, b, m, n, k, false, false)
+        })
+    }
+
+    fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPBF16PS", numerics::dot_bf16)
+    }
+
+    fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot((c, a, b), "TDPFP16PS", numerics::dot_fp16)
+    }
+
+    fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault> {
+        self.tiles.get(t as usize).copied().ok_or_else(|| {
+            Fault::InvalidOpcode(format!("tile t{t} does not exist; there are only t0 to t7"))
+        })
+    }
+}

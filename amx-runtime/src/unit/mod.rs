@@ -1,0 +1,97 @@
+//! The tile unit: one trait whose methods are named after the AMX instructions, implemented by
+//! the silicon ([`Hardware`]) and by a bit-exact software model ([`Emulator`]).
+//!
+//! Both implementations run the same checks ([`check`]) before they execute, so for the same
+//! state and operands they return the same [`Fault`], and a safe call on the hardware never raises
+//! a real #GP or #UD.
+
+pub(crate) mod asm;
+pub(crate) mod check;
+mod emulator;
+mod hardware;
+pub(crate) mod numerics;
+
+pub use emulator::Emulator;
+pub use hardware::Hardware;
+
+use crate::error::Fault;
+
+/// Bytes of data per tile register (16 rows of 64 bytes).
+pub const TILE_BYTES: usize = 1024;
+/// Bytes per tile register row.
+pub const ROW_BYTES: usize = 64;
+/// Number of tile registers.
+pub const TILES: usize = 8;
+
+/// The AMX instructions, as methods. `t`, `c`, `a`, `b` are tile register numbers (0..8).
+///
+/// Every method checks the conditions under which the silicon would fault and returns that
+/// [`Fault`] instead, leaving the state untouched.
+pub trait TileUnit {
+    /// LDTILECFG: loads a configuration image. Palette 0 releases the tiles whatever the other
+    /// bytes hold; an image that breaks a load-time rule is `Fault::GeneralProtection` and
+    /// leaves the previous state unchanged; success zeroes all tile data, even when the image
+    /// equals the loaded one.
+    fn ldtilecfg(&mut self, image: &[u8; 64]) -> Result<(), Fault>;
+
+    /// STTILECFG: the loaded configuration image, or 64 zero bytes when unconfigured.
+    fn sttilecfg(&mut self) -> [u8; 64];
+
+    /// TILERELEASE: zeroes all tile data and returns to the unconfigured (INIT) state.
+    fn tilerelease(&mut self);
+
+    /// The configuration this unit holds, as STTILECFG would write it, without executing
+    /// anything: the tracked state both backends check instructions against.
+    fn loaded_config(&self) -> [u8; 64];
+
+    /// TILEZERO: zeroes all 1024 bytes of tile `t`.
+    fn tilezero(&mut self, t: u8) -> Result<(), Fault>;
+
+    /// TILELOADD: loads rows `start_row..rows` of tile `t`, row `r` from
+    /// `src[r * stride..r * stride + colsb]`. Every row touched must lie inside `src`.
+    fn tileloadd(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault>;
+
+    /// TILELOADDT1: [`TileUnit::tileloadd`] with a hint that the data will not be reused.
+    fn tileloaddt1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault>;
+
+    /// TILESTORED: stores rows `start_row..rows` of tile `t`, row `r` to
+    /// `dst[r * stride..r * stride + colsb]`, and nothing else.
+    fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault>;
+
+    /// TILELOADD through a raw pointer and a signed stride.
+    ///
+    /// # Safety
+    /// For every row `r` in `start_row..rows` of tile `t`, the `colsb` bytes at
+    /// `src.offset(r * stride)` must be readable. The tile-state checks still run.
+    unsafe fn tileloadd_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault>;
+
+    /// TILELOADDT1 through a raw pointer and a signed stride.
+    ///
+    /// # Safety
+    /// As for [`TileUnit::tileloadd_ptr`].
+    unsafe fn tileloaddt1_ptr(&mut self, t: u8, src: *const u8, stride: isize)
+        -> Result<(), Fault>;
+
+    /// TILESTORED through a raw pointer and a signed stride.
+    ///
+    /// # Safety
+    /// For every row `r` in `start_row..rows` of tile `t`, the `colsb` bytes at
+    /// `dst.offset(r * stride)` must be writable and not aliased by any live reference.
+    unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault>;
+
+    /// TDPBSSD: `C += A x B`, signed bytes x signed bytes into i32.
+    fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPBSUD: signed bytes (A) x unsigned bytes (B) into i32.
+    fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPBUSD: unsigned bytes (A) x signed bytes (B) into i32.
+    fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPBUUD: unsigned bytes x unsigned bytes into i32.
+    fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPBF16PS: bf16 pairs into f32.
+    fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPFP16PS: fp16 pairs into f32.
+    fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+
+    /// All 1024 bytes of tile `t`'s data, including the bytes past its rows and colsb.
+    fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault>;
+}

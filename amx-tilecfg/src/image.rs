@@ -1,0 +1,86 @@
+//! The 64-byte memory image that LDTILECFG reads and STTILECFG writes.
+//!
+//! | Bytes   | Field                                   |
+//! |---------|-----------------------------------------|
+//! | 0       | palette_id                              |
+//! | 1       | start_row                               |
+//! | 2..=15  | reserved, must be 0                     |
+//! | 16 + 2t | tile t colsb, u16 little-endian (t < 8) |
+//! | 32..=47 | reserved, must be 0                     |
+//! | 48 + t  | tile t rows, u8                         |
+//! | 56..=63 | reserved, must be 0                     |
+
+use crate::shape::TileShape;
+
+/// Size of the image in bytes.
+pub const SIZE: usize = 64;
+/// Number of tile slots the image has room for.
+pub const TILE_SLOTS: usize = 8;
+/// Offset of the palette id.
+pub const PALETTE_ID: usize = 0;
+/// Offset of start_row.
+pub const START_ROW: usize = 1;
+/// Offset of tile 0's colsb; tile t's is at `COLSB + 2 * t`.
+pub const COLSB: usize = 16;
+/// Offset of tile 0's rows; tile t's is at `ROWS + t`.
+pub const ROWS: usize = 48;
+
+/// The byte ranges that are reserved whatever the palette.
+pub const RESERVED: [core::ops::Range<usize>; 3] = [2..16, 32..48, 56..64];
+
+/// Offset of tile `t`'s colsb word.
+pub const fn colsb_offset(t: usize) -> usize {
+    COLSB + 2 * t
+}
+
+/// Offset of tile `t`'s rows byte.
+pub const fn rows_offset(t: usize) -> usize {
+    ROWS + t
+}
+
+/// Builds an image. Tiles given as `None` are unused (all their bytes zero).
+pub const fn encode(
+    palette_id: u8,
+    start_row: u8,
+    shapes: &[Option<TileShape>; TILE_SLOTS],
+) -> [u8; SIZE] {
+    let mut out = [0u8; SIZE];
+    out[PALETTE_ID] = palette_id;
+    out[START_ROW] = start_row;
+    let mut t = 0;
+    while t < TILE_SLOTS {
+        if let Some(shape) = shapes[t] {
+            let colsb = shape.colsb.to_le_bytes();
+            out[colsb_offset(t)] = colsb[0];
+            out[colsb_offset(t) + 1] = colsb[1];
+            out[rows_offset(t)] = shape.rows;
+        }
+        t += 1;
+    }
+    out
+}
+
+/// The palette id (byte 0).
+pub const fn palette_id(image: &[u8; SIZE]) -> u8 {
+    image[PALETTE_ID]
+}
+
+/// The start_row (byte 1).
+pub const fn start_row(image: &[u8; SIZE]) -> u8 {
+    image[START_ROW]
+}
+
+/// Tile `t`'s colsb, as written (whatever the palette).
+pub const fn colsb(image: &[u8; SIZE], t: usize) -> u16 {
+    u16::from_le_bytes([image[colsb_offset(t)], image[colsb_offset(t) + 1]])
+}
+
+/// Tile `t`'s rows, as written (whatever the palette).
+pub const fn rows(image: &[u8; SIZE], t: usize) -> u8 {
+    image[rows_offset(t)]
+}
+
+/// Tile `t`'s shape as written (`0x0` for an unused tile).
+pub const fn shape(image: &[u8; SIZE], t: usize) -> TileShape {
+    TileShape::new(rows(image, t), colsb(image, t))
+}

@@ -1,0 +1,98 @@
+//! Tile shapes and the element types a tile may hold.
+
+use core::fmt;
+
+/// The shape of one tile: `rows` rows of `colsb` bytes each.
+///
+/// A shape of `0 x 0` means the tile is unused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TileShape {
+    /// Number of rows (byte `48 + t` of the image).
+    pub rows: u8,
+    /// Bytes per row (the little-endian word at `16 + 2t` of the image).
+    pub colsb: u16,
+}
+
+impl TileShape {
+    /// A shape of `rows` rows by `colsb` bytes per row.
+    pub const fn new(rows: u8, colsb: u16) -> Self {
+        TileShape { rows, colsb }
+    }
+
+    /// Bytes of tile data this shape covers (`rows * colsb`).
+    pub const fn bytes(self) -> u32 {
+        self.rows as u32 * self.colsb as u32
+    }
+
+    /// Whether this is the unused shape `0 x 0`.
+    pub const fn is_unused(self) -> bool {
+        self.rows == 0 && self.colsb == 0
+    }
+}
+
+impl fmt::Display for TileShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.rows, self.colsb)
+    }
+}
+
+/// The element types a tile row can be read as, by the DSL and the typed tile handles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// Signed 8-bit integer (TDPBSSD/TDPBSUD operand).
+    I8,
+    /// Unsigned 8-bit integer (TDPBUSD/TDPBUUD operand).
+    U8,
+    /// bfloat16 (TDPBF16PS operand).
+    Bf16,
+    /// IEEE binary16 (TDPFP16PS operand).
+    F16,
+    /// Signed 32-bit integer (the TDPB* accumulator).
+    I32,
+    /// IEEE binary32 (the TDPBF16PS/TDPFP16PS accumulator).
+    F32,
+}
+
+impl ElemType {
+    /// Every element type, in the order the DSL documents them.
+    pub const ALL: [ElemType; 6] = [
+        ElemType::I8,
+        ElemType::U8,
+        ElemType::Bf16,
+        ElemType::F16,
+        ElemType::I32,
+        ElemType::F32,
+    ];
+
+    /// Size of one element in bytes.
+    pub const fn size(self) -> u16 {
+        match self {
+            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::Bf16 | ElemType::F16 => 2,
+            ElemType::I32 | ElemType::F32 => 4,
+        }
+    }
+
+    /// The name the DSL uses for this type (`i8`, `u8`, `bf16`, `f16`, `i32`, `f32`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ElemType::I8 => "i8",
+            ElemType::U8 => "u8",
+            ElemType::Bf16 => "bf16",
+            ElemType::F16 => "f16",
+            ElemType::I32 => "i32",
+            ElemType::F32 => "f32",
+        }
+    }
+
+    /// The element type named `name` in the DSL, if any.
+    pub fn from_name(name: &str) -> Option<ElemType> {
+        ElemType::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for ElemType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
