@@ -20,16 +20,24 @@
 // Lets the macro's `::amx_runtime::` paths resolve inside this crate's own tests and docs.
 extern crate self as amx_runtime;
 
+mod backend;
 mod config;
+mod context;
 pub mod detect;
 mod error;
 pub mod permit;
+pub mod typed;
 mod unit;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
 pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
+pub use backend::{backend, Backend, BackendChoice, BackendError};
+pub use context::{
+    configure, configure_on, counters, release, release_on, ConfigureError, Counters, Tiles,
+};
 pub use config::{TileConfig, TileConfigBuilder};
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};
+pub use typed::{configure_typed, TypedTiles};
 pub use unit::{Emulator, Hardware, TileUnit, ROW_BYTES, TILES, TILE_BYTES};

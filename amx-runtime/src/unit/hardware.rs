@@ -20,6 +20,11 @@ impl Hardware {
             _thread_bound: PhantomData,
         })
     }
+
+    /// The palette table detected on this CPU.
+    pub fn palette_table(&self) -> &amx_tilecfg::PaletteTable {
+        &amx_tilecfg::PaletteTable::ARCHITECTURAL
+    }
 }
 
 fn absent() -> Fault {

@@ -1,0 +1,109 @@
+//! Backend choice: the silicon when it is usable, the emulator otherwise, overridable with the
+//! `AMX_BACKEND` environment variable (`hardware`, `emulated` or `auto`).
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use crate::detect::Unavailable;
+use crate::unit::Hardware;
+
+/// Which tile unit executes the instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The CPU's own AMX unit.
+    Hardware,
+    /// The bit-exact software emulator.
+    Emulated,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Hardware => "hardware",
+            Backend::Emulated => "emulated",
+        })
+    }
+}
+
+/// What the user asked for: a backend, or `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendChoice {
+    /// The hardware when it is usable, else the emulator.
+    Auto,
+    /// The hardware, or an error naming why it is unusable.
+    Hardware,
+    /// The emulator, even where the hardware is usable.
+    Emulated,
+}
+
+impl BackendChoice {
+    /// Parses `hardware`, `emulated` or `auto` (any case; surrounding blanks ignored; empty is
+    /// `auto`).
+    pub fn parse(text: &str) -> Result<BackendChoice, BackendError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(BackendChoice::Auto),
+            "hardware" | "hw" => Ok(BackendChoice::Hardware),
+            "emulated" | "emulator" | "emu" => Ok(BackendChoice::Emulated),
+            _ => Err(BackendError::InvalidChoice(text.to_owned())),
+        }
+    }
+
+    /// The choice `AMX_BACKEND` names (`auto` when unset).
+    pub fn from_env() -> Result<BackendChoice, BackendError> {
+        match std::env::var("AMX_BACKEND") {
+            Ok(text) => BackendChoice::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(BackendChoice::Auto),
+            Err(std::env::VarError::NotUnicode(raw)) => Err(BackendError::InvalidChoice(
+                raw.to_string_lossy().into_owned(),
+            )),
+        }
+    }
+
+    /// Resolves the choice on this machine.
+    pub fn resolve(self) -> Result<Backend, BackendError> {
+        match self {
+            BackendChoice::Emulated => Ok(Backend::Emulated),
+            BackendChoice::Hardware => Hardware::new()
+                .map(|_| Backend::Hardware)
+                .map_err(BackendError::HardwareUnavailable),
+            BackendChoice::Auto => Ok(match Hardware::new() {
+                Ok(_) => Backend::Hardware,
+                Err(_) => Backend::Emulated,
+            }),
+        }
+    }
+}
+
+/// Why no backend could be chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendError {
+    /// `AMX_BACKEND` holds something other than `hardware`, `emulated` or `auto`.
+    InvalidChoice(String),
+    /// The hardware was asked for but cannot be used here.
+    HardwareUnavailable(Unavailable),
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendError::InvalidChoice(text) => write!(
+                f,
+                "AMX_BACKEND is {text:?}; it must be `hardware`, `emulated` or `auto`"
+            ),
+            BackendError::HardwareUnavailable(why) => {
+                write!(f, "the hardware backend was asked for, but {why}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// The backend of this process: `AMX_BACKEND` resolved once, on first use, and kept, so every
+/// thread of a process runs on the same unit.
+pub fn backend() -> Result<Backend, BackendError> {
+    static CHOSEN: OnceLock<Result<Backend, BackendError>> = OnceLock::new();
+    CHOSEN
+        .get_or_init(|| BackendChoice::from_env()?.resolve())
+        .clone()
+}

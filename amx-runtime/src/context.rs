@@ -1,0 +1,263 @@
+//! Per-thread configured state: `configure` loads a configuration only when this thread does not
+//! already hold it, and hands out a guard through which the tile instructions run.
+//!
+//! # Policy
+//! - **Tracking.** Each backend tracks the configuration it holds per thread (the bytes STTILECFG
+//!   would write). `configure` compares against that tracked copy, not against a real STTILECFG:
+//!   a 64-byte comparison costs a few nanoseconds, where STTILECFG alone costs about a tenth of an
+//!   LDTILECFG. Code that issues raw [`intrinsics`](crate::intrinsics) behind the library's back
+//!   must call [`Hardware::resync`] afterwards.
+//! - **Release.** Dropping the guard keeps the configuration loaded, so the next kernel on this
+//!   thread with the same configuration pays no LDTILECFG (about 45 ns on these machines, and it
+//!   zeroes all 8 KiB of tile data). Call [`release`] when the thread is done with AMX for a while:
+//!   a configured thread makes every context switch save and restore the tile state.
+//! - **Tile data.** Because a skipped LDTILECFG leaves the previous kernel's tile data in place,
+//!   tile contents are unspecified when a guard is handed out: a kernel must TILEZERO or TILELOADD
+//!   every tile before it reads it.
+//! - **One guard per thread.** A second `configure` while a guard is alive on the same thread is
+//!   [`ConfigureError::Busy`], because it would change the tiles under the first guard.
+
+use std::cell::Cell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+
+use crate::backend::{backend, Backend, BackendError};
+use crate::config::TileConfig;
+use crate::detect::Unavailable;
+use crate::error::{ConfigError, Fault};
+use crate::unit::{Emulator, Hardware, TileUnit};
+
+/// How often this thread's configuration requests were served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counters {
+    /// LDTILECFGs issued by [`configure`].
+    pub loads: u64,
+    /// [`configure`] calls that found the configuration already loaded and skipped LDTILECFG.
+    pub skipped: u64,
+    /// TILERELEASEs issued by [`release`].
+    pub releases: u64,
+}
+
+thread_local! {
+    static COUNTERS: Cell<Counters> = const { Cell::new(Counters { loads: 0, skipped: 0, releases: 0 }) };
+    static GUARD_ALIVE: Cell<bool> = const { Cell::new(false) };
+    static EMULATOR: Cell<Option<Box<Emulator>>> = const { Cell::new(None) };
+}
+
+/// This thread's counters.
+pub fn counters() -> Counters {
+    COUNTERS.with(Cell::get)
+}
+
+fn count(update: impl FnOnce(&mut Counters)) {
+    COUNTERS.with(|c| {
+        let mut v = c.get();
+        update(&mut v);
+        c.set(v);
+    });
+}
+
+/// Why a configuration could not be put in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigureError {
+    /// No backend could be chosen (bad `AMX_BACKEND`, or hardware asked for but unusable).
+    Backend(BackendError),
+    /// The hardware became unusable (e.g. the OS refused the permission).
+    Unavailable(Unavailable),
+    /// The configuration does not fit this CPU's palette table.
+    Config(ConfigError),
+    /// LDTILECFG would fault (only reachable with a palette table smaller than the checks'
+    /// table; kept so that no path can raise #GP).
+    Fault(Fault),
+    /// A guard from an earlier `configure` is still alive on this thread.
+    Busy,
+}
+
+impl fmt::Display for ConfigureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigureError::Backend(e) => e.fmt(f),
+            ConfigureError::Unavailable(e) => e.fmt(f),
+            ConfigureError::Config(e) => write!(f, "the configuration does not fit this CPU: {e}"),
+            ConfigureError::Fault(e) => e.fmt(f),
+            ConfigureError::Busy => f.write_str(
+                "a tile guard is already alive on this thread; drop it before configuring again",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigureError {}
+
+impl From<BackendError> for ConfigureError {
+    fn from(e: BackendError) -> Self {
+        ConfigureError::Backend(e)
+    }
+}
+
+enum Unit {
+    Hardware(Hardware),
+    Emulated(Box<Emulator>),
+}
+
+/// The tiles of this thread, configured. Dereferences to the [`TileUnit`] of the chosen backend.
+///
+/// Not `Send`: tile state belongs to the thread that configured it. Dropping the guard keeps the
+/// configuration loaded (see the [module docs](self)).
+pub struct Tiles {
+    unit: Unit,
+    config: TileConfig,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+impl Tiles {
+    /// The backend these tiles live on.
+    pub fn backend(&self) -> Backend {
+        match self.unit {
+            Unit::Hardware(_) => Backend::Hardware,
+            Unit::Emulated(_) => Backend::Emulated,
+        }
+    }
+
+    /// The configuration this guard was handed out for.
+    pub fn config(&self) -> &TileConfig {
+        &self.config
+    }
+
+    /// The emulator, when that is the backend (e.g. to inspect tiles without a store).
+    pub fn emulator(&self) -> Option<&Emulator> {
+        match &self.unit {
+            Unit::Emulated(e) => Some(e),
+            Unit::Hardware(_) => None,
+        }
+    }
+}
+
+impl fmt::Debug for Tiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tiles")
+            .field("backend", &self.backend())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Deref for Tiles {
+    type Target = dyn TileUnit;
+    fn deref(&self) -> &(dyn TileUnit + 'static) {
+        match &self.unit {
+            Unit::Hardware(h) => h,
+            Unit::Emulated(e) => &**e,
+        }
+    }
+}
+
+impl DerefMut for Tiles {
+    fn deref_mut(&mut self) -> &mut (dyn TileUnit + 'static) {
+        match &mut self.unit {
+            Unit::Hardware(h) => h,
+            Unit::Emulated(e) => &mut **e,
+        }
+    }
+}
+
+impl Drop for Tiles {
+    fn drop(&mut self) {
+        // Runs on unwinding too: the thread's state stays tracked (each instruction updates the
+        // tracked copy only when it completes) and the next configure works.
+        if let Unit::Emulated(_) = self.unit {
+            let emu = std::mem::replace(&mut self.unit, Unit::Emulated(Box::default()));
+            if let Unit::Emulated(e) = emu {
+                EMULATOR.with(|slot| slot.set(Some(e)));
+            }
+        }
+        GUARD_ALIVE.with(|g| g.set(false));
+    }
+}
+
+fn take_emulator() -> Box<Emulator> {
+    EMULATOR
+        .with(Cell::take)
+        .unwrap_or_else(|| Box::new(Emulator::new()))
+}
+
+/// Puts `config` in place on this thread, on the process's backend (see
+/// [`backend`](crate::backend())), and returns the guard through which to run tile instructions.
+///
+/// The configuration is checked against this CPU's palette table (a configuration valid for
+/// palette 1 may not fit a smaller one). LDTILECFG is issued only when this thread does not
+/// already hold exactly this configuration.
+///
+/// ```
+/// use amx_runtime::{configure, counters, tilecfg, TileConfig};
+///
+/// static CFG: TileConfig = tilecfg! { palette 1; t0: 16x64 };
+/// let before = counters();
+/// drop(configure(&CFG).unwrap()); // first use on this thread: LDTILECFG
+/// drop(configure(&CFG).unwrap()); // already loaded: skipped
+/// let after = counters();
+/// assert_eq!(after.loads - before.loads, 1);
+/// assert_eq!(after.skipped - before.skipped, 1);
+/// ```
+pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
+    configure_on(backend()?, config)
+}
+
+/// [`configure`] on a given backend rather than the process's.
+pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
+    let mut tiles = acquire(backend, config)?;
+    let table = match &tiles.unit {
+        Unit::Hardware(h) => *h.palette_table(),
+        Unit::Emulated(e) => *e.palette_table(),
+    };
+    config
+        .check_against(&table)
+        .map_err(ConfigureError::Config)?;
+    if tiles.loaded_config() == *config.as_bytes() {
+        count(|c| c.skipped += 1);
+    } else {
+        tiles
+            .ldtilecfg(config.as_bytes())
+            .map_err(ConfigureError::Fault)?;
+        count(|c| c.loads += 1);
+    }
+    Ok(tiles)
+}
+
+/// Claims this thread's tile unit for one guard.
+fn acquire(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
+    if GUARD_ALIVE.with(|g| g.replace(true)) {
+        return Err(ConfigureError::Busy);
+    }
+    let unit = match backend {
+        Backend::Hardware => match Hardware::new() {
+            Ok(h) => Unit::Hardware(h),
+            Err(why) => {
+                GUARD_ALIVE.with(|g| g.set(false));
+                return Err(ConfigureError::Unavailable(why));
+            }
+        },
+        Backend::Emulated => Unit::Emulated(take_emulator()),
+    };
+    // From here on the guard's Drop clears GUARD_ALIVE, on every path.
+    Ok(Tiles {
+        unit,
+        config: *config,
+        _thread_bound: PhantomData,
+    })
+}
+
+/// Releases this thread's tiles (TILERELEASE) on the process's backend, so context switches no
+/// longer save tile state. The next [`configure`] loads its configuration again.
+pub fn release() -> Result<(), ConfigureError> {
+    release_on(backend()?)
+}
+
+/// [`release`] on a given backend.
+pub fn release_on(backend: Backend) -> Result<(), ConfigureError> {
+    let mut tiles = acquire(backend, &TileConfig::INIT)?;
+    tiles.tilerelease();
+    count(|c| c.releases += 1);
+    Ok(())
+}

@@ -1,0 +1,407 @@
+//! Typed tiles: handles whose type carries the tile's register, shape and element type, so a
+//! dot product whose operands do not fit is a compile error, and a kernel written with them runs
+//! no shape check at run time.
+//!
+//! The item form of `tilecfg!` declares a layout type and one handle per named tile:
+//!
+//! ```
+//! use amx_runtime::tilecfg;
+//!
+//! tilecfg! {
+//!     /// C (16x16 i32) += A (16x64 i8) x B (16x64 i8, VNNI layout).
+//!     pub struct Int8Block;
+//!     palette 1;
+//!     t0 as c: 16x16 i32;
+//!     t4 as a: 16x64 i8;
+//!     t6 as b: 16x64 i8;
+//! }
+//!
+//! let a = [1i8; 16 * 64];
+//! let b = [2i8; 16 * 64];
+//! let mut c = [0i32; 16 * 16];
+//! let mut tiles = Int8Block::configure().unwrap();
+//! tiles.zero(Int8Block::c);
+//! tiles.load(Int8Block::a, &a, 64).unwrap();
+//! tiles.load(Int8Block::b, &b, 64).unwrap();
+//! tiles.tdpbssd(Int8Block::c, Int8Block::a, Int8Block::b);
+//! tiles.store(Int8Block::c, &mut c, 16).unwrap();
+//! assert!(c.iter().all(|&x| x == 64 * 2));
+//! ```
+//!
+//! A mismatch does not compile, and the error names the tiles and their shapes:
+//!
+//! ```compile_fail
+//! use amx_runtime::tilecfg;
+//!
+//! tilecfg! {
+//!     struct Bad;
+//!     palette 1;
+//!     t0 as c: 16x16 i32;
+//!     t4 as a: 8x64 i8; // 8 rows: C.rows != A.rows
+//!     t6 as b: 16x64 i8;
+//! }
+//! let mut tiles = Bad::configure().unwrap();
+//! tiles.tdpbssd(Bad::c, Bad::a, Bad::b);
+//! ```
+//!
+//! The handle type reads `Tile<name, register, rows, bytes per row, element>`, e.g.
+//! `Tile<a, 4, 8, 64, i8>`.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use amx_tilecfg::ElemType;
+
+use crate::config::TileConfig;
+use crate::context::{configure, ConfigureError, Tiles};
+use crate::error::Fault;
+use crate::unit::TILE_BYTES;
+
+/// The element type of a typed tile, and the Rust type its memory holds.
+pub trait Element: 'static {
+    /// The DSL's element type, or `None` for a tile declared without one (raw bytes).
+    const TYPE: Option<ElemType>;
+    /// The Rust type of one element in memory.
+    type Scalar: Copy;
+}
+
+/// bfloat16 elements, held in memory as their `u16` bit patterns.
+#[derive(Clone, Copy, Debug)]
+pub enum Bf16 {}
+/// IEEE binary16 elements, held in memory as their `u16` bit patterns.
+#[derive(Clone, Copy, Debug)]
+pub enum F16 {}
+/// A tile declared without an element type: raw bytes, usable in any operand role that fits.
+#[derive(Clone, Copy, Debug)]
+pub enum Bytes {}
+
+macro_rules! element {
+    ($($ty:ty => $elem:expr, $scalar:ty;)*) => {$(
+        impl Element for $ty {
+            const TYPE: Option<ElemType> = $elem;
+            type Scalar = $scalar;
+        }
+    )*};
+}
+
+element! {
+    i8 => Some(ElemType::I8), i8;
+    u8 => Some(ElemType::U8), u8;
+    i32 => Some(ElemType::I32), i32;
+    f32 => Some(ElemType::F32), f32;
+    Bf16 => Some(ElemType::Bf16), u16;
+    F16 => Some(ElemType::F16), u16;
+    Bytes => None, u8;
+}
+
+/// A layout declared by the item form of `tilecfg!`: a type whose configuration is
+/// [`Layout::CONFIG`] and whose handles describe exactly that configuration.
+///
+/// # Safety
+/// Every handle whose name implements [`TileName`] with this layout must have the register,
+/// rows and colsb that `CONFIG` gives that tile, and every [`Dot`] implementation for this layout
+/// must name operands that the instruction accepts under `CONFIG`. The macro guarantees both;
+/// implement this trait only through it.
+pub unsafe trait Layout: 'static {
+    /// The configuration, validated at compile time.
+    const CONFIG: TileConfig;
+}
+
+/// The marker type of one named tile, tied to its layout.
+///
+/// # Safety
+/// As for [`Layout`]: only the macro implements it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tile of this configuration",
+    label = "a tile handle of another `tilecfg!` layout"
+)]
+pub unsafe trait TileName: 'static {
+    /// The layout the tile belongs to.
+    type Layout: Layout;
+}
+
+/// A typed tile handle: register `T`, `ROWS` rows of `COLSB` bytes, elements `E`, named `N`.
+/// Zero-sized and `Copy`; only the `tilecfg!` macro creates them.
+pub struct Tile<N, const T: u8, const ROWS: u8, const COLSB: u16, E> {
+    _marker: PhantomData<fn() -> (N, E)>,
+}
+
+impl<N, const T: u8, const ROWS: u8, const COLSB: u16, E> Clone for Tile<N, T, ROWS, COLSB, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<N, const T: u8, const ROWS: u8, const COLSB: u16, E> Copy for Tile<N, T, ROWS, COLSB, E> {}
+
+impl<N, const T: u8, const ROWS: u8, const COLSB: u16, E: Element> fmt::Debug
+    for Tile<N, T, ROWS, COLSB, E>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match E::TYPE {
+            Some(e) => write!(f, "t{T}: {ROWS}x{COLSB} bytes of {e}"),
+            None => write!(f, "t{T}: {ROWS}x{COLSB} bytes"),
+        }
+    }
+}
+
+impl<N, const T: u8, const ROWS: u8, const COLSB: u16, E> Tile<N, T, ROWS, COLSB, E> {
+    /// Creates a handle.
+    ///
+    /// # Safety
+    /// Tile `T` of `N`'s layout must have `ROWS` rows and `COLSB` bytes per row. Only the
+    /// `tilecfg!` macro calls this.
+    #[doc(hidden)]
+    pub const unsafe fn __new() -> Self {
+        Tile {
+            _marker: PhantomData,
+        }
+    }
+}
+
+/// What the typed operations need to know of a handle, as constants.
+pub trait Handle: Copy {
+    /// The layout the tile belongs to.
+    type Layout: Layout;
+    /// The element type.
+    type Elem: Element;
+    /// The tile register.
+    const INDEX: u8;
+    /// Rows.
+    const ROWS: u8;
+    /// Bytes per row.
+    const COLSB: u16;
+}
+
+impl<N: TileName, const T: u8, const ROWS: u8, const COLSB: u16, E: Element> Handle
+    for Tile<N, T, ROWS, COLSB, E>
+{
+    type Layout = N::Layout;
+    type Elem = E;
+    const INDEX: u8 = T;
+    const ROWS: u8 = ROWS;
+    const COLSB: u16 = COLSB;
+}
+
+/// Marker types naming the dot-product instructions in [`Dot`].
+pub mod op {
+    /// TDPBSSD: i8 x i8 -> i32.
+    #[derive(Debug)]
+    pub enum Tdpbssd {}
+    /// TDPBSUD: i8 x u8 -> i32.
+    #[derive(Debug)]
+    pub enum Tdpbsud {}
+    /// TDPBUSD: u8 x i8 -> i32.
+    #[derive(Debug)]
+    pub enum Tdpbusd {}
+    /// TDPBUUD: u8 x u8 -> i32.
+    #[derive(Debug)]
+    pub enum Tdpbuud {}
+    /// TDPBF16PS: bf16 x bf16 -> f32.
+    #[derive(Debug)]
+    pub enum Tdpbf16ps {}
+    /// TDPFP16PS: f16 x f16 -> f32.
+    #[derive(Debug)]
+    pub enum Tdpfp16ps {}
+}
+
+/// `Self` (C) may accumulate `A x B` with instruction `Op` in layout `L`. Implemented by the
+/// `tilecfg!` macro for exactly the operand triples the silicon accepts.
+///
+/// # Safety
+/// Only the macro implements it, after checking the operands with `amx_tilecfg::check_dot`.
+#[diagnostic::on_unimplemented(
+    message = "{Op} cannot accumulate `{A}` x `{B}` into `{Self}`",
+    label = "these tiles do not fit {Op}",
+    note = "a tile reads Tile<name, register, rows, bytes per row, element>",
+    note = "C += A x B needs three different tiles with C.rows == A.rows (M), B.rows == A.colsb / 4 (K) and C.colsb == B.colsb (N)",
+    note = "elements: TDPB[SU][SU]D takes i8/u8 A and B (S = i8, U = u8) into i32 C; TDPBF16PS bf16 into f32; TDPFP16PS f16 into f32"
+)]
+pub unsafe trait Dot<L, Op, A, B> {}
+
+/// Stand-ins that keep rustc from guessing an operand's type from the only fitting triple, so a
+/// mismatch is reported by [`Dot`]'s message rather than as a "mismatched types" error.
+#[doc(hidden)]
+pub struct Decoy<X>(PhantomData<X>);
+#[doc(hidden)]
+pub struct Decoy2<X>(PhantomData<X>);
+
+/// The tiles of layout `L`, configured on this thread: the typed operations. Not `Send`.
+///
+/// Created by [`configure_typed`] or the `configure()` the macro gives each layout type.
+pub struct TypedTiles<L: Layout> {
+    tiles: Tiles,
+    _layout: PhantomData<L>,
+}
+
+impl<L: Layout> fmt::Debug for TypedTiles<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.tiles.fmt(f)
+    }
+}
+
+/// Configures layout `L` on this thread (see [`configure`]) and returns its typed tiles.
+pub fn configure_typed<L: Layout>() -> Result<TypedTiles<L>, ConfigureError> {
+    Ok(TypedTiles {
+        tiles: configure(&L::CONFIG)?,
+        _layout: PhantomData,
+    })
+}
+
+/// Bytes a load or store of handle `H` touches with a stride of `stride` elements, if it fits
+/// in `usize`.
+fn extent<H: Handle>(stride: usize) -> Option<usize> {
+    let size = std::mem::size_of::<<H::Elem as Element>::Scalar>();
+    (H::ROWS as usize - 1)
+        .checked_mul(stride)?
+        .checked_mul(size)?
+        .checked_add(H::COLSB as usize)
+}
+
+impl<L: Layout> TypedTiles<L> {
+    /// The untyped guard underneath (every instruction, checked at run time).
+    pub fn untyped(&mut self) -> &mut Tiles {
+        &mut self.tiles
+    }
+
+    /// The result of an instruction whose every #UD condition the types have ruled out.
+    fn proven(result: Result<(), Fault>) {
+        debug_assert!(result.is_ok(), "typed tile operation faulted: {result:?}");
+    }
+
+    /// TILEZERO.
+    pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
+        let _ = tile;
+        Self::proven(self.tiles.tilezero(T::INDEX));
+    }
+
+    /// TILELOADD of `src`, row `r` at element `r * stride`.
+    pub fn load<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        src: &[<T::Elem as Element>::Scalar],
+        stride: usize,
+    ) -> Result<(), Fault> {
+        let _ = tile;
+        let bytes = std::mem::size_of_val(src);
+        match extent::<T>(stride) {
+            Some(needed) if needed <= bytes => {}
+            needed => {
+                return Err(Fault::OutOfBounds {
+                    tile: T::INDEX,
+                    needed: needed.unwrap_or(usize::MAX),
+                    len: bytes,
+                })
+            }
+        }
+        let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
+        // SAFETY: the check above proves that every row r < ROWS, at byte r * stride * size,
+        // has its COLSB bytes inside `src`, and the stride fits isize because the extent does.
+        unsafe {
+            self.tiles
+                .tileloadd_ptr(T::INDEX, src.as_ptr().cast(), (stride * size) as isize)
+        }
+    }
+
+    /// TILESTORED to `dst`, row `r` at element `r * stride`.
+    pub fn store<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        dst: &mut [<T::Elem as Element>::Scalar],
+        stride: usize,
+    ) -> Result<(), Fault> {
+        let _ = tile;
+        let bytes = std::mem::size_of_val(dst);
+        match extent::<T>(stride) {
+            Some(needed) if needed <= bytes => {}
+            needed => {
+                return Err(Fault::OutOfBounds {
+                    tile: T::INDEX,
+                    needed: needed.unwrap_or(usize::MAX),
+                    len: bytes,
+                })
+            }
+        }
+        let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
+        // SAFETY: as in `load`; `dst` is borrowed mutably, so nothing else aliases it.
+        unsafe {
+            self.tiles
+                .tilestored_ptr(T::INDEX, dst.as_mut_ptr().cast(), (stride * size) as isize)
+        }
+    }
+
+    /// TILELOADD through a raw pointer, `stride` in bytes.
+    ///
+    /// # Safety
+    /// For every row `r` of the tile, the tile's bytes per row at `src + r * stride` must be
+    /// readable.
+    pub unsafe fn load_ptr<T: Handle<Layout = L>>(&mut self, tile: T, src: *const u8, stride: isize) {
+        let _ = tile;
+        // SAFETY: forwarded from this function's contract; the types rule out every #UD.
+        Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride) });
+    }
+
+    /// TILESTORED through a raw pointer, `stride` in bytes.
+    ///
+    /// # Safety
+    /// For every row `r` of the tile, the tile's bytes per row at `dst + r * stride` must be
+    /// writable and not aliased by a live reference.
+    pub unsafe fn store_ptr<T: Handle<Layout = L>>(&mut self, tile: T, dst: *mut u8, stride: isize) {
+        let _ = tile;
+        // SAFETY: forwarded from this function's contract; the types rule out every #UD.
+        Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride) });
+    }
+
+    /// All 1024 bytes of a tile's data.
+    pub fn read<T: Handle<Layout = L>>(&mut self, tile: T) -> [u8; TILE_BYTES] {
+        let _ = tile;
+        self.tiles.tile_data(T::INDEX).unwrap_or([0; TILE_BYTES])
+    }
+}
+
+macro_rules! typed_dot {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        impl<L: Layout> TypedTiles<L> {
+            $(
+                $(#[$doc])*
+                pub fn $name<C, A, B>(&mut self, c: C, a: A, b: B)
+                where
+                    C: Handle<Layout = L> + Dot<L, op::$op, A, B>,
+                    A: Handle<Layout = L>,
+                    B: Handle<Layout = L>,
+                {
+                    let _ = (c, a, b);
+                    Self::proven(self.tiles.$name(C::INDEX, A::INDEX, B::INDEX));
+                }
+            )*
+        }
+    };
+}
+
+typed_dot! {
+    /// TDPBSSD: `c += a x b`, i8 x i8 into i32.
+    tdpbssd => Tdpbssd;
+    /// TDPBSUD: `c += a x b`, i8 x u8 into i32.
+    tdpbsud => Tdpbsud;
+    /// TDPBUSD: `c += a x b`, u8 x i8 into i32.
+    tdpbusd => Tdpbusd;
+    /// TDPBUUD: `c += a x b`, u8 x u8 into i32.
+    tdpbuud => Tdpbuud;
+    /// TDPBF16PS: `c += a x b`, bf16 x bf16 into f32.
+    tdpbf16ps => Tdpbf16ps;
+}
+
+impl<L: Layout> TypedTiles<L> {
+    /// TDPFP16PS: `c += a x b`, f16 x f16 into f32. Unlike the other dot products this can fail
+    /// at run time: the hardware backend refuses it on a CPU that does not report AMX-FP16 (see
+    /// [`Hardware`](crate::Hardware)).
+    pub fn tdpfp16ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::Tdpfp16ps, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.tiles.tdpfp16ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+}
