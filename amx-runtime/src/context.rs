@@ -20,7 +20,10 @@
 use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
+
+use amx_tilecfg::PaletteTable;
 
 use crate::backend::{backend, Backend, BackendError};
 use crate::config::TileConfig;
@@ -98,7 +101,9 @@ impl From<BackendError> for ConfigureError {
 
 enum Unit {
     Hardware(Hardware),
-    Emulated(Box<Emulator>),
+    /// Handed back to the thread-local slot when the guard drops (hence `ManuallyDrop`: the box
+    /// is moved out in `Drop` rather than replaced by a fresh 8 KiB emulator).
+    Emulated(ManuallyDrop<Box<Emulator>>),
 }
 
 /// The tiles of this thread, configured. Dereferences to the [`TileUnit`] of the chosen backend.
@@ -148,7 +153,7 @@ impl Deref for Tiles {
     fn deref(&self) -> &(dyn TileUnit + 'static) {
         match &self.unit {
             Unit::Hardware(h) => h,
-            Unit::Emulated(e) => &**e,
+            Unit::Emulated(e) => &***e,
         }
     }
 }
@@ -157,7 +162,7 @@ impl DerefMut for Tiles {
     fn deref_mut(&mut self) -> &mut (dyn TileUnit + 'static) {
         match &mut self.unit {
             Unit::Hardware(h) => h,
-            Unit::Emulated(e) => &mut **e,
+            Unit::Emulated(e) => &mut ***e,
         }
     }
 }
@@ -166,11 +171,10 @@ impl Drop for Tiles {
     fn drop(&mut self) {
         // Runs on unwinding too: the thread's state stays tracked (each instruction updates the
         // tracked copy only when it completes) and the next configure works.
-        if let Unit::Emulated(_) = self.unit {
-            let emu = std::mem::replace(&mut self.unit, Unit::Emulated(Box::default()));
-            if let Unit::Emulated(e) = emu {
-                EMULATOR.with(|slot| slot.set(Some(e)));
-            }
+        if let Unit::Emulated(e) = &mut self.unit {
+            // SAFETY: `self.unit` is never used again: this is the guard's drop.
+            let e = unsafe { ManuallyDrop::take(e) };
+            EMULATOR.with(|slot| slot.set(Some(e)));
         }
         GUARD_ALIVE.with(|g| g.set(false));
     }
@@ -211,9 +215,13 @@ pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, Conf
         Unit::Hardware(h) => *h.palette_table(),
         Unit::Emulated(e) => *e.palette_table(),
     };
-    config
-        .check_against(&table)
-        .map_err(ConfigureError::Config)?;
+    // Every TileConfig already passed the architectural table's rules when it was built; only
+    // a CPU with another table needs the check again.
+    if table != PaletteTable::ARCHITECTURAL {
+        config
+            .check_against(&table)
+            .map_err(ConfigureError::Config)?;
+    }
     if tiles.loaded_config() == *config.as_bytes() {
         count(|c| c.skipped += 1);
     } else {
@@ -238,7 +246,7 @@ fn acquire(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureErro
                 return Err(ConfigureError::Unavailable(why));
             }
         },
-        Backend::Emulated => Unit::Emulated(take_emulator()),
+        Backend::Emulated => Unit::Emulated(ManuallyDrop::new(take_emulator())),
     };
     // From here on the guard's Drop clears GUARD_ALIVE, on every path.
     Ok(Tiles {

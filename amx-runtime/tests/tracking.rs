@@ -1,0 +1,140 @@
+//! Configured-state tracking: skipped reloads, counters, one guard per thread, panic safety, and
+//! thread isolation, on the emulator everywhere and on the silicon where usable.
+
+use amx_runtime::rules::image;
+use amx_runtime::{
+    configure_on, counters, release_on, Backend, ConfigureError, Hardware, TileConfig, TileShape,
+};
+
+fn backends() -> Vec<Backend> {
+    let mut out = vec![Backend::Emulated];
+    match Hardware::new() {
+        Ok(_) => out.push(Backend::Hardware),
+        Err(why) => eprintln!("hardware backend skipped: {why}"),
+    }
+    out
+}
+
+fn config(rows: u8, colsb: u16) -> TileConfig {
+    TileConfig::builder()
+        .tile(0, rows, colsb)
+        .tile(1, 16, 64)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn reload_only_when_the_config_differs() {
+    for backend in backends() {
+        std::thread::spawn(move || {
+            let (a, b) = (config(16, 64), config(8, 32));
+            let start = counters();
+            drop(configure_on(backend, &a).unwrap());
+            drop(configure_on(backend, &a).unwrap());
+            drop(configure_on(backend, &b).unwrap());
+            drop(configure_on(backend, &a).unwrap());
+            let now = counters();
+            assert_eq!(now.loads - start.loads, 3, "{backend}");
+            assert_eq!(now.skipped - start.skipped, 1, "{backend}");
+            release_on(backend).unwrap();
+            drop(configure_on(backend, &a).unwrap());
+            let last = counters();
+            assert_eq!(
+                last.loads - now.loads,
+                1,
+                "after release the config is loaded again"
+            );
+            assert_eq!(last.releases - now.releases, 1);
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_second_guard_on_one_thread_is_busy() {
+    for backend in backends() {
+        let cfg = config(16, 64);
+        let first = configure_on(backend, &cfg).unwrap();
+        assert_eq!(
+            configure_on(backend, &cfg).unwrap_err(),
+            ConfigureError::Busy
+        );
+        assert_eq!(release_on(backend).unwrap_err(), ConfigureError::Busy);
+        drop(first);
+        drop(configure_on(backend, &cfg).unwrap());
+    }
+}
+
+#[test]
+fn a_config_too_big_for_the_palette_is_an_error() {
+    // The emulator of a VM with 8-row tiles rejects a 16-row configuration before LDTILECFG.
+    use amx_runtime::rules::Palette;
+    use amx_runtime::{Emulator, Fault, PaletteTable, TileUnit, TmulLimits};
+    let small = PaletteTable::one(Palette {
+        max_rows: 8,
+        ..Palette::PALETTE_1
+    });
+    let mut emu = Emulator::with_limits(small, TmulLimits::ARCHITECTURAL);
+    let cfg = config(16, 64);
+    assert!(cfg.check_against(&small).is_err());
+    assert!(matches!(
+        emu.ldtilecfg(cfg.as_bytes()),
+        Err(Fault::GeneralProtection(_))
+    ));
+}
+
+#[test]
+fn a_panic_inside_a_tile_scope_leaves_the_thread_usable() {
+    for backend in backends() {
+        std::thread::spawn(move || {
+            let cfg = config(16, 64);
+            let result = std::panic::catch_unwind(|| {
+                let mut tiles = configure_on(backend, &cfg).unwrap();
+                tiles.tilezero(0).unwrap();
+                panic!("kernel failed");
+            });
+            assert!(result.is_err());
+            let mut tiles = configure_on(backend, &cfg).expect("guard released on unwind");
+            assert_eq!(tiles.sttilecfg(), *cfg.as_bytes());
+            tiles.tilezero(1).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+/// Many threads, each with its own configuration, switching many times: each sees only its own
+/// through STTILECFG, and its tile data survives the other threads' work.
+#[test]
+fn threads_see_only_their_own_configuration() {
+    for backend in backends() {
+        let threads: Vec<_> = (0..16u8)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let mine = config(1 + i % 16, 4 * (1 + i as u16 % 16));
+                    let other = config(16, 64);
+                    let row: Vec<u8> = (0..64).map(|b| b ^ i).collect();
+                    for round in 0..200 {
+                        let cfg = if round % 2 == 0 { mine } else { other };
+                        let mut tiles = configure_on(backend, &cfg).unwrap();
+                        assert_eq!(tiles.sttilecfg(), *cfg.as_bytes());
+                        tiles.tileloadd(1, &row, 0).unwrap();
+                        std::thread::yield_now();
+                        let mut out = [0u8; 16 * 64];
+                        tiles.tilestored(1, &mut out, 64).unwrap();
+                        assert!(out.chunks(64).all(|r| r == row.as_slice()));
+                        assert_eq!(tiles.sttilecfg()[image::START_ROW], 0);
+                        assert_eq!(
+                            image::shape(&tiles.sttilecfg(), 0),
+                            cfg.tile(0).unwrap_or(TileShape::new(0, 0))
+                        );
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+}
