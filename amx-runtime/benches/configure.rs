@@ -1,3 +1,4 @@
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
 //! What `configure` costs when the thread already holds the configuration, against a real load
 //! (LDTILECFG), on every usable backend. Ends with the ratio measured in this run.
 

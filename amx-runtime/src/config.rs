@@ -213,7 +213,12 @@ impl fmt::Display for TileConfig {
         if self.is_init() {
             return writeln!(f, "palette 0 (INIT: no tiles configured)");
         }
-        writeln!(f, "palette {}, start_row {}", self.palette(), self.start_row())?;
+        writeln!(
+            f,
+            "palette {}, start_row {}",
+            self.palette(),
+            self.start_row()
+        )?;
         writeln!(f, "tile  rows  colsb  bytes")?;
         for t in 0..image::TILE_SLOTS {
             if let Some(s) = self.tile(t) {
@@ -231,7 +236,10 @@ impl fmt::Debug for TileConfig {
         d.field("start_row", &self.start_row());
         for t in 0..image::TILE_SLOTS {
             if let Some(s) = self.tile(t) {
-                d.field(["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"][t], &format_args!("{s}"));
+                d.field(
+                    ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"][t],
+                    &format_args!("{s}"),
+                );
             }
         }
         d.finish()

@@ -109,7 +109,7 @@ enum Unit {
 /// The tiles of this thread, configured. Dereferences to the [`TileUnit`] of the chosen backend.
 ///
 /// Not `Send`: tile state belongs to the thread that configured it. Dropping the guard keeps the
-/// configuration loaded (see the [module docs](self)).
+/// configuration loaded (see the [policy](crate::context)).
 pub struct Tiles {
     unit: Unit,
     config: TileConfig,
@@ -128,6 +128,14 @@ impl Tiles {
     /// The configuration this guard was handed out for.
     pub fn config(&self) -> &TileConfig {
         &self.config
+    }
+
+    /// The silicon, when that is the backend (for the typed path's unchecked instructions).
+    pub(crate) fn hardware_mut(&mut self) -> Option<&mut Hardware> {
+        match &mut self.unit {
+            Unit::Hardware(h) => Some(h),
+            Unit::Emulated(_) => None,
+        }
     }
 
     /// The emulator, when that is the backend (e.g. to inspect tiles without a store).

@@ -18,7 +18,10 @@ impl ConfigError {
         ConfigError::with_missing(violations, Vec::new())
     }
 
-    pub(crate) fn with_missing(violations: Vec<Violation>, missing: Vec<NoSuchTile>) -> ConfigError {
+    pub(crate) fn with_missing(
+        violations: Vec<Violation>,
+        missing: Vec<NoSuchTile>,
+    ) -> ConfigError {
         ConfigError {
             violations,
             missing,

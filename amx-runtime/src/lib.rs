@@ -2,7 +2,7 @@
 //!
 //! - [`tilecfg!`] checks a tile configuration at compile time and emits the aligned 64-byte
 //!   image LDTILECFG reads, as a [`TileConfig`].
-//! - [`detect`] tells what the CPU and OS offer; the runtime asks Linux for permission to use
+//! - [`detect()`] tells what the CPU and OS offer; the runtime asks Linux for permission to use
 //!   tile data.
 //! - [`TileUnit`] is the instruction set as a trait, implemented by the silicon ([`Hardware`])
 //!   and by a bit-exact software [`Emulator`], so kernels run and are tested anywhere.
@@ -22,9 +22,10 @@ extern crate self as amx_runtime;
 
 mod backend;
 mod config;
-mod context;
+pub mod context;
 pub mod detect;
 mod error;
+pub mod intrinsics;
 pub mod permit;
 pub mod typed;
 mod unit;
@@ -33,10 +34,10 @@ pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
 pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
+pub use config::{TileConfig, TileConfigBuilder};
 pub use context::{
     configure, configure_on, counters, release, release_on, ConfigureError, Counters, Tiles,
 };
-pub use config::{TileConfig, TileConfigBuilder};
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};
 pub use typed::{configure_typed, TypedTiles};

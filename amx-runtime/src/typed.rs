@@ -50,7 +50,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use amx_tilecfg::ElemType;
+use amx_tilecfg::{DotKind, ElemType};
 
 use crate::config::TileConfig;
 use crate::context::{configure, ConfigureError, Tiles};
@@ -272,7 +272,12 @@ impl<L: Layout> TypedTiles<L> {
     /// TILEZERO.
     pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
         let _ = tile;
-        Self::proven(self.tiles.tilezero(T::INDEX));
+        match self.tiles.hardware_mut() {
+            // SAFETY: L::CONFIG is loaded on this thread (this guard holds it) and the handle's
+            // type proves tile T::INDEX is used in it.
+            Some(hw) => unsafe { hw.tilezero_unchecked(T::INDEX) },
+            None => Self::proven(self.tiles.tilezero(T::INDEX)),
+        }
     }
 
     /// TILELOADD of `src`, row `r` at element `r * stride`.
@@ -297,10 +302,8 @@ impl<L: Layout> TypedTiles<L> {
         let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
         // SAFETY: the check above proves that every row r < ROWS, at byte r * stride * size,
         // has its COLSB bytes inside `src`, and the stride fits isize because the extent does.
-        unsafe {
-            self.tiles
-                .tileloadd_ptr(T::INDEX, src.as_ptr().cast(), (stride * size) as isize)
-        }
+        unsafe { self.load_ptr(tile, src.as_ptr().cast(), (stride * size) as isize) };
+        Ok(())
     }
 
     /// TILESTORED to `dst`, row `r` at element `r * stride`.
@@ -324,10 +327,8 @@ impl<L: Layout> TypedTiles<L> {
         }
         let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
         // SAFETY: as in `load`; `dst` is borrowed mutably, so nothing else aliases it.
-        unsafe {
-            self.tiles
-                .tilestored_ptr(T::INDEX, dst.as_mut_ptr().cast(), (stride * size) as isize)
-        }
+        unsafe { self.store_ptr(tile, dst.as_mut_ptr().cast(), (stride * size) as isize) };
+        Ok(())
     }
 
     /// TILELOADD through a raw pointer, `stride` in bytes.
@@ -335,10 +336,20 @@ impl<L: Layout> TypedTiles<L> {
     /// # Safety
     /// For every row `r` of the tile, the tile's bytes per row at `src + r * stride` must be
     /// readable.
-    pub unsafe fn load_ptr<T: Handle<Layout = L>>(&mut self, tile: T, src: *const u8, stride: isize) {
+    pub unsafe fn load_ptr<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        src: *const u8,
+        stride: isize,
+    ) {
         let _ = tile;
-        // SAFETY: forwarded from this function's contract; the types rule out every #UD.
-        Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride) });
+        match self.tiles.hardware_mut() {
+            // SAFETY: L::CONFIG is loaded and its tile T::INDEX is used with colsb % 4 == 0 and
+            // start_row below its rows (the macro checked both); the caller vouches for memory.
+            Some(hw) => unsafe { hw.tileloadd_unchecked(T::INDEX, src, stride) },
+            // SAFETY: forwarded from this function's contract.
+            None => Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride) }),
+        }
     }
 
     /// TILESTORED through a raw pointer, `stride` in bytes.
@@ -346,10 +357,19 @@ impl<L: Layout> TypedTiles<L> {
     /// # Safety
     /// For every row `r` of the tile, the tile's bytes per row at `dst + r * stride` must be
     /// writable and not aliased by a live reference.
-    pub unsafe fn store_ptr<T: Handle<Layout = L>>(&mut self, tile: T, dst: *mut u8, stride: isize) {
+    pub unsafe fn store_ptr<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        dst: *mut u8,
+        stride: isize,
+    ) {
         let _ = tile;
-        // SAFETY: forwarded from this function's contract; the types rule out every #UD.
-        Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride) });
+        match self.tiles.hardware_mut() {
+            // SAFETY: as in `load_ptr`; the caller vouches that the rows are writable.
+            Some(hw) => unsafe { hw.tilestored_unchecked(T::INDEX, dst, stride) },
+            // SAFETY: forwarded from this function's contract.
+            None => Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride) }),
+        }
     }
 
     /// All 1024 bytes of a tile's data.
@@ -371,7 +391,15 @@ macro_rules! typed_dot {
                     B: Handle<Layout = L>,
                 {
                     let _ = (c, a, b);
-                    Self::proven(self.tiles.$name(C::INDEX, A::INDEX, B::INDEX));
+                    let ops = (C::INDEX, A::INDEX, B::INDEX);
+                    match self.tiles.hardware_mut() {
+                        // SAFETY: the `Dot` impl exists only for operands that the macro
+                        // checked against L::CONFIG, which this guard holds loaded.
+                        Some(hw) => Self::proven(unsafe {
+                            hw.dot_unchecked(DotKind::$op, ops.0, ops.1, ops.2)
+                        }),
+                        None => Self::proven(self.tiles.$name(ops.0, ops.1, ops.2)),
+                    }
                 }
             )*
         }
@@ -402,6 +430,10 @@ impl<L: Layout> TypedTiles<L> {
         B: Handle<Layout = L>,
     {
         let _ = (c, a, b);
-        self.tiles.tdpfp16ps(C::INDEX, A::INDEX, B::INDEX)
+        match self.tiles.hardware_mut() {
+            // SAFETY: as for the other dot products; the CPU feature is still checked.
+            Some(hw) => unsafe { hw.dot_unchecked(DotKind::Tdpfp16ps, C::INDEX, A::INDEX, B::INDEX) },
+            None => self.tiles.tdpfp16ps(C::INDEX, A::INDEX, B::INDEX),
+        }
     }
 }

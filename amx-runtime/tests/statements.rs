@@ -416,7 +416,8 @@ fn t3_prefilled_emulator() {
 #[test]
 fn d4_ignores_bytes_past_k_emulator() {
     let mut u = Emulator::new();
-    u.ldtilecfg(&cfg(0, &[(0, 2, 8), (1, 2, 4), (2, 1, 8)])).unwrap();
+    u.ldtilecfg(&cfg(0, &[(0, 2, 8), (1, 2, 4), (2, 1, 8)]))
+        .unwrap();
     u.set_tile(1, &[1; 1024]);
     u.set_tile(2, &[1; 1024]);
     u.tdpbssd(0, 1, 2).unwrap();

@@ -1,1 +1,797 @@
-//! Raw inline-asm wrappers, one per instruction (placeholder).
+//! The raw layer: one `unsafe fn` per AMX instruction, each a single inline-asm statement, plus
+//! the dispatchers from run-time tile numbers to them and the XSAVE used to read whole tiles.
+//!
+//! Everything that executes a tile instruction goes through this file: the safe
+//! [`Hardware`](super::Hardware) backend after its checks, and the public
+//! [`intrinsics`](crate::intrinsics) directly.
+//!
+//! # Encodings
+//!
+//! Tile registers are not asm operands, so each tile number is a `const` generic spliced into
+//! the template as a `const` operand (`tmm{t}`). The assembler (LLVM, Intel syntax) then emits
+//! these forms (SEMANTICS.md sections 2-8); `tests/hardware_encoding.rs` and the unit tests below
+//! read the emitted bytes back and compare:
+//!
+//! | Function          | Form                                       | Bytes (tmm0.., base in `rdi`)  |
+//! |-------------------|--------------------------------------------|--------------------------------|
+//! | [`ldtilecfg`]     | VEX.128.NP.0F38.W0 49 !(11):000:bbb        | `C4 E2 78 49 07` (`[rdi]`)     |
+//! | [`sttilecfg`]     | VEX.128.66.0F38.W0 49 !(11):000:bbb        | `C4 E2 79 49 07`               |
+//! | [`tilerelease`]   | VEX.128.NP.0F38.W0 49 C0                   | `C4 E2 78 49 C0`               |
+//! | [`tilezero`]      | VEX.128.F2.0F38.W0 49 11:rrr:000           | `C4 E2 7B 49 C0+8t`            |
+//! | [`tileloadd`]     | VEX.128.F2.0F38.W0 4B !(11):rrr:100 + SIB  | `C4 E2 7B 4B 04+8t 37` (`[rdi+rsi*1]`) |
+//! | [`tileloaddt1`]   | VEX.128.66.0F38.W0 4B !(11):rrr:100 + SIB  | `C4 E2 79 4B ..`               |
+//! | [`tilestored`]    | VEX.128.F3.0F38.W0 4B !(11):rrr:100 + SIB  | `C4 E2 7A 4B ..`               |
+//! | [`tdpbssd`]       | VEX.128.F2.0F38.W0 5E 11:rrr:bbb, vvvv = B | `C4 E2 (~B<<3)\|3 5E C0+8C+A`   |
+//! | [`tdpbsud`]       | VEX.128.F3.0F38.W0 5E                      | pp = 2                         |
+//! | [`tdpbusd`]       | VEX.128.66.0F38.W0 5E                      | pp = 1                         |
+//! | [`tdpbuud`]       | VEX.128.NP.0F38.W0 5E                      | pp = 0                         |
+//! | [`tdpbf16ps`]     | VEX.128.F3.0F38.W0 5C                      | pp = 2                         |
+//! | [`tdpfp16ps`]     | VEX.128.F2.0F38.W0 5C                      | pp = 3                         |
+//!
+//! The memory forms take whatever registers the compiler allocates (a base or index in r8-r15
+//! clears VEX.B or VEX.X); the stride is always the SIB index with scale 1.
+//!
+//! # Options
+//!
+//! No asm statement here is `pure`, so the compiler never drops or merges one. Statements that
+//! read memory are `readonly`, statements that write memory have no memory option, and only
+//! statements that touch no memory at all are `nomem` (DESIGN.md: a configuration on the stack
+//! that the compiler thinks is dead must not be optimised away before LDTILECFG reads it; the
+//! pointer is an input operand and the asm is not `nomem`). rustc lowers a non-pure `nomem`
+//! statement to `memory(inaccessiblemem: readwrite)` and a non-pure `readonly` one to
+//! `memory(read, inaccessiblemem: readwrite)`, so the tile instructions stay in program order
+//! with respect to each other. None of these instructions touches RFLAGS or the stack.
+//!
+//! # Safety, in general
+//!
+//! Every function here executes an AMX instruction, which the caller must make legal: the CPU
+//! implements it, the OS enabled the AMX state components in XCR0 and, for the instructions that
+//! touch tile data (all but LDTILECFG, STTILECFG and TILERELEASE), this process holds the Linux
+//! XTILEDATA permission (otherwise SIGILL). Each function states the rest of its precondition:
+//! meeting it means the instruction raises no exception.
+
+// Off x86-64 the asm statements become panics (see `asm!` below) and their operands go unused.
+#![cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(unused_unsafe, unused_variables, dead_code)
+)]
+
+#[cfg(target_arch = "x86_64")]
+use core::arch::asm;
+
+/// Off x86-64 no AMX instruction exists, and none can be reached: `Hardware::new()` fails there
+/// and the public intrinsics are not compiled. The functions keep their signatures so the crate
+/// (and its emulator) builds everywhere; their bodies panic.
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! asm {
+    ($($tokens:tt)*) => {
+        unreachable!("AMX instructions exist only on x86-64")
+    };
+}
+
+use amx_tilecfg::DotKind;
+
+/// LDTILECFG m512: loads the 64-byte tile configuration at `ptr` and zeroes all tile data.
+///
+/// # Safety
+/// AMX-TILE is implemented and enabled in XCR0 (the permission is not needed, L7). The 64 bytes
+/// at `ptr` are readable (no alignment needed, L6) and form an image LDTILECFG accepts on this
+/// CPU's palette table (`check::ldtilecfg`), or have palette 0; otherwise #GP. Code that keeps a
+/// tracked copy of the configuration must update it.
+#[inline(always)]
+pub(crate) unsafe fn ldtilecfg(ptr: *const u8) {
+    // SAFETY: the caller guarantees the image is readable and accepted; the asm only reads it.
+    unsafe {
+        asm!(
+            "ldtilecfg [{ptr}]",
+            ptr = in(reg) ptr,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
+/// STTILECFG m512: writes the loaded configuration (64 zero bytes when unconfigured) to `ptr`.
+///
+/// # Safety
+/// AMX-TILE is implemented and enabled in XCR0. The 64 bytes at `ptr` are writable and not
+/// aliased by a live reference (no alignment needed, S4).
+#[inline(always)]
+pub(crate) unsafe fn sttilecfg(ptr: *mut u8) {
+    // SAFETY: the caller guarantees the 64 bytes are writable and unaliased.
+    unsafe {
+        asm!(
+            "sttilecfg [{ptr}]",
+            ptr = in(reg) ptr,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// TILERELEASE: zeroes all tile data and returns to the unconfigured (INIT) state.
+///
+/// # Safety
+/// AMX-TILE is implemented and enabled in XCR0 (legal configured or not, R2). Code that keeps a
+/// tracked copy of the configuration must update it.
+#[inline(always)]
+pub(crate) unsafe fn tilerelease() {
+    // SAFETY: the caller guarantees AMX-TILE is usable; the instruction touches no memory.
+    unsafe { asm!("tilerelease", options(nomem, nostack, preserves_flags)) }
+}
+
+/// TILEZERO tmm`T`: zeroes all 1024 bytes of tile `T` and clears start_row.
+///
+/// # Safety
+/// AMX-TILE is usable and permitted on this thread; a configuration is loaded and tile `T` is
+/// used in it (rows and colsb nonzero), as `check::tilezero` verifies; otherwise #UD.
+#[inline(always)]
+pub(crate) unsafe fn tilezero<const T: u8>() {
+    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the tile state makes the instruction legal; no memory.
+    unsafe {
+        asm!(
+            "tilezero tmm{t}",
+            t = const T,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+}
+
+/// TILELOADD tmm`T`, `[base + stride*1]`: loads rows `start_row..rows` of tile `T`, row `r` from
+/// the `colsb` bytes at `base + r * stride` (64-bit wrapping address arithmetic), zeroing the
+/// rest of each loaded row and the rows past `rows`; clears start_row.
+///
+/// # Safety
+/// AMX-TILE is usable and permitted on this thread; a configuration is loaded in which tile `T`
+/// is used, its colsb is a multiple of 4 and start_row is below its rows, as
+/// `check::tile_memory` verifies (otherwise #UD). For every row `r` in `start_row..rows`, the
+/// `colsb` bytes at `base.wrapping_offset(r * stride)` are readable (no alignment needed).
+#[inline(always)]
+pub(crate) unsafe fn tileloadd<const T: u8>(base: *const u8, stride: isize) {
+    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the tile state and that every row read is readable.
+    unsafe {
+        asm!(
+            "tileloadd tmm{t}, [{base} + {stride}*1]",
+            t = const T,
+            base = in(reg) base,
+            stride = in(reg) stride,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
+/// TILELOADDT1 tmm`T`, `[base + stride*1]`: [`tileloadd`] with a hint that the data will not
+/// be reused (the same architectural result, T3).
+///
+/// # Safety
+/// As for [`tileloadd`].
+#[inline(always)]
+pub(crate) unsafe fn tileloaddt1<const T: u8>(base: *const u8, stride: isize) {
+    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the tile state and that every row read is readable.
+    unsafe {
+        asm!(
+            "tileloaddt1 tmm{t}, [{base} + {stride}*1]",
+            t = const T,
+            base = in(reg) base,
+            stride = in(reg) stride,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
+/// TILESTORED `[base + stride*1]`, tmm`T`: writes the `colsb` bytes of each row `r` in
+/// `start_row..rows` of tile `T` to `base + r * stride`, and nothing else; clears start_row.
+///
+/// # Safety
+/// As for [`tileloadd`] (same #UD conditions), and for every row `r` in `start_row..rows` the
+/// `colsb` bytes at `base.wrapping_offset(r * stride)` are writable and not aliased by a live
+/// reference.
+#[inline(always)]
+pub(crate) unsafe fn tilestored<const T: u8>(base: *mut u8, stride: isize) {
+    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the tile state and that every row written is writable.
+    unsafe {
+        asm!(
+            "tilestored [{base} + {stride}*1], tmm{t}",
+            t = const T,
+            base = in(reg) base,
+            stride = in(reg) stride,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Defines one dot-product function: `$mnemonic tmm{C}, tmm{A}, tmm{B}` (ModRM.reg = C,
+/// ModRM.rm = A, VEX.vvvv = B).
+macro_rules! dot_product {
+    ($(#[$doc:meta])* $name:ident, $mnemonic:literal, $feature:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!(
+            "The CPU implements ", $feature, " and AMX is usable and permitted on this thread; ",
+            "a configuration is loaded in which tiles `C`, `A` and `B` are distinct and used, ",
+            "every colsb is a multiple of 4, `C.rows == A.rows`, `C.colsb == B.colsb`, ",
+            "`A.colsb / 4 == B.rows`, and the TMUL limits hold, as `check::dot` verifies; ",
+            "otherwise #UD."
+        )]
+        #[inline(always)]
+        pub(crate) unsafe fn $name<const C: u8, const A: u8, const B: u8>() {
+            const { assert!(C < 8 && A < 8 && B < 8, "AMX has tile registers tmm0 to tmm7 only") };
+            // SAFETY: the caller guarantees the tile state makes the instruction legal; the
+            // instruction reads and writes tile registers only.
+            unsafe {
+                asm!(
+                    concat!($mnemonic, " tmm{c}, tmm{a}, tmm{b}"),
+                    c = const C,
+                    a = const A,
+                    b = const B,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+        }
+    };
+}
+
+dot_product!(
+    /// TDPBSSD tmm`C`, tmm`A`, tmm`B`: `C += A x B`, signed x signed bytes into i32.
+    tdpbssd, "tdpbssd", "AMX-INT8"
+);
+dot_product!(
+    /// TDPBSUD tmm`C`, tmm`A`, tmm`B`: signed bytes (A) x unsigned bytes (B) into i32.
+    tdpbsud, "tdpbsud", "AMX-INT8"
+);
+dot_product!(
+    /// TDPBUSD tmm`C`, tmm`A`, tmm`B`: unsigned bytes (A) x signed bytes (B) into i32.
+    tdpbusd, "tdpbusd", "AMX-INT8"
+);
+dot_product!(
+    /// TDPBUUD tmm`C`, tmm`A`, tmm`B`: unsigned x unsigned bytes into i32.
+    tdpbuud, "tdpbuud", "AMX-INT8"
+);
+dot_product!(
+    /// TDPBF16PS tmm`C`, tmm`A`, tmm`B`: bf16 pairs into f32.
+    tdpbf16ps, "tdpbf16ps", "AMX-BF16"
+);
+dot_product!(
+    /// TDPFP16PS tmm`C`, tmm`A`, tmm`B`: fp16 pairs into f32.
+    tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, SEMANTICS.md F1)"
+);
+
+/// The XSAVE state-component bitmap of XTILEDATA (state component 18).
+pub(crate) const XTILEDATA: u64 = 1 << 18;
+
+/// XSAVE `[buf]` of state component 18 (XTILEDATA) only: requested-feature bitmap EDX:EAX =
+/// `1 << 18`, standard (non-compacted) format. `xsave`, not `xsave64`: the two differ only in
+/// the x87 component, which is not requested.
+///
+/// XSAVE writes the component's 8 KiB at its standard offset (CPUID.(0xD,18).EBX) and sets
+/// XSTATE_BV\[18\] in the header at `buf + 512` when the tile data is not in its INIT state;
+/// when that bit is clear, the data area may not have been written and the tiles are all zero.
+/// It touches nothing else in the area.
+///
+/// # Safety
+/// CR4.OSXSAVE is set (implied by AMX being enabled). `buf` is 64-byte aligned (otherwise
+/// #GP), and the first CPUID.(0xD,0).EBX bytes at `buf` (which cover component 18 when XCR0
+/// enables it) are writable and unaliased.
+#[inline(always)]
+pub(crate) unsafe fn xsave_tiledata(buf: *mut u8) {
+    const EAX: u32 = XTILEDATA as u32;
+    const EDX: u32 = (XTILEDATA >> 32) as u32;
+    // SAFETY: the caller guarantees alignment and a writable area as large as XSAVE writes.
+    unsafe {
+        asm!(
+            "xsave [{buf}]",
+            buf = in(reg) buf,
+            in("eax") EAX,
+            in("edx") EDX,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Expands to a `match` of the run-time tile number `$t` that calls `$f::<n>($args)` for
+/// n in 0..8 and evaluates to `true`, or does nothing and evaluates to `false` for `$t >= 8`.
+macro_rules! dispatch_tile {
+    ($t:expr, $f:ident($($arg:expr),*)) => {
+        match $t {
+            0 => { $f::<0>($($arg),*); true }
+            1 => { $f::<1>($($arg),*); true }
+            2 => { $f::<2>($($arg),*); true }
+            3 => { $f::<3>($($arg),*); true }
+            4 => { $f::<4>($($arg),*); true }
+            5 => { $f::<5>($($arg),*); true }
+            6 => { $f::<6>($($arg),*); true }
+            7 => { $f::<7>($($arg),*); true }
+            _ => false,
+        }
+    };
+}
+
+/// [`tilezero`] for a run-time tile number. Returns `false`, executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for [`tilezero`] with `T = t`.
+#[inline(always)]
+pub(crate) unsafe fn tilezero_dyn(t: u8) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    unsafe { dispatch_tile!(t, tilezero()) }
+}
+
+/// [`tileloadd`] for a run-time tile number. Returns `false`, executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for [`tileloadd`] with `T = t`.
+#[inline(always)]
+pub(crate) unsafe fn tileloadd_dyn(t: u8, base: *const u8, stride: isize) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    unsafe { dispatch_tile!(t, tileloadd(base, stride)) }
+}
+
+/// [`tileloaddt1`] for a run-time tile number. Returns `false`, executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for [`tileloaddt1`] with `T = t`.
+#[inline(always)]
+pub(crate) unsafe fn tileloaddt1_dyn(t: u8, base: *const u8, stride: isize) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    unsafe { dispatch_tile!(t, tileloaddt1(base, stride)) }
+}
+
+/// [`tilestored`] for a run-time tile number. Returns `false`, executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for [`tilestored`] with `T = t`.
+#[inline(always)]
+pub(crate) unsafe fn tilestored_dyn(t: u8, base: *mut u8, stride: isize) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    unsafe { dispatch_tile!(t, tilestored(base, stride)) }
+}
+
+/// The dot product `kind` on the fixed tiles `C`, `A`, `B`. Returns `false`, executing nothing,
+/// when two of them are the same tile (the silicon would raise #UD).
+///
+/// # Safety
+/// As for the dot-product function of `kind` (e.g. [`tdpbssd`]) with these tiles.
+#[inline(always)]
+unsafe fn dot_fixed<const C: u8, const A: u8, const B: u8>(kind: DotKind) -> bool {
+    if C == A || C == B || A == B {
+        return false;
+    }
+    // SAFETY: forwarded from this function's contract; the tiles are distinct.
+    unsafe {
+        match kind {
+            DotKind::Tdpbssd => tdpbssd::<C, A, B>(),
+            DotKind::Tdpbsud => tdpbsud::<C, A, B>(),
+            DotKind::Tdpbusd => tdpbusd::<C, A, B>(),
+            DotKind::Tdpbuud => tdpbuud::<C, A, B>(),
+            DotKind::Tdpbf16ps => tdpbf16ps::<C, A, B>(),
+            DotKind::Tdpfp16ps => tdpfp16ps::<C, A, B>(),
+        }
+    }
+    true
+}
+
+/// Expands to nested `match`es of the run-time tiles `$c`, `$a`, `$b` over 0..8 each, calling
+/// `dot_fixed::<c, a, b>($kind)`; evaluates to `false` when a tile is 8 or more.
+macro_rules! dispatch_dot {
+    ($kind:ident, $c:ident, $a:ident, $b:ident) => {
+        dispatch_dot!(@c [$kind $c $a $b] [0 1 2 3 4 5 6 7])
+    };
+    (@c [$kind:ident $c:ident $a:ident $b:ident] [$($cv:literal)*]) => {
+        match $c {
+            $($cv => dispatch_dot!(@a [$kind $c $a $b] $cv [0 1 2 3 4 5 6 7]),)*
+            _ => false,
+        }
+    };
+    (@a [$kind:ident $c:ident $a:ident $b:ident] $cv:literal [$($av:literal)*]) => {
+        match $a {
+            $($av => dispatch_dot!(@b [$kind $c $a $b] $cv $av [0 1 2 3 4 5 6 7]),)*
+            _ => false,
+        }
+    };
+    (@b [$kind:ident $c:ident $a:ident $b:ident] $cv:literal $av:literal [$($bv:literal)*]) => {
+        match $b {
+            $($bv => dot_fixed::<$cv, $av, $bv>($kind),)*
+            _ => false,
+        }
+    };
+}
+
+/// The dot product `kind` on run-time tiles `C = c`, `A = a`, `B = b`. Returns `false`,
+/// executing nothing, when a tile number is 8 or more or two of them are equal.
+///
+/// # Safety
+/// As for the dot-product function of `kind` (e.g. [`tdpbssd`]) with `C = c`, `A = a`,
+/// `B = b`.
+#[inline(always)]
+pub(crate) unsafe fn dot_dyn(kind: DotKind, c: u8, a: u8, b: u8) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tiles the caller named.
+    unsafe { dispatch_dot!(kind, c, a, b) }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    //! Encoding checks that run on any x86-64 machine: they read the machine code of small
+    //! wrapper functions (never executing it) and compare it with SEMANTICS.md.
+    //!
+    //! Each wrapper lives in its own linker section named like a C identifier, so the linker
+    //! defines `__start_<section>` and `__stop_<section>` and the test reads exactly the
+    //! wrapper's bytes.
+
+    use super::*;
+
+    macro_rules! wrapper {
+        ($name:ident($($arg:ident: $ty:ty),*) $body:block) => {
+            #[unsafe(link_section = concat!("amx_asm_", stringify!($name)))]
+            #[inline(never)]
+            unsafe extern "C" fn $name($($arg: $ty),*) $body
+        };
+    }
+
+    /// The machine code of wrapper `$name` (whose address is also kept alive).
+    macro_rules! code_of {
+        ($name:ident) => {{
+            std::hint::black_box($name as *const ());
+            unsafe extern "C" {
+                #[link_name = concat!("__start_amx_asm_", stringify!($name))]
+                static START: u8;
+                #[link_name = concat!("__stop_amx_asm_", stringify!($name))]
+                static STOP: u8;
+            }
+            let (start, stop) = (&raw const START, &raw const STOP);
+            // SAFETY: the linker defines START and STOP as the bounds of the section that holds
+            // only this wrapper's code, which is mapped readable for the life of the process;
+            // the bytes are read, never executed.
+            unsafe { std::slice::from_raw_parts(start, stop as usize - start as usize) }
+        }};
+    }
+
+    wrapper!(zero_dyn(t: u8) {
+        // SAFETY: never called; only its code bytes are read.
+        unsafe {
+            tilezero_dyn(t);
+        }
+    });
+    wrapper!(load_dyn(t: u8, p: *const u8, s: isize) {
+        // SAFETY: never called; only its code bytes are read.
+        unsafe {
+            tileloadd_dyn(t, p, s);
+        }
+    });
+    wrapper!(load_t1_dyn(t: u8, p: *const u8, s: isize) {
+        // SAFETY: never called; only its code bytes are read.
+        unsafe {
+            tileloaddt1_dyn(t, p, s);
+        }
+    });
+    wrapper!(store_dyn(t: u8, p: *mut u8, s: isize) {
+        // SAFETY: never called; only its code bytes are read.
+        unsafe {
+            tilestored_dyn(t, p, s);
+        }
+    });
+    wrapper!(save_tiledata(p: *mut u8) {
+        // SAFETY: never called; only its code bytes are read.
+        unsafe { xsave_tiledata(p) }
+    });
+
+    macro_rules! dot_wrappers {
+        ($($name:ident => $kind:ident),*) => {$(
+            wrapper!($name(c: u8, a: u8, b: u8) {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    dot_dyn(DotKind::$kind, c, a, b);
+                }
+            });
+        )*};
+    }
+    dot_wrappers!(
+        dot_ssd => Tdpbssd,
+        dot_sud => Tdpbsud,
+        dot_usd => Tdpbusd,
+        dot_uud => Tdpbuud,
+        dot_bf16 => Tdpbf16ps,
+        dot_fp16 => Tdpfp16ps
+    );
+
+    /// Wrappers that call a dispatcher with constant tile numbers: once the optimizer has folded
+    /// the `match`, the section holds only the arm for those numbers, which shows that the
+    /// dispatcher maps each number to the instruction on that tile.
+    macro_rules! fixed_wrappers {
+        ($($name:ident => $call:ident($($arg:expr),*);)*) => {$(
+            wrapper!($name() {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    $call($($arg),*);
+                }
+            });
+        )*};
+    }
+    fixed_wrappers! {
+        zero_0 => tilezero_dyn(0);
+        zero_1 => tilezero_dyn(1);
+        zero_2 => tilezero_dyn(2);
+        zero_3 => tilezero_dyn(3);
+        zero_4 => tilezero_dyn(4);
+        zero_5 => tilezero_dyn(5);
+        zero_6 => tilezero_dyn(6);
+        zero_7 => tilezero_dyn(7);
+        load_2 => tileloadd_dyn(2, core::ptr::null(), 64);
+        load_6 => tileloadd_dyn(6, core::ptr::null(), 64);
+        load_t1_1 => tileloaddt1_dyn(1, core::ptr::null(), 64);
+        load_t1_7 => tileloaddt1_dyn(7, core::ptr::null(), 64);
+        store_0 => tilestored_dyn(0, core::ptr::null_mut(), 64);
+        store_5 => tilestored_dyn(5, core::ptr::null_mut(), 64);
+        ssd_012 => dot_dyn(DotKind::Tdpbssd, 0, 1, 2);
+        ssd_765 => dot_dyn(DotKind::Tdpbssd, 7, 6, 5);
+        sud_314 => dot_dyn(DotKind::Tdpbsud, 3, 1, 4);
+        usd_270 => dot_dyn(DotKind::Tdpbusd, 2, 7, 0);
+        uud_536 => dot_dyn(DotKind::Tdpbuud, 5, 3, 6);
+        bf16_461 => dot_dyn(DotKind::Tdpbf16ps, 4, 6, 1);
+        fp16_123 => dot_dyn(DotKind::Tdpfp16ps, 1, 2, 3);
+        alias_ssd_110 => dot_dyn(DotKind::Tdpbssd, 1, 1, 0);
+        alias_bf16_020 => dot_dyn(DotKind::Tdpbf16ps, 0, 2, 0);
+        zero_8 => tilezero_dyn(8);
+    }
+
+    /// VEX.pp of a mandatory prefix.
+    const NP: u8 = 0;
+    const P66: u8 = 1;
+    const PF3: u8 = 2;
+    const PF2: u8 = 3;
+
+    /// An AMX instruction found in machine code: VEX.pp, opcode (map 0F38), ModRM.reg (with
+    /// VEX.R), ModRM.rm or the SIB base (with VEX.B), VEX.vvvv (inverted back), whether the
+    /// ModRM names a register (mod = 11), the SIB scale and whether the SIB has an index
+    /// (without one the stride would be 0), and VEX.W and VEX.L.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Amx {
+        pp: u8,
+        opcode: u8,
+        reg: u8,
+        rm: u8,
+        vvvv: u8,
+        register_form: bool,
+        sib_scale: Option<u8>,
+        sib_index: bool,
+        w: bool,
+        l: bool,
+    }
+
+    /// Every three-byte-VEX instruction of map 0F38 with opcode 49, 4B, 5C or 5E in `code`.
+    fn amx_instructions(code: &[u8]) -> Vec<Amx> {
+        let mut found = Vec::new();
+        for i in 0..code.len().saturating_sub(4) {
+            let [c4, p1, p2, opcode, modrm] =
+                [code[i], code[i + 1], code[i + 2], code[i + 3], code[i + 4]];
+            if c4 != 0xC4 || p1 & 0x1F != 0x02 || ![0x49, 0x4B, 0x5C, 0x5E].contains(&opcode) {
+                continue;
+            }
+            let (r, x, b) = (p1 & 0x80 == 0, p1 & 0x40 == 0, p1 & 0x20 == 0);
+            let register_form = modrm >> 6 == 3;
+            let sib = (!register_form && modrm & 7 == 4).then(|| code.get(i + 5).copied());
+            let sib_scale = sib.flatten().map(|s| s >> 6);
+            // Index 100 without VEX.X means "no index"; with VEX.X it is r12.
+            let sib_index = sib.flatten().is_some_and(|s| (s >> 3) & 7 != 4 || x);
+            found.push(Amx {
+                pp: p2 & 3,
+                opcode,
+                reg: ((modrm >> 3) & 7) | (u8::from(r) << 3),
+                rm: (modrm & 7) | (u8::from(b) << 3),
+                vvvv: !(p2 >> 3) & 0xF,
+                register_form,
+                sib_scale,
+                sib_index,
+                w: p2 & 0x80 != 0,
+                l: p2 & 0x04 != 0,
+            });
+        }
+        found
+    }
+
+    /// Checks that `code` holds one instruction `pp`/`opcode` on each tile 0..8 in ModRM.reg,
+    /// all memory forms with a SIB of scale 1, and nothing else.
+    fn check_one_tile_dispatch(code: &[u8], pp: u8, opcode: u8) {
+        let found = amx_instructions(code);
+        for t in 0..8 {
+            assert!(
+                found.iter().any(|i| i.reg == t),
+                "no instruction on tmm{t} in {code:02x?}"
+            );
+        }
+        for i in &found {
+            assert_eq!(
+                (i.pp, i.opcode, i.w, i.l),
+                (pp, opcode, false, false),
+                "{i:?}"
+            );
+            assert!(i.reg < 8 && !i.register_form && i.vvvv == 0, "{i:?}");
+            assert_eq!(
+                i.sib_scale,
+                Some(0),
+                "stride must be a SIB index with scale 1: {i:?}"
+            );
+            assert!(i.sib_index, "stride must be a SIB index: {i:?}");
+        }
+    }
+
+    #[test]
+    fn tilezero_dispatch_names_each_tile() {
+        let found = amx_instructions(code_of!(zero_dyn));
+        let mut seen = [false; 8];
+        for i in &found {
+            // VEX.128.F2.0F38.W0 49 11:rrr:000, vvvv = 1111.
+            assert_eq!(
+                (i.pp, i.opcode, i.w, i.l),
+                (PF2, 0x49, false, false),
+                "{i:?}"
+            );
+            assert!(
+                i.register_form && i.rm == 0 && i.vvvv == 0 && i.reg < 8,
+                "{i:?}"
+            );
+            seen[i.reg as usize] = true;
+        }
+        assert_eq!(seen, [true; 8]);
+    }
+
+    #[test]
+    fn tileloadd_dispatch_names_each_tile() {
+        check_one_tile_dispatch(code_of!(load_dyn), PF2, 0x4B);
+    }
+
+    #[test]
+    fn tileloaddt1_dispatch_names_each_tile() {
+        check_one_tile_dispatch(code_of!(load_t1_dyn), P66, 0x4B);
+    }
+
+    #[test]
+    fn tilestored_dispatch_names_each_tile() {
+        check_one_tile_dispatch(code_of!(store_dyn), PF3, 0x4B);
+    }
+
+    #[test]
+    fn dot_dispatch_names_each_distinct_triple() {
+        let cases: [(&[u8], u8, u8); 6] = [
+            (code_of!(dot_ssd), PF2, 0x5E),
+            (code_of!(dot_sud), PF3, 0x5E),
+            (code_of!(dot_usd), P66, 0x5E),
+            (code_of!(dot_uud), NP, 0x5E),
+            (code_of!(dot_bf16), PF3, 0x5C),
+            (code_of!(dot_fp16), PF2, 0x5C),
+        ];
+        for (code, pp, opcode) in cases {
+            let found = amx_instructions(code);
+            for i in &found {
+                assert_eq!(
+                    (i.pp, i.opcode, i.w, i.l),
+                    (pp, opcode, false, false),
+                    "{i:?}"
+                );
+                assert!(
+                    i.register_form && i.reg < 8 && i.rm < 8 && i.vvvv < 8,
+                    "{i:?}"
+                );
+            }
+            for c in 0..8 {
+                for a in 0..8 {
+                    for b in 0..8 {
+                        let here = found.iter().any(|i| (i.reg, i.rm, i.vvvv) == (c, a, b));
+                        if c != a && c != b && a != b {
+                            assert!(here, "no {opcode:02x}/pp{pp} for C={c} A={a} B={b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AMX instructions of a wrapper that calls a dispatcher with constants, or `None`
+    /// (after saying so) when the optimizer did not fold the dispatch (opt-level 0).
+    fn folded(name: &str, code: &[u8], max: usize) -> Option<Vec<Amx>> {
+        let found = amx_instructions(code);
+        if found.len() > max {
+            println!("skipping the mapping check of {name}: dispatch not constant-folded");
+            return None;
+        }
+        Some(found)
+    }
+
+    #[test]
+    fn dispatchers_map_each_number_to_its_tile() {
+        let zeros: [&[u8]; 8] = [
+            code_of!(zero_0),
+            code_of!(zero_1),
+            code_of!(zero_2),
+            code_of!(zero_3),
+            code_of!(zero_4),
+            code_of!(zero_5),
+            code_of!(zero_6),
+            code_of!(zero_7),
+        ];
+        for (t, code) in (0u8..).zip(zeros) {
+            if let Some(found) = folded("tilezero_dyn", code, 1) {
+                // The exact TILEZERO encoding: C4 E2 7B 49 11:ttt:000.
+                let expected = [0xC4, 0xE2, 0x7B, 0x49, 0xC0 | t << 3];
+                assert_eq!(found.len(), 1, "tilezero_dyn({t}): {code:02x?}");
+                assert!(
+                    code.windows(5).any(|w| w == expected),
+                    "tilezero_dyn({t}): {code:02x?}"
+                );
+            }
+        }
+        let memory: [(&str, &[u8], u8, u8); 6] = [
+            ("tileloadd_dyn", code_of!(load_2), 2, PF2),
+            ("tileloadd_dyn", code_of!(load_6), 6, PF2),
+            ("tileloaddt1_dyn", code_of!(load_t1_1), 1, P66),
+            ("tileloaddt1_dyn", code_of!(load_t1_7), 7, P66),
+            ("tilestored_dyn", code_of!(store_0), 0, PF3),
+            ("tilestored_dyn", code_of!(store_5), 5, PF3),
+        ];
+        for (name, code, t, pp) in memory {
+            if let Some(found) = folded(name, code, 1) {
+                assert_eq!(found.len(), 1, "{name}({t}): {code:02x?}");
+                let i = found[0];
+                assert_eq!(
+                    (i.pp, i.opcode, i.reg, i.sib_scale),
+                    (pp, 0x4B, t, Some(0)),
+                    "{i:?}"
+                );
+                assert!(i.sib_index && !i.register_form && !i.w && !i.l, "{i:?}");
+            }
+        }
+        /// Mnemonic, code, VEX.pp, opcode, [C, A, B].
+        type DotCase = (&'static str, &'static [u8], u8, u8, [u8; 3]);
+        let dots: [DotCase; 7] = [
+            ("TDPBSSD", code_of!(ssd_012), PF2, 0x5E, [0, 1, 2]),
+            ("TDPBSSD", code_of!(ssd_765), PF2, 0x5E, [7, 6, 5]),
+            ("TDPBSUD", code_of!(sud_314), PF3, 0x5E, [3, 1, 4]),
+            ("TDPBUSD", code_of!(usd_270), P66, 0x5E, [2, 7, 0]),
+            ("TDPBUUD", code_of!(uud_536), NP, 0x5E, [5, 3, 6]),
+            ("TDPBF16PS", code_of!(bf16_461), PF3, 0x5C, [4, 6, 1]),
+            ("TDPFP16PS", code_of!(fp16_123), PF2, 0x5C, [1, 2, 3]),
+        ];
+        for (name, code, pp, opcode, [c, a, b]) in dots {
+            if let Some(found) = folded(name, code, 1) {
+                // The exact encoding: C4 E2 [W0 ~B L0 pp] op [11 C A].
+                let expected = [0xC4, 0xE2, (!b & 0xF) << 3 | pp, opcode, 0xC0 | c << 3 | a];
+                assert_eq!(found.len(), 1, "{name} {c},{a},{b}: {code:02x?}");
+                assert!(
+                    code.windows(5).any(|w| w == expected),
+                    "{name}: {code:02x?}"
+                );
+            }
+        }
+        // Aliased operands and tile 8 execute nothing.
+        let nothing: [(&str, &[u8]); 3] = [
+            ("dot_dyn(1, 1, 0)", code_of!(alias_ssd_110)),
+            ("dot_dyn(0, 2, 0)", code_of!(alias_bf16_020)),
+            ("tilezero_dyn(8)", code_of!(zero_8)),
+        ];
+        for (name, code) in nothing {
+            if let Some(found) = folded(name, code, 0) {
+                assert!(found.is_empty(), "{name}: {code:02x?}");
+            }
+        }
+    }
+
+    #[test]
+    fn xsave_saves_component_18_only() {
+        let code = code_of!(save_tiledata);
+        // mov eax, 0x40000 (RFBM low half) and XSAVE m: [REX] 0F AE /4 with mod != 11.
+        assert!(
+            code.windows(5).any(|w| w == [0xB8, 0x00, 0x00, 0x04, 0x00]),
+            "EAX = 1 << 18 not found in {code:02x?}"
+        );
+        let xsave = code
+            .windows(3)
+            .position(|w| w[0] == 0x0F && w[1] == 0xAE && (w[2] >> 3) & 7 == 4 && w[2] >> 6 != 3);
+        let at = xsave.unwrap_or_else(|| panic!("no XSAVE in {code:02x?}"));
+        // No REX.W (that would be XSAVE64), at most a REX.B for the base register.
+        if at > 0 && code[at - 1] & 0xF0 == 0x40 {
+            assert_eq!(code[at - 1] & 0x08, 0, "REX.W set: {code:02x?}");
+        }
+    }
+}

@@ -37,7 +37,9 @@ fn configured(cfg: &[u8; 64], mnemonic: &str) -> Result<(), Fault> {
 /// The shape of used tile `t`, or the #UD for a tile number past 7 or an unused tile.
 fn used_tile(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
     if t as usize >= image::TILE_SLOTS {
-        return Err(ud(format!("{mnemonic} names tile t{t}; there are only t0 to t7")));
+        return Err(ud(format!(
+            "{mnemonic} names tile t{t}; there are only t0 to t7"
+        )));
     }
     let shape = image::shape(cfg, t as usize);
     if shape.rows == 0 || shape.colsb == 0 {
@@ -95,7 +97,9 @@ pub(crate) fn dot(
     configured(cfg, mnemonic)?;
     for t in [c, a, b] {
         if t as usize >= image::TILE_SLOTS {
-            return Err(ud(format!("{mnemonic} names tile t{t}; there are only t0 to t7")));
+            return Err(ud(format!(
+                "{mnemonic} names tile t{t}; there are only t0 to t7"
+            )));
         }
     }
     let shape = |t: u8| image::shape(cfg, t as usize);

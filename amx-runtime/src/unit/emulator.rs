@@ -141,7 +141,13 @@ impl Emulator {
         self.clear_start_row();
     }
 
-    fn load_slice(&mut self, t: u8, src: &[u8], stride: usize, mnemonic: &str) -> Result<(), Fault> {
+    fn load_slice(
+        &mut self,
+        t: u8,
+        src: &[u8],
+        stride: usize,
+        mnemonic: &str,
+    ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
         check::bounds(t, shape, stride, src.len())?;
         self.load_rows(t, shape, |r, dst| {
@@ -153,7 +159,13 @@ impl Emulator {
 
     /// # Safety
     /// As [`TileUnit::tileloadd_ptr`].
-    unsafe fn load_ptr(&mut self, t: u8, src: *const u8, stride: isize, mnemonic: &str) -> Result<(), Fault> {
+    unsafe fn load_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+        mnemonic: &str,
+    ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
         self.load_rows(t, shape, |r, dst| {
             // SAFETY: the caller guarantees that colsb bytes at src + r * stride are readable for
@@ -170,7 +182,14 @@ impl Emulator {
         &mut self,
         (c, a, b): (u8, u8, u8),
         mnemonic: &str,
-        kernel: impl FnOnce(&mut [u8; TILE_BYTES], &[u8; TILE_BYTES], &[u8; TILE_BYTES], usize, usize, usize),
+        kernel: impl FnOnce(
+            &mut [u8; TILE_BYTES],
+            &[u8; TILE_BYTES],
+            &[u8; TILE_BYTES],
+            usize,
+            usize,
+            usize,
+        ),
     ) -> Result<(), Fault> {
         let s = check::dot(&self.config, (c, a, b), self.limits, mnemonic)?;
         // check::dot proved c, a, b distinct and below 8.
@@ -246,7 +265,12 @@ impl TileUnit for Emulator {
         unsafe { self.load_ptr(t, src, stride, "TILELOADD") }
     }
 
-    unsafe fn tileloaddt1_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault> {
+    unsafe fn tileloaddt1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
         // SAFETY: forwarded from this function's own contract.
         unsafe { self.load_ptr(t, src, stride, "TILELOADDT1") }
     }

@@ -1,87 +1,491 @@
-//! The silicon tile unit (placeholder until the hardware backend lands).
+//! The silicon tile unit: every method runs the shared fault checks ([`check`]) against this
+//! thread's tracked configuration, then executes one instruction from the raw layer ([`asm`]).
+//!
+//! The decisions (per-thread tracked configuration, TDPFP16PS, XSAVE for whole tiles) are
+//! documented on [`Hardware`], where users see them.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
+use std::sync::OnceLock;
 
-use super::{TileUnit, TILE_BYTES};
+use amx_tilecfg::{image, DotKind, PaletteTable, TmulLimits};
+
+use super::{asm, check, TileUnit, TILES, TILE_BYTES};
 use crate::detect::Unavailable;
 use crate::error::Fault;
 
+/// What the process learned about the silicon on the first successful [`Hardware::new`].
+#[derive(Debug)]
+struct Silicon {
+    /// CPUID leaf 0x1D.
+    palettes: PaletteTable,
+    /// CPUID leaf 0x1E.
+    tmul: TmulLimits,
+    /// CPUID.(7,0):EDX\[25\].
+    amx_int8: bool,
+    /// CPUID.(7,0):EDX\[22\].
+    amx_bf16: bool,
+    /// CPUID.(7,1):EAX\[21\].
+    amx_fp16: bool,
+    /// Where XSAVE puts the tile data, or `None` when CPUID does not describe it usably.
+    xsave: Option<XsaveLayout>,
+}
+
+/// The standard-format XSAVE layout of state component 18.
+#[derive(Clone, Copy, Debug)]
+struct XsaveLayout {
+    /// Bytes of the buffer: CPUID.(0xD,0).EBX, at least `offset + size`.
+    area: usize,
+    /// CPUID.(0xD,18).EBX: offset of the tile data in the standard format.
+    offset: usize,
+}
+
+/// Offset of XSTATE_BV in the XSAVE header.
+const XSTATE_BV: usize = 512;
+
+impl XsaveLayout {
+    /// Reads CPUID leaf 0xD; `None` unless component 18 holds eight 1 KiB tiles past the header.
+    fn from_cpuid() -> Option<XsaveLayout> {
+        let [_, area, _, _] = cpuid(0xD, 0);
+        let [size, offset, _, _] = cpuid(0xD, 18);
+        let (area, size, offset) = (area as usize, size as usize, offset as usize);
+        if size < TILES * TILE_BYTES || offset < XSTATE_BV + 64 {
+            return None;
+        }
+        Some(XsaveLayout {
+            area: area.max(offset + size),
+            offset,
+        })
+    }
+}
+
+/// CPUID with EAX = `leaf`, ECX = `subleaf`: `[eax, ebx, ecx, edx]`.
+#[cfg(target_arch = "x86_64")]
+fn cpuid(leaf: u32, subleaf: u32) -> [u32; 4] {
+    #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
+    // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
+    let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
+    [r.eax, r.ebx, r.ecx, r.edx]
+}
+
+/// No CPUID off x86-64 ([`Hardware::new`] fails there before this is reached).
+#[cfg(not(target_arch = "x86_64"))]
+fn cpuid(_leaf: u32, _subleaf: u32) -> [u32; 4] {
+    [0; 4]
+}
+
+static SILICON: OnceLock<Silicon> = OnceLock::new();
+
+thread_local! {
+    /// This thread's configuration as STTILECFG would write it (zeros when unconfigured).
+    static CONFIG: Cell<[u8; 64]> = const { Cell::new([0; 64]) };
+    /// Whether this thread vouched that its cores execute TDPFP16PS.
+    static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn tracked() -> [u8; 64] {
+    CONFIG.with(Cell::get)
+}
+
+fn set_tracked(config: [u8; 64]) {
+    CONFIG.with(|c| c.set(config));
+}
+
+/// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
+fn clear_start_row() {
+    CONFIG.with(|c| {
+        let mut config = c.get();
+        config[image::START_ROW] = 0;
+        c.set(config);
+    });
+}
+
 /// The CPU's own AMX unit, for the calling thread. Neither `Send` nor `Sync`: tile state belongs
-/// to a thread.
+/// to a thread, and all handles on a thread share it.
+///
+/// Every safe method checks the conditions under which the silicon would fault and returns
+/// that [`Fault`], exactly as the [`Emulator`](crate::Emulator) does, so a safe call never raises
+/// #GP or #UD; then it executes the one instruction.
+///
+/// # Tracked configuration
+///
+/// Tile state belongs to a thread, so the configuration the checks run against is kept per
+/// thread, in a thread-local copy of the 64 bytes STTILECFG would write (zeros when
+/// unconfigured). All [`Hardware`] handles on a thread share it. It is updated after every
+/// instruction that completes: LDTILECFG sets it (palette 0 gives zeros), TILERELEASE zeroes it,
+/// and TILEZERO, TILELOADD, TILELOADDT1, TILESTORED and the dot products clear its start_row byte
+/// as the silicon does. [`TileUnit::loaded_config`] returns the copy without executing anything;
+/// [`TileUnit::sttilecfg`] executes STTILECFG and returns the real state.
+///
+/// The safe methods are sound only while the copy matches the silicon: their bounds checks use
+/// the tracked shapes. A thread starts unconfigured as far as the copy knows, which is safe
+/// whatever the real state (every tile instruction is refused until LDTILECFG). Code that
+/// changes the tile configuration behind the library's back (the raw
+/// [`intrinsics`](crate::intrinsics), or foreign code such as a C library issuing LDTILECFG on
+/// this thread) must call [`Hardware::resync`] before the next safe call; the intrinsics' safety
+/// contracts say so.
+///
+/// # TDPFP16PS
+///
+/// A hypervisor can hide CPUID.(7,1):EAX\[21\] (AMX-FP16) of a core that implements it: on the
+/// KVM guests this crate was measured on (SEMANTICS.md F1) the bit is clear, yet TDPFP16PS
+/// executes; on a Sapphire Rapids the same opcode raises #UD. A safe call must never fault, so
+/// [`TileUnit::tdpfp16ps`] returns `Fault::InvalidOpcode` unless CPUID reports AMX-FP16, or
+/// unless the thread has opted in with the unsafe [`Hardware::assume_amx_fp16`] (the caller
+/// vouches for the core). The opt-in is per thread, like the rest of the tile state, so that the
+/// handles the [`configure`](crate::configure) guard creates see it too. The other dot products
+/// likewise return `Fault::InvalidOpcode` when CPUID lacks AMX-INT8 or AMX-BF16.
+///
+/// # Reading whole tiles
+///
+/// [`TileUnit::tile_data`] returns all 1024 bytes of a tile, including the bytes past its rows
+/// and colsb. No tile instruction can show those (TILESTORED writes exactly colsb bytes of rows
+/// `start_row..rows`), so it uses XSAVE of state component 18 (XTILEDATA), the only
+/// architectural way to read them: standard format, requested-feature bitmap `1 << 18`, into a
+/// 64-byte-aligned buffer of CPUID.(0xD,0).EBX bytes. The component's offset and size come from
+/// CPUID.(0xD,18) (2816 and 8192 on these machines). When XSTATE_BV\[18\] in the header is clear
+/// the tile data is in its INIT state, i.e. all zero, and XSAVE may not have written it.
 #[derive(Debug)]
 pub struct Hardware {
+    silicon: &'static Silicon,
     _thread_bound: PhantomData<*const ()>,
 }
 
 impl Hardware {
-    /// Detects AMX and asks the OS for permission, or returns why AMX cannot be used here.
+    /// Detects AMX and asks the OS for permission to use tile data, or returns why AMX cannot be
+    /// used here. After the first success in a process this is a load of a cached value.
     pub fn new() -> Result<Hardware, Unavailable> {
-        crate::detect::ensure_usable().map(|_| Hardware {
+        let silicon = match SILICON.get() {
+            Some(silicon) => silicon,
+            None => {
+                let caps = crate::detect::ensure_usable()?;
+                SILICON.get_or_init(|| Silicon {
+                    palettes: caps.palettes,
+                    tmul: caps.tmul,
+                    amx_int8: caps.amx_int8,
+                    amx_bf16: caps.amx_bf16,
+                    amx_fp16: caps.amx_fp16,
+                    xsave: XsaveLayout::from_cpuid(),
+                })
+            }
+        };
+        Ok(Hardware {
+            silicon,
             _thread_bound: PhantomData,
         })
     }
 
-    /// The palette table detected on this CPU.
-    pub fn palette_table(&self) -> &amx_tilecfg::PaletteTable {
-        &amx_tilecfg::PaletteTable::ARCHITECTURAL
+    /// The palette table this CPU reports (CPUID leaf 0x1D); LDTILECFG images are checked
+    /// against it.
+    pub fn palette_table(&self) -> &PaletteTable {
+        &self.silicon.palettes
     }
-}
 
-fn absent() -> Fault {
-    Fault::InvalidOpcode("hardware backend not built yet".into())
+    /// The TMUL limits this CPU reports (CPUID leaf 0x1E); dot products are checked against
+    /// them.
+    pub fn tmul_limits(&self) -> TmulLimits {
+        self.silicon.tmul
+    }
+
+    /// Reads the real configuration with STTILECFG into this thread's tracked copy. Call it after
+    /// running raw [`intrinsics`](crate::intrinsics), or foreign code that uses AMX, on this
+    /// thread.
+    pub fn resync(&mut self) {
+        let real = self.sttilecfg();
+        set_tracked(real);
+    }
+
+    /// Whether [`TileUnit::tdpfp16ps`] executes on this thread: CPUID reports AMX-FP16, or the
+    /// thread called [`Hardware::assume_amx_fp16`].
+    pub fn amx_fp16(&self) -> bool {
+        self.silicon.amx_fp16 || FP16_ASSUMED.with(Cell::get)
+    }
+
+    /// Lets [`TileUnit::tdpfp16ps`] execute on this thread although CPUID does not report
+    /// AMX-FP16 (SEMANTICS.md F1: a hypervisor can hide the bit of a core that implements it).
+    ///
+    /// # Safety
+    /// Every core this thread may run on executes TDPFP16PS (e.g. the host is known to be a
+    /// Granite Rapids or later, as on the machines SEMANTICS.md was measured on). On a core
+    /// without it, TDPFP16PS raises #UD and the process dies of SIGILL.
+    pub unsafe fn assume_amx_fp16(&mut self) {
+        FP16_ASSUMED.with(|f| f.set(true));
+    }
+
+    /// TILEZERO without the checks: the typed path, whose types proved them.
+    ///
+    /// # Safety
+    /// This thread's loaded configuration makes TILEZERO of tile `t` legal.
+    pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { asm::tilezero_dyn(t) };
+        clear_start_row();
+    }
+
+    /// TILELOADD without the checks: the typed path.
+    ///
+    /// # Safety
+    /// The loaded configuration makes TILELOADD of tile `t` legal, and every row of the tile is
+    /// readable at `src + r * stride`.
+    pub(crate) unsafe fn tileloadd_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { asm::tileloadd_dyn(t, src, stride) };
+        clear_start_row();
+    }
+
+    /// TILESTORED without the checks: the typed path.
+    ///
+    /// # Safety
+    /// The loaded configuration makes TILESTORED of tile `t` legal, and every row of the tile is
+    /// writable, and not aliased, at `dst + r * stride`.
+    pub(crate) unsafe fn tilestored_unchecked(&mut self, t: u8, dst: *mut u8, stride: isize) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { asm::tilestored_dyn(t, dst, stride) };
+        clear_start_row();
+    }
+
+    /// A dot product without the shape checks: the typed path. The feature check stays (it is
+    /// one predictable branch on a cached flag).
+    ///
+    /// # Safety
+    /// The loaded configuration makes `kind` legal on tiles `c`, `a`, `b`.
+    pub(crate) unsafe fn dot_unchecked(
+        &mut self,
+        kind: DotKind,
+        c: u8,
+        a: u8,
+        b: u8,
+    ) -> Result<(), Fault> {
+        self.feature(kind)?;
+        // SAFETY: the CPU implements the instruction (checked above) and the caller guarantees
+        // the operands fit the loaded configuration.
+        unsafe { asm::dot_dyn(kind, c, a, b) };
+        clear_start_row();
+        Ok(())
+    }
+
+    /// #UD unless the CPU implements the dot product `kind` (or the thread vouched for it).
+    fn feature(&self, kind: DotKind) -> Result<(), Fault> {
+        // The opcode is decoded before any tile state is looked at: without the feature it is
+        // #UD whatever the operands.
+        let (present, feature) = match kind {
+            DotKind::Tdpbf16ps => (self.silicon.amx_bf16, "AMX-BF16 (CPUID.(7,0):EDX[22])"),
+            DotKind::Tdpfp16ps => (self.amx_fp16(), "AMX-FP16 (CPUID.(7,1):EAX[21])"),
+            _ => (self.silicon.amx_int8, "AMX-INT8 (CPUID.(7,0):EDX[25])"),
+        };
+        if present {
+            Ok(())
+        } else {
+            Err(Fault::InvalidOpcode(format!(
+                "{}: this CPU does not report {feature}",
+                kind.mnemonic()
+            )))
+        }
+    }
+
+    /// TILELOADD or TILELOADDT1 from a slice, after the checks.
+    fn load_slice(&mut self, t: u8, src: &[u8], stride: usize, t1: bool) -> Result<(), Fault> {
+        let mnemonic = if t1 { "TILELOADDT1" } else { "TILELOADD" };
+        let shape = check::tile_memory(&tracked(), t, mnemonic)?;
+        check::bounds(t, shape, stride, src.len())?;
+        // `stride as isize` keeps the bits: the CPU computes row r at base + r * stride modulo
+        // 2^64. When rows >= 2 the bounds check proved stride < src.len() <= isize::MAX; when
+        // rows == 1 only row 0 (at `src`) is read and the stride is never used.
+        // SAFETY: check::tile_memory proved the tracked configuration (which matches the
+        // silicon, see the module docs) makes the instruction legal on tile t, and
+        // check::bounds proved that every row r < rows lies inside `src`.
+        let done = unsafe {
+            if t1 {
+                asm::tileloaddt1_dyn(t, src.as_ptr(), stride as isize)
+            } else {
+                asm::tileloadd_dyn(t, src.as_ptr(), stride as isize)
+            }
+        };
+        debug_assert!(done, "check::tile_memory admitted tile t{t}");
+        clear_start_row();
+        Ok(())
+    }
+
+    /// TILELOADD or TILELOADDT1 from a raw pointer, after the checks.
+    ///
+    /// # Safety
+    /// As [`TileUnit::tileloadd_ptr`].
+    unsafe fn load_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+        t1: bool,
+    ) -> Result<(), Fault> {
+        let mnemonic = if t1 { "TILELOADDT1" } else { "TILELOADD" };
+        check::tile_memory(&tracked(), t, mnemonic)?;
+        // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
+        // guarantees that every row read is readable.
+        let done = unsafe {
+            if t1 {
+                asm::tileloaddt1_dyn(t, src, stride)
+            } else {
+                asm::tileloadd_dyn(t, src, stride)
+            }
+        };
+        debug_assert!(done, "check::tile_memory admitted tile t{t}");
+        clear_start_row();
+        Ok(())
+    }
+
+    /// A dot product, after the checks.
+    fn dot(&mut self, kind: DotKind, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.feature(kind)?;
+        check::dot(&tracked(), (c, a, b), self.silicon.tmul, kind.mnemonic())?;
+        // SAFETY: the CPU implements the instruction (checked above, or vouched for through
+        // `assume_amx_fp16`); check::dot proved c, a, b distinct, below 8, used, and of shapes
+        // the instruction accepts under this CPU's TMUL limits.
+        let done = unsafe { asm::dot_dyn(kind, c, a, b) };
+        debug_assert!(done, "check::dot admitted C={c} A={a} B={b}");
+        clear_start_row();
+        Ok(())
+    }
 }
 
 impl TileUnit for Hardware {
-    fn ldtilecfg(&mut self, _image: &[u8; 64]) -> Result<(), Fault> {
-        Err(absent())
+    fn ldtilecfg(&mut self, image: &[u8; 64]) -> Result<(), Fault> {
+        let configured = image::palette_id(image) != 0;
+        if configured {
+            check::ldtilecfg(image, &self.silicon.palettes)?;
+        }
+        // SAFETY: the image is 64 readable bytes; palette 0 is accepted whatever the other bytes
+        // hold (L4) and any other image passed check::ldtilecfg against this CPU's palette
+        // table, so LDTILECFG does not raise #GP.
+        unsafe { asm::ldtilecfg(image.as_ptr()) };
+        // An accepted image has zero reserved bytes, so it is exactly what STTILECFG writes.
+        set_tracked(if configured { *image } else { [0; 64] });
+        Ok(())
     }
+
     fn sttilecfg(&mut self) -> [u8; 64] {
-        [0; 64]
+        let mut out = [0u8; 64];
+        // SAFETY: `out` is 64 writable bytes owned here; STTILECFG is legal in any state (S1).
+        unsafe { asm::sttilecfg(out.as_mut_ptr()) };
+        out
     }
-    fn tilerelease(&mut self) {}
+
+    fn tilerelease(&mut self) {
+        // SAFETY: TILERELEASE is legal configured or not (R2) and touches no memory.
+        unsafe { asm::tilerelease() };
+        set_tracked([0; 64]);
+    }
+
     fn loaded_config(&self) -> [u8; 64] {
-        [0; 64]
+        tracked()
     }
-    fn tilezero(&mut self, _t: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tilezero(&mut self, t: u8) -> Result<(), Fault> {
+        check::tilezero(&tracked(), t)?;
+        // SAFETY: check::tilezero proved a configuration loaded and tile t used.
+        let done = unsafe { asm::tilezero_dyn(t) };
+        debug_assert!(done, "check::tilezero admitted tile t{t}");
+        clear_start_row();
+        Ok(())
     }
-    fn tileloadd(&mut self, _t: u8, _src: &[u8], _stride: usize) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tileloadd(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, false)
     }
-    fn tileloaddt1(&mut self, _t: u8, _src: &[u8], _stride: usize) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tileloaddt1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, true)
     }
-    fn tilestored(&mut self, _t: u8, _dst: &mut [u8], _stride: usize) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault> {
+        let shape = check::tile_memory(&tracked(), t, "TILESTORED")?;
+        check::bounds(t, shape, stride, dst.len())?;
+        // The stride cast keeps the bits; see `load_slice`.
+        // SAFETY: check::tile_memory proved the instruction legal on tile t, check::bounds that
+        // every row r < rows lies inside `dst`, which is borrowed mutably here.
+        let done = unsafe { asm::tilestored_dyn(t, dst.as_mut_ptr(), stride as isize) };
+        debug_assert!(done, "check::tile_memory admitted tile t{t}");
+        clear_start_row();
+        Ok(())
     }
-    unsafe fn tileloadd_ptr(&mut self, _t: u8, _src: *const u8, _stride: isize) -> Result<(), Fault> {
-        Err(absent())
+
+    unsafe fn tileloadd_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, false) }
     }
-    unsafe fn tileloaddt1_ptr(&mut self, _t: u8, _src: *const u8, _stride: isize) -> Result<(), Fault> {
-        Err(absent())
+
+    unsafe fn tileloaddt1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, true) }
     }
-    unsafe fn tilestored_ptr(&mut self, _t: u8, _dst: *mut u8, _stride: isize) -> Result<(), Fault> {
-        Err(absent())
+
+    unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault> {
+        check::tile_memory(&tracked(), t, "TILESTORED")?;
+        // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
+        // guarantees that every row written is writable and unaliased.
+        let done = unsafe { asm::tilestored_dyn(t, dst, stride) };
+        debug_assert!(done, "check::tile_memory admitted tile t{t}");
+        clear_start_row();
+        Ok(())
     }
-    fn tdpbssd(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpbssd, c, a, b)
     }
-    fn tdpbsud(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpbsud, c, a, b)
     }
-    fn tdpbusd(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpbusd, c, a, b)
     }
-    fn tdpbuud(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpbuud, c, a, b)
     }
-    fn tdpbf16ps(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpbf16ps, c, a, b)
     }
-    fn tdpfp16ps(&mut self, _c: u8, _a: u8, _b: u8) -> Result<(), Fault> {
-        Err(absent())
+
+    fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.dot(DotKind::Tdpfp16ps, c, a, b)
     }
-    fn tile_data(&mut self, _t: u8) -> Result<[u8; TILE_BYTES], Fault> {
-        Err(absent())
+
+    fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault> {
+        if t as usize >= TILES {
+            return Err(Fault::InvalidOpcode(format!(
+                "tile t{t} does not exist; there are only t0 to t7"
+            )));
+        }
+        let Some(layout) = self.silicon.xsave else {
+            return Err(Fault::InvalidOpcode(
+                "XSAVE: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)".into(),
+            ));
+        };
+        /// 64 bytes aligned as XSAVE requires; a `Vec` of these is a zeroed, aligned buffer.
+        #[derive(Clone, Copy)]
+        #[repr(C, align(64))]
+        struct Line([u8; 64]);
+        let mut area = vec![Line([0; 64]); layout.area.div_ceil(64)];
+        // SAFETY: `area` is 64-byte aligned, zeroed (so the header reads as written by XSAVE
+        // alone), owned here, and at least CPUID.(0xD,0).EBX and offset + size bytes long;
+        // AMX being usable implies CR4.OSXSAVE and XCR0[18].
+        unsafe { asm::xsave_tiledata(area.as_mut_ptr().cast::<u8>()) };
+        let byte = |i: usize| area[i / 64].0[i % 64];
+        let mut out = [0u8; TILE_BYTES];
+        let xstate_bv = u64::from_le_bytes(std::array::from_fn(|i| byte(XSTATE_BV + i)));
+        if xstate_bv & asm::XTILEDATA != 0 {
+            let start = layout.offset + t as usize * TILE_BYTES;
+            for (i, out) in out.iter_mut().enumerate() {
+                *out = byte(start + i);
+            }
+        }
+        Ok(out)
     }
 }

@@ -1,0 +1,89 @@
+//! The permission is per process: a `fork` child inherits it, an `exec`ed program starts without
+//! it. Both tests skip, saying why, where the permission cannot be granted (no AMX).
+
+use std::process::Command;
+
+use amx_runtime::permit::{permission_state, request_permission, PermissionState};
+
+/// Tells the re-executed test binary to run the exec child branch.
+const CHILD_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_CHILD";
+
+/// Requests the permission in this process, or says why the test is skipped.
+fn granted_here() -> bool {
+    match request_permission() {
+        Ok(()) => {
+            assert_eq!(permission_state(), PermissionState::Granted);
+            true
+        }
+        Err(e) => {
+            println!("skipping: the permission cannot be granted here: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn fork_child_inherits_the_permission() {
+    if !granted_here() {
+        return;
+    }
+    // SAFETY: the child only makes system calls (arch_prctl, _exit): no allocation, no lock,
+    // nothing that another thread of this multi-threaded test process could hold at fork time.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let code = match permission_state() {
+            PermissionState::Granted => 0,
+            PermissionState::NotRequested => 1,
+            _ => 2,
+        };
+        // SAFETY: _exit ends the child at once, without running the parent's atexit handlers
+        // or unwinding the test harness's threads, which do not exist in the child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is our own child and `status` a live c_int.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid, "waitpid: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status),
+        "the fork child died: status {status:#x}"
+    );
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "the fork child saw no permission (1 = NotRequested, 2 = other)"
+    );
+}
+
+/// The exec child branch; a no-op unless the parent set [`CHILD_ENV`].
+#[test]
+fn exec_child() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    println!("exec child: before: {:?}", permission_state());
+    println!("exec child: request: {:?}", request_permission());
+    println!("exec child: after: {:?}", permission_state());
+}
+
+#[test]
+fn exec_clears_the_permission() {
+    if !granted_here() {
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["exec_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("exec child stdout:\n{stdout}");
+    assert!(out.status.success(), "exec child failed: {:?}", out.status);
+    assert!(
+        stdout.contains("exec child: before: NotRequested"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("exec child: request: Ok(())"), "{stdout}");
+    assert!(stdout.contains("exec child: after: Granted"), "{stdout}");
+}
