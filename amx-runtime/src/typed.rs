@@ -432,7 +432,9 @@ impl<L: Layout> TypedTiles<L> {
         let _ = (c, a, b);
         match self.tiles.hardware_mut() {
             // SAFETY: as for the other dot products; the CPU feature is still checked.
-            Some(hw) => unsafe { hw.dot_unchecked(DotKind::Tdpfp16ps, C::INDEX, A::INDEX, B::INDEX) },
+            Some(hw) => unsafe {
+                hw.dot_unchecked(DotKind::Tdpfp16ps, C::INDEX, A::INDEX, B::INDEX)
+            },
             None => self.tiles.tdpfp16ps(C::INDEX, A::INDEX, B::INDEX),
         }
     }

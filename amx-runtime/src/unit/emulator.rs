@@ -11,7 +11,7 @@ use crate::error::Fault;
 /// ```
 /// use amx_runtime::{tilecfg, Emulator, Fault, TileConfig, TileUnit};
 ///
-/// static CFG: TileConfig = tilecfg! { palette 1; t0: 2x8 i32; t1: 2x4; t2: 1x8 };
+/// static CFG: TileConfig = tilecfg! { palette 1; t0: 2x2 i32; t1: 2x4; t2: 1x8 };
 /// let mut emu = Emulator::new();
 /// emu.ldtilecfg(CFG.as_bytes()).unwrap();
 /// emu.tileloadd(1, &[1, 2, 3, 4, 5, 6, 7, 8], 4).unwrap(); // A: 2 rows of 4 bytes

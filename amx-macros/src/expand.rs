@@ -1,0 +1,31 @@
+//! Generation: a valid image to a constant `::amx_runtime::TileConfig`, or the errors next to a
+//! stand-in value.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::quote;
+
+/// The configuration as a constant expression: the 64 bytes, byte for byte, wrapped in the
+/// aligned type. Usable in `static` and `const` items.
+pub fn config(image: &[u8; amx_tilecfg::image::SIZE]) -> TokenStream {
+    let bytes = image.iter().map(|&b| Literal::u8_suffixed(b));
+    quote! {
+        ::amx_runtime::TileConfig::__from_validated_bytes([#(#bytes),*])
+    }
+}
+
+/// The errors, followed by the INIT configuration so that the expression still has the type the
+/// user expects and the errors are the only ones they see (no "mismatched types" cascade).
+pub fn fallback(errors: &syn::Error) -> TokenStream {
+    let errors = errors.to_compile_error();
+    quote! {
+        {
+            #errors
+            ::amx_runtime::TileConfig::INIT
+        }
+    }
+}
+
+/// The INIT configuration, for the item form's layout when the input has errors.
+pub fn init() -> TokenStream {
+    quote!(::amx_runtime::TileConfig::INIT)
+}

@@ -1,0 +1,290 @@
+//! The item form: `tilecfg! { pub struct Name; palette 1; t0 as c: 16x16 i32; ... }` declares a
+//! layout type whose associated constants are typed handles of the named tiles, and implements
+//! `amx_runtime::typed::Dot` for exactly the operand triples the silicon accepts.
+//!
+//! The operand rule is `amx_tilecfg::check_dot`, the same function the run-time checks call, so
+//! a dot product that compiles is one the hardware executes. Element types are checked here too:
+//! TDPB[SU][SU]D takes i8/u8 A and B into an i32 C; TDPBF16PS bf16 into f32; TDPFP16PS f16 into
+//! f32. A tile written without an element type (raw bytes) fits any role.
+//!
+//! Besides the real implementations, each handle gets a few "decoy" implementations (generic,
+//! never matching a real handle) so that rustc cannot guess an operand's type from the only
+//! fitting triple; without them a mismatch is reported as "mismatched types" instead of
+//! `Dot`'s message naming the tiles and shapes.
+
+use amx_tilecfg::{check_dot, image, DotKind, ElemType, TileShape, TmulLimits};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::{format_ident, quote};
+
+use crate::ast::{Config, Header, Stmt};
+
+/// One named tile: its register, its shape in the image, and its element type.
+struct Named<'a> {
+    name: &'a Ident,
+    index: u8,
+    shape: TileShape,
+    elem: Option<ElemType>,
+}
+
+/// The operand roles' element types of each dot product: (C, A, B).
+const DOTS: [(DotKind, &str, [ElemType; 3]); 6] = [
+    (
+        DotKind::Tdpbssd,
+        "Tdpbssd",
+        [ElemType::I32, ElemType::I8, ElemType::I8],
+    ),
+    (
+        DotKind::Tdpbsud,
+        "Tdpbsud",
+        [ElemType::I32, ElemType::I8, ElemType::U8],
+    ),
+    (
+        DotKind::Tdpbusd,
+        "Tdpbusd",
+        [ElemType::I32, ElemType::U8, ElemType::I8],
+    ),
+    (
+        DotKind::Tdpbuud,
+        "Tdpbuud",
+        [ElemType::I32, ElemType::U8, ElemType::U8],
+    ),
+    (
+        DotKind::Tdpbf16ps,
+        "Tdpbf16ps",
+        [ElemType::F32, ElemType::Bf16, ElemType::Bf16],
+    ),
+    (
+        DotKind::Tdpfp16ps,
+        "Tdpfp16ps",
+        [ElemType::F32, ElemType::F16, ElemType::F16],
+    ),
+];
+
+/// The items of the item form. `config` is the expression of the validated configuration, or
+/// of INIT when there were errors (then no `Dot` is implemented, so nothing can run).
+pub fn items(
+    header: &Header,
+    parsed: &Config,
+    image: Option<&[u8; 64]>,
+    config: TokenStream,
+) -> TokenStream {
+    let Header { attrs, vis, ident } = header;
+    let module = format_ident!("__{}_tiles", ident);
+    let named = named_tiles(parsed, image);
+
+    let inner_vis = inner_visibility(vis);
+    let markers = named.iter().map(|t| {
+        let name = t.name;
+        quote! {
+            #[doc = "The name of a tile of the layout."]
+            #inner_vis enum #name {}
+        }
+    });
+    let tile_names = named.iter().map(|t| {
+        let name = t.name;
+        quote! {
+            // SAFETY: the handle of this name (below) has the register and shape that the
+            // layout's CONFIG gives the tile; the macro derived both from the same statements.
+            unsafe impl ::amx_runtime::typed::TileName for #module::#name {
+                type Layout = #ident;
+            }
+        }
+    });
+    let handles = named.iter().map(|t| {
+        let name = t.name;
+        let ty = handle_type(&module, t);
+        let doc = format!(
+            "Tile t{}: {} rows of {} bytes{}.",
+            t.index,
+            t.shape.rows,
+            t.shape.colsb,
+            t.elem.map_or(String::new(), |e| format!(" of {e}"))
+        );
+        quote! {
+            #[doc = #doc]
+            #[allow(non_upper_case_globals)]
+            #vis const #name: #ty = {
+                // SAFETY: tile t{index} of Self::CONFIG has exactly this shape (see above).
+                unsafe { ::amx_runtime::typed::Tile::__new() }
+            };
+        }
+    });
+    let dots = image.map_or_else(Vec::new, |_| dot_impls(ident, &module, &named));
+    let decoys = image.map_or_else(Vec::new, |_| decoy_impls(ident, &module, &named));
+
+    quote! {
+        #(#attrs)*
+        #vis struct #ident;
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, non_snake_case)]
+        #vis mod #module {
+            #(#markers)*
+        }
+
+        // SAFETY: every handle and every `Dot` implementation of this layout is generated from
+        // the same validated statements as CONFIG.
+        unsafe impl ::amx_runtime::typed::Layout for #ident {
+            const CONFIG: ::amx_runtime::TileConfig = #config;
+        }
+
+        #(#tile_names)*
+
+        impl #ident {
+            /// The layout's tile configuration, checked at compile time.
+            #vis const CONFIG: ::amx_runtime::TileConfig =
+                <#ident as ::amx_runtime::typed::Layout>::CONFIG;
+
+            /// Configures this layout on the calling thread and returns its typed tiles.
+            #vis fn configure() -> ::core::result::Result<
+                ::amx_runtime::typed::TypedTiles<#ident>,
+                ::amx_runtime::ConfigureError,
+            > {
+                ::amx_runtime::typed::configure_typed::<#ident>()
+            }
+
+            #(#handles)*
+        }
+
+        #(#dots)*
+        #(#decoys)*
+    }
+}
+
+/// The visibility, seen from inside the hidden module, that equals `vis` seen from outside it
+/// (so the marker types are exactly as visible as the layout that names them).
+fn inner_visibility(vis: &syn::Visibility) -> TokenStream {
+    match vis {
+        syn::Visibility::Public(_) => quote!(pub),
+        syn::Visibility::Inherited => quote!(pub(super)),
+        syn::Visibility::Restricted(r) => {
+            let path = &r.path;
+            if path.is_ident("crate") {
+                quote!(pub(crate))
+            } else if path.is_ident("self") {
+                quote!(pub(super))
+            } else if path.is_ident("super") {
+                quote!(pub(in super::super))
+            } else if path.leading_colon.is_none()
+                && path.segments.first().is_some_and(|s| s.ident == "crate")
+            {
+                quote!(pub(in #path))
+            } else {
+                quote!(pub(in super::#path))
+            }
+        }
+    }
+}
+
+fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a>> {
+    parsed
+        .stmts
+        .iter()
+        .filter_map(|stmt| match stmt {
+            Stmt::Tile(tile) => {
+                let name = tile.name.as_ref()?;
+                let index = u8::try_from(tile.index)
+                    .ok()
+                    .filter(|&i| (i as usize) < image::TILE_SLOTS)?;
+                let shape = match image {
+                    Some(image) => image::shape(image, index as usize),
+                    // With errors the shape only needs to be a type: it can never execute.
+                    None => TileShape::new(0, 0),
+                };
+                Some(Named {
+                    name,
+                    index,
+                    shape,
+                    elem: tile.shape.elem.as_ref().map(|e| e.ty),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn elem_type(elem: Option<ElemType>) -> TokenStream {
+    match elem {
+        None => quote!(::amx_runtime::typed::Bytes),
+        Some(ElemType::I8) => quote!(i8),
+        Some(ElemType::U8) => quote!(u8),
+        Some(ElemType::I32) => quote!(i32),
+        Some(ElemType::F32) => quote!(f32),
+        Some(ElemType::Bf16) => quote!(::amx_runtime::typed::Bf16),
+        Some(ElemType::F16) => quote!(::amx_runtime::typed::F16),
+    }
+}
+
+fn handle_type(module: &Ident, t: &Named) -> TokenStream {
+    let name = t.name;
+    let (index, rows, colsb) = (t.index, t.shape.rows, t.shape.colsb);
+    let elem = elem_type(t.elem);
+    quote!(::amx_runtime::typed::Tile<#module::#name, #index, #rows, #colsb, #elem>)
+}
+
+fn fits(elem: Option<ElemType>, wanted: ElemType) -> bool {
+    elem.is_none_or(|e| e == wanted)
+}
+
+fn dot_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    for (kind, op, [ce, ae, be]) in DOTS {
+        let op = Ident::new(op, Span::call_site());
+        for c in named {
+            for a in named {
+                for b in named {
+                    let shapes_fit = check_dot(
+                        (c.index, c.shape),
+                        (a.index, a.shape),
+                        (b.index, b.shape),
+                        TmulLimits::ARCHITECTURAL,
+                    )
+                    .is_ok();
+                    let elems_fit = fits(c.elem, ce) && fits(a.elem, ae) && fits(b.elem, be);
+                    if !(shapes_fit && elems_fit) {
+                        continue;
+                    }
+                    let (ct, at, bt) = (
+                        handle_type(module, c),
+                        handle_type(module, a),
+                        handle_type(module, b),
+                    );
+                    let _ = kind;
+                    out.push(quote! {
+                        // SAFETY: amx_tilecfg::check_dot accepted these operands under CONFIG,
+                        // and their element types are the instruction's.
+                        unsafe impl ::amx_runtime::typed::Dot<#layout, ::amx_runtime::typed::op::#op, #at, #bt> for #ct {}
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+fn decoy_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    let decoys = [
+        quote!(::amx_runtime::typed::Decoy),
+        quote!(::amx_runtime::typed::Decoy2),
+    ];
+    for c in named {
+        let ct = handle_type(module, c);
+        for decoy in &decoys {
+            out.push(quote! {
+                #[diagnostic::do_not_recommend]
+                // SAFETY: no handle is a decoy, so this never admits a real operand.
+                unsafe impl<Op, X, Y> ::amx_runtime::typed::Dot<#layout, Op, #decoy<X>, Y> for #ct {}
+            });
+            for a in named {
+                let at = handle_type(module, a);
+                out.push(quote! {
+                    #[diagnostic::do_not_recommend]
+                    // SAFETY: as above.
+                    unsafe impl<Op, X> ::amx_runtime::typed::Dot<#layout, Op, #at, #decoy<X>> for #ct {}
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,309 @@
+//! Meaning: the statements of a [`Config`] to the 64-byte LDTILECFG image, and for every field of
+//! the image the token that produced it.
+//!
+//! The mistakes found here are the ones the image cannot express: a missing or misplaced
+//! `palette`, a key or a tile name given twice, a tile number past the image, a number too wide
+//! for its field, tiles under palette 0. Whether the image itself is valid is not decided here:
+//! that is `amx_tilecfg::validate`'s job.
+
+use std::collections::HashMap;
+
+use amx_tilecfg::{image, ElemType, NoSuchTile, Palette, PaletteTable, TileShape};
+
+use crate::ast::{Config, Setting, Stmt, Tile};
+use crate::diag::{self, Site};
+
+/// The image, the tokens behind its fields, and the mistakes found while building it.
+pub struct Lowered {
+    /// The image, or `None` when its palette is unknown (missing, or too big for the byte), so
+    /// that no rule can be checked.
+    pub image: Option<[u8; image::SIZE]>,
+    /// Where each field of the image came from.
+    pub sites: Sites,
+    /// The mistakes, in source order.
+    pub errors: Vec<syn::Error>,
+}
+
+/// The token behind each field of the image that the user wrote.
+#[derive(Default)]
+pub struct Sites {
+    /// The palette id (byte 0).
+    pub palette: Option<FieldSite>,
+    /// start_row (byte 1).
+    pub start_row: Option<FieldSite>,
+    /// Each tile's rows and colsb.
+    pub tiles: [Option<TileSites>; image::TILE_SLOTS],
+}
+
+/// The token behind one field.
+pub struct FieldSite {
+    /// The token(s).
+    pub site: Site,
+    /// Whether the number written did not fit the field (its value in the image is clamped and
+    /// its violations are not reported again).
+    pub overflowed: bool,
+}
+
+/// The tokens behind one tile's fields.
+pub struct TileSites {
+    /// The rows number.
+    pub rows: FieldSite,
+    /// The columns, and the element type if written.
+    pub colsb: FieldSite,
+    /// For typed columns, the element count and type (to explain the bytes in messages).
+    pub elems: Option<(u128, ElemType)>,
+}
+
+/// The palette table the macro checks against.
+pub const TABLE: PaletteTable = PaletteTable::ARCHITECTURAL;
+
+/// Builds the image of `config`, recording where each field came from.
+pub fn lower(config: &Config) -> Lowered {
+    let mut errors = Vec::new();
+    let mut sites = Sites::default();
+
+    let palette = setting(config, Stmt::palette, "`palette`", &mut errors);
+    let start_row = setting(config, Stmt::start_row, "`start_row`", &mut errors);
+
+    // palette: present, first, and one byte wide.
+    let palette_id = match palette {
+        None => {
+            // After a syntax error the palette may be in the statement that failed: say nothing.
+            if config.errors.is_empty() {
+                let span = config.stmts.first().and_then(Stmt::key_span);
+                let span = span.unwrap_or_else(proc_macro2::Span::call_site);
+                errors.push(syn::Error::new(span, diag::missing_palette()));
+            }
+            None
+        }
+        Some(palette) => {
+            let first = config.stmts.first();
+            let palette_first = matches!(first, Some(Stmt::Palette(_)) | Some(Stmt::Invalid));
+            if !palette_first {
+                errors.push(
+                    palette
+                        .site()
+                        .error(diag::palette_not_first(&palette.text())),
+                );
+            }
+            let id = u8::try_from(palette.value.value).ok();
+            if id.is_none() {
+                let message = diag::palette_overflow(&palette.value.text);
+                errors.push(syn::Error::new(palette.value.span, message));
+            }
+            sites.palette = Some(FieldSite {
+                site: Site::from(palette.value.span),
+                overflowed: id.is_none(),
+            });
+            id
+        }
+    };
+
+    // start_row: one byte wide, meaningless under palette 0.
+    let start_row_value = match start_row {
+        None => 0,
+        Some(start_row) => {
+            if palette_id == Some(0) {
+                errors.push(
+                    start_row
+                        .site()
+                        .error(diag::init_with_start_row(&start_row.text())),
+                );
+            }
+            let value = u8::try_from(start_row.value.value).ok();
+            if value.is_none() {
+                let message = diag::start_row_overflow(&start_row.value.text);
+                errors.push(syn::Error::new(start_row.value.span, message));
+            }
+            sites.start_row = Some(FieldSite {
+                site: Site::from(start_row.value.span),
+                overflowed: value.is_none(),
+            });
+            value.unwrap_or(u8::MAX)
+        }
+    };
+
+    // Tiles: each once, each in the image, each field within its width.
+    let mut shapes = [None; image::TILE_SLOTS];
+    let mut first_site: [Option<&Tile>; image::TILE_SLOTS] = [None; image::TILE_SLOTS];
+    for tile in config.stmts.iter().filter_map(Stmt::tile) {
+        if palette_id == Some(0) {
+            errors.push(tile.site().error(diag::init_with_tile(&tile_text(tile))));
+            continue;
+        }
+        let slot = usize::try_from(tile.index)
+            .ok()
+            .filter(|&t| t < image::TILE_SLOTS);
+        let Some(t) = slot else {
+            errors.push(syn::Error::new(
+                tile.key.span(),
+                no_such_tile(tile.index, palette_id),
+            ));
+            continue;
+        };
+        if let Some(first) = first_site[t] {
+            let what = format!("tile {}", tile.key);
+            errors.push(tile.site().error(diag::duplicate(&what)));
+            errors.push(first.site().error(diag::first_given(&what)));
+            continue;
+        }
+        first_site[t] = Some(tile);
+        if let Some((shape, tile_sites)) = lower_tile(tile, &mut errors) {
+            shapes[t] = Some(shape);
+            sites.tiles[t] = Some(tile_sites);
+        }
+    }
+
+    check_names(config, &mut errors);
+
+    Lowered {
+        image: palette_id.map(|p| image::encode(p, start_row_value, &shapes)),
+        sites,
+        errors,
+    }
+}
+
+/// The single statement of one key; a second one is an error at both sites.
+fn setting<'a>(
+    config: &'a Config,
+    select: fn(&Stmt) -> Option<&Setting>,
+    what: &str,
+    errors: &mut Vec<syn::Error>,
+) -> Option<&'a Setting> {
+    let mut all = config.stmts.iter().filter_map(select);
+    let first = all.next()?;
+    for again in all {
+        errors.push(again.site().error(diag::duplicate(what)));
+        errors.push(first.site().error(diag::first_given(what)));
+    }
+    Some(first)
+}
+
+/// One tile's shape in bytes, or `None` when it cannot be one (`0 x 0`).
+fn lower_tile(tile: &Tile, errors: &mut Vec<syn::Error>) -> Option<(TileShape, TileSites)> {
+    let shape = &tile.shape;
+    let (rows, cols) = (shape.rows.value, shape.cols.value);
+    if rows == 0 && cols == 0 {
+        errors.push(
+            shape
+                .site()
+                .error(diag::unused_shape(&tile.key, &shape.text())),
+        );
+        return None;
+    }
+    let size = shape.elem.as_ref().map_or(1, |e| u128::from(e.ty.size()));
+    let colsb = cols.checked_mul(size);
+
+    let rows_fit = u8::try_from(rows).ok();
+    if rows_fit.is_none() {
+        let message = diag::rows_overflow(&tile.key, &shape.rows.text);
+        errors.push(syn::Error::new(shape.rows.span, message));
+    }
+    let colsb_fit = colsb.and_then(|b| u16::try_from(b).ok());
+    if colsb_fit.is_none() {
+        let bytes = colsb.map_or_else(
+            || format!("{} x {size}", shape.cols.text),
+            |b| b.to_string(),
+        );
+        let elem = shape.elem.as_ref().map(|e| e.ty);
+        let message = diag::colsb_overflow(&tile.key, &shape.cols.text, elem, &bytes);
+        errors.push(shape.columns_site().error(message));
+    }
+
+    let sites = TileSites {
+        rows: FieldSite {
+            site: Site::from(shape.rows.span),
+            overflowed: rows_fit.is_none(),
+        },
+        colsb: FieldSite {
+            site: shape.columns_site(),
+            overflowed: colsb_fit.is_none(),
+        },
+        elems: shape.elem.as_ref().map(|e| (cols, e.ty)),
+    };
+    let shape = TileShape::new(rows_fit.unwrap_or(u8::MAX), colsb_fit.unwrap_or(u16::MAX));
+    Some((shape, sites))
+}
+
+/// Tile names: each names one tile, and none is a tile register's name.
+fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
+    let mut named: HashMap<String, &Tile> = HashMap::new();
+    for tile in config.stmts.iter().filter_map(Stmt::tile) {
+        let Some(name) = &tile.name else { continue };
+        let text = name.to_string();
+        if crate::ast::tile_index(&text).is_some() {
+            errors.push(syn::Error::new(
+                name.span(),
+                diag::register_name(name, &tile.key),
+            ));
+            continue;
+        }
+        match named.get(&text) {
+            Some(first) => {
+                let first_name = first.name.as_ref().expect("only named tiles are recorded");
+                errors.push(syn::Error::new(
+                    name.span(),
+                    diag::duplicate_name(name, &first.key),
+                ));
+                errors.push(syn::Error::new(
+                    first_name.span(),
+                    diag::first_name(first_name, &first.key),
+                ));
+            }
+            None => {
+                named.insert(text, tile);
+            }
+        }
+    }
+}
+
+/// The rules crate's sentence for a tile number past the image, under the palette written (or
+/// palette 1 when that one is unknown or unsupported).
+fn no_such_tile(tile: u64, palette_id: Option<u8>) -> NoSuchTile {
+    let known = palette_id.and_then(|p| Some((p, TABLE.get(p)?)));
+    let (palette, limits) = known.unwrap_or((1, &Palette::PALETTE_1));
+    NoSuchTile {
+        tile,
+        palette,
+        max_names: limits.max_names,
+    }
+}
+
+/// A tile statement as the user wrote it, for messages: `t0 as a: 16x64`.
+fn tile_text(tile: &Tile) -> String {
+    match &tile.name {
+        Some(name) => format!("{} as {name}: {}", tile.key, tile.shape.text()),
+        None => format!("{}: {}", tile.key, tile.shape.text()),
+    }
+}
+
+impl Stmt {
+    fn palette(&self) -> Option<&Setting> {
+        match self {
+            Stmt::Palette(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn start_row(&self) -> Option<&Setting> {
+        match self {
+            Stmt::StartRow(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn tile(&self) -> Option<&Tile> {
+        match self {
+            Stmt::Tile(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    fn key_span(&self) -> Option<proc_macro2::Span> {
+        match self {
+            Stmt::Palette(s) | Stmt::StartRow(s) => Some(s.key.span()),
+            Stmt::Tile(t) => Some(t.key.span()),
+            Stmt::Invalid => None,
+        }
+    }
+}

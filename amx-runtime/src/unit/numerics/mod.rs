@@ -1,0 +1,240 @@
+//! Bit-exact arithmetic of the AMX dot-product instructions (SEMANTICS.md sections 8 to 11).
+//!
+//! Tiles are `[u8; 1024]`: 16 rows of 64 bytes, row `r` at bytes `r * 64..r * 64 + 64`, all
+//! little-endian; element `2k` of a row of 16-bit values is the low half of dword `k`.
+//!
+//! Layout of this module:
+//! * [`exact`]: the reference model (integer significands, one round-to-nearest-even, the FTZ
+//!   rule of section 10.7). It is the oracle the fast paths are tested against, and the fallback
+//!   for the rare output lanes a vector kernel cannot finish on its own.
+//! * [`scalar`]: portable fast paths: plain integer loops for `TDPB[SU][SU]D`, and `f32::mul_add`
+//!   after DAZ plus the fix-ups listed at the end of section 10 for the floating-point products.
+//!   On x86-64 they are also compiled with AVX2 / FMA and chosen when the CPU has them.
+//! * `avx512` (x86-64 only): VPDPBUSD for the integer products and a VFMADD231PS kernel run under
+//!   an AMX-like MXCSR for TDPBF16PS/TDPFP16PS, chosen at run time.
+//!
+//! The public-in-crate functions pick the fastest path the CPU supports. All paths give the same
+//! bits; the tests check each of them against the oracle.
+
+// Off x86-64 nothing but the tests calls the exact model (there it is the NaN-lane fallback).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+mod exact;
+mod scalar;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+#[cfg(test)]
+mod tests;
+
+// The exact step functions are crate API (for tests and other modules); nothing outside the
+// tests needs them yet.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use exact::{add32, fma32};
+
+/// Rows in a tile.
+const ROWS: usize = 16;
+/// Dwords in a tile row.
+const DWORDS: usize = 16;
+
+// fp32 bit-pattern constants.
+const SIGN: u32 = 0x8000_0000;
+const EXP_MASK: u32 = 0x7F80_0000;
+const FRAC_MASK: u32 = 0x007F_FFFF;
+const INF: u32 = 0x7F80_0000;
+const QUIET: u32 = 0x0040_0000;
+/// The default NaN ("real indefinite") the hardware writes for inf*0 and inf-inf.
+const DEFAULT_NAN: u32 = 0xFFC0_0000;
+/// The smallest normal magnitude, 2^-126.
+const MIN_NORMAL: u32 = 0x0080_0000;
+/// 1.0f32; `add32(x, y)` is `fma32(x, ONE, y)`.
+const ONE: u32 = 0x3F80_0000;
+
+/// The element type of a floating-point dot product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Half {
+    /// bfloat16 (TDPBF16PS).
+    Bf16,
+    /// IEEE binary16 (TDPFP16PS).
+    Fp16,
+}
+
+/// `C[m][n] += sum_{k<K} sum_{i<4} ext_a(A[m].byte[4k+i]) * ext_b(B[k].byte[4n+i])  (mod 2^32)`
+/// for `m < m_rows`, `n < n_dwords`, with `K = k_dwords`. `a_signed`/`b_signed` choose sign or
+/// zero extension (TDPBSSD: both signed, TDPBSUD: A signed, TDPBUSD: B signed, TDPBUUD: neither).
+///
+/// Only those C elements are written. Out-of-range sizes are clamped to the tile (callers never
+/// pass them; clamping keeps this function panic-free).
+#[allow(clippy::too_many_arguments)] // the shape of the instruction, as the emulator calls it
+pub(crate) fn dot_int8(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+    a_signed: bool,
+    b_signed: bool,
+) {
+    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
+    #[cfg(target_arch = "x86_64")]
+    if avx512::int8_available() {
+        // SAFETY: the CPU supports AVX-512F and AVX-512 VNNI (checked just above).
+        unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) };
+        return;
+    }
+    scalar::dot_int8(c, a, b, m, n, k, a_signed, b_signed);
+}
+
+/// TDPBF16PS (SEMANTICS.md section 10): for `m < m_rows`, `n < n_dwords`,
+/// `C[m][n] = add32(C[m][n], add32(te, to))` where the two fp32 lanes `te`, `to` start at +0.0
+/// and accumulate `fma32` of the even and odd bf16 pairs in increasing `k < k_dwords`.
+pub(crate) fn dot_bf16(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+) {
+    dot_half(c, a, b, m_rows, n_dwords, k_dwords, Half::Bf16);
+}
+
+/// TDPFP16PS (SEMANTICS.md section 11): the TDPBF16PS formula with the fp16 inputs converted
+/// exactly to fp32 (fp16 denormals become normal fp32 values and are never flushed); C is DAZ'd
+/// and every step flushes tiny results.
+pub(crate) fn dot_fp16(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+) {
+    dot_half(c, a, b, m_rows, n_dwords, k_dwords, Half::Fp16);
+}
+
+/// Dispatch shared by [`dot_bf16`] and [`dot_fp16`].
+fn dot_half(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
+    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
+    #[cfg(target_arch = "x86_64")]
+    if avx512::float_available() {
+        // SAFETY: the CPU supports AVX-512F (checked just above).
+        unsafe { avx512::dot_half(c, a, b, m, n, k, half) };
+        return;
+    }
+    scalar::dot_half(c, a, b, m, n, k, half);
+}
+
+/// The fp32 bit pattern of a bfloat16 value: `h << 16` (exact by construction).
+#[inline]
+pub(crate) fn bf16_to_f32_bits(h: u16) -> u32 {
+    u32::from(h) << 16
+}
+
+/// The fp32 bit pattern of an IEEE binary16 value, converted exactly.
+///
+/// fp16 denormals become normal fp32 numbers. Infinities stay infinities and NaNs keep their sign
+/// and payload (shifted into the top of the fp32 fraction) without being quieted, so a signalling
+/// fp16 NaN stays signalling until an `fma32` quiets it.
+#[inline]
+pub(crate) fn fp16_to_f32_bits(h: u16) -> u32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from((h >> 10) & 0x1F);
+    let frac = u32::from(h & 0x03FF);
+    match exp {
+        0x1F => sign | INF | (frac << 13),
+        0 if frac == 0 => sign,
+        0 => {
+            // value = frac * 2^-24 with the top set bit of frac at position p (0..=9):
+            // 1.f * 2^(p - 24), biased exponent p - 24 + 127.
+            let p = 31 - frac.leading_zeros();
+            sign | ((p + 103) << 23) | ((frac << (23 - p)) & FRAC_MASK)
+        }
+        _ => sign | ((exp + 112) << 23) | (frac << 13),
+    }
+}
+
+impl Half {
+    /// The exact fp32 bit pattern of one element of this format.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    #[inline(always)]
+    fn to_f32_bits(self, h: u16) -> u32 {
+        match self {
+            Half::Bf16 => bf16_to_f32_bits(h),
+            Half::Fp16 => fp16_to_f32_bits(h),
+        }
+    }
+}
+
+/// Clamps the operation's shape to the tile so that no path can index outside it.
+#[inline]
+fn clamp(m_rows: usize, n_dwords: usize, k_dwords: usize) -> (usize, usize, usize) {
+    (m_rows.min(ROWS), n_dwords.min(DWORDS), k_dwords.min(ROWS))
+}
+
+/// A tile viewed as 16 rows of 16 little-endian dwords.
+#[inline]
+fn dwords(t: &[u8; 1024]) -> [[u32; DWORDS]; ROWS] {
+    let mut out = [[0u32; DWORDS]; ROWS];
+    for (row, bytes) in out.iter_mut().zip(t.chunks_exact(64)) {
+        for (d, b) in row.iter_mut().zip(bytes.chunks_exact(4)) {
+            *d = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    out
+}
+
+/// Reads dword `col` of row `row` (both < 16).
+#[inline]
+fn get_dword(t: &[u8; 1024], row: usize, col: usize) -> u32 {
+    let i = (row % ROWS) * 64 + (col % DWORDS) * 4;
+    u32::from_le_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]])
+}
+
+/// Writes dword `col` of row `row` (both < 16).
+#[inline]
+fn set_dword(t: &mut [u8; 1024], row: usize, col: usize, v: u32) {
+    let i = (row % ROWS) * 64 + (col % DWORDS) * 4;
+    t[i..i + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Section 10.1: a denormal becomes a zero of the same sign.
+#[inline(always)]
+fn daz(x: u32) -> u32 {
+    if x & EXP_MASK == 0 {
+        x & SIGN
+    } else {
+        x
+    }
+}
+
+/// True for NaN bit patterns (either sign, quiet or signalling).
+#[inline(always)]
+fn is_nan(x: u32) -> bool {
+    x & !SIGN > INF
+}
+
+/// Section 10.2-10.3 for an operation already known to produce a NaN: the first NaN among
+/// `x, y, acc`, quieted with sign and payload kept, or the default NaN when none is a NaN (the
+/// NaN came from inf*0 or inf-inf).
+#[inline]
+fn nan_result(x: u32, y: u32, acc: u32) -> u32 {
+    if is_nan(x) {
+        x | QUIET
+    } else if is_nan(y) {
+        y | QUIET
+    } else if is_nan(acc) {
+        acc | QUIET
+    } else {
+        DEFAULT_NAN
+    }
+}

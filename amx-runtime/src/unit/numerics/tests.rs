@@ -1,0 +1,868 @@
+//! Tests of the numerics: the directed hardware cases of SEMANTICS.md sections 9 to 11, and
+//! differential tests of every fast path against the exact model.
+//!
+//! The formula of section 10 agreed with the silicon on 8,001,536 TDPBF16PS elements and
+//! 1,601,536 TDPFP16PS elements (every bit, NaN payloads included) and the integer formula on
+//! 3,800,151 outputs (SEMANTICS.md), so the exact model here is tested against the directed
+//! hardware results, and every fast path is tested against the exact model.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// splitmix64: small, seedable, good enough to spread test inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn u32(&mut self) -> u32 {
+        (self.next() >> 32) as u32
+    }
+
+    /// Uniform in `0..n` (n > 0; the tiny modulo bias is irrelevant here).
+    fn below(&mut self, n: u32) -> u32 {
+        self.u32() % n
+    }
+
+    fn sign32(&mut self) -> u32 {
+        self.u32() & SIGN
+    }
+}
+
+type Tile = [u8; 1024];
+
+fn tile_of(mut f: impl FnMut(usize, usize) -> u32) -> Tile {
+    let mut t = [0u8; 1024];
+    for r in 0..16 {
+        for d in 0..16 {
+            set_dword(&mut t, r, d, f(r, d));
+        }
+    }
+    t
+}
+
+/// A dword holding two 16-bit elements, `even` in the low half.
+fn pair(even: u16, odd: u16) -> u32 {
+    u32::from(even) | (u32::from(odd) << 16)
+}
+
+/// The reference tile product: the exact model on every element m < M, n < N.
+fn oracle_half(c: &Tile, a: &Tile, b: &Tile, m: usize, n: usize, k: usize, half: Half) -> Tile {
+    let mut out = *c;
+    for mi in 0..m {
+        for ni in 0..n {
+            let v = exact::dot_element(get_dword(c, mi, ni), a, b, mi, ni, k, half);
+            set_dword(&mut out, mi, ni, v);
+        }
+    }
+    out
+}
+
+/// Asserts two result tiles are identical, naming the first differing element.
+fn assert_same(what: &str, got: &Tile, want: &Tile, ctx: &dyn Fn(usize, usize) -> String) {
+    for r in 0..16 {
+        for d in 0..16 {
+            let (g, w) = (get_dword(got, r, d), get_dword(want, r, d));
+            assert!(
+                g == w,
+                "{what}: C[{r}][{d}] = {g:08X}, oracle {w:08X}; {}",
+                ctx(r, d)
+            );
+        }
+    }
+}
+
+/// Runs every TDPBF16PS/TDPFP16PS path this CPU supports, asserts they all agree with the exact
+/// model on every bit of C, and returns the result.
+fn all_half_paths(c: &Tile, a: &Tile, b: &Tile, m: usize, n: usize, k: usize, half: Half) -> Tile {
+    let want = oracle_half(c, a, b, m, n, k, half);
+    let ctx = |r: usize, d: usize| {
+        let pairs: Vec<String> = (0..k)
+            .map(|kk| format!("{:08X}*{:08X}", get_dword(a, r, kk), get_dword(b, kk, d)))
+            .collect();
+        format!(
+            "{half:?} M={m} N={n} K={k}, C={:08X}, A*B pairs {}",
+            get_dword(c, r, d),
+            pairs.join(" ")
+        )
+    };
+    let mut got = *c;
+    scalar::dot_half_portable(&mut got, a, b, m, n, k, half);
+    assert_same("scalar (portable)", &got, &want, &ctx);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("fma") {
+            let mut got = *c;
+            // SAFETY: the CPU supports FMA (checked just above).
+            unsafe { scalar::dot_half_fma(&mut got, a, b, m, n, k, half) };
+            assert_same("scalar (fma)", &got, &want, &ctx);
+        }
+        if avx512::float_available() {
+            let mut got = *c;
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            unsafe { avx512::dot_half(&mut got, a, b, m, n, k, half) };
+            assert_same("avx512", &got, &want, &ctx);
+        }
+    }
+    let mut got = *c;
+    match half {
+        Half::Bf16 => dot_bf16(&mut got, a, b, m, n, k),
+        Half::Fp16 => dot_fp16(&mut got, a, b, m, n, k),
+    }
+    assert_same("dispatch", &got, &want, &ctx);
+    want
+}
+
+/// One directed case: C element `c` and the `(A dword, B dword)` pairs of each k, replicated in
+/// every row of A, every column of B and every element of C, and run both as a 1x1 product and
+/// as a full 16x16 one (so every lane of both kernel row groups sees it). Returns the element.
+fn directed(half: Half, c: u32, pairs: &[(u32, u32)]) -> u32 {
+    let k = pairs.len();
+    let a = tile_of(|_, d| pairs.get(d).map_or(0, |p| p.0));
+    let b = tile_of(|r, _| pairs.get(r).map_or(0, |p| p.1));
+    let ct = tile_of(|_, _| c);
+    let one = all_half_paths(&ct, &a, &b, 1, 1, k, half);
+    let full = all_half_paths(&ct, &a, &b, 16, 16, k, half);
+    let v = get_dword(&one, 0, 0);
+    for r in 0..16 {
+        for d in 0..16 {
+            assert_eq!(get_dword(&full, r, d), v, "full tile, C[{r}][{d}]");
+        }
+    }
+    v
+}
+
+fn bf16_case(c: u32, pairs: &[(u32, u32)]) -> u32 {
+    directed(Half::Bf16, c, pairs)
+}
+
+// bf16 constants for the directed cases.
+const BF_ONE: u16 = 0x3F80;
+/// 2^-63: the product of two is 2^-126.
+const BF_2M63: u16 = 0x2000;
+/// 2^-75 and -2^-75.
+const BF_2M75: u16 = 0x1A00;
+const BF_NEG_2M75: u16 = 0x9A00;
+/// 2^-76.
+const BF_2M76: u16 = 0x1980;
+/// 2^-65 and -2^-65: their product, -2^-130, is tiny.
+const BF_2M65: u16 = 0x1F00;
+const BF_NEG_2M65: u16 = 0x9F00;
+// Distinct NaNs. NaN1 is signalling, so its expected result also shows the quieting.
+const NAN1: u16 = 0x7FA1;
+const NAN1_Q32: u32 = 0x7FE1_0000;
+const NAN2: u16 = 0xFFC2;
+const NAN4: u16 = 0x7FC4;
+const NAN5: u16 = 0xFF85;
+const NAN5_Q32: u32 = 0xFFC5_0000;
+
+// ---------------------------------------------------------------------------------------------
+// Section 10 directed cases (hardware results)
+
+#[test]
+fn bf16_snan_c_is_quieted() {
+    let v = bf16_case(0x7F81_2345, &[(pair(BF_ONE, 0), pair(BF_ONE, 0))]);
+    assert_eq!(v, 0x7FC1_2345);
+}
+
+#[test]
+fn bf16_snan_input_is_quieted() {
+    let v = bf16_case(0, &[(pair(0x7F81, 0), pair(BF_ONE, 0))]);
+    assert_eq!(v, 0x7FC1_0000);
+}
+
+#[test]
+fn bf16_nan_a_beats_nan_b() {
+    let v = bf16_case(0, &[(pair(NAN1, 0), pair(NAN2, 0))]);
+    assert_eq!(v, NAN1_Q32);
+}
+
+#[test]
+fn bf16_nan_even_lane_beats_odd_lane() {
+    let v = bf16_case(0, &[(pair(NAN1, NAN4), pair(BF_ONE, BF_ONE))]);
+    assert_eq!(v, NAN1_Q32);
+}
+
+#[test]
+fn bf16_nan_c_beats_products() {
+    let v = bf16_case(0xFFC0_1234, &[(pair(NAN1, 0), pair(BF_ONE, 0))]);
+    assert_eq!(v, 0xFFC0_1234);
+}
+
+#[test]
+fn bf16_product_nan_beats_accumulator_nan() {
+    let v = bf16_case(
+        0,
+        &[
+            (pair(NAN1, 0), pair(BF_ONE, 0)),
+            (pair(NAN5, 0), pair(BF_ONE, 0)),
+        ],
+    );
+    assert_eq!(v, NAN5_Q32);
+}
+
+#[test]
+fn bf16_inf_times_denormal_is_default_nan() {
+    let v = bf16_case(0, &[(pair(0x7F80, 0), pair(0x0001, 0))]);
+    assert_eq!(v, 0xFFC0_0000);
+}
+
+#[test]
+fn bf16_denormal_c_is_daz() {
+    // C = 2^-127 plus a product of 2^-126: 2^-126, not 1.5 * 2^-126.
+    let v = bf16_case(0x0040_0000, &[(pair(BF_2M63, 0), pair(BF_2M63, 0))]);
+    assert_eq!(v, 0x0080_0000);
+}
+
+#[test]
+fn bf16_chain_2m126_minus_2m150_flushes() {
+    // te = 2^-126 - 2^-150: tiny at 24 bits (gradual underflow would round to 2^-126).
+    let v = bf16_case(
+        0,
+        &[
+            (pair(BF_2M63, 0), pair(BF_2M63, 0)),
+            (pair(BF_NEG_2M75, 0), pair(BF_2M75, 0)),
+        ],
+    );
+    assert_eq!(v, 0);
+}
+
+#[test]
+fn bf16_chain_2m126_minus_2m151_rounds_up() {
+    // te = 2^-126 - 2^-151: RN24 at an unbounded exponent gives 2^-126 (the tie goes to even),
+    // so it is not flushed ("tiny before rounding" would give 0).
+    let v = bf16_case(
+        0,
+        &[
+            (pair(BF_2M63, 0), pair(BF_2M63, 0)),
+            (pair(BF_NEG_2M75, 0), pair(BF_2M76, 0)),
+        ],
+    );
+    assert_eq!(v, 0x0080_0000);
+}
+
+#[test]
+fn bf16_neg_zero_c_with_zero_products_gives_pos_zero() {
+    let neg_zero = 0x8000;
+    let v = bf16_case(SIGN, &[(pair(neg_zero, neg_zero), pair(BF_ONE, BF_ONE))]);
+    assert_eq!(v, 0, "the lanes start at +0");
+}
+
+#[test]
+fn bf16_neg_zero_c_with_flushed_negative_tinies_gives_neg_zero() {
+    let v = bf16_case(
+        SIGN,
+        &[(pair(BF_NEG_2M65, BF_NEG_2M65), pair(BF_2M65, BF_2M65))],
+    );
+    assert_eq!(v, SIGN);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 11: TDPFP16PS
+
+#[test]
+fn fp16_denormal_inputs_are_not_flushed() {
+    // 2^-24 * 1.0 = 2^-24.
+    let v = directed(Half::Fp16, 0, &[(pair(0x0001, 0), pair(0x3C00, 0))]);
+    assert_eq!(v, 0x3380_0000);
+    // 1023 * 2^-48 + 2^-48 = 2^-38: products of fp16 denormals, both lanes.
+    let v = directed(
+        Half::Fp16,
+        0,
+        &[(pair(0x03FF, 0x0001), pair(0x0001, 0x0001))],
+    );
+    assert_eq!(v, 0x2C80_0000);
+}
+
+#[test]
+fn fp16_denormal_c_is_daz() {
+    // -denormal + (+0): DAZ gives -0 + +0 = +0; without DAZ the sum would flush to -0.
+    let v = directed(
+        Half::Fp16,
+        0x8000_0001,
+        &[(pair(0, 0), pair(0x3C00, 0x3C00))],
+    );
+    assert_eq!(v, 0);
+    let v = directed(Half::Fp16, 0x007F_FFFF, &[(pair(0, 0), pair(0, 0))]);
+    assert_eq!(v, 0);
+}
+
+#[test]
+fn fp16_nans_and_infinities() {
+    // fp16 sNaN 0x7C01 -> fp32 payload 1 << 13, quieted.
+    let v = directed(Half::Fp16, 0, &[(pair(0x7C01, 0), pair(0x3C00, 0))]);
+    assert_eq!(v, 0x7FC0_2000);
+    // inf * 0 -> default NaN; fp16 denormals are not zero, so inf * denormal is inf.
+    let v = directed(Half::Fp16, 0, &[(pair(0x7C00, 0), pair(0, 0))]);
+    assert_eq!(v, 0xFFC0_0000);
+    let v = directed(Half::Fp16, 0, &[(pair(0x7C00, 0), pair(0x0001, 0))]);
+    assert_eq!(v, INF);
+}
+
+/// FTZ applies to every step of TDPFP16PS, but it cannot show in its results: all products
+/// and lane sums are multiples of 2^-48 (the square of the smallest fp16 denormal), and C plus
+/// such a sum is zero or at least 2^-72 in magnitude. So the FTZ step function itself is tested,
+/// with a tiny result from fp16-converted operands and a tiny-range accumulator.
+#[test]
+fn fp16_step_function_flushes() {
+    let x = fp16_to_f32_bits(0x0400); // 2^-14, an fp16 value
+    let y = 0x0780_0000; // 2^-112
+    let y15 = 0x07C0_0000; // 1.5 * 2^-112
+    let acc = 0x0100_0000; // 2^-125
+                           // 2^-125 - 1.5 * 2^-126 = 2^-127: an exactly representable denormal, flushed.
+    assert_eq!(fma32(x | SIGN, y15, acc), 0);
+    assert_eq!(fma32(x, y15, acc | SIGN), SIGN);
+    assert_eq!(fma32(x, y, 0), MIN_NORMAL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Section 9: integer dot products
+
+/// The plain reference: i64 sums of extended bytes, wrapped to 32 bits at the end.
+#[allow(clippy::too_many_arguments)]
+fn int8_reference(
+    c: &Tile,
+    a: &Tile,
+    b: &Tile,
+    m: usize,
+    n: usize,
+    k: usize,
+    a_signed: bool,
+    b_signed: bool,
+) -> Tile {
+    let ext = |x: u8, s: bool| if s { i64::from(x as i8) } else { i64::from(x) };
+    let mut out = *c;
+    for mi in 0..m {
+        for ni in 0..n {
+            let mut acc = i64::from(get_dword(c, mi, ni) as i32);
+            for ki in 0..k {
+                for i in 0..4 {
+                    acc += ext(a[mi * 64 + 4 * ki + i], a_signed)
+                        * ext(b[ki * 64 + 4 * ni + i], b_signed);
+                }
+            }
+            set_dword(&mut out, mi, ni, acc as u32);
+        }
+    }
+    out
+}
+
+/// Every integer path against the i64 reference; returns the result.
+#[allow(clippy::too_many_arguments)]
+fn all_int8_paths(
+    c: &Tile,
+    a: &Tile,
+    b: &Tile,
+    m: usize,
+    n: usize,
+    k: usize,
+    a_signed: bool,
+    b_signed: bool,
+) -> Tile {
+    let want = int8_reference(c, a, b, m, n, k, a_signed, b_signed);
+    let ctx =
+        |_: usize, _: usize| format!("M={m} N={n} K={k} a_signed={a_signed} b_signed={b_signed}");
+    let mut got = *c;
+    scalar::dot_int8(&mut got, a, b, m, n, k, a_signed, b_signed);
+    assert_same("scalar int8 (avx2 if present)", &got, &want, &ctx);
+    let mut got = *c;
+    let shape = clamp(m, n, k);
+    scalar::dot_int8_portable(&mut got, a, b, shape, a_signed, b_signed);
+    assert_same("scalar int8 (portable)", &got, &want, &ctx);
+    #[cfg(target_arch = "x86_64")]
+    if avx512::int8_available() {
+        let mut got = *c;
+        // SAFETY: the CPU supports AVX-512F and AVX-512 VNNI (checked just above).
+        unsafe { avx512::dot_int8(&mut got, a, b, m, n, k, a_signed, b_signed) };
+        assert_same("vnni int8", &got, &want, &ctx);
+    }
+    let mut got = *c;
+    dot_int8(&mut got, a, b, m, n, k, a_signed, b_signed);
+    assert_same("dispatch int8", &got, &want, &ctx);
+    want
+}
+
+/// Full 16x16x16 product with every A byte `a_byte`, every B byte `b_byte`, every C `c0`.
+fn int8_uniform(c0: u32, a_byte: u8, b_byte: u8, a_signed: bool, b_signed: bool) -> Tile {
+    let c = tile_of(|_, _| c0);
+    let a = [a_byte; 1024];
+    let b = [b_byte; 1024];
+    all_int8_paths(&c, &a, &b, 16, 16, 16, a_signed, b_signed)
+}
+
+fn assert_all(t: &Tile, v: u32) {
+    for r in 0..16 {
+        for d in 0..16 {
+            assert_eq!(get_dword(t, r, d), v, "C[{r}][{d}]");
+        }
+    }
+}
+
+#[test]
+fn int8_ss_wraps() {
+    // 0x7FFFFFF0 + 64 * (-128 * -128)
+    assert_all(
+        &int8_uniform(0x7FFF_FFF0, 0x80, 0x80, true, true),
+        0x800F_FFF0,
+    );
+}
+
+#[test]
+fn int8_uu_wraps() {
+    // 0x7FFFFFF0 + 64 * (255 * 255)
+    assert_all(
+        &int8_uniform(0x7FFF_FFF0, 0xFF, 0xFF, false, false),
+        0x803F_8030,
+    );
+}
+
+#[test]
+fn int8_su_wraps() {
+    // 0x80000005 + 64 * (-128 * 255)
+    assert_all(
+        &int8_uniform(0x8000_0005, 0x80, 0xFF, true, false),
+        0x7FE0_2005,
+    );
+}
+
+#[test]
+fn int8_us_wraps() {
+    // 0x80000005 + 64 * (255 * -128)
+    assert_all(
+        &int8_uniform(0x8000_0005, 0xFF, 0x80, false, true),
+        0x7FE0_2005,
+    );
+}
+
+#[test]
+fn int8_differential_all_signedness() {
+    let mut rng = Rng(0x1D8_5EED);
+    for iter in 0..1200 {
+        let (a_signed, b_signed) = (iter & 1 != 0, iter & 2 != 0);
+        // Bytes biased towards the extremes, C towards the wrap points.
+        let byte = |r: &mut Rng| match r.below(4) {
+            0 => [0x00, 0x7F, 0x80, 0xFF][r.below(4) as usize],
+            _ => r.u32() as u8,
+        };
+        let mut a = [0u8; 1024];
+        let mut b = [0u8; 1024];
+        a.iter_mut().for_each(|x| *x = byte(&mut rng));
+        b.iter_mut().for_each(|x| *x = byte(&mut rng));
+        let c = tile_of(|_, _| {
+            let base = [0x7FFF_FF00, 0x8000_0100, 0, rng.u32()][rng.below(4) as usize];
+            base ^ (rng.u32() & 0xFFF)
+        });
+        let dims = |r: &mut Rng| 1 + r.below(16) as usize;
+        let (m, n, k) = if iter % 7 == 0 {
+            (16, 16, 16)
+        } else {
+            (dims(&mut rng), dims(&mut rng), dims(&mut rng))
+        };
+        all_int8_paths(&c, &a, &b, m, n, k, a_signed, b_signed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalar pieces
+
+#[test]
+fn fp16_conversion_is_exact_for_all_values() {
+    for h in 0..=u16::MAX {
+        let bits = fp16_to_f32_bits(h);
+        let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+        let exp = i32::from((h >> 10) & 0x1F);
+        let frac = f64::from(h & 0x3FF);
+        match exp {
+            0x1F if frac == 0.0 => assert_eq!(bits, u32::from(h & 0x8000) << 16 | INF),
+            0x1F => assert_eq!(
+                bits,
+                u32::from(h & 0x8000) << 16 | INF | u32::from(h & 0x3FF) << 13
+            ),
+            _ => {
+                let want = if exp == 0 {
+                    sign * frac * 2f64.powi(-24)
+                } else {
+                    sign * (1024.0 + frac) * 2f64.powi(exp - 25)
+                };
+                let got = f64::from(f32::from_bits(bits));
+                assert!(
+                    got == want && got.is_sign_negative() == (sign < 0.0),
+                    "{h:04X}"
+                );
+            }
+        }
+    }
+    assert_eq!(bf16_to_f32_bits(0xABCD), 0xABCD_0000);
+}
+
+#[test]
+fn fma32_basic_cases() {
+    let one = ONE;
+    let two = 0x4000_0000;
+    assert_eq!(fma32(one, one, 0), one);
+    assert_eq!(fma32(one, one, one), two);
+    assert_eq!(fma32(one, one, one | SIGN), 0, "exact cancellation is +0");
+    assert_eq!(fma32(SIGN, one, SIGN), SIGN, "-0 + -0");
+    assert_eq!(fma32(SIGN, one, 0), 0, "-0 + +0");
+    assert_eq!(fma32(0x7F7F_FFFF, two, 0), INF, "overflow");
+    assert_eq!(fma32(0x7F7F_FFFF | SIGN, two, 0), INF | SIGN, "overflow");
+    // 1 + 2^-24 is a tie: to even (1.0); 1 + 3*2^-24 rounds up to 1 + 2^-22.
+    assert_eq!(fma32(one, one, 0x3380_0000), one);
+    assert_eq!(fma32(0x3FC0_0000, 0x3400_0000, one), 0x3F80_0002);
+    assert_eq!(
+        fma32(INF, 0x0000_0001, one),
+        DEFAULT_NAN,
+        "DAZ before inf*0"
+    );
+    assert_eq!(fma32(INF, one, INF | SIGN), DEFAULT_NAN);
+    assert_eq!(fma32(INF, one, INF), INF);
+    assert_eq!(fma32(one, one, INF | SIGN), INF | SIGN);
+    assert_eq!(fma32(0x7F80_0001, 0x7FC0_0002, 0xFF80_0003), 0x7FC0_0001);
+    assert_eq!(fma32(one, 0x7F80_0002, 0xFF80_0003), 0x7FC0_0002);
+    assert_eq!(fma32(INF, 0, 0xFF80_0003), 0xFFC0_0003, "NaN beats inf*0");
+    assert_eq!(add32(0x0080_0000, 0x8000_0001), 0x0080_0000, "DAZ in add32");
+    assert_eq!(
+        add32(0x0100_0000, 0x8080_0001),
+        0,
+        "2^-125 - (2^-126 + ulp) is tiny"
+    );
+    assert_eq!(add32(0x7FC0_0001, 0x7FC0_0002), 0x7FC0_0001);
+    assert_eq!(add32(0x7F80_0000, 0xFF80_0000), DEFAULT_NAN);
+}
+
+#[test]
+fn fma32_sticky_bits_far_below_the_product_decide_ties() {
+    // (1 + 2^-23) * 1.5 = 1.5 + 2^-23 + 2^-24: exactly halfway between two floats.
+    let (x, y) = (0x3F80_0001, 0x3FC0_0000);
+    let acc = 0x0080_0001; // ~2^-126: entirely below the alignment frame, only a sticky bit
+    for f in [fma32, scalar::fma32_fast] {
+        assert_eq!(f(x, y, 0), 0x3FC0_0002, "tie to even");
+        assert_eq!(f(x, y, acc), 0x3FC0_0002, "above the tie");
+        assert_eq!(f(x, y, acc | SIGN), 0x3FC0_0001, "below the tie");
+        assert_eq!(f(x | SIGN, y, acc), 0xBFC0_0001, "below the tie, negative");
+    }
+}
+
+#[test]
+fn fma32_threshold_decided_below_f64_precision() {
+    // X = 2^23 + 2048 and Y = 2^24 - 4095 give XY = 2^47 + 2^11, so x*y = 2^-151 + 2^-187 and
+    // v = 2^-126 - x*y lies 2^-187 below the flush threshold 2^-126 - 2^-151: closer than half
+    // an f64 ulp there (2^-180), so RN53(v) is the threshold itself and only the exact error
+    // term tells that v must be flushed. IEEE fma rounds v to exactly 2^-126.
+    let (x, y, acc) = (0x1980_0800, 0x19FF_F001, MIN_NORMAL);
+    for f in [fma32, scalar::fma32_fast] {
+        assert_eq!(f(x | SIGN, y, acc), 0);
+        assert_eq!(f(x, y, acc | SIGN), SIGN);
+    }
+    assert_eq!(
+        f32::from_bits(x | SIGN)
+            .mul_add(f32::from_bits(y), f32::from_bits(acc))
+            .to_bits(),
+        MIN_NORMAL
+    );
+}
+
+/// A special-heavy fp32 value.
+fn f32_special(r: &mut Rng) -> u32 {
+    let s = r.sign32();
+    match r.below(13) {
+        0 => s,
+        1 => s | (r.u32() & FRAC_MASK).max(1),
+        // Few significant bits, so that products are often exact ties.
+        12 => s | ((120 + r.below(16)) << 23) | (r.u32() & 0x70_0001),
+        2 => s | INF,
+        3 => s | INF | QUIET | (r.u32() & 0x3F_FFFF),
+        4 => s | INF | (r.u32() & 0x3F_FFFF).max(1),
+        5 => s | (MIN_NORMAL + r.below(9)).wrapping_sub(4),
+        6 => s | ((1 + r.below(6)) << 23) | (r.u32() & FRAC_MASK),
+        7 => s | (ONE + r.below(64)).wrapping_sub(32),
+        8 => s | ((248 + r.below(7)) << 23) | (r.u32() & FRAC_MASK),
+        9 => s | ((20 + r.below(40)) << 23) | (r.u32() & FRAC_MASK),
+        _ => r.u32(),
+    }
+}
+
+#[test]
+fn scalar_fma_matches_exact_on_random_triples() {
+    let mut rng = Rng(0xF3A_0001);
+    let one = |r: &mut Rng| f32_special(r);
+    for i in 0..1_000_000 {
+        let (x, y) = (one(&mut rng), one(&mut rng));
+        // Every third triple puts acc right at -x*y (give or take rounding), to land results
+        // on and around 2^-126 and on exact cancellation.
+        let acc = if i % 3 == 0 {
+            let p = scalar::fma32_fast(x, y, 0) ^ SIGN;
+            p.wrapping_add(rng.below(5)).wrapping_sub(2)
+        } else {
+            one(&mut rng)
+        };
+        assert_eq!(
+            scalar::fma32_fast(x, y, acc),
+            fma32(x, y, acc),
+            "fma32({x:08X}, {y:08X}, {acc:08X})"
+        );
+        assert_eq!(
+            scalar::add32_fast(x, acc),
+            add32(x, acc),
+            "add32({x:08X}, {acc:08X})"
+        );
+    }
+}
+
+#[test]
+fn scalar_fma_matches_exact_around_min_normal() {
+    // Exact results within a few 2^-149 of +-2^-126, on both sides of the flush threshold
+    // 2^-126 - 2^-151, so that the "IEEE result is exactly 2^-126" decision is exercised.
+    let mut rng = Rng(0x2_126);
+    let f32_of = |v: f64| f32::from_bits((v as f32).to_bits());
+    for i in 0..600_000 {
+        let s = rng.sign32();
+        let (x, y, acc) = if i % 3 == 2 {
+            // X = 2^23 + u, Y = 2^24 - (2u - 1): XY = 2^47 + 2^23 - u(2u - 1), within about
+            // 2^20 of 2^47, so v = 2^-126 - x*y falls within f64 precision of the threshold.
+            let u = 1800 + rng.below(500);
+            let x = (51 << 23) | u;
+            let y = (51 << 23) | (0x7F_FFFF - (2 * u - 1) + 1);
+            (x | SIGN, y, MIN_NORMAL + rng.below(2))
+        } else if i % 3 == 0 {
+            // acc = 2^-126 + j * 2^-149 plus a product of magnitude 2^-152..2^-148.
+            let acc = MIN_NORMAL + rng.below(3);
+            let ex = 30 + rng.below(60);
+            let ey = 127 + 127 - 150 - ex + rng.below(5) - 2;
+            let x = rng.sign32() | (ex << 23) | (rng.u32() & FRAC_MASK);
+            let y = (ey << 23) | (rng.u32() & FRAC_MASK);
+            (x, y, acc | s)
+        } else {
+            // acc = +-2^-125 (give or take an ulp), product close to -+2^-126 (within ulps).
+            let acc = 0x0100_0000 + rng.below(3);
+            let x = (20 + rng.below(90)) << 23 | (rng.u32() & FRAC_MASK);
+            let q = f32_of(2f64.powi(-126) / f64::from(f32::from_bits(x)));
+            let y = q.to_bits().wrapping_add(rng.below(7)).wrapping_sub(3);
+            (x | SIGN, y, acc)
+        };
+        let (x, acc) = (x ^ s, acc ^ s);
+        assert_eq!(
+            scalar::fma32_fast(x, y, acc),
+            fma32(x, y, acc),
+            "fma32({x:08X}, {y:08X}, {acc:08X})"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tile-level differential tests
+
+/// A special-heavy 16-bit element of the given format, or one whose products land near 2^-126.
+fn half_special(r: &mut Rng, half: Half) -> u16 {
+    let s = (r.u32() & 0x8000) as u16;
+    let rnd = r.u32() as u16;
+    match half {
+        Half::Bf16 => match r.below(11) {
+            0 => s,
+            1 => s | (rnd & 0x7F).max(1),
+            2 => s | 0x7F80,
+            3 => s | 0x7FC0 | (rnd & 0x3F),
+            4 => s | 0x7F80 | (rnd & 0x3F).max(1),
+            // exponents 61..=67: products around 2^-126
+            5 | 6 => s | ((61 + r.below(7) as u16) << 7) | (rnd & 0x7F),
+            7 => s | ((126 + r.below(3) as u16) << 7) | (rnd & 0x7F),
+            8 => s | ((1 + r.below(254) as u16) << 7) | (rnd & 0x7F),
+            9 => s | ((250 + r.below(5) as u16) << 7) | (rnd & 0x7F),
+            _ => rnd,
+        },
+        Half::Fp16 => match r.below(10) {
+            0 => s,
+            1 | 2 => s | (rnd & 0x3FF).max(1),
+            3 => s | 0x7C00,
+            4 => s | 0x7E00 | (rnd & 0x1FF),
+            5 => s | 0x7C00 | (rnd & 0x1FF).max(1),
+            6 => s | ((14 + r.below(3) as u16) << 10) | (rnd & 0x3FF),
+            7 => s | 0x7BFF,
+            _ => rnd,
+        },
+    }
+}
+
+/// Random tiles for a floating-point product: special-heavy elements, and in some k steps the
+/// next step's products made to (nearly) cancel the previous ones.
+fn random_half_tiles(r: &mut Rng, half: Half) -> (Tile, Tile, Tile) {
+    let mut a = [0u8; 1024];
+    let mut b = [0u8; 1024];
+    for row in 0..16 {
+        for d in 0..16 {
+            let v = pair(half_special(r, half), half_special(r, half));
+            set_dword(&mut a, row, d, v);
+            let v = pair(half_special(r, half), half_special(r, half));
+            set_dword(&mut b, row, d, v);
+        }
+    }
+    for k in 1..16 {
+        if r.below(3) == 0 {
+            // B row k = -(B row k-1), A column k = A column k-1 with low bits nudged.
+            for d in 0..16 {
+                let v = get_dword(&b, k - 1, d) ^ 0x8000_8000;
+                set_dword(&mut b, k, d, v);
+            }
+            for row in 0..16 {
+                let nudge = if r.below(2) == 0 {
+                    0
+                } else {
+                    r.u32() & 0x0003_0003
+                };
+                let v = get_dword(&a, row, k - 1) ^ nudge;
+                set_dword(&mut a, row, k, v);
+            }
+        }
+    }
+    let mut c = [0u8; 1024];
+    for row in 0..16 {
+        for d in 0..16 {
+            set_dword(&mut c, row, d, f32_special(r));
+        }
+    }
+    (c, a, b)
+}
+
+fn half_differential(half: Half, seed: u64, iters: usize) {
+    let mut rng = Rng(seed);
+    for iter in 0..iters {
+        let (c, a, b) = random_half_tiles(&mut rng, half);
+        let dims = |r: &mut Rng| 1 + r.below(16) as usize;
+        let (m, n, k) = if iter % 5 == 0 {
+            (16, 16, 16)
+        } else {
+            (dims(&mut rng), dims(&mut rng), dims(&mut rng))
+        };
+        all_half_paths(&c, &a, &b, m, n, k, half);
+    }
+}
+
+#[test]
+fn bf16_differential_special_heavy() {
+    half_differential(Half::Bf16, 0xBF16_0001, 1500);
+}
+
+#[test]
+fn fp16_differential_special_heavy() {
+    half_differential(Half::Fp16, 0xF016_0001, 800);
+}
+
+#[test]
+fn bf16_differential_tiny_chains() {
+    // Only finite values with exponents near 63, so te and to wander around 2^-126 for the
+    // whole chain, with C also near 2^-126.
+    let mut rng = Rng(0x7111_7111);
+    for _ in 0..600 {
+        let el = |r: &mut Rng| {
+            let s = (r.u32() & 0x8000) as u16;
+            s | ((60 + r.below(8) as u16) << 7) | (r.u32() as u16 & 0x7F)
+        };
+        let a = tile_of(|_, _| pair(el(&mut rng), el(&mut rng)));
+        let b = tile_of(|_, _| pair(el(&mut rng), el(&mut rng)));
+        let c = tile_of(|_, _| rng.sign32() | ((rng.below(4)) << 23) | (rng.u32() & FRAC_MASK));
+        let k = 1 + rng.below(16) as usize;
+        all_half_paths(&c, &a, &b, 16, 16, k, Half::Bf16);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Contract details
+
+#[test]
+fn only_the_shape_is_written() {
+    let mut rng = Rng(42);
+    let junk = tile_of(|_, _| rng.u32());
+    let a = tile_of(|_, _| 0x3F80_3F80);
+    let b = tile_of(|_, _| 0x3C00_3C00);
+    for &(m, n, k) in &[(1, 1, 1), (3, 5, 2), (9, 16, 16), (16, 7, 4), (8, 8, 8)] {
+        for half in [Half::Bf16, Half::Fp16] {
+            let out = all_half_paths(&junk, &a, &b, m, n, k, half);
+            for r in 0..16 {
+                for d in 0..16 {
+                    if r >= m || d >= n {
+                        assert_eq!(get_dword(&out, r, d), get_dword(&junk, r, d));
+                    }
+                }
+            }
+        }
+        for (sa, sb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let out = all_int8_paths(&junk, &a, &b, m, n, k, sa, sb);
+            for r in 0..16 {
+                for d in 0..16 {
+                    if r >= m || d >= n {
+                        assert_eq!(get_dword(&out, r, d), get_dword(&junk, r, d));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn degenerate_and_oversized_shapes_do_not_panic() {
+    let mut rng = Rng(7);
+    let (c, a, b) = random_half_tiles(&mut rng, Half::Bf16);
+    // K = 0: C = add32(C, +0 + +0), i.e. C DAZ'd and -0 turned into +0.
+    let out = all_half_paths(&c, &a, &b, 16, 16, 0, Half::Bf16);
+    for r in 0..16 {
+        for d in 0..16 {
+            assert_eq!(get_dword(&out, r, d), add32(get_dword(&c, r, d), 0));
+        }
+    }
+    all_half_paths(&c, &a, &b, 0, 16, 16, Half::Fp16);
+    all_half_paths(&c, &a, &b, 16, 0, 16, Half::Fp16);
+    all_int8_paths(&c, &a, &b, 0, 0, 0, true, true);
+    for (m, n, k) in [
+        (17, 16, 16),
+        (16, 99, 16),
+        (16, 16, 1000),
+        (usize::MAX, usize::MAX, usize::MAX),
+    ] {
+        let mut t = c;
+        dot_bf16(&mut t, &a, &b, m, n, k);
+        assert_eq!(t, oracle_half(&c, &a, &b, 16, 16, 16, Half::Bf16));
+        dot_fp16(&mut t, &a, &b, m, n, k);
+        dot_int8(&mut t, &a, &b, m, n, k, false, true);
+        scalar::dot_half_portable(&mut t, &a, &b, m, n, k, Half::Bf16);
+        scalar::dot_int8(&mut t, &a, &b, m, n, k, true, false);
+    }
+}
+
+/// The MXCSR switch of the AVX-512 kernel must not leak: control bits and flags come back.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx512_kernel_restores_mxcsr() {
+    fn mxcsr() -> u32 {
+        let mut v = 0u32;
+        // SAFETY: STMXCSR writes 4 bytes to a live local.
+        unsafe {
+            core::arch::asm!("stmxcsr [{}]", in(reg) &mut v, options(nostack));
+        }
+        v
+    }
+    let mut rng = Rng(99);
+    let (c, a, b) = random_half_tiles(&mut rng, Half::Bf16);
+    let before = mxcsr();
+    let mut t = c;
+    dot_bf16(&mut t, &a, &b, 16, 16, 16);
+    assert_eq!(mxcsr() & 0xFFC0, before & 0xFFC0);
+    assert_eq!(
+        before & 0xFFC0,
+        0x1F80,
+        "test harness runs with the default MXCSR"
+    );
+}
+
+#[test]
+fn flush_threshold_constant() {
+    let t = 2f64.powi(-126) - 2f64.powi(-151);
+    assert_eq!(scalar::FLUSH_BELOW, t);
+}

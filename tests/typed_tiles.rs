@@ -1,0 +1,115 @@
+//! Kernels written with typed tiles run, on the process's backend, and compute what the untyped
+//! instructions compute; handles carry their shapes as constants.
+
+use amx_runtime::typed::Handle;
+use amx_runtime::{tilecfg, Emulator, TileUnit};
+
+tilecfg! {
+    /// An int8 block: C (16x16 i32) += A (16x64 i8) x B (16x64 i8, 16 k-groups of 4).
+    pub struct Int8Block;
+    palette 1;
+    t0 as c: 16x16 i32;
+    t4 as a: 16x64 i8;
+    t6 as b: 16x64 i8;
+}
+
+tilecfg! {
+    /// A bf16 block with an edge: C (7x12 f32) += A (7x32 bf16) x B (16x24 bf16 pairs).
+    struct Bf16Edge;
+    palette 1;
+    t1 as acc: 7x12 f32;
+    t2 as lhs: 7x32 bf16;
+    t3 as rhs: 16x24 bf16;
+}
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).rotate_left(7) as u8)
+        .collect()
+}
+
+#[test]
+fn handles_carry_their_shapes() {
+    assert_eq!(
+        (<Int8Block as amx_runtime::typed::Layout>::CONFIG.tile(4)),
+        Some(amx_runtime::TileShape::new(16, 64))
+    );
+    fn shape<H: Handle>(_: H) -> (u8, u8, u16) {
+        (H::INDEX, H::ROWS, H::COLSB)
+    }
+    assert_eq!(shape(Int8Block::c), (0, 16, 64));
+    assert_eq!(shape(Bf16Edge::rhs), (3, 16, 48));
+}
+
+#[test]
+fn int8_typed_kernel_matches_the_reference() {
+    let a: Vec<i8> = pattern(16 * 64, 1).into_iter().map(|b| b as i8).collect();
+    let b: Vec<i8> = pattern(16 * 64, 2).into_iter().map(|b| b as i8).collect();
+    let mut c = vec![5i32; 16 * 16];
+    let mut tiles = Int8Block::configure().unwrap();
+    tiles.load(Int8Block::c, &c, 16).unwrap();
+    tiles.load(Int8Block::a, &a, 64).unwrap();
+    tiles.load(Int8Block::b, &b, 64).unwrap();
+    tiles.tdpbssd(Int8Block::c, Int8Block::a, Int8Block::b);
+    tiles.store(Int8Block::c, &mut c, 16).unwrap();
+    for m in 0..16 {
+        for n in 0..16 {
+            let mut expect = 5i32;
+            for k in 0..64 {
+                expect += a[m * 64 + k] as i32 * b[(k / 4) * 64 + 4 * n + k % 4] as i32;
+            }
+            assert_eq!(c[m * 16 + n], expect, "C[{m}][{n}]");
+        }
+    }
+}
+
+#[test]
+fn bf16_typed_kernel_matches_the_untyped_instruction() {
+    let a = pattern(7 * 64, 3);
+    let b = pattern(16 * 48, 4);
+    let as_u16 = |bytes: &[u8]| -> Vec<u16> {
+        bytes
+            .chunks(2)
+            .map(|p| u16::from_le_bytes([p[0], p[1]]))
+            .collect()
+    };
+    let mut typed_out = vec![0f32; 7 * 12];
+    {
+        let mut tiles = Bf16Edge::configure().unwrap();
+        tiles.zero(Bf16Edge::acc);
+        tiles.load(Bf16Edge::lhs, &as_u16(&a), 32).unwrap();
+        tiles.load(Bf16Edge::rhs, &as_u16(&b), 24).unwrap();
+        tiles.tdpbf16ps(Bf16Edge::acc, Bf16Edge::lhs, Bf16Edge::rhs);
+        tiles.store(Bf16Edge::acc, &mut typed_out, 12).unwrap();
+    }
+    let mut emu = Emulator::new();
+    emu.ldtilecfg(Bf16Edge::CONFIG.as_bytes()).unwrap();
+    emu.tileloadd(2, &a, 64).unwrap();
+    emu.tileloadd(3, &b, 48).unwrap();
+    emu.tdpbf16ps(1, 2, 3).unwrap();
+    let mut bytes = vec![0u8; 7 * 48];
+    emu.tilestored(1, &mut bytes, 48).unwrap();
+    let untyped: Vec<u32> = bytes
+        .chunks(4)
+        .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    let typed: Vec<u32> = typed_out.iter().map(|f| f.to_bits()).collect();
+    assert_eq!(typed, untyped);
+}
+
+#[test]
+fn typed_loads_check_bounds() {
+    let mut tiles = Int8Block::configure().unwrap();
+    let short = vec![0i8; 15 * 64 + 63];
+    let err = tiles.load(Int8Block::a, &short, 64).unwrap_err();
+    assert_eq!(
+        err,
+        amx_runtime::Fault::OutOfBounds {
+            tile: 4,
+            needed: 1024,
+            len: 1023
+        }
+    );
+    let mut out = vec![0i32; 16 * 16];
+    assert!(tiles.store(Int8Block::c, &mut out, usize::MAX).is_err());
+}

@@ -1,0 +1,8 @@
+use amx_runtime::{tilecfg, TileConfig};
+
+static CFG: TileConfig = tilecfg! {
+    palette 1;
+    t1: 16x68;
+};
+
+fn main() {}

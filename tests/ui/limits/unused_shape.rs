@@ -1,0 +1,8 @@
+use amx_runtime::{tilecfg, TileConfig};
+
+static CFG: TileConfig = tilecfg! {
+    palette 1;
+    t0: 0 x 0;
+};
+
+fn main() {}

@@ -1,0 +1,10 @@
+use amx_runtime::{tilecfg, TileConfig};
+
+static CFG: TileConfig = tilecfg! {
+    palette 1;
+    t0: 16x64;
+    t1: 16x64;
+    t0: 8x64;
+};
+
+fn main() {}

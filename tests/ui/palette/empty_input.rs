@@ -1,0 +1,5 @@
+use amx_runtime::{tilecfg, TileConfig};
+
+static CFG: TileConfig = tilecfg! {};
+
+fn main() {}

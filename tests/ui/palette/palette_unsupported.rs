@@ -1,0 +1,8 @@
+use amx_runtime::{tilecfg, TileConfig};
+
+static CFG: TileConfig = tilecfg! {
+    palette 2;
+    t0: 16x64;
+};
+
+fn main() {}
