@@ -16,3 +16,8 @@ pub fn skip_without_hardware(test: &str) -> bool {
         }
     }
 }
+
+/// The README's Rust examples, compiled and run as doctests so they cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
