@@ -836,6 +836,19 @@ fn degenerate_and_oversized_shapes_do_not_panic() {
     }
 }
 
+/// On this machine kind (and any host whose DAZ/FTZ follow the Intel SDM) the AVX-512 float
+/// kernel passes its start-up self-check, so the dispatch really uses it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn avx512_float_kernel_is_used_when_avx512f_is_present() {
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        assert!(
+            avx512::float_available(),
+            "the CPU has AVX-512F but its DAZ/FTZ failed the section 10 self-check"
+        );
+    }
+}
+
 /// The MXCSR switch of the AVX-512 kernel must not leak: control bits and flags come back.
 #[cfg(target_arch = "x86_64")]
 #[test]
