@@ -1,0 +1,585 @@
+//! `amx-info`: can this process use Intel AMX here, and what does each instruction cost?
+//!
+//! ```text
+//! cargo run --release --example amx-info             # human report
+//! cargo run --release --example amx-info -- --json   # one JSON object on stdout
+//! cargo run --release --example amx-info -- --quick  # fewer repetitions (CI speed)
+//! ```
+//!
+//! It prints, in this order:
+//!
+//! 1. **The verdict**: AMX is usable in this process, or the one reason it is not
+//!    (`Capabilities::unavailable()`, else the error of `Hardware::new()`), which says what to do.
+//! 2. **Capabilities**: the CPU's AMX features (AMX-TILE, -INT8, -BF16, -FP16, -COMPLEX),
+//!    OSXSAVE and XCR0 bits 17/18, the palette table (CPUID leaf 0x1D), the TMUL limits
+//!    (leaf 0x1E), the permission before and after `request_permission()`, the backend `auto`
+//!    chooses and the `AMX_BACKEND` override in effect, and the raw CPUID leaves.
+//! 3. **Clocks**: the TSC frequency (RDTSC against `Instant`), and the core clock estimated from a
+//!    chain of dependent one-cycle ADDs, alone and under AMX load.
+//! 4. **The silicon's cost per instruction**, when AMX is usable: latency (a dependent chain,
+//!    e.g. dot products accumulating into one C tile) and reciprocal throughput (independent
+//!    instructions, e.g. four C tiles round robin), in TSC cycles, core cycles at the AMX clock
+//!    and nanoseconds, beside reference figures measured on the machines this crate was
+//!    developed on; then one-off costs: the first tile-data instruction of the process and of a
+//!    new thread, the wake-up after the AMX unit idled, `configure()` with and without LDTILECFG.
+//!    TDPFP16PS is measured when CPUID reports AMX-FP16, or when a forked child executed it
+//!    without SIGILL (a hypervisor may hide the bit of a core that has it).
+//! 5. **The permission system calls** (every machine).
+//! 6. **The emulator's speed** per instruction, and GOP/s for the dot products.
+//!
+//! Every figure is a median of several runs, except the once-per-process costs (the first
+//! permission request, the main thread's first tile-data instruction), which are one sample and
+//! say so. Per-instruction figures are slopes (the time of `3n` iterations minus that of `n`),
+//! so fixed costs such as the fences cancel. Every AMX path is guarded by detection: on a
+//! machine without AMX the tool says why and measures the rest.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use amx_runtime::permit;
+
+#[path = "amx_info/caps.rs"]
+mod caps;
+#[cfg(target_arch = "x86_64")]
+#[path = "amx_info/clock.rs"]
+mod clock;
+#[path = "amx_info/emu.rs"]
+mod emu;
+#[cfg(target_arch = "x86_64")]
+#[path = "amx_info/hw.rs"]
+mod hw;
+#[path = "amx_info/json.rs"]
+mod json;
+#[path = "amx_info/report.rs"]
+mod report;
+#[path = "amx_info/stats.rs"]
+mod stats;
+
+use caps::CapsInfo;
+use emu::Event;
+use json::Json;
+use report::{num, Table};
+use stats::Sample;
+
+const USAGE: &str = "usage: amx-info [--json] [--quick]
+  --json    print one JSON object on stdout instead of the tables
+  --quick   fewer and shorter repetitions (CI speed; noisier figures)";
+
+/// The command line.
+struct Options {
+    json: bool,
+    quick: bool,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut opts = Options {
+        json: false,
+        quick: false,
+    };
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--json" => opts.json = true,
+            "--quick" => opts.quick = true,
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(opts)
+}
+
+fn main() -> ExitCode {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("amx-info: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let info = CapsInfo::gather();
+    let clocks = Clocks::measure(opts.quick);
+    let hardware = Hardware::measure(&info, &opts, &clocks);
+    let syscalls = permission_costs(&info, opts.quick);
+    let emulator = emu::run(opts.quick);
+
+    if opts.json {
+        let out = Json::obj()
+            .with("tool", "amx-info")
+            .with("version", env!("CARGO_PKG_VERSION"))
+            .with("quick", opts.quick)
+            .with("usable", info.unavailable.is_none())
+            .with("verdict", info.verdict())
+            .with("capabilities", info.json())
+            .with("clock", clocks.json())
+            .with("hardware", hardware.json(&clocks))
+            .with(
+                "permission_syscalls",
+                Json::Arr(syscalls.iter().map(Event::json).collect()),
+            )
+            .with("emulator", emulator_json(&emulator, &info));
+        println!("{out}");
+    } else {
+        print!(
+            "{}",
+            human(&info, &clocks, &hardware, &syscalls, &emulator, &opts)
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// The TSC frequency and the core clock ratios.
+struct Clocks {
+    /// TSC ticks per nanosecond.
+    tsc_ghz: Option<Sample>,
+    /// TSC ticks per core cycle with only scalar code running (ADD chain).
+    idle_ticks_per_cycle: Option<Sample>,
+    /// The same from an IMUL chain, as a cross-check.
+    imul_ticks_per_cycle: Option<Sample>,
+    method: &'static str,
+}
+
+impl Clocks {
+    #[cfg(target_arch = "x86_64")]
+    fn measure(quick: bool) -> Clocks {
+        let (window, samples) = if quick { (5, 3) } else { (10, 5) };
+        let tsc_ghz = clock::tsc_ghz(Duration::from_millis(window), samples);
+        let reps = if quick { 5 } else { 15 };
+        Clocks {
+            tsc_ghz,
+            idle_ticks_per_cycle: clock::ticks_per_cycle_idle(reps),
+            imul_ticks_per_cycle: clock::ticks_per_cycle_imul(reps),
+            method: if quick {
+                "RDTSC against Instant, median of 3 windows of 5 ms"
+            } else {
+                "RDTSC against Instant, median of 5 windows of 10 ms"
+            },
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn measure(_quick: bool) -> Clocks {
+        Clocks {
+            tsc_ghz: None,
+            idle_ticks_per_cycle: None,
+            imul_ticks_per_cycle: None,
+            method: "no TSC off x86-64",
+        }
+    }
+
+    fn tsc_ghz(&self) -> Option<f64> {
+        self.tsc_ghz.map(|s| s.median)
+    }
+
+    /// Core GHz for a ratio of TSC ticks per core cycle.
+    fn core_ghz(&self, ticks_per_cycle: Option<Sample>) -> Option<f64> {
+        Some(self.tsc_ghz()? / ticks_per_cycle?.median)
+    }
+
+    fn json(&self) -> Json {
+        Json::obj()
+            .with("tsc_ghz", self.tsc_ghz.map(|s| s.json()))
+            .with("tsc_method", self.method)
+            .with("core_ghz_scalar", self.core_ghz(self.idle_ticks_per_cycle))
+            .with(
+                "core_scalar_method",
+                "a chain of dependent one-cycle register ADDs, alone: GHz = TSC GHz / TSC ticks \
+                 per ADD",
+            )
+            .with(
+                "core_ghz_scalar_imul_check",
+                self.core_ghz(self.imul_ticks_per_cycle),
+            )
+    }
+}
+
+/// The hardware section: measured, or why not.
+enum Hardware {
+    #[cfg(target_arch = "x86_64")]
+    Measured(Box<hw::HwReport>),
+    Skipped(String),
+}
+
+impl Hardware {
+    fn measure(info: &CapsInfo, opts: &Options, clocks: &Clocks) -> Hardware {
+        if let Some(why) = &info.unavailable {
+            return Hardware::Skipped(format!("AMX is not usable here: {why}"));
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            let Some(tsc_ghz) = clocks.tsc_ghz() else {
+                return Hardware::Skipped("the TSC frequency could not be measured".into());
+            };
+            match hw::run(&info.caps, opts.quick, tsc_ghz) {
+                Ok(r) => Hardware::Measured(Box::new(r)),
+                Err(e) => Hardware::Skipped(e),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (opts, clocks);
+            Hardware::Skipped("AMX exists only on x86-64".into())
+        }
+    }
+
+    fn json(&self, clocks: &Clocks) -> Json {
+        match self {
+            Hardware::Skipped(why) => Json::obj()
+                .with("measured", false)
+                .with("reason", why.clone()),
+            #[cfg(target_arch = "x86_64")]
+            Hardware::Measured(r) => hw_json(r, clocks),
+        }
+    }
+}
+
+/// TSC ticks per core cycle at the AMX clock, and how it was estimated.
+#[cfg(target_arch = "x86_64")]
+fn amx_ratio(r: &hw::HwReport, clocks: &Clocks) -> (Option<f64>, String) {
+    if let Some(s) = r.clock.interleaved {
+        return (
+            Some(s.median),
+            "the ADD chain interleaved with TDPBSSD, one per 32 ADDs".into(),
+        );
+    }
+    if let Some(s) = r.clock.after_burst {
+        return (
+            Some(s.median),
+            format!(
+                "the ADD chain right after a {:.0} us TDPBSSD burst",
+                r.clock.burst_us
+            ),
+        );
+    }
+    (
+        clocks.idle_ticks_per_cycle.map(|s| s.median),
+        "no AMX-load figure: the scalar clock is used".into(),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+fn hw_json(r: &hw::HwReport, clocks: &Clocks) -> Json {
+    let tsc_ghz = clocks.tsc_ghz().unwrap_or(f64::NAN);
+    let (ratio, how) = amx_ratio(r, clocks);
+    let ratio = ratio.unwrap_or(f64::NAN);
+    let cost = |s: Option<Sample>| -> Json {
+        match s {
+            None => Json::Null,
+            Some(s) => Json::obj()
+                .with("tsc_cycles", s.json())
+                .with("core_cycles", s.median / ratio)
+                .with("ns", s.median / tsc_ghz),
+        }
+    };
+    let rows: Vec<Json> = r
+        .rows
+        .iter()
+        .map(|row| {
+            Json::obj()
+                .with("instruction", row.instruction)
+                .with("method", row.method)
+                .with("latency", cost(row.latency))
+                .with("reciprocal_throughput", cost(row.throughput))
+                .with("reference", row.reference)
+        })
+        .collect();
+    Json::obj()
+        .with("measured", true)
+        .with(
+            "core_ghz_amx_interleaved",
+            clocks.core_ghz(r.clock.interleaved),
+        )
+        .with(
+            "core_ghz_amx_after_burst",
+            clocks.core_ghz(r.clock.after_burst),
+        )
+        .with("core_ghz_for_core_cycles", tsc_ghz / ratio)
+        .with("core_clock_method", how)
+        .with("tdpfp16ps", r.fp16.text())
+        .with("instructions", Json::Arr(rows))
+        .with(
+            "events",
+            Json::Arr(r.events.iter().map(Event::json).collect()),
+        )
+        .with("skipped", r.skipped.clone())
+}
+
+/// The permission system calls, timed on every machine (they answer even without AMX).
+fn permission_costs(info: &CapsInfo, quick: bool) -> Vec<Event> {
+    let target = Duration::from_millis(if quick { 2 } else { 10 });
+    let reps = if quick { 3 } else { 9 };
+    let outcome = match &info.request {
+        Ok(()) => "granted".to_owned(),
+        Err(e) => e.errno_name().unwrap_or("refused").to_owned(),
+    };
+    let mut out = vec![Event {
+        name: "first permission request".into(),
+        method: format!("request_permission(), one sample ({outcome})"),
+        ns: Sample::of(&[info.request_ns]),
+        reference: "~0.5 us",
+    }];
+    out.push(Event {
+        name: "ARCH_GET_XCOMP_PERM".into(),
+        method: "permission_state(), repeated".into(),
+        ns: emu::time_ns(target, reps, || {
+            std::hint::black_box(permit::permission_state());
+        }),
+        reference: "-",
+    });
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let mut rc = 0;
+        let ns = emu::time_ns(target, reps, || {
+            // SAFETY: ARCH_REQ_XCOMP_PERM takes the feature number by value and touches no user
+            // memory; asking again for a feature already granted (or refused) changes nothing.
+            rc = unsafe {
+                libc::syscall(
+                    libc::SYS_arch_prctl,
+                    libc::c_long::from(permit::ARCH_REQ_XCOMP_PERM),
+                    libc::c_long::from(permit::XFEATURE_XTILEDATA),
+                )
+            };
+        });
+        out.push(Event {
+            name: "ARCH_REQ_XCOMP_PERM again".into(),
+            method: format!(
+                "the raw system call, repeated ({})",
+                if rc == 0 { "returns 0" } else { "fails" }
+            ),
+            ns,
+            reference: "~0.5 us",
+        });
+    }
+    out
+}
+
+fn emulator_json(
+    emulator: &Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
+    info: &CapsInfo,
+) -> Json {
+    let base = Json::obj().with(
+        "is_process_backend",
+        matches!(info.process_backend, Ok(amx_runtime::Backend::Emulated)),
+    );
+    match emulator {
+        Err(e) => base.with("error", e.clone()),
+        Ok((rows, events)) => base
+            .with(
+                "instructions",
+                Json::Arr(rows.iter().map(emu::EmuRow::json).collect()),
+            )
+            .with(
+                "events",
+                Json::Arr(events.iter().map(Event::json).collect()),
+            ),
+    }
+}
+
+/// An events table: name, method, median (min..max) in the best unit, reference.
+fn events_table(events: &[Event]) -> String {
+    let mut t = Table::new(&["cost", "measured as", ">median", ">min..max", "reference"]);
+    let unit = |ns: f64| -> String {
+        if ns.abs() >= 1e6 {
+            format!("{} ms", num(Some(ns / 1e6)))
+        } else if ns.abs() >= 1e3 {
+            format!("{} us", num(Some(ns / 1e3)))
+        } else {
+            format!("{} ns", num(Some(ns)))
+        }
+    };
+    for e in events {
+        let (median, range) = match e.ns {
+            Some(s) if s.samples > 1 => {
+                (unit(s.median), format!("{}..{}", unit(s.min), unit(s.max)))
+            }
+            Some(s) => (unit(s.median), String::new()),
+            None => ("-".into(), String::new()),
+        };
+        t.row(vec![
+            e.name.clone(),
+            e.method.clone(),
+            median,
+            range,
+            e.reference.into(),
+        ]);
+    }
+    t.render("  ", true)
+}
+
+fn human(
+    info: &CapsInfo,
+    clocks: &Clocks,
+    hardware: &Hardware,
+    syscalls: &[Event],
+    emulator: &Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
+    opts: &Options,
+) -> String {
+    let mut out = format!(
+        "amx-info {}: can this process use Intel AMX, and what does each instruction cost?{}\n\n",
+        env!("CARGO_PKG_VERSION"),
+        if opts.quick { " (--quick)" } else { "" }
+    );
+    let bar = "=".repeat(78);
+    out += &format!("{bar}\n{}\n{bar}\n\n", wrap(&info.verdict(), 78));
+
+    out += "Capabilities\n";
+    out += &info.text();
+    out.push('\n');
+
+    out += "Clocks\n";
+    let tsc = clocks.tsc_ghz();
+    out += &format!(
+        "  TSC                 {} GHz ({})\n",
+        num(tsc),
+        clocks.method
+    );
+    out += &format!(
+        "  core, scalar code   {} GHz (a chain of dependent one-cycle register ADDs, alone; a \
+         chain of 3-cycle IMULs gives {} GHz)\n",
+        num(clocks.core_ghz(clocks.idle_ticks_per_cycle)),
+        num(clocks.core_ghz(clocks.imul_ticks_per_cycle)),
+    );
+    match hardware {
+        Hardware::Skipped(why) => {
+            out += "  core, AMX load      - (needs the silicon)\n\n";
+            out += "Silicon: cost per instruction on this CPU\n";
+            out += &format!("  skipped: {}\n\n", wrap(why, 76).replace('\n', "\n  "));
+        }
+        #[cfg(target_arch = "x86_64")]
+        Hardware::Measured(r) => out += &hw_human(r, clocks),
+    }
+
+    out += "Permission system calls (timed on every machine)\n";
+    out += &events_table(syscalls);
+    out.push('\n');
+
+    out += &format!(
+        "Emulator: software, bit-exact ({})\n",
+        match &info.process_backend {
+            Ok(amx_runtime::Backend::Emulated) => "this process's backend",
+            Ok(amx_runtime::Backend::Hardware) => "not this process's backend",
+            Err(_) => "this process has no backend: AMX_BACKEND is refused",
+        }
+    );
+    match emulator {
+        Err(e) => out += &format!("  failed: {e}\n"),
+        Ok((rows, events)) => {
+            let mut t = Table::new(&["instruction", "shape", ">ns/instr", ">min..max", ">GOP/s"]);
+            for r in rows {
+                let (median, range) = match (r.ns, &r.error) {
+                    (_, Some(e)) => (format!("error: {e}"), String::new()),
+                    (Some(s), None) => (
+                        num(Some(s.median)),
+                        format!("{}..{}", num(Some(s.min)), num(Some(s.max))),
+                    ),
+                    (None, None) => ("-".into(), String::new()),
+                };
+                t.row(vec![
+                    r.instruction.into(),
+                    r.method.into(),
+                    median,
+                    range,
+                    r.gops().map_or(String::new(), |g| format!("{g:.1}")),
+                ]);
+            }
+            out += &t.render("  ", true);
+            out += "  GOP/s = 2 x M x N x K / time (M = N = 16; K = 64 int8 or 32 bf16/fp16)\n";
+            out += &events_table(events);
+        }
+    }
+    out
+}
+
+#[cfg(target_arch = "x86_64")]
+fn hw_human(r: &hw::HwReport, clocks: &Clocks) -> String {
+    let tsc_ghz = clocks.tsc_ghz().unwrap_or(f64::NAN);
+    let (ratio, how) = amx_ratio(r, clocks);
+    let ratio = ratio.unwrap_or(f64::NAN);
+    let mut out = String::new();
+    let scalar = clocks.core_ghz(clocks.idle_ticks_per_cycle);
+    let amx = clocks.core_ghz(r.clock.interleaved);
+    out += &format!(
+        "  core, AMX load      {} GHz (the ADD chain interleaved with TDPBSSD, one per 32 ADDs); \
+         {} GHz right after a {:.0} us TDPBSSD burst\n",
+        num(amx),
+        num(clocks.core_ghz(r.clock.after_burst)),
+        r.clock.burst_us
+    );
+    if let (Some(scalar), Some(amx)) = (scalar, amx) {
+        out += &format!(
+            "                      {:.1}% below the scalar clock (reference: ~14%)\n",
+            100.0 * (1.0 - amx / scalar)
+        );
+    }
+    out += &format!(
+        "  core cycles below   TSC cycles / {} TSC ticks per core cycle ({how})\n\n",
+        num(Some(ratio))
+    );
+
+    out += "Silicon: cost per instruction on this CPU (median; TSC = TSC cycles, core = core cycles at the AMX clock)\n";
+    let mut t = Table::new(&[
+        "instruction",
+        "measured as",
+        ">lat TSC",
+        ">core",
+        ">ns",
+        ">tput TSC",
+        ">core",
+        ">ns",
+        "reference (these machines)",
+    ]);
+    let cells = |s: Option<Sample>| -> [String; 3] {
+        let m = s.map(|s| s.median);
+        [
+            num(m),
+            num(m.map(|x| x / ratio)),
+            num(m.map(|x| x / tsc_ghz)),
+        ]
+    };
+    for row in &r.rows {
+        let [lt, lc, ln] = cells(row.latency);
+        let [tt, tc, tn] = cells(row.throughput);
+        t.row(vec![
+            row.instruction.into(),
+            row.method.into(),
+            lt,
+            lc,
+            ln,
+            tt,
+            tc,
+            tn,
+            row.reference.into(),
+        ]);
+    }
+    out += &t.render("  ", true);
+    out += &format!("  {}\n", r.fp16.text());
+    for s in &r.skipped {
+        out += &format!("  skipped: {s}\n");
+    }
+    out.push('\n');
+    out += "Silicon: one-off and per-call costs\n";
+    out += &events_table(&r.events);
+    out.push('\n');
+    out
+}
+
+/// Wraps `text` at spaces so no line exceeds `width` characters (longer words stay whole).
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0usize;
+    for word in text.split(' ') {
+        let len = word.chars().count();
+        if line > 0 && line + 1 + len > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out += word;
+        line += len;
+    }
+    out
+}

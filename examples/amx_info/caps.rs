@@ -1,0 +1,410 @@
+//! What the CPU and the OS offer, the permission before and after the request, the backend
+//! choice, and the one reason AMX is unusable.
+
+use std::time::Instant;
+
+use amx_runtime::permit::{self, PermissionState};
+use amx_runtime::{
+    detect, Backend, BackendChoice, BackendError, Capabilities, Hardware, Unavailable,
+};
+
+use crate::json::Json;
+use crate::report::{yes_no, Table};
+
+/// One CPUID query and its answer.
+pub struct CpuidLeaf {
+    pub leaf: u32,
+    pub subleaf: u32,
+    pub regs: [u32; 4],
+    /// What the leaf holds, for the human listing.
+    pub what: &'static str,
+}
+
+/// Everything the capabilities section prints.
+pub struct CapsInfo {
+    pub caps: Capabilities,
+    pub cpu_name: Option<String>,
+    /// CPUID.1.EAX (family, model, stepping; hypervisors may rewrite it).
+    pub signature: Option<u32>,
+    pub kernel: Option<String>,
+    pub raw: Vec<CpuidLeaf>,
+    pub permission_before: PermissionState,
+    /// The result of the first `request_permission()` of this process, and how long it took.
+    pub request: Result<(), permit::PermissionError>,
+    pub request_ns: f64,
+    pub permission_after: PermissionState,
+    /// `BackendChoice::Auto.resolve()`.
+    pub auto_backend: String,
+    /// `AMX_BACKEND` as set (`None` when unset).
+    pub env_backend: Option<String>,
+    /// What `AMX_BACKEND` resolves to: the backend of this process, or why none.
+    pub process_backend: Result<Backend, BackendError>,
+    /// The one reason AMX cannot be used here, `None` when it can.
+    pub unavailable: Option<Unavailable>,
+}
+
+impl CapsInfo {
+    /// Detects, requests the permission (timing the request), and resolves the backends.
+    pub fn gather() -> CapsInfo {
+        let permission_before = permit::permission_state();
+        let caps = detect();
+        let start = Instant::now();
+        let request = permit::request_permission();
+        let request_ns = start.elapsed().as_nanos() as f64;
+        let permission_after = permit::permission_state();
+
+        let auto_backend = match BackendChoice::Auto.resolve() {
+            Ok(b) => b.to_string(),
+            Err(e) => format!("none: {e}"),
+        };
+        let env_backend = std::env::var_os("AMX_BACKEND").map(|v| v.to_string_lossy().into());
+        let process_backend = amx_runtime::backend();
+        // The platform reasons come from detection; a refused permission shows only when the
+        // hardware unit is created (it requests the permission itself).
+        let unavailable = caps.unavailable().or_else(|| Hardware::new().err());
+
+        CapsInfo {
+            cpu_name: cpu_name(),
+            signature: leaf(1, 0).map(|r| r[0]),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .ok()
+                .map(|s| s.trim().to_owned()),
+            raw: raw_leaves(),
+            caps,
+            permission_before,
+            request,
+            request_ns,
+            permission_after,
+            auto_backend,
+            env_backend,
+            process_backend,
+            unavailable,
+        }
+    }
+
+    /// The verdict line: usable, or the one reason.
+    pub fn verdict(&self) -> String {
+        match &self.unavailable {
+            None => "AMX is usable in this process".to_owned(),
+            Some(why) => format!("AMX is NOT usable here: {why}"),
+        }
+    }
+
+    /// The human listing.
+    pub fn text(&self) -> String {
+        let c = &self.caps;
+        let mut t = Table::new(&["", "", ""]);
+        let feature = |t: &mut Table, name: &str, on: bool, bit: &str| {
+            t.row(vec![name.into(), yes_no(on).into(), bit.into()]);
+        };
+        feature(&mut t, "AMX-TILE", c.amx_tile, "CPUID.(7,0):EDX[24]");
+        feature(&mut t, "AMX-INT8", c.amx_int8, "CPUID.(7,0):EDX[25]");
+        feature(&mut t, "AMX-BF16", c.amx_bf16, "CPUID.(7,0):EDX[22]");
+        feature(
+            &mut t,
+            "AMX-FP16",
+            c.amx_fp16,
+            "CPUID.(7,1):EAX[21] (a hypervisor may hide it; the silicon section probes it)",
+        );
+        feature(&mut t, "AMX-COMPLEX", c.amx_complex, "CPUID.(7,1):EDX[8]");
+        feature(
+            &mut t,
+            "OSXSAVE",
+            c.osxsave,
+            "CPUID.1:ECX[27] (XGETBV usable)",
+        );
+        let xcr0 = match c.xcr0 {
+            Some(x) => format!(
+                "{x:#x}: bit 17 XTILECFG {}, bit 18 XTILEDATA {}",
+                yes_no(c.xtilecfg_enabled()),
+                yes_no(c.xtiledata_enabled())
+            ),
+            None => "unreadable (OSXSAVE clear)".to_owned(),
+        };
+        t.row(vec!["XCR0".into(), xcr0, "XGETBV(0)".into()]);
+        t.row(vec![
+            "palettes".into(),
+            palettes_text(c),
+            "CPUID leaf 0x1D".into(),
+        ]);
+        t.row(vec![
+            "TMUL limits".into(),
+            format!(
+                "K <= {} rows, N <= {} bytes per row",
+                c.tmul.maxk, c.tmul.maxn
+            ),
+            "CPUID.(0x1E,0).EBX (the architectural 16/64 when absent or hidden)".into(),
+        ]);
+        t.row(vec![
+            "backend".into(),
+            format!("auto chooses {}", self.auto_backend),
+            "BackendChoice::Auto.resolve()".into(),
+        ]);
+        let uses = match &self.process_backend {
+            Ok(b) => format!("this process uses {b}"),
+            Err(_) => "this process has no backend (see below)".to_owned(),
+        };
+        t.row(vec![
+            String::new(),
+            match &self.env_backend {
+                Some(v) => format!("AMX_BACKEND={v:?}: {uses}"),
+                None => format!("AMX_BACKEND unset (auto): {uses}"),
+            },
+            "amx_runtime::backend()".into(),
+        ]);
+        t.row(vec![
+            "permission".into(),
+            format!(
+                "before the request: {}",
+                short_permission(self.permission_before)
+            ),
+            "arch_prctl(ARCH_GET_XCOMP_PERM)".into(),
+        ]);
+        t.row(vec![
+            String::new(),
+            match &self.request {
+                Ok(()) => format!("request: granted in {:.1} us", self.request_ns / 1e3),
+                Err(e) => format!(
+                    "request: refused with {} (errno {}) in {:.1} us",
+                    e.errno_name().unwrap_or("an unnamed errno"),
+                    e.errno,
+                    self.request_ns / 1e3
+                ),
+            },
+            "arch_prctl(ARCH_REQ_XCOMP_PERM, 18)".into(),
+        ]);
+        t.row(vec![
+            String::new(),
+            format!(
+                "after the request: {}",
+                short_permission(self.permission_after)
+            ),
+            "arch_prctl(ARCH_GET_XCOMP_PERM)".into(),
+        ]);
+        let mut out = String::new();
+        if let Some(name) = &self.cpu_name {
+            out += &format!("  CPU          {name}");
+            if let Some(sig) = self.signature {
+                out += &format!(" (CPUID.1.EAX {sig:#010x})");
+            }
+            out.push('\n');
+        }
+        if let Some(k) = &self.kernel {
+            out += &format!("  kernel       Linux {k}\n");
+        }
+        out += &t.render("  ", false);
+        let mut notes = Vec::new();
+        if let Err(e) = &self.process_backend {
+            notes.push(format!("no backend: {e}"));
+        }
+        if let Err(e) = &self.request {
+            notes.push(format!("the permission request failed: {}", e.cause()));
+        }
+        for note in notes {
+            out += &format!(
+                "  {:13}{}\n",
+                "",
+                crate::wrap(&note, 84).replace('\n', &format!("\n{:17}", ""))
+            );
+        }
+        out += "  raw CPUID (leaf.subleaf: eax ebx ecx edx)\n";
+        for r in &self.raw {
+            out += &format!(
+                "    {:#04x}.{:<2} {:08x} {:08x} {:08x} {:08x}  {}\n",
+                r.leaf, r.subleaf, r.regs[0], r.regs[1], r.regs[2], r.regs[3], r.what
+            );
+        }
+        out
+    }
+
+    /// The JSON object.
+    pub fn json(&self) -> Json {
+        let c = &self.caps;
+        let palettes: Vec<Json> = (1..=c.palettes.max_palette())
+            .filter_map(|id| c.palettes.get(id).map(|p| (id, p)))
+            .map(|(id, p)| {
+                Json::obj()
+                    .with("id", u32::from(id))
+                    .with("total_tile_bytes", u32::from(p.total_tile_bytes))
+                    .with("bytes_per_tile", u32::from(p.bytes_per_tile))
+                    .with("bytes_per_row", u32::from(p.bytes_per_row))
+                    .with("max_names", u32::from(p.max_names))
+                    .with("max_rows", u32::from(p.max_rows))
+            })
+            .collect();
+        let raw: Vec<Json> = self
+            .raw
+            .iter()
+            .map(|r| {
+                Json::obj()
+                    .with("leaf", format!("{:#x}", r.leaf))
+                    .with("subleaf", r.subleaf)
+                    .with("eax", format!("{:#010x}", r.regs[0]))
+                    .with("ebx", format!("{:#010x}", r.regs[1]))
+                    .with("ecx", format!("{:#010x}", r.regs[2]))
+                    .with("edx", format!("{:#010x}", r.regs[3]))
+            })
+            .collect();
+        Json::obj()
+            .with("cpu", self.cpu_name.clone())
+            .with("cpuid_1_eax", self.signature.map(|s| format!("{s:#010x}")))
+            .with("kernel", self.kernel.clone())
+            .with("amx_tile", c.amx_tile)
+            .with("amx_int8", c.amx_int8)
+            .with("amx_bf16", c.amx_bf16)
+            .with("amx_fp16_cpuid", c.amx_fp16)
+            .with("amx_complex", c.amx_complex)
+            .with("osxsave", c.osxsave)
+            .with("xcr0", c.xcr0.map(|x| format!("{x:#x}")))
+            .with("xcr0_xtilecfg", c.xtilecfg_enabled())
+            .with("xcr0_xtiledata", c.xtiledata_enabled())
+            .with("max_palette", u32::from(c.palettes.max_palette()))
+            .with("palettes", Json::Arr(palettes))
+            .with(
+                "tmul",
+                Json::obj()
+                    .with("maxk", u32::from(c.tmul.maxk))
+                    .with("maxn", u32::from(c.tmul.maxn)),
+            )
+            .with(
+                "permission",
+                Json::obj()
+                    .with("before", permission_name(self.permission_before))
+                    .with(
+                        "request",
+                        match &self.request {
+                            Ok(()) => "granted".to_owned(),
+                            Err(e) => e.to_string(),
+                        },
+                    )
+                    .with("request_ns", self.request_ns)
+                    .with("after", permission_name(self.permission_after)),
+            )
+            .with(
+                "backend",
+                Json::obj()
+                    .with("auto", self.auto_backend.clone())
+                    .with("amx_backend_env", self.env_backend.clone())
+                    .with(
+                        "process",
+                        match &self.process_backend {
+                            Ok(b) => b.to_string(),
+                            Err(e) => format!("none: {e}"),
+                        },
+                    ),
+            )
+            .with("usable", self.unavailable.is_none())
+            .with(
+                "unavailable",
+                self.unavailable.as_ref().map(|u| u.to_string()),
+            )
+            .with("raw_cpuid", Json::Arr(raw))
+    }
+}
+
+/// A short description of a permission state for the table.
+fn short_permission(p: PermissionState) -> String {
+    match p {
+        PermissionState::NotApplicable => "not applicable (not Linux on x86-64)".into(),
+        PermissionState::NotRequested => "not requested (XTILEDATA not in the mask)".into(),
+        PermissionState::Granted => "granted".into(),
+        PermissionState::Unknown { errno } => {
+            format!("unknown (ARCH_GET_XCOMP_PERM errno {errno})")
+        }
+    }
+}
+
+/// A stable, short name of a permission state for JSON.
+fn permission_name(p: PermissionState) -> String {
+    match p {
+        PermissionState::NotApplicable => "not_applicable".into(),
+        PermissionState::NotRequested => "not_requested".into(),
+        PermissionState::Granted => "granted".into(),
+        PermissionState::Unknown { errno } => format!("unknown (errno {errno})"),
+    }
+}
+
+fn palettes_text(c: &Capabilities) -> String {
+    if c.palettes.max_palette() == 0 {
+        return "none (leaf 0x1D absent, or max_palette 0)".to_owned();
+    }
+    let list: Vec<String> = (1..=c.palettes.max_palette())
+        .filter_map(|id| c.palettes.get(id).map(|p| (id, p)))
+        .map(|(id, p)| {
+            format!(
+                "palette {id}: {} tiles x {} rows x {} bytes ({} bytes per tile, {} total)",
+                p.max_names, p.max_rows, p.bytes_per_row, p.bytes_per_tile, p.total_tile_bytes
+            )
+        })
+        .collect();
+    list.join("; ")
+}
+
+/// CPUID (leaf, subleaf) when the leaf exists (not above the maximum basic leaf).
+#[cfg(target_arch = "x86_64")]
+pub fn leaf(leaf: u32, subleaf: u32) -> Option<[u32; 4]> {
+    let query = |leaf: u32, subleaf: u32| {
+        #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
+        // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
+        let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
+        [r.eax, r.ebx, r.ecx, r.edx]
+    };
+    let max = if leaf >= 0x8000_0000 {
+        query(0x8000_0000, 0)[0]
+    } else {
+        query(0, 0)[0]
+    };
+    (leaf <= max).then(|| query(leaf, subleaf))
+}
+
+/// No CPUID off x86-64.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn leaf(_leaf: u32, _subleaf: u32) -> Option<[u32; 4]> {
+    None
+}
+
+/// The processor brand string (CPUID 0x80000002..4).
+fn cpu_name() -> Option<String> {
+    let mut bytes = Vec::with_capacity(48);
+    for l in 0x8000_0002..=0x8000_0004u32 {
+        for reg in leaf(l, 0)? {
+            bytes.extend_from_slice(&reg.to_le_bytes());
+        }
+    }
+    let name = String::from_utf8_lossy(&bytes)
+        .trim_matches(char::from(0))
+        .trim()
+        .to_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+/// The leaves that describe AMX, as the CPU answers them.
+fn raw_leaves() -> Vec<CpuidLeaf> {
+    let mut out = Vec::new();
+    let mut push = |l: u32, s: u32, what: &'static str| {
+        if let Some(regs) = leaf(l, s) {
+            out.push(CpuidLeaf {
+                leaf: l,
+                subleaf: s,
+                regs,
+                what,
+            });
+        }
+    };
+    push(0x7, 0, "EDX: AMX-BF16 22, AMX-TILE 24, AMX-INT8 25");
+    push(0x7, 1, "EAX: AMX-FP16 21; EDX: AMX-COMPLEX 8");
+    push(0xD, 17, "XTILECFG: size, offset, flags");
+    push(
+        0xD,
+        18,
+        "XTILEDATA: size, offset, flags (bit 2: XFD-faulting)",
+    );
+    let max_palette = leaf(0x1D, 0).map_or(0, |r| r[0]).min(7);
+    push(0x1D, 0, "EAX: max palette");
+    for p in 1..=max_palette {
+        push(0x1D, p, "palette: EAX bytes, EBX row bytes/names, ECX rows");
+    }
+    push(0x1E, 0, "EBX: TMUL maxk [7:0], maxn [23:8]");
+    push(0x1E, 1, "EAX: TMUL features (newer CPUs)");
+    out
+}
