@@ -21,7 +21,13 @@ fn loaded() -> Emulator {
     // Bytes 0x3C..0x3F in every odd position: bf16 and fp16 values of moderate size, and small
     // int8 values, so no path sees denormals, infinities or NaNs.
     let data: Vec<u8> = (0..1024u32)
-        .map(|i| if i % 2 == 1 { 0x3C + (i % 4) as u8 } else { (i * 37 % 251) as u8 })
+        .map(|i| {
+            if i % 2 == 1 {
+                0x3C + (i % 4) as u8
+            } else {
+                (i * 37 % 251) as u8
+            }
+        })
         .collect();
     emu.tileloadd(1, &data, 64).unwrap();
     emu.tileloadd(2, &data, 64).unwrap();
@@ -70,7 +76,8 @@ mod peak {
                 *x = _mm512_dpbusd_epi32(*x, a, b);
             }
         }
-        acc.iter().fold(_mm512_setzero_si512(), |s, &x| _mm512_add_epi32(s, x))
+        acc.iter()
+            .fold(_mm512_setzero_si512(), |s, &x| _mm512_add_epi32(s, x))
     }
 
     /// 24 independent FMA chains, 1000 rounds: 24000 instructions.
@@ -84,7 +91,8 @@ mod peak {
                 *x = _mm512_fmadd_ps(*x, a, b);
             }
         }
-        acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x))
+        acc.iter()
+            .fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x))
     }
 }
 

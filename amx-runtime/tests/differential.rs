@@ -38,13 +38,13 @@ fn special_f32(rng: &mut Rng) -> u32 {
     let sign = (rng.next() as u32) & 0x8000_0000;
     let payload = rng.next() as u32 & 0x007F_FFFF;
     sign | match rng.below(10) {
-        0 => 0x7F80_0000 | payload.max(1),       // NaN (quiet or signalling)
-        1 => 0x7F80_0000,                        // infinity
-        2 => payload,                            // denormal or zero
-        3 => 0x0080_0000 | payload,              // smallest normal binade
+        0 => 0x7F80_0000 | payload.max(1), // NaN (quiet or signalling)
+        1 => 0x7F80_0000,                  // infinity
+        2 => payload,                      // denormal or zero
+        3 => 0x0080_0000 | payload,        // smallest normal binade
         4 => (0x3F00_0000 + (payload >> 4)) & 0x7FFF_FFFF, // near 1
-        5 => 0x2000_0000 | payload,              // tiny products
-        _ => rng.next() as u32 & 0x7FFF_FFFF,    // anything
+        5 => 0x2000_0000 | payload,        // tiny products
+        _ => rng.next() as u32 & 0x7FFF_FFFF, // anything
     }
 }
 
@@ -76,7 +76,11 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
             *slot = Some(TileShape::new(rows, colsb));
         }
     }
-    let start_row = if rng.chance(80) { 0 } else { rng.below(20) as u8 };
+    let start_row = if rng.chance(80) {
+        0
+    } else {
+        rng.below(20) as u8
+    };
     let mut img = image::encode(if rng.chance(95) { 1 } else { 0 }, start_row, &shapes);
     if rng.chance(5) {
         // An invalid image: both units must refuse it with #GP and keep their state.
@@ -87,8 +91,16 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
 }
 
 /// One random instruction on `u`; returns its outcome for comparison.
-fn step<U: TileUnit + ?Sized>(u: &mut U, rng: &mut Rng, mem: &mut Vec<u8>) -> (Result<(), Fault>, Vec<u8>) {
-    let t = if rng.chance(97) { rng.below(8) as u8 } else { 8 + rng.below(4) as u8 };
+fn step<U: TileUnit + ?Sized>(
+    u: &mut U,
+    rng: &mut Rng,
+    mem: &mut Vec<u8>,
+) -> (Result<(), Fault>, Vec<u8>) {
+    let t = if rng.chance(97) {
+        rng.below(8) as u8
+    } else {
+        8 + rng.below(4) as u8
+    };
     let (c, a, b) = (t, rng.below(8) as u8, rng.below(8) as u8);
     let stride = rng.below(130) as usize;
     match rng.below(12) {
@@ -141,7 +153,11 @@ fn emulator_and_silicon_agree() {
         let e = step(&mut emu, &mut r1, &mut m1);
         let h = step(&mut hw, &mut r2, &mut m2);
         assert_eq!(e, h, "step {i}: outcomes differ");
-        assert_eq!(emu.sttilecfg(), hw.sttilecfg(), "step {i}: configurations differ");
+        assert_eq!(
+            emu.sttilecfg(),
+            hw.sttilecfg(),
+            "step {i}: configurations differ"
+        );
         for t in 0..8 {
             assert_eq!(
                 emu.tile_data(t).unwrap(),
@@ -168,9 +184,16 @@ fn emulator_survives_random_sequences() {
         }
         let cfg = emu.sttilecfg();
         let report = amx_runtime::rules::validate(&cfg, &amx_runtime::PaletteTable::ARCHITECTURAL);
-        assert!(report.is_loadable(), "state holds an image LDTILECFG rejects: {cfg:02x?}");
+        assert!(
+            report.is_loadable(),
+            "state holds an image LDTILECFG rejects: {cfg:02x?}"
+        );
         assert_eq!(cfg[0] == 0, cfg == [0; 64]);
     }
     // The generator must exercise both paths.
-    assert!(faults > 0 && faults < steps(), "{faults} faults in {} steps", steps());
+    assert!(
+        faults > 0 && faults < steps(),
+        "{faults} faults in {} steps",
+        steps()
+    );
 }
