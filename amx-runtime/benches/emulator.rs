@@ -105,7 +105,7 @@ fn ratios() {
         let fp16 = ns_per(|| emu.tdpfp16ps(0, 1, 2).unwrap(), 20_000);
         if std::arch::is_x86_feature_detected!("avx512vnni") {
             // SAFETY: the features the function is compiled for were detected just above.
-            let vnni = ns_per(|| drop(black_box(unsafe { peak::vnni_24000() })), 200) / 24000.0;
+            let vnni = ns_per(|| _ = black_box(unsafe { peak::vnni_24000() }), 200) / 24000.0;
             // A tile product is 256 VPDPBUSD at peak.
             let at_peak = 256.0 * vnni;
             println!(
@@ -117,7 +117,7 @@ fn ratios() {
         }
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: AVX-512F was detected just above.
-            let fma = ns_per(|| drop(black_box(unsafe { peak::fma_24000() })), 200) / 24000.0;
+            let fma = ns_per(|| _ = black_box(unsafe { peak::fma_24000() }), 200) / 24000.0;
             // A bf16 tile product is 8192 multiply-adds: 512 FMAs of 16 lanes at peak.
             let at_peak = 512.0 * fma;
             println!(
