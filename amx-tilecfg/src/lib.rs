@@ -5,7 +5,7 @@
 //! exactly one the run-time check accepts, and both agree with the silicon.
 //!
 //! The data flow: a [`Palette`] table (architectural palette 1, or one decoded from CPUID leaf
-//! 0x1D) and a 64-byte [`image`] go into [`validate`], which reports every [`Violation`], each
+//! 0x1D) and a 64-byte [`image`] go into [`validate()`], which reports every [`Violation`], each
 //! naming its tile, field, byte offset, value and limit. Load-time violations are the ones
 //! LDTILECFG answers with #GP; use-time violations are accepted by LDTILECFG but make every
 //! TILELOADD/TILESTORED/TDP* on the tile raise #UD.

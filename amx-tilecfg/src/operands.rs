@@ -1,4 +1,4 @@
-//! The operand rules of the tile dot products (TDPB[SU][SU]D, TDPBF16PS, TDPFP16PS).
+//! The operand rules of the tile dot products (`TDPB[SU][SU]D`, TDPBF16PS, TDPFP16PS).
 //!
 //! The same function decides at compile time which typed tile triples may be multiplied and at
 //! run time whether an instruction would raise #UD, so the two can never disagree.
