@@ -2,6 +2,7 @@
 //! `AMX_BACKEND` environment variable (`hardware`, `emulated` or `auto`).
 
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use crate::detect::Unavailable;
@@ -102,8 +103,26 @@ impl std::error::Error for BackendError {}
 /// The backend of this process: `AMX_BACKEND` resolved once, on first use, and kept, so every
 /// thread of a process runs on the same unit.
 pub fn backend() -> Result<Backend, BackendError> {
+    // The answer is cached twice: in full (with the error, if any) and, for the hot path of
+    // every `configure`, as one byte read without synchronisation cost.
     static CHOSEN: OnceLock<Result<Backend, BackendError>> = OnceLock::new();
-    CHOSEN
+    static FAST: AtomicU8 = AtomicU8::new(UNKNOWN);
+    match FAST.load(Ordering::Relaxed) {
+        HARDWARE => return Ok(Backend::Hardware),
+        EMULATED => return Ok(Backend::Emulated),
+        _ => {}
+    }
+    let chosen = CHOSEN
         .get_or_init(|| BackendChoice::from_env()?.resolve())
-        .clone()
+        .clone();
+    match chosen {
+        Ok(Backend::Hardware) => FAST.store(HARDWARE, Ordering::Relaxed),
+        Ok(Backend::Emulated) => FAST.store(EMULATED, Ordering::Relaxed),
+        Err(_) => {}
+    }
+    chosen
 }
+
+const UNKNOWN: u8 = 0;
+const HARDWARE: u8 = 1;
+const EMULATED: u8 = 2;

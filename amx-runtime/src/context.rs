@@ -23,8 +23,6 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 
-use amx_tilecfg::PaletteTable;
-
 use crate::backend::{backend, Backend, BackendError};
 use crate::config::TileConfig;
 use crate::detect::Unavailable;
@@ -219,18 +217,18 @@ pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
 /// [`configure`] on a given backend rather than the process's.
 pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
     let mut tiles = acquire(backend, config)?;
-    let table = match &tiles.unit {
-        Unit::Hardware(h) => *h.palette_table(),
-        Unit::Emulated(e) => *e.palette_table(),
-    };
     // Every TileConfig already passed the architectural table's rules when it was built; only
     // a CPU with another table needs the check again.
-    if table != PaletteTable::ARCHITECTURAL {
+    let (architectural, table) = match &tiles.unit {
+        Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
+        Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
+    };
+    if !architectural {
         config
-            .check_against(&table)
+            .check_against(table)
             .map_err(ConfigureError::Config)?;
     }
-    if tiles.loaded_config() == *config.as_bytes() {
+    if same_image(&tiles.loaded_config(), config.as_bytes()) {
         count(|c| c.skipped += 1);
     } else {
         tiles
@@ -239,6 +237,17 @@ pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, Conf
         count(|c| c.loads += 1);
     }
     Ok(tiles)
+}
+
+/// Whether two images are equal, as eight 64-bit words folded into one (`==` on the arrays
+/// calls `memcmp`, which costs more than everything else a skipped load does).
+fn same_image(a: &[u8; 64], b: &[u8; 64]) -> bool {
+    let mut diff = 0u64;
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
+        diff |= word(x) ^ word(y);
+    }
+    diff == 0
 }
 
 /// Claims this thread's tile unit for one guard.

@@ -29,6 +29,8 @@ use crate::error::Fault;
 #[derive(Clone)]
 pub struct Emulator {
     table: PaletteTable,
+    /// Whether `table` is the architectural one, which every `TileConfig` already satisfies.
+    architectural: bool,
     limits: TmulLimits,
     /// The loaded image as STTILECFG writes it; all zero when unconfigured (palette 0).
     config: [u8; 64],
@@ -64,6 +66,7 @@ impl Emulator {
     pub fn with_limits(table: PaletteTable, limits: TmulLimits) -> Emulator {
         Emulator {
             table,
+            architectural: table == PaletteTable::ARCHITECTURAL,
             limits,
             config: [0; 64],
             tiles: [[0; TILE_BYTES]; TILES],
@@ -73,6 +76,11 @@ impl Emulator {
     /// The palette table this emulator checks configurations against.
     pub fn palette_table(&self) -> &PaletteTable {
         &self.table
+    }
+
+    /// Whether the palette table is the architectural one (computed once, for `configure`).
+    pub(crate) fn palette_is_architectural(&self) -> bool {
+        self.architectural
     }
 
     /// The TMUL limits this emulator checks dot products against.

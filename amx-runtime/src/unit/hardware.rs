@@ -19,6 +19,9 @@ use crate::error::Fault;
 struct Silicon {
     /// CPUID leaf 0x1D.
     palettes: PaletteTable,
+    /// Whether `palettes` is the architectural table, which every `TileConfig` already
+    /// satisfies (computed once, for `configure`).
+    architectural: bool,
     /// CPUID leaf 0x1E.
     tmul: TmulLimits,
     /// CPUID.(7,0):EDX\[25\].
@@ -161,6 +164,7 @@ impl Hardware {
                 let caps = crate::detect::ensure_usable()?;
                 SILICON.get_or_init(|| Silicon {
                     palettes: caps.palettes,
+                    architectural: caps.palettes == PaletteTable::ARCHITECTURAL,
                     tmul: caps.tmul,
                     amx_int8: caps.amx_int8,
                     amx_bf16: caps.amx_bf16,
@@ -179,6 +183,11 @@ impl Hardware {
     /// against it.
     pub fn palette_table(&self) -> &PaletteTable {
         &self.silicon.palettes
+    }
+
+    /// Whether the palette table is the architectural one (for `configure`).
+    pub(crate) fn palette_is_architectural(&self) -> bool {
+        self.silicon.architectural
     }
 
     /// The TMUL limits this CPU reports (CPUID leaf 0x1E); dot products are checked against
