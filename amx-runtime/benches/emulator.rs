@@ -35,11 +35,16 @@ fn loaded() -> Emulator {
 }
 
 fn bench(c: &mut Criterion) {
+    // Each instruction gets its own emulator: an int8 C tile read as f32 would be full of NaNs,
+    // which the bit-exact float path recomputes lane by lane.
     let mut group = c.benchmark_group("emulator 16x16x16 tile product");
     let mut emu = loaded();
     group.bench_function("TDPBSSD", |b| b.iter(|| emu.tdpbssd(0, 1, 2).unwrap()));
+    let mut emu = loaded();
     group.bench_function("TDPBUSD", |b| b.iter(|| emu.tdpbusd(0, 1, 2).unwrap()));
+    let mut emu = loaded();
     group.bench_function("TDPBF16PS", |b| b.iter(|| emu.tdpbf16ps(0, 1, 2).unwrap()));
+    let mut emu = loaded();
     group.bench_function("TDPFP16PS", |b| b.iter(|| emu.tdpfp16ps(0, 1, 2).unwrap()));
     group.bench_function("TILELOADD 1 KiB", |b| {
         let data = [7u8; 1024];
@@ -99,10 +104,10 @@ mod peak {
 fn ratios() {
     #[cfg(target_arch = "x86_64")]
     {
-        let mut emu = loaded();
-        let int8 = ns_per(|| emu.tdpbssd(0, 1, 2).unwrap(), 20_000);
-        let bf16 = ns_per(|| emu.tdpbf16ps(0, 1, 2).unwrap(), 20_000);
-        let fp16 = ns_per(|| emu.tdpfp16ps(0, 1, 2).unwrap(), 20_000);
+        let (mut e1, mut e2, mut e3) = (loaded(), loaded(), loaded());
+        let int8 = ns_per(|| e1.tdpbssd(0, 1, 2).unwrap(), 20_000);
+        let bf16 = ns_per(|| e2.tdpbf16ps(0, 1, 2).unwrap(), 20_000);
+        let fp16 = ns_per(|| e3.tdpfp16ps(0, 1, 2).unwrap(), 20_000);
         if std::arch::is_x86_feature_detected!("avx512vnni") {
             // SAFETY: the features the function is compiled for were detected just above.
             let vnni = ns_per(|| _ = black_box(unsafe { peak::vnni_24000() }), 200) / 24000.0;
