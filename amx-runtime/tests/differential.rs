@@ -90,11 +90,13 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
     img
 }
 
-/// One random instruction on `u`; returns its outcome for comparison.
+/// One random instruction on `u`; returns its outcome for comparison. Without `fp16` the
+/// TDPFP16PS draws run TDPBF16PS instead (for a core that does not execute it).
 fn step<U: TileUnit + ?Sized>(
     u: &mut U,
     rng: &mut Rng,
     mem: &mut Vec<u8>,
+    fp16: bool,
 ) -> (Result<(), Fault>, Vec<u8>) {
     let t = if rng.chance(97) {
         rng.below(8) as u8
@@ -103,7 +105,7 @@ fn step<U: TileUnit + ?Sized>(
     };
     let (c, a, b) = (t, rng.below(8) as u8, rng.below(8) as u8);
     let stride = rng.below(130) as usize;
-    match rng.below(12) {
+    match rng.below(13) {
         0 => (u.ldtilecfg(&random_image(rng)), Vec::new()),
         1 => (u.tilezero(t), Vec::new()),
         2 | 3 => {
@@ -121,6 +123,8 @@ fn step<U: TileUnit + ?Sized>(
         8 => (u.tdpbusd(c, a, b), Vec::new()),
         9 => (u.tdpbuud(c, a, b), Vec::new()),
         10 => (u.tdpbf16ps(c, a, b), Vec::new()),
+        11 if fp16 => (u.tdpfp16ps(c, a, b), Vec::new()),
+        11 => (u.tdpbf16ps(c, a, b), Vec::new()),
         _ => {
             if rng.chance(5) {
                 u.tilerelease();
@@ -137,6 +141,37 @@ fn steps() -> usize {
         .unwrap_or(20_000)
 }
 
+/// Whether this core executes TDPFP16PS, tried in a forked child so that a #UD kills only the
+/// child (SEMANTICS.md F1: these machines execute it although CPUID hides AMX-FP16).
+#[cfg(target_arch = "x86_64")]
+fn fp16_executes(hw: &Hardware) -> bool {
+    if hw.amx_fp16() {
+        return true;
+    }
+    let image = {
+        let mut shapes = [None; 8];
+        for slot in shapes.iter_mut().take(3) {
+            *slot = Some(TileShape::new(16, 64));
+        }
+        image::encode(1, 0, &shapes)
+    };
+    // SAFETY: fork in a test process; the child only runs the AMX instructions below (the
+    // permission is inherited by fork) and leaves with _exit, running no destructors.
+    unsafe {
+        let pid = libc::fork();
+        if pid == 0 {
+            amx_runtime::intrinsics::_tile_loadconfig(image.as_ptr());
+            amx_runtime::intrinsics::_tile_dpfp16ps::<0, 1, 2>();
+            libc::_exit(0);
+        }
+        let mut status = 0;
+        pid > 0
+            && libc::waitpid(pid, &mut status, 0) == pid
+            && libc::WIFEXITED(status)
+            && libc::WEXITSTATUS(status) == 0
+    }
+}
+
 #[test]
 fn emulator_and_silicon_agree() {
     let mut hw = match Hardware::new() {
@@ -146,12 +181,22 @@ fn emulator_and_silicon_agree() {
             return;
         }
     };
+    #[cfg(target_arch = "x86_64")]
+    let fp16 = fp16_executes(&hw);
+    #[cfg(not(target_arch = "x86_64"))]
+    let fp16 = false;
+    if fp16 {
+        // SAFETY: the forked probe just executed TDPFP16PS on this machine.
+        unsafe { hw.assume_amx_fp16() };
+    } else {
+        eprintln!("TDPFP16PS does not execute here: left out of the comparison");
+    }
     let mut emu = Emulator::new();
     let (mut r1, mut r2) = (Rng(0xA3C5), Rng(0xA3C5));
     let (mut m1, mut m2) = (Vec::new(), Vec::new());
     for i in 0..steps() {
-        let e = step(&mut emu, &mut r1, &mut m1);
-        let h = step(&mut hw, &mut r2, &mut m2);
+        let e = step(&mut emu, &mut r1, &mut m1, fp16);
+        let h = step(&mut hw, &mut r2, &mut m2, fp16);
         assert_eq!(e, h, "step {i}: outcomes differ");
         assert_eq!(
             emu.sttilecfg(),
@@ -179,7 +224,7 @@ fn emulator_survives_random_sequences() {
     let mut mem = Vec::new();
     let mut faults = 0usize;
     for _ in 0..steps() {
-        if step(&mut emu, &mut rng, &mut mem).0.is_err() {
+        if step(&mut emu, &mut rng, &mut mem, true).0.is_err() {
             faults += 1;
         }
         let cfg = emu.sttilecfg();
