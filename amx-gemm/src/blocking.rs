@@ -1,0 +1,67 @@
+//! Cache blocking of the loop nest.
+
+use crate::pack::{MR, NR};
+
+/// The cache blocking of the loop nest (see the [crate docs](crate#the-loop-nest)).
+///
+/// The defaults are sized for the machines this crate targets (48 KiB L1D and 2 MiB L2 per
+/// core; Sapphire/Granite Rapids) and for both precisions alike, because every size here is in
+/// bytes of tile rows:
+///
+/// - **`kc_steps` = 8** k-steps (512 int8 or 256 bf16 of K). The A micro-panel is
+///   `32 rows x 8 x 64 B` = 16 KiB and must stay in L1 while the micro-kernel streams a B
+///   micro-panel of the same 16 KiB through it: 32 KiB of the 48 KiB L1, leaving room for C and
+///   the stack. The C micro-tile (4 KiB) is loaded and stored once per 32 tile dot products
+///   (16 B/cycle at one dot product per 16 cycles), which the caches sustain. When the region
+///   of C is a single micro-row (M <= 32, the bandwidth-bound shapes) nothing of B is reused,
+///   so kc is all of K: C stays in the tiles for the whole sum and each B panel is read front
+///   to back exactly once.
+/// - **`nc` = 2048** columns. The block of packed B one pass over A reuses is
+///   `kc_steps x 2 KiB` per 32 columns: 1 MiB, half of L2, leaving the other half for the A
+///   block, C traffic and prefetch. The packed layout spreads it over all L2 sets (see
+///   [`pack`](crate::pack)).
+/// - **`mc` = 256** rows: the packed A block is `256 x 512 B` = 128 KiB, in L2 beside the B
+///   block; each of its 8 micro-panels is reused from L1 across all `nc / 32` = 64 B panels.
+/// - **`prefetch_steps` = 4**: the micro-kernel prefetches (PREFETCHT0) the B tiles 4 k-steps
+///   (8 KiB) ahead of their loads. Tile registers are not renamed, so a TILELOADD into B0 waits
+///   for the dot products still reading B0; without the prefetch at most two B tiles are in
+///   flight, which neither hides the L2 latency in the blocked case nor keeps enough lines in
+///   flight to saturate memory when B streams once (M <= 32). 8 KiB is ~400 cycles ahead when
+///   streaming, past the memory latency. Only the silicon path issues prefetches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Blocking {
+    /// Columns of B per L2-resident block (LOOP 5); rounded up to a multiple of 32.
+    pub nc: usize,
+    /// k-steps (64 bytes of each row of A) per block (LOOP 4); at least 1.
+    pub kc_steps: usize,
+    /// Rows of A packed per block (LOOP 3); rounded up to a multiple of 32.
+    pub mc: usize,
+    /// k-steps ahead of its loads that the B tiles are prefetched; 0 disables the prefetch.
+    pub prefetch_steps: usize,
+}
+
+impl Blocking {
+    /// The defaults described above.
+    pub const DEFAULT: Blocking = Blocking {
+        nc: 2048,
+        kc_steps: 8,
+        mc: 256,
+        prefetch_steps: 4,
+    };
+
+    /// The blocking with every field rounded up to what the loop nest needs.
+    pub(crate) fn normalized(self) -> Blocking {
+        Blocking {
+            nc: self.nc.max(1).div_ceil(NR) * NR,
+            kc_steps: self.kc_steps.max(1),
+            mc: self.mc.max(1).div_ceil(MR) * MR,
+            prefetch_steps: self.prefetch_steps,
+        }
+    }
+}
+
+impl Default for Blocking {
+    fn default() -> Self {
+        Blocking::DEFAULT
+    }
+}

@@ -1,0 +1,514 @@
+//! The driver: argument checks, the split over threads, and the BLIS loop nest.
+
+use std::cell::{Cell, RefCell};
+use std::ops::Range;
+
+use amx_runtime::{configure_on, counters, Backend, ConfigureError};
+
+use crate::blocking::Blocking;
+use crate::configs::{self, MicroShape};
+use crate::error::{check_slice, GemmError, Operand};
+use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
+use crate::pack::{self, packed_a_bytes, ASource, AlignedBytes, PackedB, MR, NR, STEP};
+use crate::pool;
+use crate::precision::{bytes_of, bytes_of_mut, Precision};
+use crate::tile_ops::{Checked, Mem, MemMut, TileOps};
+
+/// Whether the product overwrites C or is added to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// `C = A x B`: C's previous contents are ignored (and may be anything).
+    #[default]
+    Overwrite,
+    /// `C += A x B`.
+    Accumulate,
+}
+
+/// A GEMM call's options: threads, mode, backend and blocking. Build one, then [`Gemm::run`]
+/// it on any number of problems.
+///
+/// ```
+/// use amx_gemm::{Gemm, Int8, Mode, PackedB};
+///
+/// let (m, n, k) = (2, 3, 4);
+/// let a = vec![1i8; m * k];
+/// let b = vec![2i8; k * n];
+/// let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+/// let mut c = vec![100i32; m * n];
+/// Gemm::new().threads(1).mode(Mode::Accumulate).run(m, &a, k, &packed, &mut c, n).unwrap();
+/// assert!(c.iter().all(|&x| x == 100 + 4 * 2));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gemm {
+    threads: usize,
+    mode: Mode,
+    backend: Option<Backend>,
+    blocking: Blocking,
+}
+
+impl Default for Gemm {
+    fn default() -> Self {
+        Gemm::new()
+    }
+}
+
+/// What one call did, for reports and tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunStats {
+    /// The backend the tiles ran on.
+    pub backend: Backend,
+    /// Worker threads the call was split over (some may have had no work).
+    pub threads: usize,
+    /// Per worker, in worker order.
+    pub workers: Vec<WorkerStats>,
+}
+
+impl RunStats {
+    /// LDTILECFGs issued by all workers together.
+    pub fn loads(&self) -> u64 {
+        self.workers.iter().map(|w| w.loads).sum()
+    }
+}
+
+/// What one worker did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Tile configurations it used (one per region of C it computed: full tiles, right edge,
+    /// bottom edge, corner; all different).
+    pub configs: usize,
+    /// LDTILECFGs it issued: at most `configs`, and 0 when it already held them.
+    pub loads: u64,
+}
+
+impl Gemm {
+    /// All cores, [`Mode::Overwrite`], the process's backend, [`Blocking::DEFAULT`].
+    pub fn new() -> Gemm {
+        Gemm {
+            threads: 0,
+            mode: Mode::Overwrite,
+            backend: None,
+            blocking: Blocking::DEFAULT,
+        }
+    }
+
+    /// Worker threads; 0 (the default) means one per core. More threads than cores is allowed
+    /// (they share the cores). Each thread count has its own persistent pool; 1 runs on the
+    /// calling thread.
+    pub fn threads(mut self, threads: usize) -> Gemm {
+        self.threads = threads;
+        self
+    }
+
+    /// Overwrite or accumulate into C.
+    pub fn mode(mut self, mode: Mode) -> Gemm {
+        self.mode = mode;
+        self
+    }
+
+    /// Runs on this backend instead of the process's (`amx_runtime::backend()`, which follows
+    /// `AMX_BACKEND`).
+    pub fn backend(mut self, backend: Backend) -> Gemm {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Uses this cache blocking (e.g. to tune for another cache hierarchy).
+    pub fn blocking(mut self, blocking: Blocking) -> Gemm {
+        self.blocking = blocking;
+        self
+    }
+
+    /// The thread count a call uses: the one set, or the number of cores.
+    pub fn thread_count(&self) -> usize {
+        if self.threads == 0 {
+            pool::cores()
+        } else {
+            self.threads
+        }
+    }
+
+    /// The backend a call uses.
+    pub fn resolved_backend(&self) -> Result<Backend, GemmError> {
+        match self.backend {
+            Some(b) => Ok(b),
+            None => amx_runtime::backend().map_err(|e| ConfigureError::Backend(e).into()),
+        }
+    }
+
+    /// `C (+)= A x B` with B packed: A is `m x b.k()` row-major with leading dimension `lda`,
+    /// C is `m x b.n()` row-major with leading dimension `ldc`.
+    pub fn run<P: Precision>(
+        &self,
+        m: usize,
+        a: &[P::A],
+        lda: usize,
+        b: &PackedB<P>,
+        c: &mut [P::C],
+        ldc: usize,
+    ) -> Result<RunStats, GemmError> {
+        let (k, n) = (b.k(), b.n());
+        check_slice(Operand::A, m, k, lda, a.len())?;
+        check_slice(Operand::C, m, n, ldc, c.len())?;
+        let backend = self.resolved_backend()?;
+        let threads = self.thread_count();
+        let mut stats = RunStats {
+            backend,
+            threads,
+            workers: Vec::new(),
+        };
+        if m == 0 || n == 0 {
+            return Ok(stats);
+        }
+        if k == 0 {
+            if self.mode == Mode::Overwrite {
+                for row in 0..m {
+                    c[row * ldc..row * ldc + n].fill(P::C::default());
+                }
+            }
+            return Ok(stats);
+        }
+        if backend == Backend::Hardware {
+            crate::tile_ops::silicon_supports(P::DTYPE)?;
+        }
+        let a_size = P::DTYPE.input_bytes();
+        let c_size = std::mem::size_of::<P::C>();
+        let byte_stride = |ld: usize, size: usize, operand| match ld.checked_mul(size) {
+            Some(bytes) => Ok(bytes),
+            None if m <= 1 => Ok(0),
+            None => Err(GemmError::TooLarge { operand }),
+        };
+        let (mb, nb) = (m.div_ceil(MR), n.div_ceil(NR));
+        let problem = Problem {
+            m,
+            n,
+            a: ASource {
+                bytes: bytes_of(a),
+                ld_bytes: byte_stride(lda, a_size, Operand::A)?,
+                row_bytes: k * a_size,
+            },
+            b,
+            c: MemMut::new(bytes_of_mut(c)),
+            ldc_bytes: byte_stride(ldc, c_size, Operand::C)?,
+            accumulate: self.mode == Mode::Accumulate,
+            backend,
+            blocking: self.blocking.normalized(),
+            grid: grid(threads, mb, nb),
+            mb,
+            nb,
+        };
+        let results: Vec<Result<WorkerStats, GemmError>> = if threads == 1 {
+            vec![work(&problem, 0)]
+        } else {
+            pool::pool(threads)?.broadcast(|ctx| work(&problem, ctx.index()))
+        };
+        for r in results {
+            stats.workers.push(r?);
+        }
+        Ok(stats)
+    }
+
+    /// `C (+)= A x B` with B given row-major (`k x n`, leading dimension `ldb`): packs B, then
+    /// runs. For repeated products with the same B, pack it once with [`PackedB::pack`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_unpacked<P: Precision>(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[P::A],
+        lda: usize,
+        b: &[P::B],
+        ldb: usize,
+        c: &mut [P::C],
+        ldc: usize,
+    ) -> Result<RunStats, GemmError> {
+        // Check A and C before the (possibly long) packing.
+        check_slice(Operand::A, m, k, lda, a.len())?;
+        check_slice(Operand::C, m, n, ldc, c.len())?;
+        let packed = PackedB::<P>::pack(b, k, n, ldb)?;
+        self.run(m, a, lda, &packed, c, ldc)
+    }
+}
+
+/// Everything a worker needs; shared read-only by the workers of one call.
+struct Problem<'a, P: Precision> {
+    m: usize,
+    n: usize,
+    a: ASource<'a>,
+    b: &'a PackedB<P>,
+    c: MemMut,
+    ldc_bytes: usize,
+    accumulate: bool,
+    backend: Backend,
+    blocking: Blocking,
+    /// Workers over rows x workers over columns.
+    grid: (usize, usize),
+    /// Micro-rows (32 rows) and panels (32 columns) of C.
+    mb: usize,
+    nb: usize,
+}
+
+/// The split of `mb x nb` micro-tiles over `threads` workers as a `rows x columns` grid: the
+/// factorization with the least work for the busiest worker, and among those the most column
+/// splits (each worker then streams its own part of B).
+fn grid(threads: usize, mb: usize, nb: usize) -> (usize, usize) {
+    let mut best = (1, threads);
+    let mut best_cost = usize::MAX;
+    for tm in (1..=threads).filter(|tm| threads.is_multiple_of(*tm)) {
+        let tn = threads / tm;
+        let cost = mb.div_ceil(tm) * nb.div_ceil(tn);
+        if cost < best_cost {
+            (best, best_cost) = ((tm, tn), cost);
+        }
+    }
+    best
+}
+
+/// Part `i` of `0..total` cut into `parts` nearly equal ranges.
+fn part(total: usize, parts: usize, i: usize) -> Range<usize> {
+    total * i / parts..total * (i + 1) / parts
+}
+
+/// A rectangle of C computed with one configuration.
+#[derive(Clone, Debug)]
+struct Region {
+    /// Rows of C.
+    rows: Range<usize>,
+    /// Panels of B (32 columns each).
+    panels: Range<usize>,
+    /// The micro-tile shape (and so the configuration) of every micro-tile in it.
+    shape: MicroShape,
+}
+
+thread_local! {
+    /// The shape this thread configured last, so that a worker starts with the configuration
+    /// it already holds.
+    static LAST_SHAPE: Cell<Option<MicroShape>> = const { Cell::new(None) };
+    /// This thread's packed-A buffer, kept between calls.
+    static SCRATCH: RefCell<AlignedBytes> = RefCell::new(AlignedBytes::default());
+}
+
+/// Worker `index`'s part of C, cut into regions of one configuration each.
+fn regions<P: Precision>(p: &Problem<'_, P>, index: usize) -> Vec<Region> {
+    let (tm, tn) = p.grid;
+    if index >= tm * tn {
+        return Vec::new();
+    }
+    let micro_rows = part(p.mb, tm, index / tn);
+    let panels = part(p.nb, tn, index % tn);
+    if micro_rows.is_empty() || panels.is_empty() {
+        return Vec::new();
+    }
+    let rows = micro_rows.start * MR..(micro_rows.end * MR).min(p.m);
+    let full_rows_end = rows.start + (rows.len() / MR) * MR;
+    let last_cols = p.n - (p.nb - 1) * NR;
+    let full_panels_end = if panels.end == p.nb && last_cols < NR {
+        panels.end - 1
+    } else {
+        panels.end
+    };
+    let row_parts = [
+        (rows.start..full_rows_end, MR),
+        (full_rows_end..rows.end, rows.end - full_rows_end),
+    ];
+    let col_parts = [
+        (panels.start..full_panels_end, NR),
+        (full_panels_end..panels.end, last_cols),
+    ];
+    let mut out = Vec::with_capacity(4);
+    for (r, rows_in_tile) in &row_parts {
+        for (c, cols_in_tile) in &col_parts {
+            if r.is_empty() || c.is_empty() {
+                continue;
+            }
+            if let Some(shape) = MicroShape::new(*rows_in_tile, *cols_in_tile) {
+                out.push(Region {
+                    rows: r.clone(),
+                    panels: c.clone(),
+                    shape,
+                });
+            }
+        }
+    }
+    // Start with the configuration this thread holds, if any of ours.
+    if let Some(last) = LAST_SHAPE.with(Cell::get) {
+        if let Some(i) = out.iter().position(|r| r.shape == last) {
+            out[..=i].rotate_right(1);
+        }
+    }
+    out
+}
+
+/// One worker: its regions, each under its own configuration.
+fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, GemmError> {
+    let mut stats = WorkerStats::default();
+    let regions = regions(p, index);
+    if regions.is_empty() {
+        return Ok(stats);
+    }
+    SCRATCH.with(|scratch| {
+        let mut own = AlignedBytes::default();
+        let mut borrowed = scratch.try_borrow_mut();
+        let scratch = match borrowed.as_deref_mut() {
+            Ok(s) => s,
+            Err(_) => &mut own,
+        };
+        for region in &regions {
+            run_region(p, region, scratch, &mut stats)?;
+        }
+        Ok(stats)
+    })
+}
+
+/// Configures the region's shape (loading it only if this thread does not hold it) and runs
+/// the loop nest on the silicon path or the checked path.
+fn run_region<P: Precision>(
+    p: &Problem<'_, P>,
+    region: &Region,
+    scratch: &mut AlignedBytes,
+    stats: &mut WorkerStats,
+) -> Result<(), GemmError> {
+    let cfg = configs::config(region.shape)?;
+    let before = counters().loads;
+    let mut tiles = configure_on(p.backend, cfg)?;
+    stats.loads += counters().loads - before;
+    stats.configs += 1;
+    LAST_SHAPE.with(|s| s.set(Some(region.shape)));
+    #[cfg(target_arch = "x86_64")]
+    if let Some(mut ops) = crate::tile_ops::Silicon::new(&mut tiles, P::DTYPE)? {
+        return nest_for_shape(&mut ops, p, region, scratch);
+    }
+    nest_for_shape(&mut Checked::new(&mut tiles), p, region, scratch)
+}
+
+/// Picks the micro-kernel variant of the region's shape.
+fn nest_for_shape<P: Precision, O: TileOps>(
+    ops: &mut O,
+    p: &Problem<'_, P>,
+    region: &Region,
+    scratch: &mut AlignedBytes,
+) -> Result<(), GemmError> {
+    match (region.shape.two_rows(), region.shape.two_cols()) {
+        (true, true) => nest(
+            &mut Amx2x2::<O, P, true, true>::new(ops),
+            p,
+            region,
+            scratch,
+        ),
+        (true, false) => nest(
+            &mut Amx2x2::<O, P, true, false>::new(ops),
+            p,
+            region,
+            scratch,
+        ),
+        (false, true) => nest(
+            &mut Amx2x2::<O, P, false, true>::new(ops),
+            p,
+            region,
+            scratch,
+        ),
+        (false, false) => nest(
+            &mut Amx2x2::<O, P, false, false>::new(ops),
+            p,
+            region,
+            scratch,
+        ),
+    }
+}
+
+/// The BLIS loop nest over one region, with B prepacked.
+fn nest<P: Precision, K: MicroKernel>(
+    kernel: &mut K,
+    p: &Problem<'_, P>,
+    region: &Region,
+    scratch: &mut AlignedBytes,
+) -> Result<(), GemmError> {
+    let steps = p.b.steps();
+    let stride = p.b.panel_stride();
+    let b = Mem::new(p.b.bytes());
+    let blocking = p.blocking;
+    // A single micro-row reuses nothing of B: keep C in the tiles over all of K.
+    let kc = if region.rows.len() <= MR {
+        steps
+    } else {
+        blocking.kc_steps.min(steps)
+    };
+    let nc = blocking.nc / NR;
+    // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
+    for jc in region.panels.clone().step_by(nc) {
+        let jc_end = (jc + nc).min(region.panels.end);
+        // LOOP 4: pc over K in blocks of kc k-steps (B is already packed: the block is the
+        // k-steps pc..pc+kc of each panel).
+        for pc in (0..steps).step_by(kc) {
+            let kcur = kc.min(steps - pc);
+            let accumulate = p.accumulate || pc > 0;
+            // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
+            for ic in region.rows.clone().step_by(blocking.mc) {
+                let ic_end = (ic + blocking.mc).min(region.rows.end);
+                let need = packed_a_bytes(ic_end - ic, kcur);
+                scratch.reserve_len(need).ok_or(GemmError::TooLarge {
+                    operand: Operand::A,
+                })?;
+                pack::pack_a(
+                    p.a,
+                    ic..ic_end,
+                    pc,
+                    kcur,
+                    &mut scratch.as_bytes_mut()[..need],
+                );
+                let a = Mem::new(&scratch.as_bytes()[..need]);
+                // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
+                // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.
+                for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
+                    // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed from L2.
+                    for jr in jc..jc_end {
+                        let task = MicroTask {
+                            a,
+                            a_offset: q * kcur * STEP,
+                            a_step: pack::packed_a_step(ic_end - ir),
+                            b,
+                            b_offset: jr * stride + pc * STEP,
+                            steps: kcur,
+                            c: p.c,
+                            c_offset: ir * p.ldc_bytes + jr * NR * 4,
+                            ldc_bytes: p.ldc_bytes,
+                            accumulate,
+                            prefetch: blocking.prefetch_steps * STEP,
+                        };
+                        // SAFETY: the caller configured this region's shape, whose kernel
+                        // variant `K` is; A is the block just packed (alive in `scratch`), B the
+                        // packed panels, C the caller's buffer whose rows ir.. and columns
+                        // 32 jr.. belong to this worker only (regions of different workers are
+                        // disjoint); the micro-tile lies inside C because the region's shape
+                        // is exactly what remains of M and N there.
+                        unsafe { kernel.run(&task)? };
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_prefers_column_splits() {
+        assert_eq!(grid(1, 10, 10), (1, 1));
+        assert_eq!(grid(2, 32, 32), (1, 2));
+        assert_eq!(grid(2, 1, 128), (1, 2));
+        assert_eq!(grid(2, 128, 1), (2, 1));
+        assert_eq!(grid(4, 32, 32), (1, 4));
+        assert_eq!(grid(4, 8, 2), (2, 2));
+        assert_eq!(grid(3, 1, 2), (1, 3));
+    }
+
+    #[test]
+    fn parts_cover_the_range() {
+        let v: Vec<_> = (0..3).map(|i| part(10, 3, i)).collect();
+        assert_eq!(v, vec![0..3, 3..6, 6..10]);
+        assert!(part(1, 3, 0).is_empty());
+    }
+}

@@ -1,0 +1,174 @@
+//! The micro-kernel: the innermost step of the loop nest, on tile registers only.
+
+use std::marker::PhantomData;
+
+use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
+use crate::error::GemmError;
+use crate::pack::{STEP, TILE};
+use crate::precision::{Precision, ROW_BYTES};
+use crate::tile_ops::{Mem, MemMut, TileOps};
+
+/// One micro-kernel call: where its operands are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MicroTask {
+    /// The packed A block, and the byte offset of this call's micro-panel in it.
+    pub a: Mem,
+    pub a_offset: usize,
+    /// Bytes between k-steps of the A micro-panel (64 per row of the panel).
+    pub a_step: usize,
+    /// The packed B, and the byte offset of this call's first k-step in its panel.
+    pub b: Mem,
+    pub b_offset: usize,
+    /// k-steps to multiply (each one 64-byte row of A per output row).
+    pub steps: usize,
+    /// C, the byte offset of the micro-tile's first element, and the row stride in bytes.
+    pub c: MemMut,
+    pub c_offset: usize,
+    pub ldc_bytes: usize,
+    /// Load C and add to it (`true`), or start from zero (`false`).
+    pub accumulate: bool,
+    /// Bytes ahead of each k-step's B tiles to prefetch (0: none).
+    pub prefetch: usize,
+}
+
+/// A micro-kernel: computes one micro-tile of C, `rows x cols` outputs (at most 32 x 32), as
+/// `C (+)= Ã x B̃` over `steps` k-steps, keeping the whole micro-tile in tile registers.
+///
+/// # Contract
+///
+/// **Tiles.** The thread holds the configuration of the micro-tile's shape from the
+/// [configuration table](crate::configs) (C in t0..t3, A in t4/t5, B in t6/t7, unused tiles
+/// for a remainder), and the kernel is the variant for that shape: it names only tiles the
+/// configuration uses. Tile contents are unspecified on entry (the runtime keeps a
+/// configuration loaded between calls); the kernel zeroes or loads every tile before reading
+/// it.
+///
+/// **A.** `task.a + task.a_offset` is a packed micro-panel: k-step `s` at `+ s * a_step`, tile
+/// row `h` (output rows `16h..16h+16`) at `+ h * 1024`, row stride 64 bytes, K tail zeroed.
+///
+/// **B.** `task.b + task.b_offset` is k-step 0 of this call in a packed B panel: k-step `s` at
+/// `+ s * 2048`, tile column `h` (outputs `16h..16h+16`) at `+ h * 1024`, VNNI rows of 64 bytes.
+///
+/// **C.** The micro-tile's element `(i, j)` is at `task.c + task.c_offset + i * ldc_bytes + 4j`.
+/// With `accumulate` the kernel loads it first, otherwise it starts from zero; it then stores
+/// exactly the `rows x cols` outputs of its shape and touches no other byte of C.
+///
+/// **Memory.** Every byte read or written lies inside the buffers of the task; the
+/// [`Checked`](crate::tile_ops::Checked) tile path verifies it on every instruction, which is
+/// how the tests cover the silicon path's addresses.
+///
+/// # Order of instructions
+///
+/// Per k-step: prefetch the B tiles `task.prefetch` bytes ahead; load A0, B0; C00 += A0 B0;
+/// load B1; C01 += A0 B1; load A1; C10 += A1 B0; C11 += A1 B1. Each loaded tile feeds two dot
+/// products, and the loads of the next operands overlap the dot products in flight. Tile
+/// registers are not renamed, so a tile load cannot start before the dot products reading that
+/// register finish: the prefetch is what keeps memory requests in flight ahead of them.
+pub(crate) trait MicroKernel {
+    /// Runs one task.
+    ///
+    /// # Safety
+    /// The contract above: the configuration, and buffers alive and laid out as described,
+    /// with the task's C rows written by no other thread.
+    unsafe fn run(&mut self, task: &MicroTask) -> Result<(), GemmError>;
+}
+
+/// The 2x2 register-tile AMX micro-kernel (4 C tiles, 2 A tiles, 2 B tiles: 32 x 32 outputs per
+/// call on full tiles), and its 2x1, 1x2 and 1x1 variants for the edges (`TWO_ROWS`,
+/// `TWO_COLS`), over any [`TileOps`].
+pub(crate) struct Amx2x2<'o, O, P, const TWO_ROWS: bool, const TWO_COLS: bool> {
+    ops: &'o mut O,
+    _precision: PhantomData<P>,
+}
+
+impl<'o, O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool>
+    Amx2x2<'o, O, P, TWO_ROWS, TWO_COLS>
+{
+    pub(crate) fn new(ops: &'o mut O) -> Self {
+        Amx2x2 {
+            ops,
+            _precision: PhantomData,
+        }
+    }
+}
+
+impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> MicroKernel
+    for Amx2x2<'_, O, P, TWO_ROWS, TWO_COLS>
+{
+    #[inline(always)]
+    unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
+        let ops = &mut *self.ops;
+        let c01 = t.c_offset + 16 * 4;
+        let c10 = t.c_offset + 16 * t.ldc_bytes;
+        let c11 = c10 + 16 * 4;
+        // SAFETY: (this block and the ones below) the caller holds this shape's configuration, in which
+        // t0, t4, t6 are always used, t1/t7 exactly when TWO_COLS, t2/t5 exactly when TWO_ROWS
+        // and t3 when both, with dot-product shapes the table checked; the offsets are those
+        // of the contract, inside the task's buffers.
+        unsafe {
+            if t.accumulate {
+                ops.load::<C00>(t.c.into(), t.c_offset, t.ldc_bytes)?;
+                if TWO_COLS {
+                    ops.load::<C01>(t.c.into(), c01, t.ldc_bytes)?;
+                }
+                if TWO_ROWS {
+                    ops.load::<C10>(t.c.into(), c10, t.ldc_bytes)?;
+                }
+                if TWO_ROWS && TWO_COLS {
+                    ops.load::<C11>(t.c.into(), c11, t.ldc_bytes)?;
+                }
+            } else {
+                ops.zero::<C00>()?;
+                if TWO_COLS {
+                    ops.zero::<C01>()?;
+                }
+                if TWO_ROWS {
+                    ops.zero::<C10>()?;
+                }
+                if TWO_ROWS && TWO_COLS {
+                    ops.zero::<C11>()?;
+                }
+            }
+        }
+        let (mut a, mut b) = (t.a_offset, t.b_offset);
+        let b_bytes = if TWO_COLS { STEP } else { TILE };
+        for _ in 0..t.steps {
+            if t.prefetch > 0 {
+                ops.prefetch(t.b, b + t.prefetch, b_bytes);
+            }
+            // SAFETY: as above.
+            unsafe {
+                ops.load::<A0>(t.a, a, ROW_BYTES)?;
+                ops.load::<B0>(t.b, b, ROW_BYTES)?;
+                ops.dot::<P, C00, A0, B0>()?;
+                if TWO_COLS {
+                    ops.load::<B1>(t.b, b + TILE, ROW_BYTES)?;
+                    ops.dot::<P, C01, A0, B1>()?;
+                }
+                if TWO_ROWS {
+                    ops.load::<A1>(t.a, a + TILE, ROW_BYTES)?;
+                    ops.dot::<P, C10, A1, B0>()?;
+                    if TWO_COLS {
+                        ops.dot::<P, C11, A1, B1>()?;
+                    }
+                }
+            }
+            a += t.a_step;
+            b += STEP;
+        }
+        // SAFETY: as above.
+        unsafe {
+            ops.store::<C00>(t.c, t.c_offset, t.ldc_bytes)?;
+            if TWO_COLS {
+                ops.store::<C01>(t.c, c01, t.ldc_bytes)?;
+            }
+            if TWO_ROWS {
+                ops.store::<C10>(t.c, c10, t.ldc_bytes)?;
+            }
+            if TWO_ROWS && TWO_COLS {
+                ops.store::<C11>(t.c, c11, t.ldc_bytes)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Matrix multiplication on Intel AMX tiles: `C = A x B` and `C += A x B` for
+//!
+//! | precision | A | B | C | instruction |
+//! |---|---|---|---|---|
+//! | [`Int8`] | `i8` | `i8` | `i32` | TDPBSSD |
+//! | [`U8S8`] | `u8` | `i8` | `i32` | TDPBUSD |
+//! | [`Bf16`] | [`bf16`] | [`bf16`] | `f32` | TDPBF16PS |
+//!
+//! A and C are row-major with leading dimensions; B is packed once into the tiles' VNNI layout
+//! ([`PackedB`], the inference convention for weights), or packed on the fly by
+//! [`Gemm::run_unpacked`]. Any M, N, K work, including 0 and sizes that are not multiples of the
+//! 16 x 16 tile: the edges run under their own tile configurations and never touch memory
+//! outside the slices. Bad input is an error ([`GemmError`]), never a panic. Calls split the
+//! work over a persistent pool of worker threads, each of which keeps its tile configurations
+//! loaded from call to call.
+//!
+//! The tiles run on the CPU's AMX unit when there is one, and on `amx-runtime`'s bit-exact
+//! emulator otherwise (or when `AMX_BACKEND=emulated`, or [`Gemm::backend`] says so), with the
+//! same results.
+//!
+//! ```
+//! use amx_gemm::{bf16, Bf16, Gemm, Int8, Mode, PackedB};
+//!
+//! // int8: C (2 x 3) = A (2 x 4) x B (4 x 3), B packed once.
+//! let a: Vec<i8> = vec![1, 2, 3, 4, -1, -2, -3, -4];
+//! let b: Vec<i8> = vec![1, 0, 2, 1, 0, 2, 1, 0, 2, 1, 0, 2];
+//! let packed = PackedB::<Int8>::pack(&b, 4, 3, 3)?;
+//! let mut c = vec![0i32; 6];
+//! Gemm::new().run(2, &a, 4, &packed, &mut c, 3)?;
+//! assert_eq!(c, [10, 0, 20, -10, 0, -20]);
+//!
+//! // bf16, accumulating into C, packing B on the fly.
+//! let a = vec![bf16::from_f32(0.5); 2 * 3];
+//! let b = vec![bf16::from_f32(2.0); 3 * 2];
+//! let mut c = vec![1.0f32; 4];
+//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(2, 2, 3, &a, 3, &b, 2, &mut c, 2)?;
+//! assert_eq!(c, [4.0; 4]);
+//! # Ok::<(), amx_gemm::GemmError>(())
+//! ```
+//!
+//! # The loop nest
+//!
+//! The driver is the BLIS loop nest (Goto and van de Geijn; Van Zee and van de Geijn), labelled
+//! in the source as in the papers, with the two innermost loops swapped so that **A stays in L1
+//! and the B block in L2**:
+//!
+//! ```text
+//! LOOP 5  jc: the worker's columns in blocks of nc      B block (kc x nc) in L2
+//! LOOP 4  pc: K in blocks of kc k-steps                 (B is prepacked: no copy here)
+//! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x kc) -> pack.rs
+//! LOOP 2  ir: the packed block in micro-panels of 32 rows   micro-panel (32 x kc) in L1
+//! LOOP 1  jr: the B block in panels of 32 columns           streamed from L2
+//!         micro-kernel: 32 x 32 outputs in 4 C tiles, 2 A tiles, 2 B tiles
+//! ```
+//!
+//! [`Blocking`] gives the sizes and why. The micro-kernel's contract is documented on its trait
+//! in `kernel.rs`. Work is split over threads by columns first (each worker streams its own part
+//! of B) and rows when columns run out; each worker computes up to four regions of C (full
+//! micro-tiles, the right edge, the bottom edge, the corner), each under one configuration, so
+//! a worker loads each configuration at most once per call, and not at all when it already
+//! holds it (see [`RunStats`]; [`release_tiles`] gives the tile state back). When a worker's
+//! part of C is a single micro-row (M <= 32, the bandwidth-bound inference shapes) nothing of B
+//! is reused, so kc is all of K: C stays in the tiles and B streams front to back once.
+//!
+//! # Tile paths
+//!
+//! On the silicon the micro-kernel issues each instruction through `amx_runtime::intrinsics`
+//! (tile numbers in the encoding, no run-time checks: the inner loop is four TILELOADDs, four
+//! dot products and a prefetch of B ahead); the configuration table is checked once against the
+//! kernel's operands, which is what makes that sound. On the emulator every instruction goes
+//! through the runtime's checked methods and every load and store is also checked against the
+//! bounds of its buffer, so the test suite checks every address the silicon path uses.
+//!
+//! # Numerics
+//!
+//! int8 results are exact (32-bit wraparound, as the silicon). bf16 results follow the tile
+//! unit's rounding (per 32 elements of K: two f32 lanes of fused multiply-adds, then their sum
+//! added to C; denormals flushed); [`reference`](mod@reference) states and derives the error
+//! bound against an exact sum, about `(K / 32 + 16) * 2^-24 * sum |a||b|`.
+//!
+//! # Measuring
+//!
+//! [`measure`] measures the tile unit's peak (a register-only loop of dot products), the read
+//! bandwidth, and timed, checked runs; the `gemm` example and the benchmark print them.
+
+mod blocking;
+mod configs;
+mod error;
+mod gemm;
+mod kernel;
+pub mod measure;
+pub mod pack;
+mod pool;
+mod precision;
+pub mod reference;
+mod tile_ops;
+
+pub use blocking::Blocking;
+pub use error::{GemmError, Operand};
+pub use gemm::{Gemm, Mode, RunStats, WorkerStats};
+pub use half::{self, bf16};
+pub use pack::PackedB;
+pub use pool::release_tiles;
+pub use precision::{Bf16, DType, Element, Int8, ParseDTypeError, Precision, U8S8};
+
+/// The backend type of `amx-runtime`, for [`Gemm::backend`].
+pub use amx_runtime::Backend;

@@ -1,0 +1,445 @@
+//! Packing: B into the VNNI tile layout once ([`PackedB`]), A into tile-row blocks per call.
+//!
+//! # The packed B layout
+//!
+//! B (K x N, row-major) is cut into **panels** of [`NR`] = 32 columns, the width of the
+//! micro-kernel's two B tiles. K is padded with zeros to a whole number of **k-steps** of
+//! [`DType::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
+//! panel is stored contiguously, k-step after k-step; each k-step is two 1 KiB tiles (columns
+//! 0..16 and 16..32 of the panel), each tile 16 rows of 64 bytes in the VNNI layout of
+//! SEMANTICS.md section 8:
+//!
+//! ```text
+//! tile row r, bytes 4j..4j+4 = B[s*kt + g*r + i][32p + 16h + j], i < g   (g = 4 int8, 2 bf16)
+//!
+//! panel p:  | step 0: tile h=0 | tile h=1 | step 1: tile 0 | tile 1 | ... | 1 KiB gap |
+//! panel p+1 starts panel_stride bytes later
+//! ```
+//!
+//! Columns past N and k past K are zero. Why this order:
+//! - A panel is read front to back by one micro-kernel sweep, so the whole of B streams
+//!   sequentially when M is small (the bandwidth-bound case), which the hardware prefetchers
+//!   follow, and every tile load is 1 KiB of consecutive memory (row stride 64).
+//! - The layout does not depend on the blocking (kc, nc): the same packed weights serve every
+//!   thread count and blocking choice.
+//! - `panel_stride` is an odd number of KiB: the kc-chunks of consecutive panels that make up
+//!   one L2-resident block then spread over all L2 sets instead of piling into the same ones
+//!   (with K a power of two, a plain stride would be a multiple of the 128 KiB L2 way size).
+//!
+//! # The packed A block
+//!
+//! Per call, rows of A are copied into [`MR`] = 32-row micro-panels, k-step after k-step; a
+//! k-step of a panel of `r` rows is its `r` rows of 64 bytes (K tail zero-padded), so the two A
+//! tiles of a full panel are at `+0` and `+1024`, a k-step is `64 r` bytes, and a micro-panel is
+//! `64 r x steps` bytes of consecutive memory that stays in L1 while the micro-kernel sweeps the
+//! B panels. A panel of one row (M = 1) takes 64 bytes per k-step, not a whole tile.
+
+use std::marker::PhantomData;
+
+use crate::error::{check_slice, GemmError, Operand};
+use crate::precision::{bytes_of, DType, Precision, ROW_BYTES};
+
+/// Columns of one packed B panel (two tiles of 16 columns): the micro-kernel's N.
+pub const NR: usize = 32;
+/// Rows of one packed A micro-panel (two tiles of 16 rows): the micro-kernel's M.
+pub const MR: usize = 32;
+/// Bytes of one tile (16 rows of 64 bytes).
+pub(crate) const TILE: usize = 16 * ROW_BYTES;
+/// Bytes of one k-step of a micro-panel (two tiles).
+pub(crate) const STEP: usize = 2 * TILE;
+/// The gap after each B panel, so that the panel stride is an odd number of KiB.
+const PANEL_GAP: usize = 1024;
+
+/// 64 bytes aligned to 64: buffers of these are cache-line aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Line(pub(crate) [u8; 64]);
+
+/// A zeroed, 64-byte-aligned byte buffer.
+#[derive(Clone, Default)]
+pub(crate) struct AlignedBytes {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// `len` zero bytes, or `None` when the allocation fails.
+    pub(crate) fn try_zeroed(len: usize) -> Option<AlignedBytes> {
+        let mut lines = Vec::new();
+        lines.try_reserve_exact(len.div_ceil(64)).ok()?;
+        lines.resize(len.div_ceil(64), Line([0; 64]));
+        Some(AlignedBytes { lines, len })
+    }
+
+    /// `len` zero bytes (for small, fixed sizes).
+    pub(crate) fn zeroed(len: usize) -> AlignedBytes {
+        AlignedBytes {
+            lines: vec![Line([0; 64]); len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// Grows to at least `len` bytes (new bytes are zero), keeping the contents; `None` when
+    /// the allocation fails.
+    pub(crate) fn reserve_len(&mut self, len: usize) -> Option<()> {
+        if len > self.len {
+            let lines = len.div_ceil(64);
+            self.lines
+                .try_reserve_exact(lines.saturating_sub(self.lines.len()))
+                .ok()?;
+            self.lines.resize(lines, Line([0; 64]));
+            self.len = len;
+        }
+        Some(())
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        // SAFETY: `lines` holds at least `len` initialized bytes (Line is plain bytes with no
+        // padding), borrowed for the lifetime of `&self`.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_bytes`, with the unique borrow of `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+/// Number of k-steps that hold `k` elements.
+pub(crate) fn steps_for(dtype: DType, k: usize) -> usize {
+    k.div_ceil(dtype.k_per_step())
+}
+
+/// B (K x N) packed once into the tile layout the micro-kernel reads (see the
+/// [module docs](self)): the inference convention of packing the weights ahead of time.
+///
+/// ```
+/// use amx_gemm::{Int8, PackedB};
+///
+/// let (k, n) = (3, 2);
+/// let b: Vec<i8> = vec![1, 2, 3, 4, 5, 6]; // 3 x 2, row-major
+/// let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+/// assert_eq!((packed.k(), packed.n()), (3, 2));
+/// assert!(PackedB::<Int8>::pack(&b, k, n, 1).is_err()); // ldb < n
+/// ```
+#[derive(Clone)]
+pub struct PackedB<P: Precision> {
+    k: usize,
+    n: usize,
+    steps: usize,
+    panels: usize,
+    panel_stride: usize,
+    data: AlignedBytes,
+    _precision: PhantomData<P>,
+}
+
+impl<P: Precision> std::fmt::Debug for PackedB<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedB")
+            .field("dtype", &P::DTYPE)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .field("steps", &self.steps)
+            .field("panels", &self.panels)
+            .field("panel_stride", &self.panel_stride)
+            .finish()
+    }
+}
+
+impl<P: Precision> PackedB<P> {
+    /// Packs B given row-major: element `(k, n)` at `b[k * ldb + n]`, `ldb >= n`.
+    pub fn pack(b: &[P::B], k: usize, n: usize, ldb: usize) -> Result<PackedB<P>, GemmError> {
+        check_slice(Operand::B, k, n, ldb, b.len())?;
+        let mut packed = Self::allocate(k, n)?;
+        let size = P::DTYPE.input_bytes();
+        let group = P::DTYPE.group();
+        let kt = P::DTYPE.k_per_step();
+        let src = bytes_of(b);
+        let stride = packed.panel_stride;
+        let out = packed.data.as_bytes_mut();
+        // One tile row at a time: `group` consecutive rows of B interleaved into 64 bytes per
+        // 16 columns, for every panel. Rows of B are read front to back.
+        for kk0 in (0..k).step_by(group) {
+            let (s, r) = (kk0 / kt, (kk0 % kt) / group);
+            for i in 0..group.min(k - kk0) {
+                let row = &src[(kk0 + i) * ldb * size..][..n * size];
+                for (col16, chunk) in row.chunks(16 * size).enumerate() {
+                    let (p, h) = (col16 / 2, col16 % 2);
+                    let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + i * size;
+                    let dst = &mut out[at..at + ROW_BYTES];
+                    for (j, element) in chunk.chunks_exact(size).enumerate() {
+                        dst[4 * j..4 * j + size].copy_from_slice(element);
+                    }
+                }
+            }
+        }
+        Ok(packed)
+    }
+
+    /// Packs B given as its transpose, row-major: element `(k, n)` of B at `bt[n * ldbt + k]`,
+    /// `ldbt >= k` (the `N x K` "out features x in features" layout weights are often stored
+    /// in).
+    pub fn pack_transposed(
+        bt: &[P::B],
+        k: usize,
+        n: usize,
+        ldbt: usize,
+    ) -> Result<PackedB<P>, GemmError> {
+        check_slice(Operand::B, n, k, ldbt, bt.len())?;
+        Self::pack_with(k, n, |kk, nn| bt[nn * ldbt + kk])
+    }
+
+    /// A zeroed packed B of `k x n`.
+    fn allocate(k: usize, n: usize) -> Result<PackedB<P>, GemmError> {
+        let steps = steps_for(P::DTYPE, k);
+        let panels = n.div_ceil(NR);
+        let panel_stride = if steps == 0 {
+            0
+        } else {
+            steps
+                .checked_mul(STEP)
+                .and_then(|x| x.checked_add(PANEL_GAP))
+                .ok_or(GemmError::TooLarge {
+                    operand: Operand::B,
+                })?
+        };
+        let total = panels
+            .checked_mul(panel_stride)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or(GemmError::TooLarge {
+                operand: Operand::B,
+            })?;
+        Ok(PackedB {
+            k,
+            n,
+            steps,
+            panels,
+            panel_stride,
+            data: AlignedBytes::try_zeroed(total).ok_or(GemmError::TooLarge {
+                operand: Operand::B,
+            })?,
+            _precision: PhantomData,
+        })
+    }
+
+    /// Packs element `(kk, nn)` from `at(kk, nn)`: the general (slower) path.
+    fn pack_with(
+        k: usize,
+        n: usize,
+        at: impl Fn(usize, usize) -> P::B,
+    ) -> Result<PackedB<P>, GemmError> {
+        let mut packed = Self::allocate(k, n)?;
+        let dtype = P::DTYPE;
+        let panel_stride = packed.panel_stride;
+        let out = packed.data.as_bytes_mut();
+        let size = dtype.input_bytes();
+        let group = dtype.group();
+        let kt = dtype.k_per_step();
+        let mut element = [0u8; 2];
+        for kk in 0..k {
+            let (s, within) = (kk / kt, kk % kt);
+            let (r, i) = (within / group, within % group);
+            // Offset of (step s, tile row r, element i of group 0) in panel 0.
+            let row_base = s * STEP + r * ROW_BYTES + i * size;
+            for nn in 0..n {
+                let (p, col) = (nn / NR, nn % NR);
+                let (h, j) = (col / 16, col % 16);
+                let at_byte = p * panel_stride + row_base + h * TILE + j * 4;
+                let value = at(kk, nn);
+                let bytes = bytes_of(std::slice::from_ref(&value));
+                element[..size].copy_from_slice(bytes);
+                out[at_byte..at_byte + size].copy_from_slice(&element[..size]);
+            }
+        }
+        Ok(packed)
+    }
+
+    /// Rows of B (the K of the product).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B (the N of the product).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes of packed storage (including the zero padding of K, N and the panel gaps).
+    pub fn packed_bytes(&self) -> usize {
+        self.data.len
+    }
+
+    /// The element `(k, n)` of B read back from the packed layout (zero padding is not
+    /// reachable: `None` outside `k x n`). For tests and inspection; not fast.
+    pub fn get(&self, k: usize, n: usize) -> Option<P::B> {
+        if k >= self.k || n >= self.n {
+            return None;
+        }
+        let dtype = P::DTYPE;
+        let (kt, group, size) = (dtype.k_per_step(), dtype.group(), dtype.input_bytes());
+        let (s, within) = (k / kt, k % kt);
+        let (r, i) = (within / group, within % group);
+        let (p, col) = (n / NR, n % NR);
+        let (h, j) = (col / 16, col % 16);
+        let at = p * self.panel_stride + s * STEP + h * TILE + r * ROW_BYTES + j * 4 + i * size;
+        let bytes = self.data.as_bytes().get(at..at + size)?;
+        let mut value = P::B::default();
+        // SAFETY: `value` is a plain-data element of exactly `size` bytes (the dtype's input
+        // size) with no invalid bit patterns; `bytes` has `size` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (&mut value as *mut P::B).cast::<u8>(),
+                size,
+            )
+        };
+        Some(value)
+    }
+
+    pub(crate) fn steps(&self) -> usize {
+        self.steps
+    }
+
+    #[cfg(test)]
+    pub(crate) fn panels(&self) -> usize {
+        self.panels
+    }
+
+    pub(crate) fn panel_stride(&self) -> usize {
+        self.panel_stride
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.data.as_bytes()
+    }
+}
+
+/// Where a block of A lives in the caller's memory: row `i`, k-step `s` starts at byte
+/// `i * ld_bytes + s * 64`; each row has `row_bytes` bytes (K elements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ASource<'a> {
+    pub bytes: &'a [u8],
+    pub ld_bytes: usize,
+    pub row_bytes: usize,
+}
+
+/// Bytes of a packed A block of `rows` rows and `steps` k-steps.
+pub(crate) fn packed_a_bytes(rows: usize, steps: usize) -> usize {
+    rows * steps * ROW_BYTES
+}
+
+/// Bytes of one k-step of a packed A micro-panel of `rows` rows (at most [`MR`]).
+pub(crate) fn packed_a_step(rows: usize) -> usize {
+    rows.min(MR) * ROW_BYTES
+}
+
+/// Packs rows `rows` and k-steps `first_step..first_step + steps` of A into `dst` as
+/// micro-panels of [`MR`] rows (see the [module docs](self)): panel `q` at
+/// `q * steps * 2048`, its k-step `t` at `+ t * packed_a_step(panel rows)`.
+pub(crate) fn pack_a(
+    src: ASource<'_>,
+    rows: std::ops::Range<usize>,
+    first_step: usize,
+    steps: usize,
+    dst: &mut [u8],
+) {
+    for (q, panel_start) in (rows.start..rows.end).step_by(MR).enumerate() {
+        let panel_end = (panel_start + MR).min(rows.end);
+        let step_bytes = packed_a_step(panel_end - panel_start);
+        let panel = &mut dst[q * steps * STEP..][..steps * step_bytes];
+        for row in panel_start..panel_end {
+            let within = row - panel_start;
+            let line = &src.bytes[row * src.ld_bytes..row * src.ld_bytes + src.row_bytes];
+            for t in 0..steps {
+                let from = (first_step + t) * ROW_BYTES;
+                let at = t * step_bytes + within * ROW_BYTES;
+                let out = &mut panel[at..at + ROW_BYTES];
+                let have = line.len().saturating_sub(from).min(ROW_BYTES);
+                out[..have].copy_from_slice(&line[from..from + have]);
+                out[have..].fill(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::precision::{Bf16, Int8};
+    use half::bf16;
+
+    #[test]
+    fn vnni_layout_int8() {
+        let (k, n) = (70, 40);
+        let b: Vec<i8> = (0..k * n).map(|x| (x % 251) as i8).collect();
+        let p = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+        assert_eq!(p.steps(), 2);
+        assert_eq!(p.panels(), 2);
+        assert_eq!(p.panel_stride() % 2048, 1024);
+        let raw = p.bytes();
+        for kk in 0..k {
+            for nn in 0..n {
+                assert_eq!(p.get(kk, nn), Some(b[kk * n + nn]));
+                // SEMANTICS.md 8: B.row[k].byte[4n+i] = B_math[4k+i][n], per tile.
+                let (s, r, i) = (kk / 64, (kk % 64) / 4, kk % 4);
+                let (pp, h, j) = (nn / 32, (nn % 32) / 16, nn % 16);
+                let at = pp * p.panel_stride() + s * STEP + h * TILE + r * 64 + 4 * j + i;
+                assert_eq!(raw[at] as i8, b[kk * n + nn]);
+            }
+        }
+        // Padding is zero: k = 70..128 of column 0, and columns 40..64.
+        assert_eq!(raw[STEP + 2 * 64 + 2], 0); // k = 64 + 8 + 2 = 74 > 70
+        assert_eq!(p.get(70, 0), None);
+    }
+
+    #[test]
+    fn vnni_layout_bf16_and_transposed() {
+        let (k, n) = (35, 17);
+        let b: Vec<bf16> = (0..k * n).map(|x| bf16::from_f32(x as f32)).collect();
+        let bt: Vec<bf16> = (0..n * k).map(|x| b[(x % k) * n + x / k]).collect();
+        let p = PackedB::<Bf16>::pack(&b, k, n, n).unwrap();
+        let q = PackedB::<Bf16>::pack_transposed(&bt, k, n, k).unwrap();
+        assert_eq!(p.bytes(), q.bytes());
+        for kk in 0..k {
+            for nn in 0..n {
+                assert_eq!(p.get(kk, nn), Some(b[kk * n + nn]));
+            }
+        }
+        // Pair layout: element 2n is B[2k][n], element 2n+1 is B[2k+1][n].
+        let raw = p.bytes();
+        let at = 64 + 4 * 3; // tile row 1 (k = 2, 3), column 3
+        assert_eq!(&raw[at..at + 2], &b[2 * n + 3].to_bits().to_le_bytes());
+        assert_eq!(&raw[at + 2..at + 4], &b[3 * n + 3].to_bits().to_le_bytes());
+    }
+
+    #[test]
+    fn empty_shapes_pack() {
+        let p = PackedB::<Int8>::pack(&[], 0, 5, 5).unwrap();
+        assert_eq!(p.packed_bytes(), 0);
+        let p = PackedB::<Int8>::pack(&[], 5, 0, 0).unwrap();
+        assert_eq!(p.packed_bytes(), 0);
+    }
+
+    #[test]
+    fn pack_a_pads_the_k_tail() {
+        let (m, k) = (33, 70);
+        let a: Vec<u8> = (0..m * k).map(|x| (x % 200 + 1) as u8).collect();
+        let steps = 2;
+        let mut dst = vec![0xAAu8; packed_a_bytes(m, steps)];
+        let src = ASource {
+            bytes: &a,
+            ld_bytes: k,
+            row_bytes: k,
+        };
+        pack_a(src, 0..m, 0, steps, &mut dst);
+        // Row 17 is tile 1 row 1 of panel 0 (at +1024 in each 2 KiB k-step); k-step 1 holds
+        // k = 64..70 then zeros.
+        let at = STEP + TILE + 64;
+        assert_eq!(&dst[at..at + 6], &a[17 * k + 64..17 * k + 70]);
+        assert!(dst[at + 6..at + 64].iter().all(|&x| x == 0));
+        // Row 32 starts panel 1, a one-row panel: 64 bytes per k-step.
+        assert_eq!(dst[2 * STEP], a[32 * k]);
+        assert_eq!(dst[2 * STEP + 64], a[32 * k + 64]);
+        assert_eq!(packed_a_bytes(m, steps), 2 * STEP + 2 * 64);
+    }
+}

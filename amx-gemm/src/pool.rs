@@ -1,0 +1,60 @@
+//! Persistent worker pools, one per thread count, built on first use and kept for the process.
+//!
+//! Tile state belongs to a thread, and the runtime skips LDTILECFG when a thread already holds
+//! the configuration it asks for. Keeping the same threads from call to call, and giving worker
+//! `i` the same part of the same shape each time (rayon's `broadcast` runs job `i` on pool
+//! thread `i`), is what makes a repeated GEMM load no configuration at all.
+
+use std::sync::{Arc, Mutex};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+use crate::error::GemmError;
+
+static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
+
+/// The pool of exactly `threads` workers (`threads >= 1`).
+pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
+    // A poisoned lock only means another thread panicked while holding it; the list itself is
+    // always consistent (one push), so keep using it.
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(n, _)| *n == threads) {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("amx-gemm-{threads}.{i}"))
+        .build()
+        .map_err(|e| GemmError::ThreadPool(e.to_string()))?;
+    let pool = Arc::new(pool);
+    pools.push((threads, Arc::clone(&pool)));
+    Ok(pool)
+}
+
+/// Threads of this machine (1 when unknown).
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Releases the tiles (TILERELEASE) of every worker thread this crate has started, and of the
+/// calling thread, on `backend`.
+///
+/// Workers keep their tile configurations loaded between calls so that the next call loads
+/// none; while a thread holds tile state, every context switch of it saves and restores that
+/// state. Call this when the process is done with GEMMs for a while. The next call simply loads
+/// the configurations again.
+pub fn release_tiles(backend: amx_runtime::Backend) -> Result<(), GemmError> {
+    let pools: Vec<Arc<ThreadPool>> = POOLS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(_, p)| Arc::clone(p))
+        .collect();
+    for pool in pools {
+        for r in pool.broadcast(|_| amx_runtime::release_on(backend)) {
+            r?;
+        }
+    }
+    amx_runtime::release_on(backend)?;
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Bad input is an error value naming the problem, never a panic.
+
+use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, Operand, PackedB, U8S8};
+
+fn emulated() -> Gemm {
+    Gemm::new().threads(1).backend(Backend::Emulated)
+}
+
+#[test]
+fn leading_dimension_smaller_than_the_row() {
+    let b = vec![0i8; 12];
+    assert_eq!(
+        PackedB::<Int8>::pack(&b, 3, 4, 3).unwrap_err(),
+        GemmError::LeadingDimension {
+            operand: Operand::B,
+            ld: 3,
+            cols: 4
+        }
+    );
+    let packed = PackedB::<Int8>::pack(&b, 3, 4, 4).unwrap();
+    let a = vec![0i8; 6];
+    let mut c = vec![0i32; 8];
+    assert!(matches!(
+        emulated().run(2, &a, 2, &packed, &mut c, 4),
+        Err(GemmError::LeadingDimension {
+            operand: Operand::A,
+            ld: 2,
+            cols: 3
+        })
+    ));
+    assert!(matches!(
+        emulated().run(2, &a, 3, &packed, &mut c, 3),
+        Err(GemmError::LeadingDimension {
+            operand: Operand::C,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn slices_too_short() {
+    let b = vec![0i8; 11];
+    assert_eq!(
+        PackedB::<Int8>::pack(&b, 3, 4, 4).unwrap_err(),
+        GemmError::SliceTooShort {
+            operand: Operand::B,
+            needed: 12,
+            len: 11
+        }
+    );
+    let packed = PackedB::<U8S8>::pack(&[0i8; 12], 3, 4, 4).unwrap();
+    let mut c = vec![0i32; 8];
+    assert_eq!(
+        emulated().run(2, &[0u8; 5], 3, &packed, &mut c, 4),
+        Err(GemmError::SliceTooShort {
+            operand: Operand::A,
+            needed: 6,
+            len: 5
+        })
+    );
+    assert_eq!(
+        emulated().run(2, &[0u8; 6], 3, &packed, &mut c[..7], 4),
+        Err(GemmError::SliceTooShort {
+            operand: Operand::C,
+            needed: 8,
+            len: 7
+        })
+    );
+    // The unpacked path checks A and C before packing B.
+    let mut c = vec![0f32; 3];
+    assert!(matches!(
+        emulated().run_unpacked::<Bf16>(2, 2, 2, &[], 2, &[], 2, &mut c, 2),
+        Err(GemmError::SliceTooShort {
+            operand: Operand::A,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn sizes_that_overflow() {
+    assert!(matches!(
+        PackedB::<Int8>::pack(&[0i8; 4], usize::MAX, 2, usize::MAX / 2),
+        Err(GemmError::TooLarge {
+            operand: Operand::B
+        })
+    ));
+    let packed = PackedB::<Int8>::pack(&[0i8; 4], 2, 2, 2).unwrap();
+    let mut c = vec![0i32; 4];
+    assert!(matches!(
+        emulated().run(usize::MAX, &[0i8; 4], 2, &packed, &mut c, 2),
+        Err(GemmError::TooLarge { .. }) | Err(GemmError::SliceTooShort { .. })
+    ));
+}
+
+#[test]
+fn empty_shapes_are_fine() {
+    let packed = PackedB::<Int8>::pack(&[], 0, 0, 0).unwrap();
+    let mut c: Vec<i32> = vec![];
+    emulated().run(0, &[], 0, &packed, &mut c, 0).unwrap();
+    let packed = PackedB::<Int8>::pack(&[0i8; 6], 2, 3, 3).unwrap();
+    emulated().run(0, &[], 2, &packed, &mut c, 3).unwrap();
+}
+
+#[test]
+fn a_guard_alive_on_the_calling_thread_is_reported() {
+    let cfg = amx_runtime::TileConfig::builder()
+        .tile(0, 16, 64)
+        .build()
+        .unwrap();
+    let _held = amx_runtime::configure_on(Backend::Emulated, &cfg).unwrap();
+    let packed = PackedB::<Int8>::pack(&[1i8; 4], 2, 2, 2).unwrap();
+    let mut c = vec![0i32; 4];
+    let err = emulated()
+        .run(2, &[1i8; 4], 2, &packed, &mut c, 2)
+        .unwrap_err();
+    assert_eq!(err, GemmError::Configure(amx_runtime::ConfigureError::Busy));
+    assert!(err.to_string().contains("already alive"), "{err}");
+}
+
+#[test]
+fn errors_read_well() {
+    let e = GemmError::SliceTooShort {
+        operand: Operand::C,
+        needed: 8,
+        len: 7,
+    };
+    assert_eq!(
+        e.to_string(),
+        "slice for C has 7 elements; the shape needs 8"
+    );
+}
+
+#[test]
+fn hardware_request_without_hardware_is_an_error() {
+    if amx_runtime::Hardware::new().is_ok() {
+        eprintln!("skipping: this machine has usable AMX hardware");
+        return;
+    }
+    let packed = PackedB::<Int8>::pack(&[1i8; 4], 2, 2, 2).unwrap();
+    let mut c = vec![0i32; 4];
+    let err = Gemm::new()
+        .threads(1)
+        .backend(Backend::Hardware)
+        .run(2, &[1i8; 4], 2, &packed, &mut c, 2)
+        .unwrap_err();
+    assert!(
+        matches!(err, GemmError::Configure(_) | GemmError::Unsupported(_)),
+        "{err}"
+    );
+}
