@@ -52,8 +52,9 @@ use std::marker::PhantomData;
 
 use amx_tilecfg::{DotKind, ElemType};
 
+use crate::backend::Backend;
 use crate::config::TileConfig;
-use crate::context::{configure, ConfigureError, Tiles};
+use crate::context::{configure, configure_on, ConfigureError, Tiles};
 use crate::error::Fault;
 use crate::unit::TILE_BYTES;
 
@@ -244,6 +245,14 @@ impl<L: Layout> fmt::Debug for TypedTiles<L> {
 pub fn configure_typed<L: Layout>() -> Result<TypedTiles<L>, ConfigureError> {
     Ok(TypedTiles {
         tiles: configure(&L::CONFIG)?,
+        _layout: PhantomData,
+    })
+}
+
+/// [`configure_typed`] on a given backend rather than the process's.
+pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, ConfigureError> {
+    Ok(TypedTiles {
+        tiles: configure_on(backend, &L::CONFIG)?,
         _layout: PhantomData,
     })
 }

@@ -81,26 +81,28 @@ static SILICON: OnceLock<Silicon> = OnceLock::new();
 
 thread_local! {
     /// This thread's configuration as STTILECFG would write it (zeros when unconfigured).
-    static CONFIG: Cell<[u8; 64]> = const { Cell::new([0; 64]) };
+    /// One cell per byte, so that the typed path's per-instruction bookkeeping (start_row := 0)
+    /// is a one-byte store rather than a copy of the whole image.
+    static CONFIG: [Cell<u8>; 64] = const { [const { Cell::new(0) }; 64] };
     /// Whether this thread vouched that its cores execute TDPFP16PS.
     static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
 }
 
 fn tracked() -> [u8; 64] {
-    CONFIG.with(Cell::get)
+    CONFIG.with(|c| std::array::from_fn(|i| c[i].get()))
 }
 
 fn set_tracked(config: [u8; 64]) {
-    CONFIG.with(|c| c.set(config));
+    CONFIG.with(|c| {
+        for (cell, byte) in c.iter().zip(config) {
+            cell.set(byte);
+        }
+    });
 }
 
 /// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
 fn clear_start_row() {
-    CONFIG.with(|c| {
-        let mut config = c.get();
-        config[image::START_ROW] = 0;
-        c.set(config);
-    });
+    CONFIG.with(|c| c[image::START_ROW].set(0));
 }
 
 /// The CPU's own AMX unit, for the calling thread. Neither `Send` nor `Sync`: tile state belongs
