@@ -381,10 +381,11 @@ impl<L: Layout> TypedTiles<L> {
         }
     }
 
-    /// All 1024 bytes of a tile's data.
-    pub fn read<T: Handle<Layout = L>>(&mut self, tile: T) -> [u8; TILE_BYTES] {
+    /// All 1024 bytes of a tile's data (on the silicon through XSAVE, which can be refused
+    /// where the OS does not describe the tile state; hence the `Result`).
+    pub fn read<T: Handle<Layout = L>>(&mut self, tile: T) -> Result<[u8; TILE_BYTES], Fault> {
         let _ = tile;
-        self.tiles.tile_data(T::INDEX).unwrap_or([0; TILE_BYTES])
+        self.tiles.tile_data(T::INDEX)
     }
 }
 
