@@ -97,6 +97,22 @@ fn bf16_typed_kernel_matches_the_untyped_instruction() {
     assert_eq!(typed, untyped);
 }
 
+tilecfg! {
+    struct OneRow;
+    palette 1;
+    t0 as row: 1x16 i32;
+}
+
+#[test]
+fn a_one_row_tile_ignores_the_stride() {
+    let mut tiles = OneRow::configure().unwrap();
+    let src: Vec<i32> = (0..16).collect();
+    tiles.load(OneRow::row, &src, usize::MAX).unwrap();
+    let mut out = vec![0i32; 16];
+    tiles.store(OneRow::row, &mut out, usize::MAX).unwrap();
+    assert_eq!(out, src);
+}
+
 #[test]
 fn typed_loads_check_bounds() {
     let mut tiles = Int8Block::configure().unwrap();

@@ -261,7 +261,7 @@ pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, 
 /// in `usize`.
 fn extent<H: Handle>(stride: usize) -> Option<usize> {
     let size = std::mem::size_of::<<H::Elem as Element>::Scalar>();
-    (H::ROWS as usize - 1)
+    (H::ROWS as usize).saturating_sub(1)
         .checked_mul(stride)?
         .checked_mul(size)?
         .checked_add(H::COLSB as usize)
@@ -310,8 +310,15 @@ impl<L: Layout> TypedTiles<L> {
         }
         let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
         // SAFETY: the check above proves that every row r < ROWS, at byte r * stride * size,
-        // has its COLSB bytes inside `src`, and the stride fits isize because the extent does.
-        unsafe { self.load_ptr(tile, src.as_ptr().cast(), (stride * size) as isize) };
+        // has its COLSB bytes inside `src`; with ROWS > 1 the byte stride fits isize because the
+        // extent does, and with one row the stride is never applied (hence wrapping_mul).
+        unsafe {
+            self.load_ptr(
+                tile,
+                src.as_ptr().cast(),
+                stride.wrapping_mul(size) as isize,
+            )
+        };
         Ok(())
     }
 
@@ -336,7 +343,13 @@ impl<L: Layout> TypedTiles<L> {
         }
         let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
         // SAFETY: as in `load`; `dst` is borrowed mutably, so nothing else aliases it.
-        unsafe { self.store_ptr(tile, dst.as_mut_ptr().cast(), (stride * size) as isize) };
+        unsafe {
+            self.store_ptr(
+                tile,
+                dst.as_mut_ptr().cast(),
+                stride.wrapping_mul(size) as isize,
+            )
+        };
         Ok(())
     }
 
