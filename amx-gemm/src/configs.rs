@@ -244,10 +244,11 @@ fn check_table() -> Result<(), GemmError> {
 
 /// The full 2x2 register tile as typed layouts (the item form of `tilecfg!`), one per precision
 /// because a typed tile carries its element type. Their images equal the table's 32 x 32 entry
-/// (tested), and [`typed_kernel_operands`] proves at compile time that the micro-kernel's four
-/// dot products fit them. The GEMM does not run through them yet: `amx_runtime` can only
-/// configure a typed layout on the process's backend, and [`Gemm::backend`](crate::Gemm::backend)
-/// picks one per call.
+/// (tested), and [`typed_kernel_operands`](typed::typed_kernel_operands) proves at compile time
+/// that the micro-kernel's four dot products fit them (as do `tile_ops::Full2x2`'s
+/// implementations, which issue them). Every region of full 32 x 32 micro-tiles runs through them
+/// (`tile_ops::Typed`, configured with `configure_typed_on` on the backend
+/// [`Gemm::backend`](crate::Gemm::backend) picks for the call); the edges run under the table.
 pub(crate) mod typed {
     use amx_runtime::tilecfg;
 

@@ -3,16 +3,16 @@
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
 
-use amx_runtime::{configure_on, counters, Backend, ConfigureError};
+use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
 use crate::blocking::Blocking;
-use crate::configs::{self, MicroShape};
+use crate::configs::{self, typed, MicroShape};
 use crate::error::{check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
 use crate::pack::{self, packed_a_bytes, ASource, AlignedBytes, PackedB, MR, NR, STEP};
 use crate::pool;
-use crate::precision::{bytes_of, bytes_of_mut, Precision};
-use crate::tile_ops::{Checked, Mem, MemMut, TileOps};
+use crate::precision::{bytes_of, bytes_of_mut, DType, Precision};
+use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -361,13 +361,21 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
 }
 
 /// Configures the region's shape (loading it only if this thread does not hold it) and runs
-/// the loop nest on the silicon path or the checked path.
+/// the loop nest: full micro-tiles on the typed path, edges on the silicon path or the checked
+/// path.
 fn run_region<P: Precision>(
     p: &Problem<'_, P>,
     region: &Region,
     scratch: &mut AlignedBytes,
     stats: &mut WorkerStats,
 ) -> Result<(), GemmError> {
+    if region.shape == MicroShape::FULL {
+        return match P::DTYPE {
+            DType::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
+            DType::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
+            DType::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
+        };
+    }
     let cfg = configs::config(region.shape)?;
     let before = counters().loads;
     let mut tiles = configure_on(p.backend, cfg)?;
@@ -379,6 +387,29 @@ fn run_region<P: Precision>(
         return nest_for_shape(&mut ops, p, region, scratch);
     }
     nest_for_shape(&mut Checked::new(&mut tiles), p, region, scratch)
+}
+
+/// A region of full 32 x 32 micro-tiles through the typed tiles of `L`, the 2x2 layout of `P`
+/// (whose configuration is the table's 32 x 32 entry), configured on the call's backend. On the
+/// hardware, `Gemm::run` has checked the CPU feature of `P`'s instruction.
+fn run_typed<P: Precision, L: Full2x2>(
+    p: &Problem<'_, P>,
+    region: &Region,
+    scratch: &mut AlignedBytes,
+    stats: &mut WorkerStats,
+) -> Result<(), GemmError> {
+    let before = counters().loads;
+    let mut tiles = configure_typed_on::<L>(p.backend)?;
+    stats.loads += counters().loads - before;
+    stats.configs += 1;
+    LAST_SHAPE.with(|s| s.set(Some(region.shape)));
+    let mut ops = Typed::new(&mut tiles, P::DTYPE)?;
+    nest(
+        &mut Amx2x2::<Typed<'_, L>, P, true, true>::new(&mut ops),
+        p,
+        region,
+        scratch,
+    )
 }
 
 /// Picks the micro-kernel variant of the region's shape.
@@ -503,6 +534,83 @@ mod tests {
         assert_eq!(grid(4, 32, 32), (1, 4));
         assert_eq!(grid(4, 8, 2), (2, 2));
         assert_eq!(grid(3, 1, 2), (1, 3));
+    }
+
+    /// Runs `m x n x k` of `P` on the emulator on this thread, accumulating into a non-zero C,
+    /// checks the result against the reference and returns the dot products the typed and the
+    /// checked paths issued.
+    fn dots_of<P: Precision>(m: usize, n: usize, k: usize) -> (u64, u64) {
+        use crate::precision::Element;
+        use crate::tile_ops::probe;
+        let a: Vec<P::A> = (0..m * k)
+            .map(|i| P::A::from_f64((i * 7 % 11) as f64 - 3.0))
+            .collect();
+        let b: Vec<P::B> = (0..k * n)
+            .map(|i| P::B::from_f64((i * 5 % 9) as f64 - 4.0))
+            .collect();
+        let mut c: Vec<P::C> = (0..m * n)
+            .map(|i| P::C::from_f64((i % 13) as f64))
+            .collect();
+        let mut want = c.clone();
+        crate::reference::gemm::<P>(m, n, k, &a, k, &b, n, &mut want, n, Mode::Accumulate).unwrap();
+        let before = probe::dots();
+        Gemm::new()
+            .threads(1)
+            .backend(Backend::Emulated)
+            .mode(Mode::Accumulate)
+            .run_unpacked::<P>(m, n, k, &a, k, &b, n, &mut c, n)
+            .unwrap();
+        let after = probe::dots();
+        // Small integers: every sum is exact in f32 too, so bf16 compares exactly.
+        assert_eq!(c, want, "{} {m}x{n}x{k}", P::DTYPE);
+        (after.0 - before.0, after.1 - before.1)
+    }
+
+    fn typed_path_for<P: Precision>() {
+        let steps = |k: usize| k.div_ceil(P::DTYPE.k_per_step()) as u64;
+        // Only full micro-tiles: 2 x 3 of them, four dot products per k-step each, all typed.
+        assert_eq!(
+            dots_of::<P>(64, 96, 128),
+            (6 * 4 * steps(128), 0),
+            "{}",
+            P::DTYPE
+        );
+        // One full micro-tile (typed) and the right edge (2 dots per k-step), bottom edge (2)
+        // and corner (1) on the checked path.
+        assert_eq!(
+            dots_of::<P>(40, 40, 64),
+            (4 * steps(64), 5 * steps(64)),
+            "{}",
+            P::DTYPE
+        );
+        // Only edges: nothing typed (20 x 31 is the 2x2 variant of an edge shape).
+        assert_eq!(dots_of::<P>(20, 31, 64), (0, 4 * steps(64)), "{}", P::DTYPE);
+        assert_eq!(dots_of::<P>(12, 9, 64), (0, steps(64)), "{}", P::DTYPE);
+    }
+
+    #[test]
+    fn full_micro_tiles_run_on_the_typed_path() {
+        typed_path_for::<crate::Int8>();
+        typed_path_for::<crate::U8S8>();
+        typed_path_for::<crate::Bf16>();
+    }
+
+    #[test]
+    fn typed_path_rejects_out_of_bounds_on_the_emulator() {
+        use crate::configs::typed::Int8Kernel;
+        use crate::configs::C00;
+        use crate::tile_ops::{Mem, TileOps, Typed};
+        let mut tiles = configure_typed_on::<Int8Kernel>(Backend::Emulated).unwrap();
+        let buf = [0u8; 16 * 64];
+        let mut ops = Typed::new(&mut tiles, crate::precision::DType::Int8).unwrap();
+        // SAFETY: the emulator checks the bounds before any access (that is what is tested).
+        unsafe {
+            ops.load::<C00>(Mem::new(&buf), 0, 64).unwrap();
+            assert!(ops.load::<C00>(Mem::new(&buf), 1, 64).is_err());
+            assert!(ops.load::<C00>(Mem::new(&buf), 0, 65).is_err());
+        }
+        // The wrong precision for the layout is refused.
+        assert!(Typed::new(&mut tiles, crate::precision::DType::Bf16).is_err());
     }
 
     #[test]

@@ -53,9 +53,10 @@ pub(crate) struct MicroTask {
 /// With `accumulate` the kernel loads it first, otherwise it starts from zero; it then stores
 /// exactly the `rows x cols` outputs of its shape and touches no other byte of C.
 ///
-/// **Memory.** Every byte read or written lies inside the buffers of the task; the
-/// [`Checked`](crate::tile_ops::Checked) tile path verifies it on every instruction, which is
-/// how the tests cover the silicon path's addresses.
+/// **Memory.** Every byte read or written lies inside the buffers of the task; on the emulator
+/// the [`Checked`](crate::tile_ops::Checked) path (edges) and the
+/// [`Typed`](crate::tile_ops::Typed) path (full micro-tiles) verify it on every load and store,
+/// which is how the tests cover the addresses the hardware runs with no check.
 ///
 /// # Order of instructions
 ///
@@ -75,7 +76,9 @@ pub(crate) trait MicroKernel {
 
 /// The 2x2 register-tile AMX micro-kernel (4 C tiles, 2 A tiles, 2 B tiles: 32 x 32 outputs per
 /// call on full tiles), and its 2x1, 1x2 and 1x1 variants for the edges (`TWO_ROWS`,
-/// `TWO_COLS`), over any [`TileOps`].
+/// `TWO_COLS`), over any [`TileOps`]: the full variant runs over the typed tiles of the
+/// precision's `tilecfg!` layout ([`Typed`](crate::tile_ops::Typed)), the edge variants over
+/// [`Silicon`](crate::tile_ops::Silicon) or [`Checked`](crate::tile_ops::Checked).
 pub(crate) struct Amx2x2<'o, O, P, const TWO_ROWS: bool, const TWO_COLS: bool> {
     ops: &'o mut O,
     _precision: PhantomData<P>,

@@ -64,12 +64,17 @@
 //!
 //! # Tile paths
 //!
-//! On the silicon the micro-kernel issues each instruction through `amx_runtime::intrinsics`
-//! (tile numbers in the encoding, no run-time checks: the inner loop is four TILELOADDs, four
-//! dot products and a prefetch of B ahead); the configuration table is checked once against the
-//! kernel's operands, which is what makes that sound. On the emulator every instruction goes
-//! through the runtime's checked methods and every load and store is also checked against the
-//! bounds of its buffer, so the test suite checks every address the silicon path uses.
+//! Full 32 x 32 micro-tiles, the common case, run through the typed tiles of `tilecfg!`: the
+//! precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose handles prove
+//! at compile time that every tile is configured and every dot product's operands fit, so no
+//! shape is checked at run time; on the silicon each operation is the runtime's unchecked
+//! instruction (the inner loop is four TILELOADDs, four dot products and a prefetch of B ahead).
+//! The edges run under their own configurations from a compile-time table: on the silicon each
+//! instruction goes through `amx_runtime::intrinsics` (tile numbers in the encoding, no run-time
+//! checks), the table being checked once against the kernel's operands, which is what makes that
+//! sound. On the emulator the edges go through the runtime's checked methods, and on both paths
+//! every load and store is also checked against the bounds of its buffer, so the test suite
+//! checks every address the silicon uses.
 //!
 //! # Numerics
 //!

@@ -1,22 +1,34 @@
-//! The tile instructions the micro-kernel issues, behind one small trait ([`TileOps`]) with two
+//! The tile instructions the micro-kernel issues, behind one small trait ([`TileOps`]) with three
 //! implementations: the dispatch ladder of this crate.
 //!
-//! 1. [`Silicon`]: the CPU's AMX unit through `amx_runtime::intrinsics`, one instruction per
-//!    call with the tile number in the encoding and no run-time check. Chosen when the
-//!    configured guard is on the hardware backend.
-//! 2. [`Checked`]: any backend through the runtime's checked [`TileUnit`] methods; every load
-//!    and store is also checked against the bounds of the buffer it touches. The fallback, and
-//!    the path the emulator runs, so the test suite checks every address the silicon path
-//!    would use.
+//! 1. [`Typed`]: the full 32 x 32 micro-tile (the common case) through the typed tiles of the
+//!    `tilecfg!` item form, `TypedTiles<L>` of the precision's 2x2 layout ([`Full2x2`], declared
+//!    in `configs::typed`), on whichever backend the call uses (`configure_typed_on`). The
+//!    handles' types prove every tile used and every dot product's operands fit the layout, so
+//!    there is no shape check at run time; on the hardware each operation is the runtime's
+//!    unchecked instruction. On the emulator every load and store is also checked against the
+//!    bounds of its buffer, as in [`Checked`].
+//! 2. [`Silicon`]: the edge micro-tiles on the CPU's AMX unit through `amx_runtime::intrinsics`,
+//!    one instruction per call with the tile number in the encoding and no run-time check.
+//!    Chosen when the configured guard of an edge configuration is on the hardware backend.
+//! 3. [`Checked`]: the edge micro-tiles on any backend through the runtime's checked
+//!    [`TileUnit`] methods; every load and store is also checked against the bounds of the
+//!    buffer it touches. The fallback, and the path the emulator runs for the edges, so the test
+//!    suite checks every address the silicon path would use.
 //!
-//! Both take the tile registers as const generics, so the micro-kernel is written once. When
-//! the item form of `tilecfg!` lands, a third implementation over `TypedTiles<Kernel2x2>`
-//! handles replaces [`Silicon`] without touching the kernel.
+//! All three take the tile registers as const generics, so the micro-kernel is written once:
+//! [`Typed`] maps each register number of the kernel to the layout's handle of that register
+//! (a `match` on a constant, resolved at compile time). The edges keep [`Silicon`] and
+//! [`Checked`] because their 1023 shapes are the compile-time table of `configs.rs`, not typed
+//! layouts.
 //!
 //! [`TileUnit`]: amx_runtime::TileUnit
 
-use amx_runtime::{Backend, Fault, Tiles};
+use amx_runtime::typed::Layout;
+use amx_runtime::{Backend, Fault, Tiles, TypedTiles};
 
+use crate::configs::typed::{Bf16Kernel, Int8Kernel, U8S8Kernel};
+use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
 use crate::error::GemmError;
 use crate::precision::{DType, Precision};
 
@@ -84,7 +96,8 @@ impl From<MemMut> for Mem {
 /// every row of a loaded or stored tile, at `offset + r * stride` for `r` below its configured
 /// rows, `colsb` bytes long, lies inside the buffer, which is alive and, for stores, written by
 /// no one else. [`Checked`] verifies all of it and returns an error instead; [`Silicon`] relies
-/// on it.
+/// on it; [`Typed`] gets the tiles and shapes from its handles' types (a register the layout
+/// lacks is an error), checks the bounds on the emulator and relies on them on the hardware.
 pub(crate) trait TileOps {
     /// TILEZERO of tile `T`.
     ///
@@ -201,6 +214,8 @@ impl TileOps for Checked<'_> {
     unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
         &mut self,
     ) -> Result<(), GemmError> {
+        #[cfg(test)]
+        probe::CHECKED_DOTS.with(|n| n.set(n.get() + 1));
         match P::DTYPE {
             DType::Int8 => self.tiles.tdpbssd(C, A, B)?,
             DType::U8S8 => self.tiles.tdpbusd(C, A, B)?,
@@ -310,13 +325,314 @@ impl TileOps for Silicon<'_> {
 
     #[inline(always)]
     fn prefetch(&mut self, mem: Mem, offset: usize, bytes: usize) {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for line in (0..bytes).step_by(64) {
-            // `wrapping_add`: the address may lie past the buffer, and is never dereferenced.
-            let at = mem.ptr.wrapping_add(offset.wrapping_add(line));
-            // SAFETY: PREFETCHT0 (SSE, part of x86-64) is only a hint: it never faults and has
-            // no architectural effect, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) };
+        prefetch_lines(mem, offset, bytes);
+    }
+}
+
+/// PREFETCHT0 of every 64-byte line of `bytes` of `mem` from `offset`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_lines(mem: Mem, offset: usize, bytes: usize) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in (0..bytes).step_by(64) {
+        // `wrapping_add`: the address may lie past the buffer, and is never dereferenced.
+        let at = mem.ptr.wrapping_add(offset.wrapping_add(line));
+        // SAFETY: PREFETCHT0 (SSE, part of x86-64) is only a hint: it never faults and has no
+        // architectural effect, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) };
+    }
+}
+
+/// The full 2x2 register tile as a typed layout: the precision whose instruction its dot
+/// products are, and the kernel's operations by register number, each on the layout's handle of
+/// that register. Implemented by `full_2x2!` for the three layouts of `configs::typed`, whose
+/// `CONFIG` equals the table's 32 x 32 entry (tested there): t0..t3 C, t4/t5 A, t6/t7 B, every
+/// tile 16 rows of 64 bytes.
+///
+/// Each method returns `false`, having issued nothing, for a register (or operand triple) the
+/// layout has no handle for; with the register a constant the `match` is resolved at compile
+/// time, and the micro-kernel names none such.
+pub(crate) trait Full2x2: Layout + Sized {
+    /// The precision whose instruction the layout's dot products issue.
+    const DTYPE: DType;
+
+    /// TILEZERO of tile `T`.
+    fn zero<const T: u8>(tiles: &mut TypedTiles<Self>) -> bool;
+
+    /// TILELOADD of tile `T` (16 rows of 64 bytes), row `r` from `src + r * stride`.
+    ///
+    /// # Safety
+    /// As `TypedTiles::load_ptr`: for every `r < 16`, the 64 bytes at `src + r * stride` are
+    /// readable.
+    unsafe fn load<const T: u8>(
+        tiles: &mut TypedTiles<Self>,
+        src: *const u8,
+        stride: isize,
+    ) -> bool;
+
+    /// TILESTORED of tile `T` (16 rows of 64 bytes), row `r` to `dst + r * stride`.
+    ///
+    /// # Safety
+    /// As `TypedTiles::store_ptr`: for every `r < 16`, the 64 bytes at `dst + r * stride` are
+    /// writable and aliased by no live reference.
+    unsafe fn store<const T: u8>(tiles: &mut TypedTiles<Self>, dst: *mut u8, stride: isize)
+        -> bool;
+
+    /// `C += A x B` with the layout's instruction (the `Dot` bound checks the operands at
+    /// compile time).
+    fn dot<const C: u8, const A: u8, const B: u8>(tiles: &mut TypedTiles<Self>) -> bool;
+}
+
+/// Implements [`Full2x2`] for a layout declared with the handles `c00 c01 c10 c11 a0 a1 b0 b1`
+/// in the registers of `configs.rs`.
+macro_rules! full_2x2 {
+    ($layout:ident, $dtype:expr, $dot:ident) => {
+        impl Full2x2 for $layout {
+            const DTYPE: DType = $dtype;
+
+            #[inline(always)]
+            fn zero<const T: u8>(tiles: &mut TypedTiles<Self>) -> bool {
+                match T {
+                    C00 => tiles.zero($layout::c00),
+                    C01 => tiles.zero($layout::c01),
+                    C10 => tiles.zero($layout::c10),
+                    C11 => tiles.zero($layout::c11),
+                    A0 => tiles.zero($layout::a0),
+                    A1 => tiles.zero($layout::a1),
+                    B0 => tiles.zero($layout::b0),
+                    B1 => tiles.zero($layout::b1),
+                    _ => return false,
+                }
+                true
+            }
+
+            #[inline(always)]
+            unsafe fn load<const T: u8>(
+                tiles: &mut TypedTiles<Self>,
+                src: *const u8,
+                stride: isize,
+            ) -> bool {
+                // SAFETY: (every arm) the handle is tile T of this layout, 16 rows of 64 bytes,
+                // and the caller guarantees those rows readable at `src + r * stride`.
+                unsafe {
+                    match T {
+                        C00 => tiles.load_ptr($layout::c00, src, stride),
+                        C01 => tiles.load_ptr($layout::c01, src, stride),
+                        C10 => tiles.load_ptr($layout::c10, src, stride),
+                        C11 => tiles.load_ptr($layout::c11, src, stride),
+                        A0 => tiles.load_ptr($layout::a0, src, stride),
+                        A1 => tiles.load_ptr($layout::a1, src, stride),
+                        B0 => tiles.load_ptr($layout::b0, src, stride),
+                        B1 => tiles.load_ptr($layout::b1, src, stride),
+                        _ => return false,
+                    }
+                }
+                true
+            }
+
+            #[inline(always)]
+            unsafe fn store<const T: u8>(
+                tiles: &mut TypedTiles<Self>,
+                dst: *mut u8,
+                stride: isize,
+            ) -> bool {
+                // SAFETY: (every arm) the handle is tile T of this layout, 16 rows of 64 bytes,
+                // and the caller guarantees those rows writable and unaliased.
+                unsafe {
+                    match T {
+                        C00 => tiles.store_ptr($layout::c00, dst, stride),
+                        C01 => tiles.store_ptr($layout::c01, dst, stride),
+                        C10 => tiles.store_ptr($layout::c10, dst, stride),
+                        C11 => tiles.store_ptr($layout::c11, dst, stride),
+                        A0 => tiles.store_ptr($layout::a0, dst, stride),
+                        A1 => tiles.store_ptr($layout::a1, dst, stride),
+                        B0 => tiles.store_ptr($layout::b0, dst, stride),
+                        B1 => tiles.store_ptr($layout::b1, dst, stride),
+                        _ => return false,
+                    }
+                }
+                true
+            }
+
+            #[inline(always)]
+            fn dot<const C: u8, const A: u8, const B: u8>(tiles: &mut TypedTiles<Self>) -> bool {
+                match (C, A, B) {
+                    (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0),
+                    (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1),
+                    (C10, A1, B0) => tiles.$dot($layout::c10, $layout::a1, $layout::b0),
+                    (C11, A1, B1) => tiles.$dot($layout::c11, $layout::a1, $layout::b1),
+                    _ => return false,
+                }
+                true
+            }
         }
+    };
+}
+
+full_2x2!(Int8Kernel, DType::Int8, tdpbssd);
+full_2x2!(U8S8Kernel, DType::U8S8, tdpbusd);
+full_2x2!(Bf16Kernel, DType::Bf16, tdpbf16ps);
+
+/// Rows of every tile of a [`Full2x2`] layout.
+const FULL_ROWS: usize = 16;
+/// Bytes per row of every tile of a [`Full2x2`] layout.
+const FULL_COLSB: usize = 64;
+
+/// The full micro-tile through the typed tiles of layout `L`, on the backend `L` was configured
+/// on. On the emulator every load and store is checked against its buffer first (as in
+/// [`Checked`]); on the hardware only in debug builds, the kernel's contract vouching for it.
+pub(crate) struct Typed<'t, L: Full2x2> {
+    tiles: &'t mut TypedTiles<L>,
+    hardware: bool,
+}
+
+impl<'t, L: Full2x2> Typed<'t, L> {
+    /// The typed path over `tiles`, for precision `dtype`: an error unless `L` is that
+    /// precision's layout (the driver picks it by `dtype`, so this never fails there). On the
+    /// hardware the caller has checked the CPU feature of `dtype`'s instruction
+    /// ([`silicon_supports`]).
+    pub(crate) fn new(tiles: &'t mut TypedTiles<L>, dtype: DType) -> Result<Self, GemmError> {
+        if dtype != L::DTYPE {
+            return Err(wrong_layout(format!(
+                "{} on the typed layout of {}",
+                dtype.instruction(),
+                L::DTYPE.instruction()
+            )));
+        }
+        let hardware = tiles.untyped().backend() == Backend::Hardware;
+        Ok(Typed { tiles, hardware })
+    }
+
+    /// Out of bounds unless every row of a full tile (16 rows of 64 bytes) fits `len` bytes from
+    /// `offset` with `stride`; also proves `stride` fits `isize` (the rows fit a Rust buffer).
+    fn bounds(t: u8, offset: usize, stride: usize, len: usize) -> Result<(), GemmError> {
+        let needed = (FULL_ROWS - 1)
+            .checked_mul(stride)
+            .and_then(|x| x.checked_add(FULL_COLSB))
+            .and_then(|x| x.checked_add(offset));
+        match needed {
+            Some(needed) if needed <= len => Ok(()),
+            needed => Err(GemmError::Fault(Fault::OutOfBounds {
+                tile: t,
+                needed: needed.unwrap_or(usize::MAX),
+                len,
+            })),
+        }
+    }
+
+    /// The bounds check on the emulator (and in debug builds on the hardware).
+    #[inline(always)]
+    fn check(&self, t: u8, offset: usize, stride: usize, len: usize) -> Result<(), GemmError> {
+        if !self.hardware || cfg!(debug_assertions) {
+            Self::bounds(t, offset, stride, len)?;
+        }
+        Ok(())
+    }
+}
+
+/// A register or operand triple the typed layout has no handle for: the #UD the silicon would
+/// raise, reported instead (the micro-kernel never names one).
+fn wrong_layout(what: String) -> GemmError {
+    GemmError::Fault(Fault::InvalidOpcode(format!("typed 2x2 kernel: {what}")))
+}
+
+// Common to the methods below: `Typed::new` tied `L` to the precision, and the guard inside
+// `self.tiles` holds `L::CONFIG` on this thread for as long as `self` lives. Tile shapes need no
+// check: the handles carry them and `tilecfg!` validated them at compile time.
+impl<L: Full2x2> TileOps for Typed<'_, L> {
+    #[inline(always)]
+    unsafe fn zero<const T: u8>(&mut self) -> Result<(), GemmError> {
+        if L::zero::<T>(self.tiles) {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!("TILEZERO of t{T}")))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn load<const T: u8>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.check(T, offset, stride, mem.len)?;
+        // SAFETY: every row r < 16 of the tile, 64 bytes at `mem.ptr + offset + r * stride`,
+        // lies inside the `mem.len` live bytes at `mem.ptr`: on the emulator (and in debug
+        // builds) `check` just proved it, and on the hardware the caller guarantees it (the
+        // micro-kernel's contract for a full 32 x 32 micro-tile: an A k-step is 32 rows of 64
+        // bytes, 16 per tile, at stride 64 inside the packed block; a B k-step is two 16-row
+        // tiles of 64-byte VNNI rows inside the packed panel; C's 32 x 32 block lies inside C,
+        // its 16-row halves of 64 bytes at stride ldc_bytes). So `offset` is in bounds, and the
+        // stride, at most the buffer's length over 15, fits isize.
+        let loaded = unsafe { L::load::<T>(self.tiles, mem.ptr.add(offset), stride as isize) };
+        if loaded {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!("TILELOADD of t{T}")))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn store<const T: u8>(
+        &mut self,
+        mem: MemMut,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.check(T, offset, stride, mem.len)?;
+        // SAFETY: as in `load`, every row r < 16 (64 bytes at `mem.ptr + offset + r * stride`)
+        // lies inside the buffer: the 32 x 32 block of C this task owns; the caller guarantees
+        // that no other thread touches those rows and no reference aliases them.
+        let stored = unsafe { L::store::<T>(self.tiles, mem.ptr.add(offset), stride as isize) };
+        if stored {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!("TILESTORED of t{T}")))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
+        &mut self,
+    ) -> Result<(), GemmError> {
+        #[cfg(test)]
+        probe::TYPED_DOTS.with(|n| n.set(n.get() + 1));
+        if P::DTYPE == L::DTYPE && L::dot::<C, A, B>(self.tiles) {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!(
+                "{} t{C}, t{A}, t{B}",
+                P::DTYPE.instruction()
+            )))
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&mut self, mem: Mem, offset: usize, bytes: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if self.hardware {
+            prefetch_lines(mem, offset, bytes);
+        }
+        let _ = (mem, offset, bytes);
+    }
+}
+
+/// Counts of the dot products each path issued on this thread, for the tests that check which
+/// path ran.
+#[cfg(test)]
+pub(crate) mod probe {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Dot products through [`Typed`](super::Typed).
+        pub(crate) static TYPED_DOTS: Cell<u64> = const { Cell::new(0) };
+        /// Dot products through [`Checked`](super::Checked).
+        pub(crate) static CHECKED_DOTS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// (typed, checked) dot products on this thread so far.
+    pub(crate) fn dots() -> (u64, u64) {
+        (TYPED_DOTS.with(Cell::get), CHECKED_DOTS.with(Cell::get))
     }
 }
