@@ -257,14 +257,24 @@ pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, 
     })
 }
 
-/// Bytes a load or store of handle `H` touches with a stride of `stride` elements, if it fits
-/// in `usize`.
-fn extent<H: Handle>(stride: usize) -> Option<usize> {
+/// The byte stride of a load or store of handle `H` with a stride of `stride` elements, once
+/// every row it touches is proven to lie in a buffer of `bytes` bytes. A one-row tile never
+/// applies its stride, so that product wraps rather than overflows.
+fn byte_stride<H: Handle>(stride: usize, bytes: usize) -> Result<isize, Fault> {
     let size = std::mem::size_of::<<H::Elem as Element>::Scalar>();
-    (H::ROWS as usize).saturating_sub(1)
-        .checked_mul(stride)?
-        .checked_mul(size)?
-        .checked_add(H::COLSB as usize)
+    let needed = (H::ROWS as usize)
+        .saturating_sub(1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_mul(size))
+        .and_then(|x| x.checked_add(H::COLSB as usize));
+    match needed {
+        Some(needed) if needed <= bytes => Ok(stride.wrapping_mul(size) as isize),
+        needed => Err(Fault::OutOfBounds {
+            tile: H::INDEX,
+            needed: needed.unwrap_or(usize::MAX),
+            len: bytes,
+        }),
+    }
 }
 
 impl<L: Layout> TypedTiles<L> {
@@ -296,29 +306,11 @@ impl<L: Layout> TypedTiles<L> {
         src: &[<T::Elem as Element>::Scalar],
         stride: usize,
     ) -> Result<(), Fault> {
-        let _ = tile;
-        let bytes = std::mem::size_of_val(src);
-        match extent::<T>(stride) {
-            Some(needed) if needed <= bytes => {}
-            needed => {
-                return Err(Fault::OutOfBounds {
-                    tile: T::INDEX,
-                    needed: needed.unwrap_or(usize::MAX),
-                    len: bytes,
-                })
-            }
-        }
-        let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
-        // SAFETY: the check above proves that every row r < ROWS, at byte r * stride * size,
-        // has its COLSB bytes inside `src`; with ROWS > 1 the byte stride fits isize because the
-        // extent does, and with one row the stride is never applied (hence wrapping_mul).
-        unsafe {
-            self.load_ptr(
-                tile,
-                src.as_ptr().cast(),
-                stride.wrapping_mul(size) as isize,
-            )
-        };
+        let stride = byte_stride::<T>(stride, std::mem::size_of_val(src))?;
+        // SAFETY: byte_stride proved that every row r < ROWS, at byte r * stride, has its COLSB
+        // bytes inside `src` (with ROWS > 1 the stride fits isize because the extent does; with
+        // one row it is never applied).
+        unsafe { self.load_ptr(tile, src.as_ptr().cast(), stride) };
         Ok(())
     }
 
@@ -329,27 +321,9 @@ impl<L: Layout> TypedTiles<L> {
         dst: &mut [<T::Elem as Element>::Scalar],
         stride: usize,
     ) -> Result<(), Fault> {
-        let _ = tile;
-        let bytes = std::mem::size_of_val(dst);
-        match extent::<T>(stride) {
-            Some(needed) if needed <= bytes => {}
-            needed => {
-                return Err(Fault::OutOfBounds {
-                    tile: T::INDEX,
-                    needed: needed.unwrap_or(usize::MAX),
-                    len: bytes,
-                })
-            }
-        }
-        let size = std::mem::size_of::<<T::Elem as Element>::Scalar>();
+        let stride = byte_stride::<T>(stride, std::mem::size_of_val(dst))?;
         // SAFETY: as in `load`; `dst` is borrowed mutably, so nothing else aliases it.
-        unsafe {
-            self.store_ptr(
-                tile,
-                dst.as_mut_ptr().cast(),
-                stride.wrapping_mul(size) as isize,
-            )
-        };
+        unsafe { self.store_ptr(tile, dst.as_mut_ptr().cast(), stride) };
         Ok(())
     }
 
