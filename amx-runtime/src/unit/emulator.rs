@@ -128,7 +128,9 @@ impl Emulator {
         for (r, row) in tile.chunks_exact_mut(ROW_BYTES).enumerate().skip(start) {
             if r < shape.rows as usize {
                 read_row(r, &mut row[..colsb]);
-                row[colsb..].fill(0);
+                if colsb < ROW_BYTES {
+                    row[colsb..].fill(0);
+                }
             } else {
                 row.fill(0);
             }
@@ -160,7 +162,17 @@ impl Emulator {
         check::bounds(t, shape, stride, src.len())?;
         self.load_rows(t, shape, |r, dst| {
             let at = r * stride;
-            dst.copy_from_slice(&src[at..at + dst.len()]);
+            // Whole rows (the common case) as a fixed-size copy: a few vector moves instead of
+            // a call to memcpy per row.
+            match (
+                <&mut [u8; ROW_BYTES]>::try_from(&mut *dst),
+                src.get(at..at + ROW_BYTES),
+            ) {
+                (Ok(whole), Some(row)) if row.len() == ROW_BYTES => {
+                    whole.copy_from_slice(row);
+                }
+                _ => dst.copy_from_slice(&src[at..at + dst.len()]),
+            }
         });
         Ok(())
     }
