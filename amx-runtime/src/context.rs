@@ -51,6 +51,7 @@ pub fn counters() -> Counters {
     COUNTERS.with(Cell::get)
 }
 
+#[inline]
 fn count(update: impl FnOnce(&mut Counters)) {
     COUNTERS.with(|c| {
         let mut v = c.get();
@@ -174,6 +175,7 @@ impl DerefMut for Tiles {
 }
 
 impl Drop for Tiles {
+    #[inline]
     fn drop(&mut self) {
         // Runs on unwinding too: the thread's state stays tracked (each instruction updates the
         // tracked copy only when it completes) and the next configure works.
@@ -186,6 +188,7 @@ impl Drop for Tiles {
     }
 }
 
+#[inline]
 fn take_emulator() -> Box<Emulator> {
     EMULATOR
         .with(Cell::take)
@@ -210,11 +213,13 @@ fn take_emulator() -> Box<Emulator> {
 /// assert_eq!(after.loads - before.loads, 1);
 /// assert_eq!(after.skipped - before.skipped, 1);
 /// ```
+#[inline]
 pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
     configure_on(backend()?, config)
 }
 
 /// [`configure`] on a given backend rather than the process's.
+#[inline]
 pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
     let mut tiles = acquire(backend, config)?;
     // Every TileConfig already passed the architectural table's rules when it was built; only
@@ -228,7 +233,11 @@ pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, Conf
             .check_against(table)
             .map_err(ConfigureError::Config)?;
     }
-    if same_image(&tiles.loaded_config(), config.as_bytes()) {
+    let loaded = match &tiles.unit {
+        Unit::Hardware(h) => h.loaded_config(),
+        Unit::Emulated(e) => e.loaded_config(),
+    };
+    if same_image(&loaded, config.as_bytes()) {
         count(|c| c.skipped += 1);
     } else {
         tiles
@@ -241,6 +250,7 @@ pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, Conf
 
 /// Whether two images are equal, as eight 64-bit words folded into one (`==` on the arrays
 /// calls `memcmp`, which costs more than everything else a skipped load does).
+#[inline]
 fn same_image(a: &[u8; 64], b: &[u8; 64]) -> bool {
     let mut diff = 0u64;
     for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
@@ -251,6 +261,7 @@ fn same_image(a: &[u8; 64], b: &[u8; 64]) -> bool {
 }
 
 /// Claims this thread's tile unit for one guard.
+#[inline]
 fn acquire(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
     if GUARD_ALIVE.with(|g| g.replace(true)) {
         return Err(ConfigureError::Busy);

@@ -251,6 +251,7 @@ impl TileUnit for Emulator {
         self.tiles = [[0; TILE_BYTES]; TILES];
     }
 
+    #[inline]
     fn loaded_config(&self) -> [u8; 64] {
         self.config
     }

@@ -386,6 +386,7 @@ impl TileUnit for Hardware {
         set_tracked([0; 64]);
     }
 
+    #[inline]
     fn loaded_config(&self) -> [u8; 64] {
         tracked()
     }
