@@ -102,16 +102,24 @@ impl std::error::Error for BackendError {}
 
 /// The backend of this process: `AMX_BACKEND` resolved once, on first use, and kept, so every
 /// thread of a process runs on the same unit.
+#[inline]
 pub fn backend() -> Result<Backend, BackendError> {
     // The answer is cached twice: in full (with the error, if any) and, for the hot path of
     // every `configure`, as one byte read without synchronisation cost.
-    static CHOSEN: OnceLock<Result<Backend, BackendError>> = OnceLock::new();
-    static FAST: AtomicU8 = AtomicU8::new(UNKNOWN);
     match FAST.load(Ordering::Relaxed) {
-        HARDWARE => return Ok(Backend::Hardware),
-        EMULATED => return Ok(Backend::Emulated),
-        _ => {}
+        HARDWARE => Ok(Backend::Hardware),
+        EMULATED => Ok(Backend::Emulated),
+        _ => choose(),
     }
+}
+
+static FAST: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The first call's choice (and every call's, when the choice is an error).
+#[cold]
+#[inline(never)]
+fn choose() -> Result<Backend, BackendError> {
+    static CHOSEN: OnceLock<Result<Backend, BackendError>> = OnceLock::new();
     let chosen = CHOSEN
         .get_or_init(|| BackendChoice::from_env()?.resolve())
         .clone();

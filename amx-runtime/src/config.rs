@@ -8,9 +8,12 @@ use crate::error::ConfigError;
 
 /// A tile configuration: exactly the 64-byte memory image LDTILECFG reads, aligned to 64 bytes.
 ///
-/// Every `TileConfig` passes LDTILECFG's load-time rules for the architectural palette table
-/// (palette 1: 8 tiles, 16 rows, 64 bytes per row), so loading one never raises #GP on a CPU with
-/// that palette. Build one with the `tilecfg!` macro (checked at compile time), with
+/// A `TileConfig` from the macro, [`TileConfig::from_bytes`] or the builder passes LDTILECFG's
+/// load-time rules for the architectural palette table (palette 1: 8 tiles, 16 rows, 64 bytes per
+/// row), so loading one never raises #GP on a CPU with that palette; one from
+/// [`TileConfig::from_bytes_for`] passes the rules of the table it was checked against. Whatever
+/// its origin, [`configure`](crate::configure) never lets a load fault: an image the CPU would
+/// reject is an error. Build one with the `tilecfg!` macro (checked at compile time), with
 /// [`TileConfig::from_bytes`] (checked like LDTILECFG), or with [`TileConfig::builder`] (checked
 /// like the macro).
 ///
@@ -62,7 +65,15 @@ impl TileConfig {
         TileConfig::from_bytes_for(bytes, &PaletteTable::ARCHITECTURAL)
     }
 
+    /// An image a tile unit accepted (its tracked state): it passed LDTILECFG's load-time rules
+    /// for that unit's palette table, as [`TileConfig::from_bytes_for`] would check.
+    pub(crate) const fn loaded(bytes: [u8; 64]) -> TileConfig {
+        TileConfig { bytes }
+    }
+
     /// [`TileConfig::from_bytes`] against another palette table (e.g. one read from CPUID).
+    /// The result passes that table's load-time rules, which may be looser than the
+    /// architectural ones; [`configure`](crate::configure) checks it against the CPU's table.
     pub fn from_bytes_for(
         bytes: &[u8; 64],
         table: &PaletteTable,

@@ -40,24 +40,39 @@ pub struct Counters {
     pub releases: u64,
 }
 
+/// Everything `configure` needs of this thread, in one thread-local so that a skipped load costs
+/// one thread-local access rather than one per field.
+struct PerThread {
+    counters: Cell<Counters>,
+    /// Whether a [`Tiles`] guard is alive on this thread.
+    busy: Cell<bool>,
+    /// The thread's emulator, lent to the guard while it lives (allocated on first use: 8 KiB
+    /// of tile data that threads on the silicon never need).
+    emulator: Cell<Option<Box<Emulator>>>,
+}
+
 thread_local! {
-    static COUNTERS: Cell<Counters> = const { Cell::new(Counters { loads: 0, skipped: 0, releases: 0 }) };
-    static GUARD_ALIVE: Cell<bool> = const { Cell::new(false) };
-    static EMULATOR: Cell<Option<Box<Emulator>>> = const { Cell::new(None) };
+    static THREAD: PerThread = const {
+        PerThread {
+            counters: Cell::new(Counters { loads: 0, skipped: 0, releases: 0 }),
+            busy: Cell::new(false),
+            emulator: Cell::new(None),
+        }
+    };
 }
 
-/// This thread's counters.
+/// This thread's counters (all zero once the thread's state is being torn down).
 pub fn counters() -> Counters {
-    COUNTERS.with(Cell::get)
+    THREAD.try_with(|t| t.counters.get()).unwrap_or_default()
 }
 
-#[inline]
-fn count(update: impl FnOnce(&mut Counters)) {
-    COUNTERS.with(|c| {
-        let mut v = c.get();
+impl PerThread {
+    #[inline]
+    fn count(&self, update: impl FnOnce(&mut Counters)) {
+        let mut v = self.counters.get();
         update(&mut v);
-        c.set(v);
-    });
+        self.counters.set(v);
+    }
 }
 
 /// Why a configuration could not be put in place.
@@ -69,11 +84,14 @@ pub enum ConfigureError {
     Unavailable(Unavailable),
     /// The configuration does not fit this CPU's palette table.
     Config(ConfigError),
-    /// LDTILECFG would fault (only reachable with a palette table smaller than the checks'
-    /// table; kept so that no path can raise #GP).
+    /// LDTILECFG would fault: a configuration checked against another palette table (see
+    /// [`TileConfig::from_bytes_for`]) that this CPU's table rejects; nothing was loaded.
     Fault(Fault),
     /// A guard from an earlier `configure` is still alive on this thread.
     Busy,
+    /// The thread is exiting and its tile state is already torn down (a `configure` from the
+    /// destructor of another thread-local).
+    ThreadExiting,
 }
 
 impl fmt::Display for ConfigureError {
@@ -86,6 +104,9 @@ impl fmt::Display for ConfigureError {
             ConfigureError::Busy => f.write_str(
                 "a tile guard is already alive on this thread; drop it before configuring again",
             ),
+            ConfigureError::ThreadExiting => {
+                f.write_str("this thread is exiting and its tile state is already torn down")
+            }
         }
     }
 }
@@ -111,7 +132,6 @@ enum Unit {
 /// configuration loaded (see the [policy](crate::context)).
 pub struct Tiles {
     unit: Unit,
-    config: TileConfig,
     _thread_bound: PhantomData<*const ()>,
 }
 
@@ -124,9 +144,15 @@ impl Tiles {
         }
     }
 
-    /// The configuration this guard was handed out for.
-    pub fn config(&self) -> &TileConfig {
-        &self.config
+    /// The configuration loaded now, as STTILECFG would write it: the one [`configure`] put
+    /// in place, unless it was changed since through this guard's `ldtilecfg` or `tilerelease`
+    /// (then [`TileConfig::INIT`]). It passes the load-time rules of this backend's palette
+    /// table.
+    ///
+    /// The guard keeps no copy of its own: a 64-byte-aligned field made every skipped
+    /// `configure` realign the stack and move the image twice, doubling its cost.
+    pub fn config(&self) -> TileConfig {
+        TileConfig::loaded(self.loaded_config())
     }
 
     /// The silicon, when that is the backend (for the typed path's unchecked instructions).
@@ -150,7 +176,7 @@ impl fmt::Debug for Tiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tiles")
             .field("backend", &self.backend())
-            .field("config", &self.config)
+            .field("config", &self.config())
             .finish()
     }
 }
@@ -179,20 +205,21 @@ impl Drop for Tiles {
     fn drop(&mut self) {
         // Runs on unwinding too: the thread's state stays tracked (each instruction updates the
         // tracked copy only when it completes) and the next configure works.
-        if let Unit::Emulated(e) = &mut self.unit {
+        let emulator = match &mut self.unit {
             // SAFETY: `self.unit` is never used again: this is the guard's drop.
-            let e = unsafe { ManuallyDrop::take(e) };
-            EMULATOR.with(|slot| slot.set(Some(e)));
-        }
-        GUARD_ALIVE.with(|g| g.set(false));
+            Unit::Emulated(e) => Some(unsafe { ManuallyDrop::take(e) }),
+            Unit::Hardware(_) => None,
+        };
+        // A guard exists only while THREAD does (it was made inside `THREAD.with`, and THREAD
+        // outlives any guard that is dropped before the thread's locals are torn down); if it is
+        // already gone, the emulator is simply freed.
+        let _ = THREAD.try_with(|t| {
+            if emulator.is_some() {
+                t.emulator.set(emulator);
+            }
+            t.busy.set(false);
+        });
     }
-}
-
-#[inline]
-fn take_emulator() -> Box<Emulator> {
-    EMULATOR
-        .with(Cell::take)
-        .unwrap_or_else(|| Box::new(Emulator::new()))
 }
 
 /// Puts `config` in place on this thread, on the process's backend (see
@@ -221,31 +248,35 @@ pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
 /// [`configure`] on a given backend rather than the process's.
 #[inline]
 pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
-    let mut tiles = acquire(backend, config)?;
-    // Every TileConfig already passed the architectural table's rules when it was built; only
-    // a CPU with another table needs the check again.
-    let (architectural, table) = match &tiles.unit {
-        Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
-        Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
-    };
-    if !architectural {
-        config
-            .check_against(table)
-            .map_err(ConfigureError::Config)?;
-    }
-    let loaded = match &tiles.unit {
-        Unit::Hardware(h) => h.loaded_config(),
-        Unit::Emulated(e) => e.loaded_config(),
-    };
-    if same_image(&loaded, config.as_bytes()) {
-        count(|c| c.skipped += 1);
-    } else {
-        tiles
-            .ldtilecfg(config.as_bytes())
-            .map_err(ConfigureError::Fault)?;
-        count(|c| c.loads += 1);
-    }
-    Ok(tiles)
+    THREAD
+        .try_with(|thread| {
+            let mut tiles = acquire(thread, backend)?;
+            // Every TileConfig already passed the architectural table's rules when it was
+            // built; only a CPU with another table needs the check again.
+            let (architectural, table) = match &tiles.unit {
+                Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
+                Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
+            };
+            if !architectural {
+                config
+                    .check_against(table)
+                    .map_err(ConfigureError::Config)?;
+            }
+            let loaded = match &tiles.unit {
+                Unit::Hardware(h) => same_image(&h.loaded_config(), config.as_bytes()),
+                Unit::Emulated(e) => same_image(e.config_bytes(), config.as_bytes()),
+            };
+            if loaded {
+                thread.count(|c| c.skipped += 1);
+            } else {
+                tiles
+                    .ldtilecfg(config.as_bytes())
+                    .map_err(ConfigureError::Fault)?;
+                thread.count(|c| c.loads += 1);
+            }
+            Ok(tiles)
+        })
+        .unwrap_or_else(|_| Err(ConfigureError::ThreadExiting))
 }
 
 /// Whether two images are equal, as eight 64-bit words folded into one (`==` on the arrays
@@ -260,26 +291,36 @@ fn same_image(a: &[u8; 64], b: &[u8; 64]) -> bool {
     diff == 0
 }
 
+/// The thread's first emulator. Out of line, because building 8 KiB of tile state inline would
+/// give every `configure` an 8 KiB stack frame (and its stack probes).
+#[cold]
+#[inline(never)]
+fn new_emulator() -> Box<Emulator> {
+    Box::new(Emulator::new())
+}
+
 /// Claims this thread's tile unit for one guard.
 #[inline]
-fn acquire(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
-    if GUARD_ALIVE.with(|g| g.replace(true)) {
+fn acquire(thread: &PerThread, backend: Backend) -> Result<Tiles, ConfigureError> {
+    if thread.busy.replace(true) {
         return Err(ConfigureError::Busy);
     }
     let unit = match backend {
         Backend::Hardware => match Hardware::new() {
             Ok(h) => Unit::Hardware(h),
             Err(why) => {
-                GUARD_ALIVE.with(|g| g.set(false));
+                thread.busy.set(false);
                 return Err(ConfigureError::Unavailable(why));
             }
         },
-        Backend::Emulated => Unit::Emulated(ManuallyDrop::new(take_emulator())),
+        Backend::Emulated => {
+            let emulator = thread.emulator.take().unwrap_or_else(new_emulator);
+            Unit::Emulated(ManuallyDrop::new(emulator))
+        }
     };
-    // From here on the guard's Drop clears GUARD_ALIVE, on every path.
+    // From here on the guard's Drop clears `busy`, on every path.
     Ok(Tiles {
         unit,
-        config: *config,
         _thread_bound: PhantomData,
     })
 }
@@ -292,8 +333,12 @@ pub fn release() -> Result<(), ConfigureError> {
 
 /// [`release`] on a given backend.
 pub fn release_on(backend: Backend) -> Result<(), ConfigureError> {
-    let mut tiles = acquire(backend, &TileConfig::INIT)?;
-    tiles.tilerelease();
-    count(|c| c.releases += 1);
-    Ok(())
+    THREAD
+        .try_with(|thread| {
+            let mut tiles = acquire(thread, backend)?;
+            tiles.tilerelease();
+            thread.count(|c| c.releases += 1);
+            Ok(())
+        })
+        .unwrap_or(Err(ConfigureError::ThreadExiting))
 }

@@ -85,6 +85,40 @@ fn a_config_too_big_for_the_palette_is_an_error() {
 }
 
 #[test]
+fn a_config_checked_against_a_bigger_table_is_refused_not_loaded() {
+    // A TileConfig checked against a table with 32-row tiles is valid for that table only; on
+    // this CPU's table configure refuses it (as a fault it kept from happening), loads nothing,
+    // and the thread keeps its configuration and its guard slot.
+    use amx_runtime::rules::Palette;
+    use amx_runtime::PaletteTable;
+    let big = PaletteTable::one(Palette {
+        max_rows: 32,
+        ..Palette::PALETTE_1
+    });
+    let mut bytes = *config(16, 64).as_bytes();
+    bytes[48] = 32; // t0: 32 rows
+    let tall = TileConfig::from_bytes_for(&bytes, &big).unwrap();
+    assert!(TileConfig::from_bytes(&bytes).is_err());
+    for backend in backends() {
+        std::thread::spawn(move || {
+            let a = config(16, 64);
+            drop(configure_on(backend, &a).unwrap());
+            let before = counters();
+            match configure_on(backend, &tall) {
+                Err(e) => assert!(e.to_string().contains("32 rows"), "{backend}: {e}"),
+                Ok(_) => panic!("{backend}: a 32-row tile was loaded"),
+            }
+            assert_eq!(counters().loads, before.loads, "{backend}");
+            let tiles = configure_on(backend, &a).unwrap();
+            assert_eq!(tiles.config(), a, "{backend}");
+            assert_eq!(counters().skipped - before.skipped, 1, "{backend}");
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[test]
 fn a_panic_inside_a_tile_scope_leaves_the_thread_usable() {
     for backend in backends() {
         std::thread::spawn(move || {
@@ -137,4 +171,45 @@ fn threads_see_only_their_own_configuration() {
             t.join().unwrap();
         }
     }
+}
+
+/// `configure` from the destructor of another thread-local, which may run after this library's
+/// per-thread state is torn down: an error or a working guard, never a panic (a panic there
+/// aborts the process).
+#[test]
+fn configure_while_the_thread_exits_does_not_panic() {
+    use std::sync::Mutex;
+    static OUTCOME: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    struct ConfigureOnExit;
+    impl Drop for ConfigureOnExit {
+        fn drop(&mut self) {
+            let outcome = match configure_on(Backend::Emulated, &config(16, 64)) {
+                Ok(mut tiles) => match tiles.tilezero(0) {
+                    Ok(()) => "ok".to_string(),
+                    Err(f) => f.to_string(),
+                },
+                Err(e) => {
+                    assert_eq!(e, ConfigureError::ThreadExiting);
+                    e.to_string()
+                }
+            };
+            let _ = counters();
+            OUTCOME.lock().unwrap().push(outcome);
+        }
+    }
+    thread_local! { static ON_EXIT: ConfigureOnExit = const { ConfigureOnExit }; }
+    std::thread::spawn(|| {
+        // Registered before the library's state, so on Linux it is destroyed after it.
+        ON_EXIT.with(|_| ());
+        drop(configure_on(Backend::Emulated, &config(8, 64)).unwrap());
+    })
+    .join()
+    .unwrap();
+    let outcome = OUTCOME.lock().unwrap().clone();
+    assert_eq!(outcome.len(), 1, "the destructor ran once: {outcome:?}");
+    assert!(
+        outcome[0] == "ok" || outcome[0].contains("exiting"),
+        "{outcome:?}"
+    );
+    println!("configure during thread exit: {}", outcome[0]);
 }

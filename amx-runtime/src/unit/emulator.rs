@@ -73,6 +73,12 @@ impl Emulator {
         }
     }
 
+    /// The loaded image, in place (for `configure`'s comparison, which a copy would slow).
+    #[inline]
+    pub(crate) fn config_bytes(&self) -> &[u8; 64] {
+        &self.config
+    }
+
     /// The palette table this emulator checks configurations against.
     pub fn palette_table(&self) -> &PaletteTable {
         &self.table

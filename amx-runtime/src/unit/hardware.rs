@@ -88,6 +88,7 @@ thread_local! {
     static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
 }
 
+#[inline]
 fn tracked() -> [u8; 64] {
     CONFIG.with(|c| std::array::from_fn(|i| c[i].get()))
 }
@@ -159,21 +160,11 @@ pub struct Hardware {
 impl Hardware {
     /// Detects AMX and asks the OS for permission to use tile data, or returns why AMX cannot be
     /// used here. After the first success in a process this is a load of a cached value.
+    #[inline]
     pub fn new() -> Result<Hardware, Unavailable> {
         let silicon = match SILICON.get() {
             Some(silicon) => silicon,
-            None => {
-                let caps = crate::detect::ensure_usable()?;
-                SILICON.get_or_init(|| Silicon {
-                    palettes: caps.palettes,
-                    architectural: caps.palettes == PaletteTable::ARCHITECTURAL,
-                    tmul: caps.tmul,
-                    amx_int8: caps.amx_int8,
-                    amx_bf16: caps.amx_bf16,
-                    amx_fp16: caps.amx_fp16,
-                    xsave: XsaveLayout::from_cpuid(),
-                })
-            }
+            None => Hardware::first_use()?,
         };
         Ok(Hardware {
             silicon,
@@ -181,13 +172,32 @@ impl Hardware {
         })
     }
 
+    /// Detection and the permission request, once per process (out of line: every later
+    /// `configure` takes the cached path above).
+    #[cold]
+    #[inline(never)]
+    fn first_use() -> Result<&'static Silicon, Unavailable> {
+        let caps = crate::detect::ensure_usable()?;
+        Ok(SILICON.get_or_init(|| Silicon {
+            palettes: caps.palettes,
+            architectural: caps.palettes == PaletteTable::ARCHITECTURAL,
+            tmul: caps.tmul,
+            amx_int8: caps.amx_int8,
+            amx_bf16: caps.amx_bf16,
+            amx_fp16: caps.amx_fp16,
+            xsave: XsaveLayout::from_cpuid(),
+        }))
+    }
+
     /// The palette table this CPU reports (CPUID leaf 0x1D); LDTILECFG images are checked
     /// against it.
+    #[inline]
     pub fn palette_table(&self) -> &PaletteTable {
         &self.silicon.palettes
     }
 
     /// Whether the palette table is the architectural one (for `configure`).
+    #[inline]
     pub(crate) fn palette_is_architectural(&self) -> bool {
         self.silicon.architectural
     }
