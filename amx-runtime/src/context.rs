@@ -40,15 +40,13 @@ pub struct Counters {
     pub releases: u64,
 }
 
-/// Everything `configure` needs of this thread, in one thread-local so that a skipped load costs
-/// one thread-local access rather than one per field.
+/// What `configure` needs of this thread besides the emulator, in one thread-local without a
+/// destructor: a skipped load on the silicon is then one plain thread-local access (a
+/// thread-local with a destructor checks its registration state on every access).
 struct PerThread {
     counters: Cell<Counters>,
     /// Whether a [`Tiles`] guard is alive on this thread.
     busy: Cell<bool>,
-    /// The thread's emulator, lent to the guard while it lives (allocated on first use: 8 KiB
-    /// of tile data that threads on the silicon never need).
-    emulator: Cell<Option<Box<Emulator>>>,
 }
 
 thread_local! {
@@ -56,23 +54,31 @@ thread_local! {
         PerThread {
             counters: Cell::new(Counters { loads: 0, skipped: 0, releases: 0 }),
             busy: Cell::new(false),
-            emulator: Cell::new(None),
         }
     };
+    /// The thread's emulator, lent to the guard while it lives (allocated on first use: 8 KiB
+    /// of tile data that threads on the silicon never need). Freed when the thread exits.
+    static EMULATOR: Cell<Option<Box<Emulator>>> = const { Cell::new(None) };
 }
 
-/// This thread's counters (all zero once the thread's state is being torn down).
+/// This thread's counters.
 pub fn counters() -> Counters {
-    THREAD.try_with(|t| t.counters.get()).unwrap_or_default()
+    THREAD.with(|t| t.counters.get())
 }
 
-impl PerThread {
-    #[inline]
-    fn count(&self, update: impl FnOnce(&mut Counters)) {
-        let mut v = self.counters.get();
+#[inline]
+fn count(update: impl FnOnce(&mut Counters)) {
+    THREAD.with(|t| {
+        let mut v = t.counters.get();
         update(&mut v);
-        self.counters.set(v);
-    }
+        t.counters.set(v);
+    });
+}
+
+/// Marks this thread's tile unit taken (false if it already was) or free.
+#[inline]
+fn set_busy(busy: bool) -> bool {
+    THREAD.with(|t| t.busy.replace(busy))
 }
 
 /// Why a configuration could not be put in place.
@@ -89,8 +95,8 @@ pub enum ConfigureError {
     Fault(Fault),
     /// A guard from an earlier `configure` is still alive on this thread.
     Busy,
-    /// The thread is exiting and its tile state is already torn down (a `configure` from the
-    /// destructor of another thread-local).
+    /// The thread is exiting and its emulator is already torn down (a `configure` on the
+    /// emulator from the destructor of another thread-local).
     ThreadExiting,
 }
 
@@ -205,20 +211,14 @@ impl Drop for Tiles {
     fn drop(&mut self) {
         // Runs on unwinding too: the thread's state stays tracked (each instruction updates the
         // tracked copy only when it completes) and the next configure works.
-        let emulator = match &mut self.unit {
+        if let Unit::Emulated(e) = &mut self.unit {
             // SAFETY: `self.unit` is never used again: this is the guard's drop.
-            Unit::Emulated(e) => Some(unsafe { ManuallyDrop::take(e) }),
-            Unit::Hardware(_) => None,
-        };
-        // A guard exists only while THREAD does (it was made inside `THREAD.with`, and THREAD
-        // outlives any guard that is dropped before the thread's locals are torn down); if it is
-        // already gone, the emulator is simply freed.
-        let _ = THREAD.try_with(|t| {
-            if emulator.is_some() {
-                t.emulator.set(emulator);
-            }
-            t.busy.set(false);
-        });
+            let e = unsafe { ManuallyDrop::take(e) };
+            // Once the thread's emulator slot is torn down (a guard dropped by another
+            // thread-local's destructor) the emulator is simply freed.
+            let _ = EMULATOR.try_with(move |slot| slot.set(Some(e)));
+        }
+        set_busy(false);
     }
 }
 
@@ -248,35 +248,31 @@ pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
 /// [`configure`] on a given backend rather than the process's.
 #[inline]
 pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
-    THREAD
-        .try_with(|thread| {
-            let mut tiles = acquire(thread, backend)?;
-            // Every TileConfig already passed the architectural table's rules when it was
-            // built; only a CPU with another table needs the check again.
-            let (architectural, table) = match &tiles.unit {
-                Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
-                Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
-            };
-            if !architectural {
-                config
-                    .check_against(table)
-                    .map_err(ConfigureError::Config)?;
-            }
-            let loaded = match &tiles.unit {
-                Unit::Hardware(h) => same_image(&h.loaded_config(), config.as_bytes()),
-                Unit::Emulated(e) => same_image(e.config_bytes(), config.as_bytes()),
-            };
-            if loaded {
-                thread.count(|c| c.skipped += 1);
-            } else {
-                tiles
-                    .ldtilecfg(config.as_bytes())
-                    .map_err(ConfigureError::Fault)?;
-                thread.count(|c| c.loads += 1);
-            }
-            Ok(tiles)
-        })
-        .unwrap_or_else(|_| Err(ConfigureError::ThreadExiting))
+    let mut tiles = acquire(backend)?;
+    // Every TileConfig already passed the architectural table's rules when it was built; only
+    // a CPU with another table needs the check again.
+    let (architectural, table) = match &tiles.unit {
+        Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
+        Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
+    };
+    if !architectural {
+        config
+            .check_against(table)
+            .map_err(ConfigureError::Config)?;
+    }
+    let loaded = match &tiles.unit {
+        Unit::Hardware(h) => same_image(&h.loaded_config(), config.as_bytes()),
+        Unit::Emulated(e) => same_image(e.config_bytes(), config.as_bytes()),
+    };
+    if loaded {
+        count(|c| c.skipped += 1);
+    } else {
+        tiles
+            .ldtilecfg(config.as_bytes())
+            .map_err(ConfigureError::Fault)?;
+        count(|c| c.loads += 1);
+    }
+    Ok(tiles)
 }
 
 /// Whether two images are equal, as eight 64-bit words folded into one (`==` on the arrays
@@ -301,22 +297,25 @@ fn new_emulator() -> Box<Emulator> {
 
 /// Claims this thread's tile unit for one guard.
 #[inline]
-fn acquire(thread: &PerThread, backend: Backend) -> Result<Tiles, ConfigureError> {
-    if thread.busy.replace(true) {
+fn acquire(backend: Backend) -> Result<Tiles, ConfigureError> {
+    if set_busy(true) {
         return Err(ConfigureError::Busy);
     }
     let unit = match backend {
         Backend::Hardware => match Hardware::new() {
             Ok(h) => Unit::Hardware(h),
             Err(why) => {
-                thread.busy.set(false);
+                set_busy(false);
                 return Err(ConfigureError::Unavailable(why));
             }
         },
-        Backend::Emulated => {
-            let emulator = thread.emulator.take().unwrap_or_else(new_emulator);
-            Unit::Emulated(ManuallyDrop::new(emulator))
-        }
+        Backend::Emulated => match EMULATOR.try_with(Cell::take) {
+            Ok(lent) => Unit::Emulated(ManuallyDrop::new(lent.unwrap_or_else(new_emulator))),
+            Err(_) => {
+                set_busy(false);
+                return Err(ConfigureError::ThreadExiting);
+            }
+        },
     };
     // From here on the guard's Drop clears `busy`, on every path.
     Ok(Tiles {
@@ -333,12 +332,8 @@ pub fn release() -> Result<(), ConfigureError> {
 
 /// [`release`] on a given backend.
 pub fn release_on(backend: Backend) -> Result<(), ConfigureError> {
-    THREAD
-        .try_with(|thread| {
-            let mut tiles = acquire(thread, backend)?;
-            tiles.tilerelease();
-            thread.count(|c| c.releases += 1);
-            Ok(())
-        })
-        .unwrap_or(Err(ConfigureError::ThreadExiting))
+    let mut tiles = acquire(backend)?;
+    tiles.tilerelease();
+    count(|c| c.releases += 1);
+    Ok(())
 }
