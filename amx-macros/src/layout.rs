@@ -30,32 +30,32 @@ struct Named<'a> {
 const DOTS: [(DotKind, &str, [ElemType; 3]); 6] = [
     (
         DotKind::Tdpbssd,
-        "Tdpbssd",
+        "TDPBSSD",
         [ElemType::I32, ElemType::I8, ElemType::I8],
     ),
     (
         DotKind::Tdpbsud,
-        "Tdpbsud",
+        "TDPBSUD",
         [ElemType::I32, ElemType::I8, ElemType::U8],
     ),
     (
         DotKind::Tdpbusd,
-        "Tdpbusd",
+        "TDPBUSD",
         [ElemType::I32, ElemType::U8, ElemType::I8],
     ),
     (
         DotKind::Tdpbuud,
-        "Tdpbuud",
+        "TDPBUUD",
         [ElemType::I32, ElemType::U8, ElemType::U8],
     ),
     (
         DotKind::Tdpbf16ps,
-        "Tdpbf16ps",
+        "TDPBF16PS",
         [ElemType::F32, ElemType::Bf16, ElemType::Bf16],
     ),
     (
         DotKind::Tdpfp16ps,
-        "Tdpfp16ps",
+        "TDPFP16PS",
         [ElemType::F32, ElemType::F16, ElemType::F16],
     ),
 ];
@@ -210,8 +210,8 @@ fn elem_type(elem: Option<ElemType>) -> TokenStream {
         Some(ElemType::U8) => quote!(u8),
         Some(ElemType::I32) => quote!(i32),
         Some(ElemType::F32) => quote!(f32),
-        Some(ElemType::Bf16) => quote!(::amx_runtime::typed::Bf16),
-        Some(ElemType::F16) => quote!(::amx_runtime::typed::F16),
+        Some(ElemType::Bf16) => quote!(::amx_runtime::typed::BF16),
+        Some(ElemType::F16) => quote!(::amx_runtime::typed::FP16),
     }
 }
 

@@ -66,12 +66,13 @@ pub trait Element: 'static {
     type Scalar: Copy;
 }
 
-/// bfloat16 elements, held in memory as their `u16` bit patterns.
+/// bfloat16 elements, held in memory as their `u16` bit patterns. (Spelled as in AMX-BF16, a
+/// name no other type here has, so compiler errors print it without a path.)
 #[derive(Clone, Copy, Debug)]
-pub enum Bf16 {}
-/// IEEE binary16 elements, held in memory as their `u16` bit patterns.
+pub enum BF16 {}
+/// IEEE binary16 elements, held in memory as their `u16` bit patterns (spelled as in AMX-FP16).
 #[derive(Clone, Copy, Debug)]
-pub enum F16 {}
+pub enum FP16 {}
 /// A tile declared without an element type: raw bytes, usable in any operand role that fits.
 #[derive(Clone, Copy, Debug)]
 pub enum Bytes {}
@@ -90,8 +91,8 @@ element! {
     u8 => Some(ElemType::U8), u8;
     i32 => Some(ElemType::I32), i32;
     f32 => Some(ElemType::F32), f32;
-    Bf16 => Some(ElemType::Bf16), u16;
-    F16 => Some(ElemType::F16), u16;
+    BF16 => Some(ElemType::Bf16), u16;
+    FP16 => Some(ElemType::F16), u16;
     Bytes => None, u8;
 }
 
@@ -184,26 +185,28 @@ impl<N: TileName, const T: u8, const ROWS: u8, const COLSB: u16, E: Element> Han
     const COLSB: u16 = COLSB;
 }
 
-/// Marker types naming the dot-product instructions in [`Dot`].
+/// Marker types naming the dot-product instructions in [`Dot`]. Spelled as the mnemonic, a name
+/// nothing else uses, so compiler errors print `TDPBSSD` rather than a full path.
+#[allow(non_camel_case_types)] // named as the instruction, which is what an error should print
 pub mod op {
     /// TDPBSSD: i8 x i8 -> i32.
     #[derive(Debug)]
-    pub enum Tdpbssd {}
+    pub enum TDPBSSD {}
     /// TDPBSUD: i8 x u8 -> i32.
     #[derive(Debug)]
-    pub enum Tdpbsud {}
+    pub enum TDPBSUD {}
     /// TDPBUSD: u8 x i8 -> i32.
     #[derive(Debug)]
-    pub enum Tdpbusd {}
+    pub enum TDPBUSD {}
     /// TDPBUUD: u8 x u8 -> i32.
     #[derive(Debug)]
-    pub enum Tdpbuud {}
+    pub enum TDPBUUD {}
     /// TDPBF16PS: bf16 x bf16 -> f32.
     #[derive(Debug)]
-    pub enum Tdpbf16ps {}
+    pub enum TDPBF16PS {}
     /// TDPFP16PS: f16 x f16 -> f32.
     #[derive(Debug)]
-    pub enum Tdpfp16ps {}
+    pub enum TDPFP16PS {}
 }
 
 /// `Self` (C) may accumulate `A x B` with instruction `Op` in layout `L`. Implemented by the
@@ -377,7 +380,7 @@ impl<L: Layout> TypedTiles<L> {
 }
 
 macro_rules! typed_dot {
-    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+    ($($(#[$doc:meta])* $name:ident => $kind:ident, $op:ident;)*) => {
         impl<L: Layout> TypedTiles<L> {
             $(
                 $(#[$doc])*
@@ -393,7 +396,7 @@ macro_rules! typed_dot {
                         // SAFETY: the `Dot` impl exists only for operands that the macro
                         // checked against L::CONFIG, which this guard holds loaded.
                         Some(hw) => Self::proven(unsafe {
-                            hw.dot_unchecked(DotKind::$op, ops.0, ops.1, ops.2)
+                            hw.dot_unchecked(DotKind::$kind, ops.0, ops.1, ops.2)
                         }),
                         None => Self::proven(self.tiles.$name(ops.0, ops.1, ops.2)),
                     }
@@ -405,15 +408,15 @@ macro_rules! typed_dot {
 
 typed_dot! {
     /// TDPBSSD: `c += a x b`, i8 x i8 into i32.
-    tdpbssd => Tdpbssd;
+    tdpbssd => Tdpbssd, TDPBSSD;
     /// TDPBSUD: `c += a x b`, i8 x u8 into i32.
-    tdpbsud => Tdpbsud;
+    tdpbsud => Tdpbsud, TDPBSUD;
     /// TDPBUSD: `c += a x b`, u8 x i8 into i32.
-    tdpbusd => Tdpbusd;
+    tdpbusd => Tdpbusd, TDPBUSD;
     /// TDPBUUD: `c += a x b`, u8 x u8 into i32.
-    tdpbuud => Tdpbuud;
+    tdpbuud => Tdpbuud, TDPBUUD;
     /// TDPBF16PS: `c += a x b`, bf16 x bf16 into f32.
-    tdpbf16ps => Tdpbf16ps;
+    tdpbf16ps => Tdpbf16ps, TDPBF16PS;
 }
 
 impl<L: Layout> TypedTiles<L> {
@@ -422,7 +425,7 @@ impl<L: Layout> TypedTiles<L> {
     /// [`Hardware`](crate::Hardware)).
     pub fn tdpfp16ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
     where
-        C: Handle<Layout = L> + Dot<L, op::Tdpfp16ps, A, B>,
+        C: Handle<Layout = L> + Dot<L, op::TDPFP16PS, A, B>,
         A: Handle<Layout = L>,
         B: Handle<Layout = L>,
     {
