@@ -25,6 +25,12 @@ impl Event {
             .with("method", self.method.clone())
             .with("ns", self.ns.map(|s| s.json()))
             .with("reference", self.reference)
+            .with("reference_check", crate::verdict_json(self.verdict()))
+    }
+
+    /// How the median compares with the reference figure, where there is one.
+    pub fn verdict(&self) -> Option<crate::reference::Verdict> {
+        crate::reference::check(self.reference, None, self.ns.map(|s| s.median))
     }
 }
 

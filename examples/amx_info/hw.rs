@@ -49,6 +49,15 @@ pub struct Row {
     pub reference: &'static str,
 }
 
+impl Row {
+    /// How the reciprocal throughput (or, without one, the latency) compares with the
+    /// reference figure, where there is one. `tsc_ghz` converts TSC ticks to ns.
+    pub fn verdict(&self, tsc_ghz: f64) -> Option<crate::reference::Verdict> {
+        let tsc = self.throughput.or(self.latency).map(|s| s.median);
+        crate::reference::check(self.reference, tsc, tsc.map(|t| t / tsc_ghz))
+    }
+}
+
 /// Whether TDPFP16PS executes here.
 pub enum Fp16 {
     /// CPUID reports AMX-FP16.
