@@ -129,3 +129,108 @@ fn typed_loads_check_bounds() {
     let mut out = vec![0i32; 16 * 16];
     assert!(tiles.store(Int8Block::c, &mut out, usize::MAX).is_err());
 }
+
+tilecfg! {
+    /// Two rows of 32 bytes: small enough that a taller configuration loaded behind the guard
+    /// would store far past a buffer sized for it.
+    struct Small;
+    palette 1;
+    t0 as c: 2x8 i32;
+    t4 as a: 2x16 i8;
+    t6 as b: 4x32 i8;
+}
+
+/// Every backend usable here (the typed path differs: unchecked instructions on the silicon).
+fn backends() -> Vec<amx_runtime::Backend> {
+    let mut out = vec![amx_runtime::Backend::Emulated];
+    match amx_runtime::Hardware::new() {
+        Ok(_) => out.push(amx_runtime::Backend::Hardware),
+        Err(why) => eprintln!("hardware backend skipped: {why}"),
+    }
+    out
+}
+
+/// Runs `f` on a fresh thread (a panic there leaves this test's thread and its guard slot
+/// alone) and returns whether it panicked, with the message.
+fn panics(f: impl FnOnce() + Send + 'static) -> Option<String> {
+    let out = std::thread::spawn(f).join().err()?;
+    Some(
+        out.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| out.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_configuration_changed_behind_typed_tiles_stops_them_before_memory_is_touched() {
+    static TALL: amx_runtime::TileConfig = tilecfg! { palette 1; t0: 16x64 };
+    for backend in backends() {
+        let msg = panics(move || {
+            let mut tiles = amx_runtime::configure_typed_on::<Small>(backend).unwrap();
+            tiles.untyped().ldtilecfg(TALL.as_bytes()).unwrap();
+            // 2 rows of 8 i32 at stride 8 fit these 16 i32; with TALL loaded an unchecked
+            // TILESTORED would write 16 rows of 64 bytes from here.
+            let mut buf = vec![0x5555_5555i32; 16 + 256];
+            let (dst, rest) = buf.split_at_mut(16);
+            let _ = tiles.store(Small::c, dst, 8);
+            assert!(
+                rest.iter().all(|&x| x == 0x5555_5555),
+                "wrote past the slice"
+            );
+        })
+        .unwrap_or_else(|| panic!("{backend}: the typed store ran on a foreign configuration"));
+        assert!(msg.contains("changed behind its guard"), "{backend}: {msg}");
+    }
+}
+
+#[test]
+fn typed_tiles_refuse_to_run_on_released_tiles() {
+    for backend in backends() {
+        let msg = panics(move || {
+            let mut tiles = amx_runtime::configure_typed_on::<Small>(backend).unwrap();
+            tiles.untyped().tilerelease();
+            tiles.zero(Small::c);
+        })
+        .unwrap_or_else(|| panic!("{backend}: TILEZERO ran on released tiles"));
+        assert!(msg.contains("Small"), "{backend}: {msg}");
+    }
+}
+
+#[test]
+fn reloading_the_same_configuration_behind_typed_tiles_is_accepted() {
+    for backend in backends() {
+        let mut tiles = amx_runtime::configure_typed_on::<Small>(backend).unwrap();
+        let config = *<Small as amx_runtime::typed::Layout>::CONFIG.as_bytes();
+        tiles.untyped().ldtilecfg(&config).unwrap();
+        let a: Vec<i8> = (0..32).collect();
+        let b = vec![1i8; 4 * 32];
+        tiles.zero(Small::c);
+        tiles.load(Small::a, &a, 16).unwrap();
+        tiles.load(Small::b, &b, 32).unwrap();
+        tiles.tdpbssd(Small::c, Small::a, Small::b);
+        let mut c = vec![0i32; 16];
+        tiles.store(Small::c, &mut c, 8).unwrap();
+        // B is all ones, so every column of C's row r sums A's row r (16 bytes).
+        let row = |r: i32| (0..16).map(|i| r * 16 + i).sum::<i32>();
+        assert_eq!(c[..8], [row(0); 8], "{backend}");
+        assert_eq!(c[8..], [row(1); 8], "{backend}");
+    }
+}
+
+#[test]
+fn another_hardware_handle_changing_the_configuration_is_noticed() {
+    use amx_runtime::Hardware;
+    let Ok(_) = Hardware::new() else {
+        println!("skipping another_hardware_handle_changing_the_configuration_is_noticed: the silicon is not usable here");
+        return;
+    };
+    let msg = panics(|| {
+        let mut tiles =
+            amx_runtime::configure_typed_on::<Small>(amx_runtime::Backend::Hardware).unwrap();
+        Hardware::new().unwrap().tilerelease();
+        tiles.zero(Small::c); // unchecked TILEZERO here would be SIGILL
+    })
+    .expect("TILEZERO ran after another handle released the tiles");
+    assert!(msg.contains("changed behind its guard"), "{msg}");
+}

@@ -16,6 +16,13 @@
 //!   every tile before it reads it.
 //! - **One guard per thread.** A second `configure` while a guard is alive on the same thread is
 //!   [`ConfigureError::Busy`], because it would change the tiles under the first guard.
+//! - **Signal handlers.** The safe API is not async-signal-safe. Linux runs a handler with the
+//!   tiles unconfigured and restores the interrupted thread's tile state when the handler
+//!   returns, neither of which the tracking sees: inside a handler use only the raw
+//!   [`intrinsics`](crate::intrinsics), and after leaving a handler any other way than by
+//!   returning (`siglongjmp`, or resuming somewhere other than a faulting tile load or store,
+//!   which leaves start_row at the faulting row) call [`Hardware::resync`] before the next
+//!   safe call.
 
 use std::cell::Cell;
 use std::fmt;
@@ -166,6 +173,15 @@ impl Tiles {
         match &mut self.unit {
             Unit::Hardware(h) => Some(h),
             Unit::Emulated(_) => None,
+        }
+    }
+
+    /// The backend's configuration epoch: changes whenever the configuration may have.
+    #[inline]
+    pub(crate) fn config_epoch(&self) -> u64 {
+        match &self.unit {
+            Unit::Hardware(h) => h.config_epoch(),
+            Unit::Emulated(e) => e.config_epoch(),
         }
     }
 

@@ -50,7 +50,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use amx_tilecfg::{DotKind, ElemType};
+use amx_tilecfg::{image, DotKind, ElemType};
 
 use crate::backend::Backend;
 use crate::config::TileConfig;
@@ -233,8 +233,19 @@ pub struct Decoy2<X>(PhantomData<X>);
 /// The tiles of layout `L`, configured on this thread: the typed operations. Not `Send`.
 ///
 /// Created by [`configure_typed`] or the `configure()` the macro gives each layout type.
+///
+/// # Panics
+///
+/// The typed operations run without checks because `L::CONFIG` is loaded. Code that changes the
+/// configuration behind the guard (`untyped().ldtilecfg(..)`, `untyped().tilerelease()`, another
+/// [`Hardware`](crate::Hardware) handle on this thread, raw intrinsics followed by `resync`)
+/// breaks that premise: the next typed operation then checks whether the loaded configuration
+/// is still `L::CONFIG` and, when it is not, panics rather than run an instruction that could
+/// fault or touch memory outside the buffers it was given. Configure again instead.
 pub struct TypedTiles<L: Layout> {
     tiles: Tiles,
+    /// The configuration epoch when `L::CONFIG` was last seen loaded.
+    epoch: u64,
     _layout: PhantomData<L>,
 }
 
@@ -246,18 +257,12 @@ impl<L: Layout> fmt::Debug for TypedTiles<L> {
 
 /// Configures layout `L` on this thread (see [`configure`]) and returns its typed tiles.
 pub fn configure_typed<L: Layout>() -> Result<TypedTiles<L>, ConfigureError> {
-    Ok(TypedTiles {
-        tiles: configure(&L::CONFIG)?,
-        _layout: PhantomData,
-    })
+    Ok(TypedTiles::new(configure(&L::CONFIG)?))
 }
 
 /// [`configure_typed`] on a given backend rather than the process's.
 pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, ConfigureError> {
-    Ok(TypedTiles {
-        tiles: configure_on(backend, &L::CONFIG)?,
-        _layout: PhantomData,
-    })
+    Ok(TypedTiles::new(configure_on(backend, &L::CONFIG)?))
 }
 
 /// The byte stride of a load or store of handle `H` with a stride of `stride` elements, once
@@ -281,12 +286,57 @@ fn byte_stride<H: Handle>(stride: usize, bytes: usize) -> Result<isize, Fault> {
 }
 
 impl<L: Layout> TypedTiles<L> {
-    /// The untyped guard underneath (every instruction, checked at run time).
+    /// Wraps a guard that has just put `L::CONFIG` in place.
+    fn new(tiles: Tiles) -> TypedTiles<L> {
+        TypedTiles {
+            epoch: tiles.config_epoch(),
+            tiles,
+            _layout: PhantomData,
+        }
+    }
+
+    /// The untyped guard underneath (every instruction, checked at run time). Changing the
+    /// configuration through it makes the typed operations panic (see [`TypedTiles`]).
     pub fn untyped(&mut self) -> &mut Tiles {
         &mut self.tiles
     }
 
-    /// The result of an instruction whose every #UD condition the types have ruled out.
+    /// Makes sure `L::CONFIG` is still loaded, the premise of every unchecked instruction: one
+    /// comparison while nothing changed the configuration (the common case, inlined).
+    #[inline(always)]
+    fn ensure_loaded(&mut self) {
+        if self.tiles.config_epoch() != self.epoch {
+            self.recheck();
+        }
+    }
+
+    /// The configuration changed since this guard last saw it: accept it only if it is still
+    /// `L::CONFIG` (start_row 0 or the layout's own), else panic.
+    #[cold]
+    #[inline(never)]
+    fn recheck(&mut self) {
+        let loaded = self.tiles.loaded_config();
+        let expected = L::CONFIG.as_bytes();
+        let start = loaded[image::START_ROW];
+        let same = loaded
+            .iter()
+            .zip(expected)
+            .enumerate()
+            .all(|(i, (x, y))| i == image::START_ROW || x == y);
+        if same && (start == 0 || start == expected[image::START_ROW]) {
+            self.epoch = self.tiles.config_epoch();
+            return;
+        }
+        panic!(
+            "typed tiles: the configuration of layout `{}` was changed behind its guard (through \
+             untyped(), another Hardware handle, or raw intrinsics and resync); configure it \
+             again before running typed instructions",
+            std::any::type_name::<L>()
+        );
+    }
+
+    /// The result of an instruction whose every #UD condition the types have ruled out (with
+    /// `L::CONFIG` loaded, which `ensure_loaded` checked).
     fn proven(result: Result<(), Fault>) {
         debug_assert!(result.is_ok(), "typed tile operation faulted: {result:?}");
     }
@@ -294,9 +344,10 @@ impl<L: Layout> TypedTiles<L> {
     /// TILEZERO.
     pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
         let _ = tile;
+        self.ensure_loaded();
         match self.tiles.hardware_mut() {
-            // SAFETY: L::CONFIG is loaded on this thread (this guard holds it) and the handle's
-            // type proves tile T::INDEX is used in it.
+            // SAFETY: ensure_loaded just confirmed L::CONFIG is loaded on this thread, and the
+            // handle's type proves tile T::INDEX is used in it.
             Some(hw) => unsafe { hw.tilezero_unchecked(T::INDEX) },
             None => Self::proven(self.tiles.tilezero(T::INDEX)),
         }
@@ -342,9 +393,12 @@ impl<L: Layout> TypedTiles<L> {
         stride: isize,
     ) {
         let _ = tile;
+        self.ensure_loaded();
         match self.tiles.hardware_mut() {
-            // SAFETY: L::CONFIG is loaded and its tile T::INDEX is used with colsb % 4 == 0 and
-            // start_row below its rows (the macro checked both); the caller vouches for memory.
+            // SAFETY: ensure_loaded confirmed L::CONFIG is loaded (start_row 0 or the layout's
+            // own), and its tile T::INDEX is used with colsb % 4 == 0 and start_row below its
+            // rows (the macro checked both), so the tile has the handle's shape; the caller
+            // vouches for memory.
             Some(hw) => unsafe { hw.tileloadd_unchecked(T::INDEX, src, stride) },
             // SAFETY: forwarded from this function's contract.
             None => Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride) }),
@@ -363,6 +417,7 @@ impl<L: Layout> TypedTiles<L> {
         stride: isize,
     ) {
         let _ = tile;
+        self.ensure_loaded();
         match self.tiles.hardware_mut() {
             // SAFETY: as in `load_ptr`; the caller vouches that the rows are writable.
             Some(hw) => unsafe { hw.tilestored_unchecked(T::INDEX, dst, stride) },
@@ -391,10 +446,12 @@ macro_rules! typed_dot {
                     B: Handle<Layout = L>,
                 {
                     let _ = (c, a, b);
+                    self.ensure_loaded();
                     let ops = (C::INDEX, A::INDEX, B::INDEX);
                     match self.tiles.hardware_mut() {
-                        // SAFETY: the `Dot` impl exists only for operands that the macro
-                        // checked against L::CONFIG, which this guard holds loaded.
+                        // SAFETY: ensure_loaded confirmed L::CONFIG is loaded, and the `Dot`
+                        // impl exists only for operands that the macro checked against it
+                        // under the architectural TMUL limits (dot_unchecked's contract).
                         Some(hw) => Self::proven(unsafe {
                             hw.dot_unchecked(DotKind::$kind, ops.0, ops.1, ops.2)
                         }),
@@ -430,6 +487,7 @@ impl<L: Layout> TypedTiles<L> {
         B: Handle<Layout = L>,
     {
         let _ = (c, a, b);
+        self.ensure_loaded();
         match self.tiles.hardware_mut() {
             // SAFETY: as for the other dot products; the CPU feature is still checked.
             Some(hw) => unsafe {

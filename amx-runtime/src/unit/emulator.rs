@@ -34,6 +34,8 @@ pub struct Emulator {
     limits: TmulLimits,
     /// The loaded image as STTILECFG writes it; all zero when unconfigured (palette 0).
     config: [u8; 64],
+    /// Counts configuration changes (LDTILECFG, TILERELEASE), for the typed path.
+    epoch: u64,
     tiles: [[u8; TILE_BYTES]; TILES],
 }
 
@@ -69,8 +71,16 @@ impl Emulator {
             architectural: table == PaletteTable::ARCHITECTURAL,
             limits,
             config: [0; 64],
+            epoch: 0,
             tiles: [[0; TILE_BYTES]; TILES],
         }
+    }
+
+    /// A number that changes with every LDTILECFG and TILERELEASE (see
+    /// `Hardware::config_epoch`).
+    #[inline]
+    pub(crate) fn config_epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The loaded image, in place (for `configure`'s comparison, which a copy would slow).
@@ -244,6 +254,7 @@ impl TileUnit for Emulator {
         check::ldtilecfg(image, &self.table)?;
         // The image passed the reserved-byte checks, so it is exactly what STTILECFG writes.
         self.config = *image;
+        self.epoch = self.epoch.wrapping_add(1);
         self.tiles = [[0; TILE_BYTES]; TILES];
         Ok(())
     }
@@ -254,6 +265,7 @@ impl TileUnit for Emulator {
 
     fn tilerelease(&mut self) {
         self.config = [0; 64];
+        self.epoch = self.epoch.wrapping_add(1);
         self.tiles = [[0; TILE_BYTES]; TILES];
     }
 

@@ -24,6 +24,9 @@ struct Silicon {
     architectural: bool,
     /// CPUID leaf 0x1E.
     tmul: TmulLimits,
+    /// Whether the TMUL limits admit every dot product the architectural limits admit (the
+    /// limits the `tilecfg!` macro proves typed operands against).
+    tmul_architectural: bool,
     /// CPUID.(7,0):EDX\[25\].
     amx_int8: bool,
     /// CPUID.(7,0):EDX\[22\].
@@ -86,6 +89,15 @@ thread_local! {
     static CONFIG: [Cell<u8>; 64] = const { [const { Cell::new(0) }; 64] };
     /// Whether this thread vouched that its cores execute TDPFP16PS.
     static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
+    /// Counts this thread's configuration changes (LDTILECFG, TILERELEASE, resync) through any
+    /// `Hardware` handle, so typed tiles notice a configuration changed behind them.
+    static EPOCH: Cell<u64> = const { Cell::new(0) };
+}
+
+/// This thread's configuration epoch (see [`Hardware::config_epoch`]).
+#[inline]
+fn epoch() -> u64 {
+    EPOCH.with(Cell::get)
 }
 
 #[inline]
@@ -94,6 +106,7 @@ fn tracked() -> [u8; 64] {
 }
 
 fn set_tracked(config: [u8; 64]) {
+    EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
     CONFIG.with(|c| {
         for (cell, byte) in c.iter().zip(config) {
             cell.set(byte);
@@ -181,6 +194,8 @@ impl Hardware {
         Ok(SILICON.get_or_init(|| Silicon {
             palettes: caps.palettes,
             architectural: caps.palettes == PaletteTable::ARCHITECTURAL,
+            tmul_architectural: caps.tmul.maxk >= TmulLimits::ARCHITECTURAL.maxk
+                && caps.tmul.maxn >= TmulLimits::ARCHITECTURAL.maxn,
             tmul: caps.tmul,
             amx_int8: caps.amx_int8,
             amx_bf16: caps.amx_bf16,
@@ -194,6 +209,14 @@ impl Hardware {
     #[inline]
     pub fn palette_table(&self) -> &PaletteTable {
         &self.silicon.palettes
+    }
+
+    /// A number that changes whenever this thread's configuration may have changed (every
+    /// LDTILECFG, TILERELEASE and resync through any handle). The typed path compares it with
+    /// the value it saw when it configured, before it runs an instruction unchecked.
+    #[inline]
+    pub(crate) fn config_epoch(&self) -> u64 {
+        epoch()
     }
 
     /// Whether the palette table is the architectural one (for `configure`).
@@ -269,7 +292,9 @@ impl Hardware {
     /// one predictable branch on a cached flag).
     ///
     /// # Safety
-    /// The loaded configuration makes `kind` legal on tiles `c`, `a`, `b`.
+    /// The loaded configuration makes `kind` legal on tiles `c`, `a`, `b` under the
+    /// architectural TMUL limits (K <= 16, N <= 64 bytes). A CPU reporting smaller limits gets
+    /// the checked instruction instead.
     pub(crate) unsafe fn dot_unchecked(
         &mut self,
         kind: DotKind,
@@ -277,9 +302,13 @@ impl Hardware {
         a: u8,
         b: u8,
     ) -> Result<(), Fault> {
+        if !self.silicon.tmul_architectural {
+            return self.dot(kind, c, a, b);
+        }
         self.feature(kind)?;
-        // SAFETY: the CPU implements the instruction (checked above) and the caller guarantees
-        // the operands fit the loaded configuration.
+        // SAFETY: the CPU implements the instruction (checked above), its TMUL limits admit
+        // whatever the architectural ones admit (checked above), and the caller guarantees the
+        // operands fit the loaded configuration under those.
         unsafe { asm::dot_dyn(kind, c, a, b) };
         clear_start_row();
         Ok(())
