@@ -972,3 +972,31 @@ fn probe_machinery_reports_signals() {
     });
     assert_eq!(gp, SEGV);
 }
+
+/// `tile_data` (XSAVE of the tile state) on a fresh thread that has loaded a configuration but
+/// never touched tile data: the OS has not yet given the thread tile-data state (XFD still
+/// armed), XSAVE must not trap, and the tiles read as zeros (X1: tile data INIT after LDTILECFG).
+#[test]
+fn tile_data_on_a_fresh_thread_reads_zeros() {
+    if hardware("tile_data_on_a_fresh_thread_reads_zeros").is_none() {
+        return;
+    }
+    std::thread::spawn(|| {
+        let mut hw = Hardware::new().unwrap();
+        hw.ldtilecfg(&full()).unwrap();
+        for t in 0..8 {
+            match hw.tile_data(t) {
+                Ok(data) => assert!(data.iter().all(|&b| b == 0), "tile {t} is not zero"),
+                // An OS that does not describe the tile state to XSAVE is reported, not faulted.
+                Err(Fault::InvalidOpcode(why)) => {
+                    println!("tile_data unavailable on this OS: {why}");
+                    return;
+                }
+                Err(other) => panic!("tile {t}: {other}"),
+            }
+        }
+        hw.tilerelease();
+    })
+    .join()
+    .unwrap();
+}
