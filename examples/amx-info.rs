@@ -45,7 +45,7 @@ mod caps;
 mod clock;
 #[path = "amx_info/emu.rs"]
 mod emu;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[path = "amx_info/hw.rs"]
 mod hw;
 #[path = "amx_info/json.rs"]
@@ -199,7 +199,7 @@ impl Clocks {
 
 /// The hardware section: measured, or why not.
 enum Hardware {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     Measured(Box<hw::HwReport>),
     Skipped(String),
 }
@@ -209,7 +209,7 @@ impl Hardware {
         if let Some(why) = &info.unavailable {
             return Hardware::Skipped(format!("AMX is not usable here: {why}"));
         }
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         {
             let Some(tsc_ghz) = clocks.tsc_ghz() else {
                 return Hardware::Skipped("the TSC frequency could not be measured".into());
@@ -219,26 +219,29 @@ impl Hardware {
                 Err(e) => Hardware::Skipped(e),
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
         {
             let _ = (opts, clocks);
-            Hardware::Skipped("AMX exists only on x86-64".into())
+            Hardware::Skipped("AMX tile data is usable only on x86-64 Linux".into())
         }
     }
 
     fn json(&self, clocks: &Clocks) -> Json {
         match self {
-            Hardware::Skipped(why) => Json::obj()
-                .with("measured", false)
-                .with("reason", why.clone()),
-            #[cfg(target_arch = "x86_64")]
+            Hardware::Skipped(why) => {
+                let _ = clocks;
+                Json::obj()
+                    .with("measured", false)
+                    .with("reason", why.clone())
+            }
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
             Hardware::Measured(r) => hw_json(r, clocks),
         }
     }
 }
 
 /// TSC ticks per core cycle at the AMX clock, and how it was estimated.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn amx_ratio(r: &hw::HwReport, clocks: &Clocks) -> (Option<f64>, String) {
     if let Some(s) = r.clock.interleaved {
         return (
@@ -261,7 +264,7 @@ fn amx_ratio(r: &hw::HwReport, clocks: &Clocks) -> (Option<f64>, String) {
     )
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn hw_json(r: &hw::HwReport, clocks: &Clocks) -> Json {
     let tsc_ghz = clocks.tsc_ghz().unwrap_or(f64::NAN);
     let (ratio, how) = amx_ratio(r, clocks);
@@ -400,7 +403,7 @@ fn verdict_json(v: Option<reference::Verdict>) -> Json {
 }
 
 /// One line: how many of the silicon's reference figures this run agrees with, and which not.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn reference_summary(r: &hw::HwReport, tsc_ghz: f64) -> String {
     let rows = r.rows.iter().filter_map(|row| {
         let v = row.verdict(tsc_ghz)?;
@@ -506,7 +509,7 @@ fn human(
             out += "Silicon: cost per instruction on this CPU\n";
             out += &format!("  skipped: {}\n\n", wrap(why, 76).replace('\n', "\n  "));
         }
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         Hardware::Measured(r) => out += &hw_human(r, clocks),
     }
 
@@ -551,7 +554,7 @@ fn human(
     out
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn hw_human(r: &hw::HwReport, clocks: &Clocks) -> String {
     let tsc_ghz = clocks.tsc_ghz().unwrap_or(f64::NAN);
     let (ratio, how) = amx_ratio(r, clocks);

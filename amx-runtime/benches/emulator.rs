@@ -8,6 +8,7 @@
 //! multiply-adds (512 FMAs of 16 lanes).
 
 use std::hint::black_box;
+#[cfg(target_arch = "x86_64")]
 use std::time::Instant;
 
 use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
@@ -54,6 +55,7 @@ fn bench(c: &mut Criterion) {
 }
 
 /// Nanoseconds per call of `f`, best of several timed batches.
+#[cfg(target_arch = "x86_64")]
 fn ns_per(mut f: impl FnMut(), calls: u32) -> f64 {
     (0..7)
         .map(|_| {

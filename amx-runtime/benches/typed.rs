@@ -129,6 +129,7 @@ fn raw_kernel(p: &Panels, c: &mut [i32]) {
     drop(guard);
 }
 
+#[cfg(target_arch = "x86_64")]
 fn hardware() -> bool {
     match amx_runtime::Hardware::new() {
         Ok(_) => true,

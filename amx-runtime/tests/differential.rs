@@ -143,7 +143,7 @@ fn steps() -> usize {
 
 /// Whether this core executes TDPFP16PS, tried in a forked child so that a #UD kills only the
 /// child (SEMANTICS.md F1: these machines execute it although CPUID hides AMX-FP16).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn fp16_executes(hw: &Hardware) -> bool {
     if hw.amx_fp16() {
         return true;
@@ -181,9 +181,9 @@ fn emulator_and_silicon_agree() {
             return;
         }
     };
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     let fp16 = fp16_executes(&hw);
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     let fp16 = false;
     if fp16 {
         // SAFETY: the forked probe just executed TDPFP16PS on this machine.

@@ -1,6 +1,8 @@
 //! The permission is per process: a `fork` child inherits it, an `exec`ed program starts without
 //! it. Both tests skip, saying why, where the permission cannot be granted (no AMX).
 
+#![cfg(target_os = "linux")]
+
 use std::process::Command;
 
 use amx_runtime::permit::{permission_state, request_permission, PermissionState};

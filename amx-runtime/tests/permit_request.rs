@@ -4,6 +4,8 @@
 //! The refusal test re-executes this test binary as a child process that installs a tiny
 //! alternate signal stack, the classic cause of a refusal, so the parent process is unaffected.
 
+#![cfg(target_os = "linux")]
+
 use std::process::Command;
 
 use amx_runtime::detect::detect;

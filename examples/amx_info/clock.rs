@@ -60,6 +60,7 @@ macro_rules! add_block {
         }
     };
 }
+#[cfg(target_os = "linux")]
 pub(crate) use add_block;
 
 /// `blocks` x [`ADDS_PER_BLOCK`] dependent ADDs.
@@ -131,6 +132,7 @@ pub fn per_op(
 }
 
 /// Spins (no AMX, no memory traffic) for `ticks` TSC ticks.
+#[cfg(target_os = "linux")]
 pub fn spin_ticks(ticks: u64) {
     let end = tsc().wrapping_add(ticks);
     while tsc() < end {
