@@ -22,6 +22,9 @@ pub struct Config {
     /// `struct Name;` before the statements: the item form, which declares a layout type with
     /// typed tile handles.
     pub header: Option<Header>,
+    /// Whether the input starts as the item form (`#[..]`, `pub` or `struct`), even if its
+    /// header then failed to parse: the expansion must then be items, not an expression.
+    pub item_form: bool,
     /// The statements in source order, including the ones that failed to parse.
     pub stmts: Vec<Stmt>,
     /// The syntax errors, in source order.
@@ -157,6 +160,7 @@ pub fn parse(tokens: TokenStream) -> Config {
     // itself cannot fail; the fallback only keeps that true if it ever changes.
     parser.parse2(tokens).unwrap_or_else(|error| Config {
         header: None,
+        item_form: false,
         stmts: vec![Stmt::Invalid],
         errors: vec![error],
     })
@@ -165,10 +169,12 @@ pub fn parse(tokens: TokenStream) -> Config {
 fn parse_config(input: ParseStream) -> Config {
     let mut config = Config {
         header: None,
+        item_form: false,
         stmts: Vec::new(),
         errors: Vec::new(),
     };
     if input.peek(Token![#]) || input.peek(Token![pub]) || input.peek(Token![struct]) {
+        config.item_form = true;
         match parse_header(input) {
             Ok(header) => config.header = Some(header),
             Err(error) => {
@@ -211,7 +217,12 @@ fn parse_header(input: ParseStream) -> syn::Result<Header> {
     let _: Token![struct] = input
         .parse()
         .map_err(|_| syn::Error::new(input.span(), diag::expected_struct(&found(input))))?;
-    let ident: Ident = input.parse()?;
+    let ident: Ident = input
+        .parse()
+        .map_err(|_| syn::Error::new(input.span(), diag::expected_layout_name(&found(input))))?;
+    if input.peek(Token![<]) {
+        return Err(syn::Error::new(input.span(), diag::generic_layout(&ident)));
+    }
     if !input.peek(Token![;]) {
         return Err(syn::Error::new(
             input.span(),

@@ -145,6 +145,16 @@ pub fn expected_struct(found: &str) -> String {
     )
 }
 
+pub fn expected_layout_name(found: &str) -> String {
+    format!("expected the layout's name after `struct`, as in `pub struct Gemm;`, found {found}")
+}
+
+pub fn generic_layout(name: &proc_macro2::Ident) -> String {
+    format!(
+        "a layout type takes no generic parameters: its tiles are fixed by the statements; write `struct {name};`"
+    )
+}
+
 pub fn expected_semicolon(found: &str) -> String {
     format!("expected `;` between statements, found {found}")
 }

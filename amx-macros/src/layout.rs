@@ -177,12 +177,19 @@ fn inner_visibility(vis: &syn::Visibility) -> TokenStream {
 }
 
 fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a>> {
+    let mut seen: Vec<&Ident> = Vec::new();
     parsed
         .stmts
         .iter()
         .filter_map(|stmt| match stmt {
             Stmt::Tile(tile) => {
                 let name = tile.name.as_ref()?;
+                // A name given twice is already an error; a second handle of that name would
+                // only add rustc's "defined multiple times" to it.
+                if seen.contains(&name) {
+                    return None;
+                }
+                seen.push(name);
                 let index = u8::try_from(tile.index)
                     .ok()
                     .filter(|&i| (i as usize) < image::TILE_SLOTS)?;

@@ -92,6 +92,8 @@ pub fn tilecfg(input: TokenStream) -> TokenStream {
     };
     match (&config.header, result) {
         (None, Ok(image)) => expand::config(&image),
+        // An item form whose header did not parse: only the errors, which are valid items.
+        (None, Err(errors)) if config.item_form => errors.to_compile_error(),
         (None, Err(errors)) => expand::fallback(&errors),
         (Some(header), Ok(image)) => {
             layout::items(header, &config, Some(&image), expand::config(&image))
