@@ -41,6 +41,10 @@ fn bench(c: &mut Criterion) {
             drop(configure_on(backend, &a).unwrap());
             bench.iter(|| drop(black_box(configure_on(backend, black_box(&a)).unwrap())));
         });
+        group.bench_function("reconfigure on a held guard (skip)", |bench| {
+            let mut tiles = configure_on(backend, &a).unwrap();
+            bench.iter(|| tiles.reconfigure(black_box(&a)).unwrap());
+        });
         group.bench_function("alternating (LDTILECFG each time)", |bench| {
             let mut flip = false;
             bench.iter(|| {
@@ -76,9 +80,16 @@ fn ratio() {
     let (a, b) = configs();
     for backend in backends() {
         let rounds = 200_000;
-        let (mut skip, mut load, mut raw) = (0u128, 0u128, 0u128);
+        let (mut skip, mut load, mut raw, mut held) = (0u128, 0u128, 0u128, 0u128);
         let mut unit = raw_unit(backend);
         for chunk in 0..20 {
+            let mut tiles = configure_on(backend, &a).unwrap();
+            let t = Instant::now();
+            for _ in 0..rounds / 20 {
+                tiles.reconfigure(black_box(&a)).unwrap();
+            }
+            held += t.elapsed().as_nanos();
+            drop(tiles);
             let t = Instant::now();
             for _ in 0..rounds / 20 {
                 drop(black_box(configure_on(backend, black_box(&a)).unwrap()));
@@ -99,12 +110,17 @@ fn ratio() {
         }
         unit.tilerelease();
         let per = |total: u128| total as f64 / rounds as f64;
-        let (skip, load, raw) = (per(skip), per(load), per(raw));
+        let (skip, load, raw, held) = (per(skip), per(load), per(raw), per(held));
         println!(
             "configure on {backend}: already loaded {skip:.1} ns; LDTILECFG alone {raw:.1} ns \
              ({:.1}x the skip); configure that loads {load:.1} ns ({:.1}x the skip)",
             raw / skip,
             load / skip
+        );
+        println!(
+            "reconfigure on {backend} (a held guard): already loaded {held:.1} ns; LDTILECFG \
+             alone is {:.1}x that",
+            raw / held
         );
     }
 }

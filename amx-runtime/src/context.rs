@@ -262,33 +262,72 @@ pub fn configure(config: &TileConfig) -> Result<Tiles, ConfigureError> {
 }
 
 /// [`configure`] on a given backend rather than the process's.
-#[inline]
+#[inline(always)]
 pub fn configure_on(backend: Backend, config: &TileConfig) -> Result<Tiles, ConfigureError> {
     let mut tiles = acquire(backend)?;
-    // Every TileConfig already passed the architectural table's rules when it was built; only
-    // a CPU with another table needs the check again.
-    let (architectural, table) = match &tiles.unit {
-        Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
-        Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
-    };
-    if !architectural {
-        config
-            .check_against(table)
-            .map_err(ConfigureError::Config)?;
+    tiles.reconfigure(config)?;
+    Ok(tiles)
+}
+
+impl Tiles {
+    /// Puts another configuration in place under this guard, with [`configure`]'s checks and
+    /// its skip: LDTILECFG only when the thread does not already hold `config`. The cheapest
+    /// way for one kernel to switch among configurations (e.g. edge tiles), as it needs no new
+    /// guard: a skip is a 64-byte compare.
+    ///
+    /// An error leaves the previous configuration loaded.
+    ///
+    /// ```
+    /// use amx_runtime::{configure, counters, tilecfg, TileConfig};
+    ///
+    /// static BODY: TileConfig = tilecfg! { palette 1; t0: 16x64 };
+    /// static EDGE: TileConfig = tilecfg! { palette 1; t0: 5x64 };
+    /// let mut tiles = configure(&BODY).unwrap();
+    /// let before = counters();
+    /// tiles.reconfigure(&EDGE).unwrap(); // LDTILECFG
+    /// tiles.reconfigure(&EDGE).unwrap(); // skipped
+    /// assert_eq!(counters().loads - before.loads, 1);
+    /// assert_eq!(tiles.config(), EDGE);
+    /// ```
+    // Always inlined: the skip is a compare and a counter, and the callers' skip paths (every
+    // `configure` among them) would otherwise pay a call and a Result through memory.
+    #[inline(always)]
+    pub fn reconfigure(&mut self, config: &TileConfig) -> Result<(), ConfigureError> {
+        // A configuration this unit holds already passed its LDTILECFG checks, so the skip
+        // needs no other check; everything else is out of line, to keep the skip small enough
+        // to inline.
+        let loaded = match &self.unit {
+            Unit::Hardware(h) => same_image(&h.loaded_config(), config.as_bytes()),
+            Unit::Emulated(e) => same_image(e.config_bytes(), config.as_bytes()),
+        };
+        if loaded {
+            count(|c| c.skipped += 1);
+            Ok(())
+        } else {
+            self.load(config)
+        }
     }
-    let loaded = match &tiles.unit {
-        Unit::Hardware(h) => same_image(&h.loaded_config(), config.as_bytes()),
-        Unit::Emulated(e) => same_image(e.config_bytes(), config.as_bytes()),
-    };
-    if loaded {
-        count(|c| c.skipped += 1);
-    } else {
-        tiles
-            .ldtilecfg(config.as_bytes())
+
+    /// The load half of [`Tiles::reconfigure`].
+    #[cold]
+    #[inline(never)]
+    fn load(&mut self, config: &TileConfig) -> Result<(), ConfigureError> {
+        // Every TileConfig from the macro, `from_bytes` or the builder already passed the
+        // architectural table's rules; only a CPU with another table needs the check again.
+        let (architectural, table) = match &self.unit {
+            Unit::Hardware(h) => (h.palette_is_architectural(), h.palette_table()),
+            Unit::Emulated(e) => (e.palette_is_architectural(), e.palette_table()),
+        };
+        if !architectural {
+            config
+                .check_against(table)
+                .map_err(ConfigureError::Config)?;
+        }
+        self.ldtilecfg(config.as_bytes())
             .map_err(ConfigureError::Fault)?;
         count(|c| c.loads += 1);
+        Ok(())
     }
-    Ok(tiles)
 }
 
 /// Whether two images are equal, as eight 64-bit words folded into one (`==` on the arrays
