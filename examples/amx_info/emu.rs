@@ -109,8 +109,9 @@ pub fn time_ns(target: Duration, reps: usize, mut op: impl FnMut()) -> Option<Sa
     Sample::of(&v)
 }
 
-/// `configure_on(backend, ..)` per call: the configuration already loaded (no LDTILECFG), and
-/// alternating two configurations (an LDTILECFG each call).
+/// `configure_on(backend, ..)` per call: the configuration already loaded (no LDTILECFG), the
+/// same through `reconfigure` on a held guard, and alternating two configurations (an
+/// LDTILECFG each call).
 pub fn configure_costs(
     backend: Backend,
     a: &TileConfig,
@@ -124,12 +125,17 @@ pub fn configure_costs(
             configure_on(backend, b)
         })
         .map(drop);
-    let (mut loaded, mut loading) = (None, None);
+    let (mut loaded, mut held, mut loading) = (None, None, None);
     if probe.is_ok() {
         drop(configure_on(backend, a));
         loaded = time_ns(target, reps, || {
             drop(black_box(configure_on(backend, black_box(a))));
         });
+        if let Ok(mut tiles) = configure_on(backend, a) {
+            held = time_ns(target, reps, || {
+                let _ = black_box(tiles.reconfigure(black_box(a)));
+            });
+        }
         let mut flip = false;
         loading = time_ns(target, reps, || {
             flip = !flip;
@@ -146,6 +152,12 @@ pub fn configure_costs(
             name: format!("configure() on {backend}, already loaded"),
             method: format!("the same config again: no LDTILECFG{failed}"),
             ns: loaded,
+            reference: "-",
+        },
+        Event {
+            name: format!("reconfigure() on {backend}, already loaded"),
+            method: format!("the same config again on a held guard{failed}"),
+            ns: held,
             reference: "-",
         },
         Event {
