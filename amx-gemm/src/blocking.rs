@@ -4,6 +4,9 @@ use crate::pack::{MR, NR};
 
 /// The cache blocking of the loop nest (see the [crate docs](crate#the-loop-nest)).
 ///
+/// Every value of every field is valid (0 counts as 1; sizes are rounded up to whole tiles);
+/// the blocking changes the speed, never the result.
+///
 /// The defaults are sized for the machines this crate targets (48 KiB L1D and 2 MiB L2 per
 /// core; Sapphire/Granite Rapids) and for both precisions alike, because every size here is in
 /// bytes of tile rows:
@@ -49,15 +52,24 @@ impl Blocking {
         prefetch_steps: 4,
     };
 
-    /// The blocking with every field rounded up to what the loop nest needs.
+    /// The blocking with every field rounded up to what the loop nest needs. Any value of any
+    /// field is accepted: 0 counts as 1, and sizes too large to round up become the largest
+    /// multiple of the tile (a single block).
     pub(crate) fn normalized(self) -> Blocking {
         Blocking {
-            nc: self.nc.max(1).div_ceil(NR) * NR,
+            nc: round_up(self.nc, NR),
             kc_steps: self.kc_steps.max(1),
-            mc: self.mc.max(1).div_ceil(MR) * MR,
+            mc: round_up(self.mc, MR),
             prefetch_steps: self.prefetch_steps,
         }
     }
+}
+
+/// `x` (at least 1) rounded up to a multiple of `to`, saturating at the largest multiple.
+fn round_up(x: usize, to: usize) -> usize {
+    x.max(1)
+        .checked_next_multiple_of(to)
+        .unwrap_or(usize::MAX / to * to)
 }
 
 impl Default for Blocking {

@@ -75,6 +75,20 @@ pub enum GemmError {
     Unsupported(String),
     /// The worker thread pool could not be created.
     ThreadPool(String),
+    /// More worker threads were asked for (with [`Gemm::threads`](crate::Gemm::threads)) than
+    /// [`Gemm::MAX_THREADS`](crate::Gemm::MAX_THREADS).
+    TooManyThreads {
+        /// The thread count asked for.
+        requested: usize,
+        /// The largest thread count allowed.
+        max: usize,
+    },
+    /// A buffer of this many bytes could not be allocated (the measuring harness's own
+    /// buffers; see [`measure`](crate::measure)).
+    OutOfMemory {
+        /// The size asked for, in bytes (`usize::MAX` when the size itself overflowed).
+        bytes: usize,
+    },
 }
 
 impl fmt::Display for GemmError {
@@ -105,6 +119,13 @@ impl fmt::Display for GemmError {
             GemmError::Fault(e) => write!(f, "tile instruction faulted (bug): {e}"),
             GemmError::Unsupported(why) => write!(f, "unsupported: {why}"),
             GemmError::ThreadPool(why) => write!(f, "cannot create the worker threads: {why}"),
+            GemmError::TooManyThreads { requested, max } => write!(
+                f,
+                "{requested} worker threads requested; at most {max} are allowed"
+            ),
+            GemmError::OutOfMemory { bytes } => {
+                write!(f, "cannot allocate a buffer of {bytes} bytes")
+            }
         }
     }
 }

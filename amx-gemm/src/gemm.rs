@@ -81,6 +81,11 @@ pub struct WorkerStats {
 }
 
 impl Gemm {
+    /// The most worker threads a call may use: [`Gemm::threads`] above this makes every call
+    /// fail with [`GemmError::TooManyThreads`] (each thread count keeps its own persistent pool,
+    /// and no machine with AMX has this many cores).
+    pub const MAX_THREADS: usize = 1024;
+
     /// All cores, [`Mode::Overwrite`], the process's backend, [`Blocking::DEFAULT`].
     pub fn new() -> Gemm {
         Gemm {
@@ -91,9 +96,10 @@ impl Gemm {
         }
     }
 
-    /// Worker threads; 0 (the default) means one per core. More threads than cores is allowed
-    /// (they share the cores). Each thread count has its own persistent pool; 1 runs on the
-    /// calling thread.
+    /// Worker threads; 0 (the default) means one per core (at most [`Gemm::MAX_THREADS`]).
+    /// More threads than cores is allowed (they share the cores), up to [`Gemm::MAX_THREADS`]:
+    /// a call with more fails with [`GemmError::TooManyThreads`]. Each thread count has its own
+    /// persistent pool; 1 runs on the calling thread.
     pub fn threads(mut self, threads: usize) -> Gemm {
         self.threads = threads;
         self
@@ -118,13 +124,19 @@ impl Gemm {
         self
     }
 
-    /// The thread count a call uses: the one set, or the number of cores.
+    /// The thread count a call uses: the one set, or the number of cores (at most
+    /// [`Gemm::MAX_THREADS`]). A call refuses a count above [`Gemm::MAX_THREADS`].
     pub fn thread_count(&self) -> usize {
         if self.threads == 0 {
-            pool::cores()
+            pool::cores().min(Gemm::MAX_THREADS)
         } else {
             self.threads
         }
+    }
+
+    /// [`Gemm::thread_count`], checked against [`Gemm::MAX_THREADS`].
+    pub(crate) fn checked_thread_count(&self) -> Result<usize, GemmError> {
+        pool::check_threads(self.thread_count())
     }
 
     /// The backend a call uses.
@@ -137,6 +149,14 @@ impl Gemm {
 
     /// `C (+)= A x B` with B packed: A is `m x b.k()` row-major with leading dimension `lda`,
     /// C is `m x b.n()` row-major with leading dimension `ldc`.
+    ///
+    /// # Errors
+    ///
+    /// Checked before C is written: [`GemmError::LeadingDimension`] or
+    /// [`GemmError::SliceTooShort`] (or [`GemmError::TooLarge`] when the extent overflows) for
+    /// A then C, then [`GemmError::TooManyThreads`]; these leave C unchanged. Then the
+    /// backend's own errors ([`GemmError::Configure`], [`GemmError::Unsupported`], ...), which
+    /// may come after some workers have written their parts of C.
     pub fn run<P: Precision>(
         &self,
         m: usize,
@@ -149,8 +169,8 @@ impl Gemm {
         let (k, n) = (b.k(), b.n());
         check_slice(Operand::A, m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldc, c.len())?;
+        let threads = self.checked_thread_count()?;
         let backend = self.resolved_backend()?;
-        let threads = self.thread_count();
         let mut stats = RunStats {
             backend,
             threads,
@@ -172,9 +192,12 @@ impl Gemm {
         }
         let a_size = P::DTYPE.input_bytes();
         let c_size = std::mem::size_of::<P::C>();
+        // A single row's stride is never used (and may be any value, e.g. usize::MAX): 0, so
+        // that no offset computed from it can overflow. With two rows or more the slice holds
+        // `ld` elements, so the product fits.
         let byte_stride = |ld: usize, size: usize, operand| match ld.checked_mul(size) {
+            _ if m <= 1 => Ok(0),
             Some(bytes) => Ok(bytes),
-            None if m <= 1 => Ok(0),
             None => Err(GemmError::TooLarge { operand }),
         };
         let (mb, nb) = (m.div_ceil(MR), n.div_ceil(NR));
@@ -209,6 +232,11 @@ impl Gemm {
 
     /// `C (+)= A x B` with B given row-major (`k x n`, leading dimension `ldb`): packs B, then
     /// runs. For repeated products with the same B, pack it once with [`PackedB::pack`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Gemm::run`] for A, C and the thread count, checked before B is packed, then
+    /// those of [`PackedB::pack`] for B.
     #[allow(clippy::too_many_arguments)]
     pub fn run_unpacked<P: Precision>(
         &self,
@@ -222,9 +250,10 @@ impl Gemm {
         c: &mut [P::C],
         ldc: usize,
     ) -> Result<RunStats, GemmError> {
-        // Check A and C before the (possibly long) packing.
+        // Check A, C and the thread count before the (possibly long) packing.
         check_slice(Operand::A, m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldc, c.len())?;
+        self.checked_thread_count()?;
         let packed = PackedB::<P>::pack(b, k, n, ldb)?;
         self.run(m, a, lda, &packed, c, ldc)
     }
@@ -467,7 +496,7 @@ fn nest<P: Precision, K: MicroKernel>(
     let nc = blocking.nc / NR;
     // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
     for jc in region.panels.clone().step_by(nc) {
-        let jc_end = (jc + nc).min(region.panels.end);
+        let jc_end = jc.saturating_add(nc).min(region.panels.end);
         // LOOP 4: pc over K in blocks of kc k-steps (B is already packed: the block is the
         // k-steps pc..pc+kc of each panel).
         for pc in (0..steps).step_by(kc) {
@@ -475,7 +504,7 @@ fn nest<P: Precision, K: MicroKernel>(
             let accumulate = p.accumulate || pc > 0;
             // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
             for ic in region.rows.clone().step_by(blocking.mc) {
-                let ic_end = (ic + blocking.mc).min(region.rows.end);
+                let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
                 let need = packed_a_bytes(ic_end - ic, kcur);
                 scratch.reserve_len(need).ok_or(GemmError::TooLarge {
                     operand: Operand::A,
@@ -504,7 +533,7 @@ fn nest<P: Precision, K: MicroKernel>(
                             c_offset: ir * p.ldc_bytes + jr * NR * 4,
                             ldc_bytes: p.ldc_bytes,
                             accumulate,
-                            prefetch: blocking.prefetch_steps * STEP,
+                            prefetch: blocking.prefetch_steps.saturating_mul(STEP),
                         };
                         // SAFETY: the caller configured this region's shape, whose kernel
                         // variant `K` is; A is the block just packed (alive in `scratch`), B the

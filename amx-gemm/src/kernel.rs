@@ -102,7 +102,13 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
     unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
         let ops = &mut *self.ops;
         let c01 = t.c_offset + 16 * 4;
-        let c10 = t.c_offset + 16 * t.ldc_bytes;
+        // The lower tile row exists only with TWO_ROWS (then C has rows 16.. here, so the offset
+        // lies inside C and cannot overflow); a one-row C may have any stride.
+        let c10 = if TWO_ROWS {
+            t.c_offset + 16 * t.ldc_bytes
+        } else {
+            0
+        };
         let c11 = c10 + 16 * 4;
         // SAFETY: (this block and the ones below) the caller holds this shape's configuration, in which
         // t0, t4, t6 are always used, t1/t7 exactly when TWO_COLS, t2/t5 exactly when TWO_ROWS
@@ -137,7 +143,8 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
         let b_bytes = if TWO_COLS { STEP } else { TILE };
         for _ in 0..t.steps {
             if t.prefetch > 0 {
-                ops.prefetch(t.b, b + t.prefetch, b_bytes);
+                // Any distance is allowed: a prefetch past the buffer touches nothing.
+                ops.prefetch(t.b, b.wrapping_add(t.prefetch), b_bytes);
             }
             // SAFETY: as above.
             unsafe {

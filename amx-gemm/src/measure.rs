@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use amx_runtime::{configure_on, Backend};
 
 use crate::configs::{self, MicroShape, A0, A1, B0, B1, C00, C01, C10, C11};
-use crate::error::GemmError;
+use crate::error::{GemmError, Operand};
 use crate::gemm::{Gemm, Mode};
 use crate::pack::{AlignedBytes, PackedB, STEP, TILE};
 use crate::pool;
@@ -36,6 +36,9 @@ pub fn splitmix(state: u64) -> u64 {
 
 /// `len` random elements from `seed`: integers over their whole range (i32: within
 /// `+-2^20`), floating point uniform in `[-1, 1)` rounded to the type (no denormals).
+///
+/// Allocates like `Vec::with_capacity(len)` (a `len` too large to allocate aborts); the
+/// [`Harness`] uses a fallible version.
 pub fn random<T: Element>(len: usize, seed: u64) -> Vec<T> {
     let probe = T::from_f64(0.5).to_f64();
     let is_float = probe == 0.5;
@@ -55,6 +58,16 @@ pub fn random<T: Element>(len: usize, seed: u64) -> Vec<T> {
             }
         })
         .collect()
+}
+
+/// [`random`], or [`GemmError::TooLarge`] for `operand` when `len` elements cannot be
+/// allocated.
+fn try_random<T: Element>(len: usize, seed: u64, operand: Operand) -> Result<Vec<T>, GemmError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len)
+        .map_err(|_| GemmError::TooLarge { operand })?;
+    out.extend(random::<T>(len, seed));
+    Ok(out)
 }
 
 /// The compute roof of the tile unit, measured.
@@ -262,7 +275,7 @@ impl Harness {
         backend: Option<Backend>,
     ) -> Result<Peak, GemmError> {
         let gemm = options(threads, backend);
-        let (threads, backend) = (gemm.thread_count(), gemm.resolved_backend()?);
+        let (threads, backend) = (gemm.checked_thread_count()?, gemm.resolved_backend()?);
         if let Some(p) = self.peaks.get(&(dtype, threads, backend)) {
             return Ok(*p);
         }
@@ -294,20 +307,29 @@ impl Harness {
     /// Read bandwidth in GB/s of a buffer of `bytes` (at least [`MIN_BANDWIDTH_BYTES`]) by
     /// `threads` threads (0: one per core), each reading its own part; the median of 7 passes
     /// after one that faults the pages in. Cached per size and thread count.
+    ///
+    /// A buffer that cannot be allocated is [`GemmError::OutOfMemory`] (the check cannot see
+    /// memory the system overcommits: ask for what the machine has).
     pub fn bandwidth(&mut self, bytes: usize, threads: usize) -> Result<f64, GemmError> {
-        let threads = options(threads, None).thread_count();
+        let threads = options(threads, None).checked_thread_count()?;
         let bytes = bytes.max(MIN_BANDWIDTH_BYTES);
         if let Some(&bw) = self.bandwidths.get(&(bytes, threads)) {
             return Ok(bw);
         }
-        let words = bytes / 8;
-        let buffer: Vec<u64> = (0..words as u64).collect();
-        let part = |i: usize| &buffer[words * i / threads..words * (i + 1) / threads];
         let pool = if threads > 1 {
             Some(pool::pool(threads)?)
         } else {
             None
         };
+        let words = bytes / 8;
+        let mut buffer: Vec<u64> = Vec::new();
+        buffer
+            .try_reserve_exact(words)
+            .map_err(|_| GemmError::OutOfMemory { bytes })?;
+        buffer.extend(0..words as u64);
+        // `words * (i + 1)` cannot overflow: the buffer holds `words` u64, and `i < threads`
+        // is at most `Gemm::MAX_THREADS`, far below 8.
+        let part = |i: usize| &buffer[words * i / threads..words * (i + 1) / threads];
         let pass = || -> f64 {
             let start = Instant::now();
             let sums = match &pool {
@@ -336,12 +358,30 @@ impl Harness {
     fn run_typed<P: Precision>(&mut self, case: &Case) -> Result<Report, GemmError> {
         let Case { m, n, k, .. } = *case;
         let gemm = options(case.threads, case.backend).mode(case.mode);
-        let (threads, backend) = (gemm.thread_count(), gemm.resolved_backend()?);
-        let a: Vec<P::A> = random(m * k, 1);
-        let b: Vec<P::B> = random(k * n, 2);
+        let (threads, backend) = (gemm.checked_thread_count()?, gemm.resolved_backend()?);
+        // Sizes checked before anything is allocated, and every allocation fallible.
+        let elements = |rows: usize, cols: usize, operand| {
+            rows.checked_mul(cols)
+                .ok_or(GemmError::TooLarge { operand })
+        };
+        let (a_len, b_len, c_len) = (
+            elements(m, k, Operand::A)?,
+            elements(k, n, Operand::B)?,
+            elements(m, n, Operand::C)?,
+        );
+        let a: Vec<P::A> = try_random(a_len, 1, Operand::A)?;
+        let b: Vec<P::B> = try_random(b_len, 2, Operand::B)?;
         let c0: Vec<P::C> = match case.mode {
-            Mode::Overwrite => vec![P::C::default(); m * n],
-            Mode::Accumulate => random(m * n, 3),
+            Mode::Overwrite => {
+                let mut c0 = Vec::new();
+                c0.try_reserve_exact(c_len)
+                    .map_err(|_| GemmError::TooLarge {
+                        operand: Operand::C,
+                    })?;
+                c0.resize(c_len, P::C::default());
+                c0
+            }
+            Mode::Accumulate => try_random(c_len, 3, Operand::C)?,
         };
 
         let start = Instant::now();
@@ -350,7 +390,12 @@ impl Harness {
 
         // Warm-up: the first run pays thread start, configuration loads and the first-use trap;
         // on the silicon keep going until the unit is awake and the clock has settled.
-        let mut c = c0.clone();
+        let mut c = Vec::new();
+        c.try_reserve_exact(c_len)
+            .map_err(|_| GemmError::TooLarge {
+                operand: Operand::C,
+            })?;
+        c.extend_from_slice(&c0);
         let start = Instant::now();
         gemm.run(m, &a, k, &packed, &mut c, n)?;
         let first_run_s = start.elapsed().as_secs_f64();
@@ -368,7 +413,8 @@ impl Harness {
         }
         let warmup_s = start.elapsed().as_secs_f64();
 
-        let mut times = Vec::with_capacity(case.reps.max(1));
+        // Not `with_capacity(reps)`: `reps` may be anything, and grows only as runs finish.
+        let mut times = Vec::new();
         let mut timed_loads = 0;
         for _ in 0..case.reps.max(1) {
             let start = Instant::now();
@@ -380,7 +426,7 @@ impl Harness {
         let median_s = median(&mut times);
 
         // The check: one more run from c0, compared with the reference.
-        let mut c = c0.clone();
+        c.copy_from_slice(&c0);
         gemm.run(m, &a, k, &packed, &mut c, n)?;
         let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
             Sample::All
@@ -398,7 +444,7 @@ impl Harness {
         let ops = 2.0 * m as f64 * n as f64 * k as f64;
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
-        let b_bytes = k * n * case.dtype.input_bytes();
+        let b_bytes = b_len * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
         let bandwidth_roofline_gops = if b_bytes == 0 {
             f64::INFINITY

@@ -148,9 +148,20 @@ impl<P: Precision> std::fmt::Debug for PackedB<P> {
 
 impl<P: Precision> PackedB<P> {
     /// Packs B given row-major: element `(k, n)` at `b[k * ldb + n]`, `ldb >= n`.
+    ///
+    /// # Errors
+    ///
+    /// Checked before anything is allocated: [`GemmError::LeadingDimension`] when `ldb < n`,
+    /// [`GemmError::SliceTooShort`] when `b` is shorter than `(k - 1) * ldb + n`, and
+    /// [`GemmError::TooLarge`] when that or the packed size overflows (or cannot be
+    /// allocated). An empty B (`k` or `n` zero) packs to nothing, whatever `ldb` and `b` are.
     pub fn pack(b: &[P::B], k: usize, n: usize, ldb: usize) -> Result<PackedB<P>, GemmError> {
         check_slice(Operand::B, k, n, ldb, b.len())?;
         let mut packed = Self::allocate(k, n)?;
+        if k == 0 || n == 0 {
+            // Nothing to copy (and `b` may be empty whatever `ldb` is).
+            return Ok(packed);
+        }
         let size = P::DTYPE.input_bytes();
         let group = P::DTYPE.group();
         let kt = P::DTYPE.k_per_step();
@@ -179,6 +190,11 @@ impl<P: Precision> PackedB<P> {
     /// Packs B given as its transpose, row-major: element `(k, n)` of B at `bt[n * ldbt + k]`,
     /// `ldbt >= k` (the `N x K` "out features x in features" layout weights are often stored
     /// in).
+    ///
+    /// # Errors
+    ///
+    /// As [`PackedB::pack`], with `bt` checked as an `n x k` matrix with leading dimension
+    /// `ldbt`.
     pub fn pack_transposed(
         bt: &[P::B],
         k: usize,
@@ -189,11 +205,12 @@ impl<P: Precision> PackedB<P> {
         Self::pack_with(k, n, |kk, nn| bt[nn * ldbt + kk])
     }
 
-    /// A zeroed packed B of `k x n`.
+    /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
+    /// dimension).
     fn allocate(k: usize, n: usize) -> Result<PackedB<P>, GemmError> {
         let steps = steps_for(P::DTYPE, k);
         let panels = n.div_ceil(NR);
-        let panel_stride = if steps == 0 {
+        let panel_stride = if steps == 0 || panels == 0 {
             0
         } else {
             steps
@@ -229,6 +246,9 @@ impl<P: Precision> PackedB<P> {
         at: impl Fn(usize, usize) -> P::B,
     ) -> Result<PackedB<P>, GemmError> {
         let mut packed = Self::allocate(k, n)?;
+        if k == 0 || n == 0 {
+            return Ok(packed);
+        }
         let dtype = P::DTYPE;
         let panel_stride = packed.panel_stride;
         let out = packed.data.as_bytes_mut();

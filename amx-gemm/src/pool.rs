@@ -13,8 +13,22 @@ use crate::error::GemmError;
 
 static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
 
-/// The pool of exactly `threads` workers (`threads >= 1`).
+/// `threads`, unless it is above [`Gemm::MAX_THREADS`](crate::Gemm::MAX_THREADS) (or what rayon
+/// can run).
+pub(crate) fn check_threads(threads: usize) -> Result<usize, GemmError> {
+    let max = crate::Gemm::MAX_THREADS.min(rayon::max_num_threads());
+    if threads > max {
+        return Err(GemmError::TooManyThreads {
+            requested: threads,
+            max,
+        });
+    }
+    Ok(threads)
+}
+
+/// The pool of exactly `threads` workers (`1 <= threads <= Gemm::MAX_THREADS`).
 pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
+    check_threads(threads)?;
     // A poisoned lock only means another thread panicked while holding it; the list itself is
     // always consistent (one push), so keep using it.
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
@@ -26,6 +40,13 @@ pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
         .thread_name(move |i| format!("amx-gemm-{threads}.{i}"))
         .build()
         .map_err(|e| GemmError::ThreadPool(e.to_string()))?;
+    // Every worker index must run: a pool with fewer threads would leave parts of C unwritten.
+    if pool.current_num_threads() != threads {
+        return Err(GemmError::ThreadPool(format!(
+            "asked for {threads} threads, got {}",
+            pool.current_num_threads()
+        )));
+    }
     let pool = Arc::new(pool);
     pools.push((threads, Arc::clone(&pool)));
     Ok(pool)

@@ -37,7 +37,9 @@ use crate::gemm::Mode;
 use crate::precision::{DType, Element, Precision};
 
 /// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: summed in `f64` and
-/// rounded to `f32` once). Same argument conventions as [`Gemm::run_unpacked`](crate::Gemm).
+/// rounded to `f32` once). Same argument conventions, checks and errors as
+/// [`Gemm::run_unpacked`](crate::Gemm::run_unpacked); leaves C unchanged when it returns an
+/// error.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm<P: Precision>(
     m: usize,
@@ -54,6 +56,19 @@ pub fn gemm<P: Precision>(
     check_slice(Operand::A, m, k, lda, a.len())?;
     check_slice(Operand::B, k, n, ldb, b.len())?;
     check_slice(Operand::C, m, n, ldc, c.len())?;
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        // An empty sum: C = 0, or C unchanged. (A and B may be empty slices whatever their
+        // leading dimensions are, so they are not indexed.)
+        if mode == Mode::Overwrite {
+            for i in 0..m {
+                c[i * ldc..i * ldc + n].fill(P::C::default());
+            }
+        }
+        return Ok(());
+    }
     let b = Widened::new::<P>(k, n, b, ldb);
     for i in 0..m {
         let row = &mut c[i * ldc..i * ldc + n];
@@ -135,6 +150,47 @@ pub enum Sample {
     Some(usize),
 }
 
+/// Why [`verify`] did not pass: bad arguments, or a result that does not match.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// The arguments do not describe matrices the slices hold (the checks of [`gemm`], and C's
+    /// starting values `c0` checked as C).
+    Input(GemmError),
+    /// An output differs from the reference by more than allowed.
+    Mismatch(Mismatch),
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyError::Input(e) => write!(f, "cannot verify: {e}"),
+            VerifyError::Mismatch(m) => m.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VerifyError::Input(e) => Some(e),
+            VerifyError::Mismatch(m) => Some(m),
+        }
+    }
+}
+
+impl From<GemmError> for VerifyError {
+    fn from(e: GemmError) -> Self {
+        VerifyError::Input(e)
+    }
+}
+
+impl From<Mismatch> for VerifyError {
+    fn from(m: Mismatch) -> Self {
+        VerifyError::Mismatch(m)
+    }
+}
+
 /// A result that does not match the reference.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mismatch {
@@ -185,6 +241,9 @@ impl fmt::Display for Verified {
 
 /// Compares `c` (the result of `C (+)= A x B` from `c0`, or from nothing with
 /// [`Mode::Overwrite`]) with the reference: exact for int8, within [`bf16_tolerance`] for bf16.
+///
+/// The arguments are checked as [`gemm`] checks them (`c0`, when given, with C's shape and
+/// `ldc`); bad ones give [`VerifyError::Input`], a difference [`VerifyError::Mismatch`].
 #[allow(clippy::too_many_arguments)]
 pub fn verify<P: Precision>(
     m: usize,
@@ -198,9 +257,16 @@ pub fn verify<P: Precision>(
     c: &[P::C],
     ldc: usize,
     sample: Sample,
-) -> Result<Verified, Mismatch> {
+) -> Result<Verified, VerifyError> {
+    check_slice(Operand::A, m, k, lda, a.len())?;
+    check_slice(Operand::B, k, n, ldb, b.len())?;
+    check_slice(Operand::C, m, n, ldc, c.len())?;
+    if let Some(c0) = c0 {
+        check_slice(Operand::C, m, n, ldc, c0.len())?;
+    }
     let mut verified = Verified {
         checked: 0,
+        // C holds `(m - 1) * ldc + n >= m * n` elements when neither is 0 (checked above).
         total: m * n,
         worst_ratio: 0.0,
     };
@@ -226,13 +292,24 @@ pub fn verify<P: Precision>(
                 seed = crate::measure::splitmix(seed);
                 cols[(seed >> 32) as usize % m].push((seed & 0xFFFF_FFFF) as usize % n);
             }
+            // Each output once: the corners coincide on small shapes, random picks repeat.
+            for row in &mut cols {
+                row.sort_unstable();
+                row.dedup();
+            }
             rows.retain(|&i| !cols[i].is_empty());
             picked = Some(cols);
         }
     }
     for i in rows {
         let start = c0.map(|c0| &c0[i * ldc..i * ldc + n]);
-        let e = b.row::<P>(&a[i * lda..i * lda + k], start);
+        // With k = 0 the row of A is empty (and `a` may be empty whatever `lda` is).
+        let a_row = if k == 0 {
+            &[][..]
+        } else {
+            &a[i * lda..i * lda + k]
+        };
+        let e = b.row::<P>(a_row, start);
         let all: Vec<usize>;
         let cols = match &picked {
             Some(cols) => &cols[i],
@@ -251,13 +328,13 @@ pub fn verify<P: Precision>(
             };
             let err = (got - expected).abs();
             if err.is_nan() || err > tolerance {
-                return Err(Mismatch {
+                return Err(VerifyError::Mismatch(Mismatch {
                     row: i,
                     col: j,
                     got,
                     expected,
                     tolerance,
-                });
+                }));
             }
             if tolerance > 0.0 {
                 verified.worst_ratio = verified.worst_ratio.max(err / tolerance);
