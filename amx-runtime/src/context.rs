@@ -102,6 +102,9 @@ pub enum ConfigureError {
     Fault(Fault),
     /// A guard from an earlier `configure` is still alive on this thread.
     Busy,
+    /// The hardware lacks an instruction or limit a typed layer relies on (see
+    /// [`configure_typed`](crate::typed::configure_typed)); nothing stays loaded.
+    Unsupported(String),
     /// The thread is exiting and its emulator is already torn down (a `configure` on the
     /// emulator from the destructor of another thread-local).
     ThreadExiting,
@@ -117,6 +120,7 @@ impl fmt::Display for ConfigureError {
             ConfigureError::Busy => f.write_str(
                 "a tile guard is already alive on this thread; drop it before configuring again",
             ),
+            ConfigureError::Unsupported(why) => f.write_str(why),
             ConfigureError::ThreadExiting => {
                 f.write_str("this thread is exiting and its tile state is already torn down")
             }

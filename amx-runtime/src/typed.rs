@@ -256,13 +256,26 @@ impl<L: Layout> fmt::Debug for TypedTiles<L> {
 }
 
 /// Configures layout `L` on this thread (see [`configure`]) and returns its typed tiles.
+///
+/// # Errors
+/// Those of [`configure`], and [`ConfigureError::Unsupported`] on silicon that lacks AMX-INT8,
+/// AMX-BF16 or the architectural TMUL limits: the typed dot products return no `Result`, so
+/// the typed layer runs only where all of them execute (every AMX CPU to date). The untyped
+/// [`Tiles`] still works there, each instruction returning its `Fault`.
 pub fn configure_typed<L: Layout>() -> Result<TypedTiles<L>, ConfigureError> {
-    Ok(TypedTiles::new(configure(&L::CONFIG)?))
+    TypedTiles::new(configure(&L::CONFIG)?)
 }
 
 /// [`configure_typed`] on a given backend rather than the process's.
 pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, ConfigureError> {
-    Ok(TypedTiles::new(configure_on(backend, &L::CONFIG)?))
+    TypedTiles::new(configure_on(backend, &L::CONFIG)?)
+}
+
+/// The cold half of [`TypedTiles::proven`].
+#[cold]
+#[inline(never)]
+fn unproven(fault: Fault) -> ! {
+    panic!("typed tiles: an instruction the types proved legal faulted (a bug in amx-runtime): {fault}")
 }
 
 /// The byte stride of a load or store of handle `H` with a stride of `stride` elements, once
@@ -286,13 +299,18 @@ fn byte_stride<H: Handle>(stride: usize, bytes: usize) -> Result<isize, Fault> {
 }
 
 impl<L: Layout> TypedTiles<L> {
-    /// Wraps a guard that has just put `L::CONFIG` in place.
-    fn new(tiles: Tiles) -> TypedTiles<L> {
-        TypedTiles {
+    /// Wraps a guard that has just put `L::CONFIG` in place, once the backend is known to
+    /// execute every instruction the typed operations may issue (on the silicon: AMX-INT8,
+    /// AMX-BF16 and the architectural TMUL limits; the emulator has them all).
+    fn new(mut tiles: Tiles) -> Result<TypedTiles<L>, ConfigureError> {
+        if let Some(why) = tiles.hardware_mut().and_then(|hw| hw.typed_unsupported()) {
+            return Err(ConfigureError::Unsupported(why));
+        }
+        Ok(TypedTiles {
             epoch: tiles.config_epoch(),
             tiles,
             _layout: PhantomData,
-        }
+        })
     }
 
     /// The untyped guard underneath (every instruction, checked at run time). Changing the
@@ -336,9 +354,14 @@ impl<L: Layout> TypedTiles<L> {
     }
 
     /// The result of an instruction whose every #UD condition the types have ruled out (with
-    /// `L::CONFIG` loaded, which `ensure_loaded` checked).
+    /// `L::CONFIG` loaded, which `ensure_loaded` checked, on a backend that `new` checked).
+    /// A fault here is a bug in this crate: it panics rather than leave a tile silently
+    /// unchanged.
+    #[inline(always)]
     fn proven(result: Result<(), Fault>) {
-        debug_assert!(result.is_ok(), "typed tile operation faulted: {result:?}");
+        if let Err(fault) = result {
+            unproven(fault);
+        }
     }
 
     /// TILEZERO.

@@ -239,6 +239,23 @@ impl Hardware {
         set_tracked(real);
     }
 
+    /// Why the typed layer cannot run on this CPU, or `None` when it can. Typed dot products
+    /// return no `Result` (their operands are proven at compile time), so the instructions they
+    /// may issue must exist here: AMX-INT8 and AMX-BF16 with at least the architectural TMUL
+    /// limits, as on every AMX CPU to date. A CPU or VM that hides one of them gets a typed
+    /// error from the typed `configure`, never an instruction that silently does nothing.
+    pub(crate) fn typed_unsupported(&self) -> Option<String> {
+        typed_unsupported(
+            self.silicon.amx_int8,
+            self.silicon.amx_bf16,
+            if self.silicon.tmul_architectural {
+                Ok(())
+            } else {
+                Err(self.silicon.tmul)
+            },
+        )
+    }
+
     /// Whether [`TileUnit::tdpfp16ps`] executes on this thread: CPUID reports AMX-FP16, or the
     /// thread called [`Hardware::assume_amx_fp16`].
     pub fn amx_fp16(&self) -> bool {
@@ -397,6 +414,41 @@ impl Hardware {
     }
 }
 
+/// The rule behind [`Hardware::typed_unsupported`], on plain values so it is testable on any
+/// machine. `tmul` is `Err(limits)` when the CPU's TMUL limits are below the architectural ones.
+pub(crate) fn typed_unsupported(
+    amx_int8: bool,
+    amx_bf16: bool,
+    tmul: Result<(), TmulLimits>,
+) -> Option<String> {
+    let mut missing = Vec::new();
+    if !amx_int8 {
+        missing.push("AMX-INT8 (CPUID.(7,0):EDX[25])".to_string());
+    }
+    if !amx_bf16 {
+        missing.push("AMX-BF16 (CPUID.(7,0):EDX[22])".to_string());
+    }
+    if let Err(limits) = tmul {
+        missing.push(format!(
+            "the architectural TMUL limits (this CPU reports tmul_maxk {}, tmul_maxn {}; \
+             typed operands are proven against {} and {})",
+            limits.maxk,
+            limits.maxn,
+            TmulLimits::ARCHITECTURAL.maxk,
+            TmulLimits::ARCHITECTURAL.maxn
+        ));
+    }
+    if missing.is_empty() {
+        None
+    } else {
+        Some(format!(
+            "typed tiles on the silicon need {}, which this CPU does not report; use the \
+             untyped `Tiles` (whose instructions return a `Fault`) or AMX_BACKEND=emulated",
+            missing.join(" and ")
+        ))
+    }
+}
+
 impl TileUnit for Hardware {
     fn ldtilecfg(&mut self, image: &[u8; 64]) -> Result<(), Fault> {
         let configured = image::palette_id(image) != 0;
@@ -538,5 +590,37 @@ impl TileUnit for Hardware {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_layer_runs_where_every_dot_product_executes() {
+        assert_eq!(typed_unsupported(true, true, Ok(())), None);
+    }
+
+    #[test]
+    fn typed_layer_names_each_missing_feature() {
+        let why = typed_unsupported(false, true, Ok(())).unwrap();
+        assert!(
+            why.contains("AMX-INT8") && !why.contains("AMX-BF16"),
+            "{why}"
+        );
+        let why = typed_unsupported(true, false, Ok(())).unwrap();
+        assert!(
+            why.contains("AMX-BF16") && !why.contains("AMX-INT8"),
+            "{why}"
+        );
+        let small = TmulLimits { maxk: 8, maxn: 32 };
+        let why = typed_unsupported(false, false, Err(small)).unwrap();
+        assert!(
+            why.contains("AMX-INT8 (CPUID.(7,0):EDX[25]) and AMX-BF16")
+                && why.contains("tmul_maxk 8, tmul_maxn 32")
+                && why.contains("AMX_BACKEND=emulated"),
+            "{why}"
+        );
     }
 }
