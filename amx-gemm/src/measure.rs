@@ -9,6 +9,8 @@
 //! - [`Harness::run`]: random inputs, B packed (timed separately), warm-up (the silicon wakes
 //!   its AMX unit in ~2.8 us after 5 us idle and the first tile instruction of a thread traps
 //!   once), then the median of timed repetitions, and a check against [`reference`](mod@crate::reference).
+//!   A shape whose buffers together exceed the memory the OS reports available is refused
+//!   before anything is allocated ([`GemmError::InsufficientMemory`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -60,14 +62,43 @@ pub fn random<T: Element>(len: usize, seed: u64) -> Vec<T> {
         .collect()
 }
 
-/// [`random`], or [`GemmError::TooLarge`] for `operand` when `len` elements cannot be
-/// allocated.
-fn try_random<T: Element>(len: usize, seed: u64, operand: Operand) -> Result<Vec<T>, GemmError> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(len)
-        .map_err(|_| GemmError::TooLarge { operand })?;
+/// [`random`], or [`GemmError::OutOfMemory`] when `len` elements cannot be allocated.
+fn try_random<T: Element>(len: usize, seed: u64) -> Result<Vec<T>, GemmError> {
+    let mut out = try_vec(len)?;
     out.extend(random::<T>(len, seed));
     Ok(out)
+}
+
+/// An empty vector with room for `len` elements, or [`GemmError::OutOfMemory`].
+fn try_vec<T>(len: usize) -> Result<Vec<T>, GemmError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len)
+        .map_err(|_| GemmError::OutOfMemory {
+            bytes: len.saturating_mul(std::mem::size_of::<T>()),
+        })?;
+    Ok(out)
+}
+
+/// Bytes of memory the OS can hand out without swapping (`MemAvailable` of `/proc/meminfo`),
+/// or `None` where that is not known.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// [`GemmError::InsufficientMemory`] when `needed` bytes exceed what the OS reports available.
+/// `try_reserve` cannot see this: Linux overcommits, so a too-large run would be killed by the
+/// OOM killer while its inputs are filled, minutes later, instead of failing here.
+fn check_footprint(needed: u128, available: Option<u64>) -> Result<(), GemmError> {
+    match available {
+        Some(available) if needed > u128::from(available) => Err(GemmError::InsufficientMemory {
+            needed: u64::try_from(needed).unwrap_or(u64::MAX),
+            available,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The compute roof of the tile unit, measured.
@@ -369,19 +400,24 @@ impl Harness {
             elements(k, n, Operand::B)?,
             elements(m, n, Operand::C)?,
         );
-        let a: Vec<P::A> = try_random(a_len, 1, Operand::A)?;
-        let b: Vec<P::B> = try_random(b_len, 2, Operand::B)?;
+        // A and B, B packed (padded to whole tiles: fewer than 64 more rows and columns, an
+        // upper bound for every precision), and C twice (the starting values and the result).
+        let size = |len: usize, elem: usize| len as u128 * elem as u128;
+        let packed = size(k + 64, 1) * size(n + 64, std::mem::size_of::<P::B>());
+        let needed = size(a_len, std::mem::size_of::<P::A>())
+            + size(b_len, std::mem::size_of::<P::B>())
+            + packed
+            + 2 * size(c_len, std::mem::size_of::<P::C>());
+        check_footprint(needed, available_memory())?;
+        let a: Vec<P::A> = try_random(a_len, 1)?;
+        let b: Vec<P::B> = try_random(b_len, 2)?;
         let c0: Vec<P::C> = match case.mode {
             Mode::Overwrite => {
-                let mut c0 = Vec::new();
-                c0.try_reserve_exact(c_len)
-                    .map_err(|_| GemmError::TooLarge {
-                        operand: Operand::C,
-                    })?;
+                let mut c0 = try_vec(c_len)?;
                 c0.resize(c_len, P::C::default());
                 c0
             }
-            Mode::Accumulate => try_random(c_len, 3, Operand::C)?,
+            Mode::Accumulate => try_random(c_len, 3)?,
         };
 
         let start = Instant::now();
@@ -390,11 +426,7 @@ impl Harness {
 
         // Warm-up: the first run pays thread start, configuration loads and the first-use trap;
         // on the silicon keep going until the unit is awake and the clock has settled.
-        let mut c = Vec::new();
-        c.try_reserve_exact(c_len)
-            .map_err(|_| GemmError::TooLarge {
-                operand: Operand::C,
-            })?;
+        let mut c = try_vec(c_len)?;
         c.extend_from_slice(&c0);
         let start = Instant::now();
         gemm.run(m, &a, k, &packed, &mut c, n)?;
@@ -625,6 +657,36 @@ mod tests {
     fn json_is_escaped() {
         assert_eq!(json_string("a\"b\\\n"), "\"a\\\"b\\\\\\n\"");
         assert_eq!(json_number(f64::INFINITY), "null");
+    }
+
+    #[test]
+    fn footprint_is_checked_against_available_memory() {
+        assert_eq!(check_footprint(u128::MAX, None), Ok(()));
+        assert_eq!(check_footprint(100, Some(100)), Ok(()));
+        assert_eq!(
+            check_footprint(101, Some(100)),
+            Err(GemmError::InsufficientMemory {
+                needed: 101,
+                available: 100
+            })
+        );
+        assert_eq!(
+            check_footprint(u128::MAX, Some(7)),
+            Err(GemmError::InsufficientMemory {
+                needed: u64::MAX,
+                available: 7
+            })
+        );
+        let text = check_footprint(3 << 30, Some(1 << 30))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            text,
+            "the run needs 3.0 GiB of buffers; this machine has 1.0 GiB available"
+        );
+        if cfg!(target_os = "linux") {
+            assert!(available_memory().is_some_and(|b| b > 0));
+        }
     }
 
     #[test]

@@ -1122,27 +1122,51 @@ fn huge_dimensions_fail_before_allocating() {
 
     // The measuring harness checks its sizes before it allocates, and allocates fallibly.
     let mut harness = Harness::new();
+    let case = |m, n, k| Case {
+        dtype: DType::Int8,
+        m,
+        n,
+        k,
+        threads: 1,
+        reps: usize::MAX,
+        backend: Some(Backend::Emulated),
+        mode: Mode::Accumulate,
+    };
     for (m, n, k, operand) in [
         (h, 3, 4, Operand::A),
         (3, h, 4, Operand::B),
-        (1 << 40, 1 << 10, 0, Operand::C),
-        (1 << 20, 3, 1 << 30, Operand::A),
+        (h, h, 0, Operand::C),
     ] {
-        let case = Case {
-            dtype: DType::Int8,
-            m,
-            n,
-            k,
-            threads: 1,
-            reps: usize::MAX,
-            backend: Some(Backend::Emulated),
-            mode: Mode::Accumulate,
-        };
-        // (A request above ALLOC_LIMIT is refused by `Limited`: the harness must take that
-        // as an error, not abort.)
-        let r = no_panic("Harness::run", || harness.run(&case));
-        assert_eq!(r.unwrap_err(), GemmError::TooLarge { operand }, "{case:?}");
+        let r = no_panic("Harness::run", || harness.run(&case(m, n, k)));
+        assert_eq!(
+            r.unwrap_err(),
+            GemmError::TooLarge { operand },
+            "{m}x{n}x{k}"
+        );
     }
+    // Addressable but more than any machine has (a PiB of A): refused before allocating, by
+    // the footprint check where the OS reports its available memory, else by the allocator.
+    for (m, n, k, bytes) in [
+        (1 << 20, 3, 1 << 30, 1 << 50),
+        (1 << 40, 1 << 10, 0, 1 << 52),
+    ] {
+        let r = no_panic("Harness::run", || harness.run(&case(m, n, k)));
+        assert!(
+            matches!(
+                r,
+                Err(GemmError::InsufficientMemory { needed, .. }) if needed > bytes as u64
+            ) || r == Err(GemmError::OutOfMemory { bytes }),
+            "{m}x{n}x{k}: {r:?}"
+        );
+    }
+    // 256 MiB of A: available on any test machine, but above ALLOC_LIMIT, so `Limited`
+    // refuses it. The harness must take that as an error, not abort.
+    let r = no_panic("Harness::run", || harness.run(&case(1 << 14, 3, 1 << 14)));
+    assert!(
+        matches!(r, Err(GemmError::InsufficientMemory { .. }))
+            || r == Err(GemmError::OutOfMemory { bytes: 1 << 28 }),
+        "{r:?}"
+    );
     for bytes in [usize::MAX, 1 << 50] {
         let r = no_panic("Harness::bandwidth", || harness.bandwidth(bytes, 1));
         assert_eq!(r, Err(GemmError::OutOfMemory { bytes }));
