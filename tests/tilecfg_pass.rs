@@ -181,3 +181,70 @@ fn equals_the_runtime_builder() {
     assert_eq!(built, GEMM);
     assert!(GEMM.use_violations().is_empty());
 }
+
+#[test]
+fn underscores_in_glued_columns() {
+    // `16x6_4` is the integer 16 with the suffix `x6_4`: the columns read as `6_4` would.
+    let glued = tilecfg! { palette 1; t0: 16x6_4; t1: 1_6x64_ };
+    let spaced = tilecfg! { palette 1; t0: 16 x 6_4; t1: 1_6 x 64 };
+    assert_eq!(glued, spaced);
+    assert_eq!(glued.as_bytes(), &image(1, 0, &[(0, 16, 64), (1, 16, 64)]));
+}
+
+#[test]
+fn doc_comments_before_statements() {
+    let cfg = tilecfg! {
+        /// The configuration of a 16x16 int8 block.
+        palette 1;
+        /// The accumulator.
+        t0: 16x16 i32;
+    };
+    assert_eq!(cfg.as_bytes(), &image(1, 0, &[(0, 16, 64)]));
+}
+
+/// The item form where user names could collide with what it generates: a type named like a
+/// primitive element type, raw identifiers, a `cfg`-ed out and a deprecated layout.
+mod layouts {
+    #![allow(non_camel_case_types, dead_code)]
+
+    use amx_runtime::tilecfg;
+
+    /// Shadows the primitive in this module; the handles must still hold `i32` elements.
+    struct i32;
+
+    tilecfg! {
+        /// A layout whose handles are documented.
+        pub struct Block;
+        palette 1;
+        /// The accumulator.
+        t0 as c: 16x16 i32;
+        t4 as r#a: 16x64 i8;
+        t6 as r#try: 16x64 i8;
+    }
+
+    tilecfg! {
+        #[cfg(any())]
+        pub struct Gone;
+        palette 1;
+        t0 as c: 16x16 i32;
+    }
+
+    tilecfg! {
+        #[deprecated = "the generated items must not warn about this"]
+        pub struct Old;
+        palette 1;
+        t0 as c: 16x16 i32;
+    }
+
+    #[test]
+    fn compile_and_run_where_names_could_collide() {
+        let mut tiles = Block::configure().unwrap();
+        tiles.zero(Block::c);
+        tiles.load(Block::a, &[1i8; 1024], 64).unwrap();
+        tiles.load(Block::r#try, &[2i8; 1024], 64).unwrap();
+        tiles.tdpbssd(Block::c, Block::a, Block::r#try);
+        let mut c = [0; 256];
+        tiles.store(Block::c, &mut c, 16).unwrap();
+        assert!(c.iter().all(|&x: &::core::primitive::i32| x == 128));
+    }
+}

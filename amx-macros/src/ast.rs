@@ -84,10 +84,13 @@ pub struct Number {
 }
 
 impl Number {
+    /// `digits` may hold `_` separators (the columns glued to the rows, `16x6_4`, come from a
+    /// suffix, which rustc does not normalise).
     fn new(digits: &str, span: Span) -> Number {
+        let text: String = digits.chars().filter(|&c| c != '_').collect();
         Number {
-            value: digits.parse().unwrap_or(u128::MAX),
-            text: digits.to_owned(),
+            value: text.parse().unwrap_or(u128::MAX),
+            text,
             span,
         }
     }
@@ -95,6 +98,8 @@ impl Number {
 
 /// `tN [as name]: shape`.
 pub struct Tile {
+    /// Doc comments written before the statement (they document the tile's handle).
+    pub docs: Vec<syn::Attribute>,
     /// The tile key as written (`t0`).
     pub key: Ident,
     /// The tile number from the key (`t12` gives 12; `lower` rejects the ones past the image).
@@ -173,7 +178,7 @@ fn parse_config(input: ParseStream) -> Config {
         stmts: Vec::new(),
         errors: Vec::new(),
     };
-    if input.peek(Token![#]) || input.peek(Token![pub]) || input.peek(Token![struct]) {
+    if starts_item_form(input) {
         config.item_form = true;
         match parse_header(input) {
             Ok(header) => config.header = Some(header),
@@ -210,6 +215,15 @@ fn parse_config(input: ParseStream) -> Config {
     config
 }
 
+/// Whether the input starts with a layout header: `pub` or `struct`, possibly after attributes
+/// (doc comments before a statement such as `palette 1` belong to that statement instead).
+fn starts_item_form(input: ParseStream) -> bool {
+    let fork = input.fork();
+    let attrs_parse = fork.call(syn::Attribute::parse_outer).is_ok();
+    let header = fork.peek(Token![pub]) || fork.peek(Token![struct]);
+    header || (input.peek(Token![#]) && !attrs_parse)
+}
+
 /// `#[attrs] vis struct Name`, up to (not including) its `;`.
 fn parse_header(input: ParseStream) -> syn::Result<Header> {
     let attrs = input.call(syn::Attribute::parse_outer)?;
@@ -241,6 +255,7 @@ fn skip_statement(input: ParseStream) {
 }
 
 fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
+    let docs = parse_docs(input)?;
     if !input.peek(Ident::peek_any) {
         return Err(syn::Error::new(
             input.span(),
@@ -259,9 +274,19 @@ fn parse_stmt(input: ParseStream) -> syn::Result<Stmt> {
             key,
         })),
         _ => match tile_index(&text) {
-            Some(index) => parse_tile(input, key, index).map(Stmt::Tile),
+            Some(index) => parse_tile(input, key, index, docs).map(Stmt::Tile),
             None => Err(syn::Error::new(key.span(), diag::unknown_key(&text))),
         },
+    }
+}
+
+/// Doc comments before a statement: kept for a tile's handle, accepted (as comments) before
+/// the other statements. Any other attribute is an error: nothing here could carry it.
+fn parse_docs(input: ParseStream) -> syn::Result<Vec<syn::Attribute>> {
+    let attrs = input.call(syn::Attribute::parse_outer)?;
+    match attrs.iter().find(|a| !a.path().is_ident("doc")) {
+        Some(other) => Err(syn::Error::new_spanned(other, diag::statement_attribute())),
+        None => Ok(attrs),
     }
 }
 
@@ -299,7 +324,12 @@ fn parse_value(input: ParseStream, key: &Ident) -> syn::Result<Number> {
     Ok(Number::new(lit.base10_digits(), lit.span()))
 }
 
-fn parse_tile(input: ParseStream, key: Ident, index: u64) -> syn::Result<Tile> {
+fn parse_tile(
+    input: ParseStream,
+    key: Ident,
+    index: u64,
+    docs: Vec<syn::Attribute>,
+) -> syn::Result<Tile> {
     let mut last = key.span();
     let name = if input.peek(Token![as]) {
         let as_token: Token![as] = input.parse()?;
@@ -324,6 +354,7 @@ fn parse_tile(input: ParseStream, key: Ident, index: u64) -> syn::Result<Tile> {
     let colon: Token![:] = input.parse()?;
     let shape = parse_shape(input, &key, colon.span)?;
     Ok(Tile {
+        docs,
         key,
         index,
         name,
@@ -418,13 +449,17 @@ fn parse_columns_literal(input: ParseStream, x: Span) -> syn::Result<Number> {
     }
 }
 
-/// Splits a suffix `x64` or `x64u8` into the column digits and what follows them.
+/// Splits a suffix `x64`, `x6_4` or `x64u8` into the column digits (with any `_` separators, as
+/// a literal may have them) and what follows them.
 fn split_columns(suffix: &str) -> Option<(&str, &str)> {
     let rest = suffix.strip_prefix('x')?;
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
     let end = rest
-        .find(|c: char| !c.is_ascii_digit())
+        .find(|c: char| !c.is_ascii_digit() && c != '_')
         .unwrap_or(rest.len());
-    (end > 0).then(|| rest.split_at(end))
+    Some(rest.split_at(end))
 }
 
 /// An optional element type after the columns (an identifier that does not start the next

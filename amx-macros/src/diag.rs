@@ -272,7 +272,8 @@ pub fn not_decimal(literal: &str, radix: &str, value: &str, rows_of_shape: bool)
             &literal[2..]
         )
     } else {
-        format!("`{literal}` is a {radix} literal (the number {value}); the numbers of `tilecfg!` are decimal")
+        let article = if radix.starts_with('o') { "an" } else { "a" };
+        format!("`{literal}` is {article} {radix} literal (the number {value}); the numbers of `tilecfg!` are decimal")
     }
 }
 
@@ -304,6 +305,28 @@ pub fn duplicate_name(name: &Ident, first: &Ident) -> String {
 
 pub fn first_name(name: &Ident, tile: &Ident) -> String {
     format!("tile name `{name}` first names tile {tile} here")
+}
+
+pub fn reserved_name(name: &str, key: &Ident, layout: &Ident) -> String {
+    format!(
+        "tile {key} cannot be named `{name}`: the layout already has an item of that name (`{layout}::{name}`); choose another name"
+    )
+}
+
+pub fn keyword_name(name: &str, key: &Ident) -> String {
+    format!(
+        "tile {key} cannot be named `{name}`, a keyword since Rust 2024; write `r#{name}` or choose another name"
+    )
+}
+
+pub fn start_row_in_layout(setting: &str) -> String {
+    format!(
+        "`{setting}` in a layout: its typed tiles load and store whole tiles, but with start_row the first instruction skips the rows before it; remove it (start_row is for resuming an interrupted load or store, through the expression form and the untyped API)"
+    )
+}
+
+pub fn statement_attribute() -> &'static str {
+    "only doc comments can come before a statement of `tilecfg!`"
 }
 
 pub fn register_name(name: &Ident, key: &Ident) -> String {

@@ -12,56 +12,36 @@
 //! fitting triple; without them a mismatch is reported as "mismatched types" instead of
 //! `Dot`'s message naming the tiles and shapes.
 
-use amx_tilecfg::{check_dot, image, DotKind, ElemType, TileShape, TmulLimits};
+use amx_tilecfg::{check_dot, image, ElemType, TileShape, TmulLimits};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::ast::{Config, Header, Stmt};
+use crate::lower;
+use syn::ext::IdentExt;
 
 /// One named tile: its register, its shape in the image, and its element type.
 struct Named<'a> {
     name: &'a Ident,
+    docs: &'a [syn::Attribute],
     index: u8,
     shape: TileShape,
     elem: Option<ElemType>,
 }
 
 /// The operand roles' element types of each dot product: (C, A, B).
-const DOTS: [(DotKind, &str, [ElemType; 3]); 6] = [
-    (
-        DotKind::Tdpbssd,
-        "TDPBSSD",
-        [ElemType::I32, ElemType::I8, ElemType::I8],
-    ),
-    (
-        DotKind::Tdpbsud,
-        "TDPBSUD",
-        [ElemType::I32, ElemType::I8, ElemType::U8],
-    ),
-    (
-        DotKind::Tdpbusd,
-        "TDPBUSD",
-        [ElemType::I32, ElemType::U8, ElemType::I8],
-    ),
-    (
-        DotKind::Tdpbuud,
-        "TDPBUUD",
-        [ElemType::I32, ElemType::U8, ElemType::U8],
-    ),
-    (
-        DotKind::Tdpbf16ps,
-        "TDPBF16PS",
-        [ElemType::F32, ElemType::Bf16, ElemType::Bf16],
-    ),
-    (
-        DotKind::Tdpfp16ps,
-        "TDPFP16PS",
-        [ElemType::F32, ElemType::F16, ElemType::F16],
-    ),
+const DOTS: [(&str, [ElemType; 3]); 6] = [
+    ("TDPBSSD", [ElemType::I32, ElemType::I8, ElemType::I8]),
+    ("TDPBSUD", [ElemType::I32, ElemType::I8, ElemType::U8]),
+    ("TDPBUSD", [ElemType::I32, ElemType::U8, ElemType::I8]),
+    ("TDPBUUD", [ElemType::I32, ElemType::U8, ElemType::U8]),
+    ("TDPBF16PS", [ElemType::F32, ElemType::Bf16, ElemType::Bf16]),
+    ("TDPFP16PS", [ElemType::F32, ElemType::F16, ElemType::F16]),
 ];
 
 /// The items of the item form. `config` is the expression of the validated configuration, or
-/// of INIT when there were errors (then no `Dot` is implemented, so nothing can run).
+/// of INIT when there were errors (then every operand triple gets a stand-in `Dot`, so the
+/// errors of the input are the only ones reported; the crate does not compile either way).
 pub fn items(
     header: &Header,
     parsed: &Config,
@@ -71,6 +51,11 @@ pub fn items(
     let Header { attrs, vis, ident } = header;
     let module = format_ident!("__{}_tiles", ident);
     let named = named_tiles(parsed, image);
+    // Every item goes where the struct goes: its `#[cfg]`s are repeated on each of them (the
+    // other attributes are the struct's own), and uses of a `#[deprecated]` layout inside the
+    // generated items are not the user's.
+    let cfgs: Vec<&syn::Attribute> = attrs.iter().filter(|a| a.path().is_ident("cfg")).collect();
+    let gate = quote!(#(#cfgs)* #[allow(deprecated)]);
 
     let inner_vis = inner_visibility(vis);
     let markers = named.iter().map(|t| {
@@ -83,6 +68,7 @@ pub fn items(
     let tile_names = named.iter().map(|t| {
         let name = t.name;
         quote! {
+            #gate
             // SAFETY: the handle of this name (below) has the register and shape that the
             // layout's CONFIG gives the tile; the macro derived both from the same statements.
             unsafe impl ::amx_runtime::typed::TileName for #module::#name {
@@ -100,7 +86,11 @@ pub fn items(
             t.shape.colsb,
             t.elem.map_or(String::new(), |e| format!(" of {e}"))
         );
+        let user_docs = t.docs;
+        let separator = (!user_docs.is_empty()).then(|| quote!(#[doc = ""]));
         quote! {
+            #(#user_docs)*
+            #separator
             #[doc = #doc]
             #[allow(non_upper_case_globals)]
             #vis const #name: #ty = {
@@ -109,19 +99,26 @@ pub fn items(
             };
         }
     });
-    let dots = image.map_or_else(Vec::new, |_| dot_impls(ident, &module, &named));
-    let decoys = image.map_or_else(Vec::new, |_| decoy_impls(ident, &module, &named));
+    let (dots, decoys) = match image {
+        Some(_) => (
+            dot_impls(ident, &module, &named),
+            decoy_impls(ident, &module, &named),
+        ),
+        None => (Vec::new(), stand_in_impls(ident, &module, &named)),
+    };
 
     quote! {
         #(#attrs)*
         #vis struct #ident;
 
+        #gate
         #[doc(hidden)]
         #[allow(non_camel_case_types, non_snake_case)]
         #vis mod #module {
             #(#markers)*
         }
 
+        #gate
         // SAFETY: every handle and every `Dot` implementation of this layout is generated from
         // the same validated statements as CONFIG.
         unsafe impl ::amx_runtime::typed::Layout for #ident {
@@ -130,6 +127,7 @@ pub fn items(
 
         #(#tile_names)*
 
+        #gate
         impl #ident {
             /// The layout's tile configuration, checked at compile time.
             #vis const CONFIG: ::amx_runtime::TileConfig =
@@ -146,8 +144,8 @@ pub fn items(
             #(#handles)*
         }
 
-        #(#dots)*
-        #(#decoys)*
+        #(#gate #dots)*
+        #(#gate #decoys)*
     }
 }
 
@@ -177,19 +175,21 @@ fn inner_visibility(vis: &syn::Visibility) -> TokenStream {
 }
 
 fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a>> {
-    let mut seen: Vec<&Ident> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     parsed
         .stmts
         .iter()
         .filter_map(|stmt| match stmt {
             Stmt::Tile(tile) => {
                 let name = tile.name.as_ref()?;
-                // A name given twice is already an error; a second handle of that name would
-                // only add rustc's "defined multiple times" to it.
-                if seen.contains(&name) {
+                // A name given twice, or one the layout's items already take, is already an
+                // error (`lower::check_names`); a handle of that name would only add rustc's
+                // "defined multiple times" to it.
+                let text = name.unraw().to_string();
+                if seen.contains(&text) || !lower::name_is_free(name) {
                     return None;
                 }
-                seen.push(name);
+                seen.push(text);
                 let index = u8::try_from(tile.index)
                     .ok()
                     .filter(|&i| (i as usize) < image::TILE_SLOTS)?;
@@ -200,6 +200,7 @@ fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a
                 };
                 Some(Named {
                     name,
+                    docs: &tile.docs,
                     index,
                     shape,
                     elem: tile.shape.elem.as_ref().map(|e| e.ty),
@@ -213,10 +214,11 @@ fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a
 fn elem_type(elem: Option<ElemType>) -> TokenStream {
     match elem {
         None => quote!(::amx_runtime::typed::Bytes),
-        Some(ElemType::I8) => quote!(i8),
-        Some(ElemType::U8) => quote!(u8),
-        Some(ElemType::I32) => quote!(i32),
-        Some(ElemType::F32) => quote!(f32),
+        // Full paths: a user type named `i8` must not take the primitive's place.
+        Some(ElemType::I8) => quote!(::core::primitive::i8),
+        Some(ElemType::U8) => quote!(::core::primitive::u8),
+        Some(ElemType::I32) => quote!(::core::primitive::i32),
+        Some(ElemType::F32) => quote!(::core::primitive::f32),
         Some(ElemType::Bf16) => quote!(::amx_runtime::typed::BF16),
         Some(ElemType::F16) => quote!(::amx_runtime::typed::FP16),
     }
@@ -235,7 +237,7 @@ fn fits(elem: Option<ElemType>, wanted: ElemType) -> bool {
 
 fn dot_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {
     let mut out = Vec::new();
-    for (kind, op, [ce, ae, be]) in DOTS {
+    for (op, [ce, ae, be]) in DOTS {
         let op = Ident::new(op, Span::call_site());
         for c in named {
             for a in named {
@@ -256,7 +258,6 @@ fn dot_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream
                         handle_type(module, a),
                         handle_type(module, b),
                     );
-                    let _ = kind;
                     out.push(quote! {
                         // SAFETY: amx_tilecfg::check_dot accepted these operands under CONFIG,
                         // and their element types are the instruction's.
@@ -267,6 +268,22 @@ fn dot_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream
         }
     }
     out
+}
+
+/// With errors in the input: every operand triple "fits", so a kernel that is correct for the
+/// configuration the user meant reports nothing beyond the input's own errors (the crate fails
+/// to compile anyway, so nothing can run).
+fn stand_in_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {
+    named
+        .iter()
+        .map(|c| {
+            let ct = handle_type(module, c);
+            quote! {
+                // SAFETY: emitted only beside a compile error, so never part of a program.
+                unsafe impl<Op, A, B> ::amx_runtime::typed::Dot<#layout, Op, A, B> for #ct {}
+            }
+        })
+        .collect()
 }
 
 fn decoy_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {

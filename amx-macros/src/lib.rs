@@ -7,10 +7,11 @@
 //!
 //! ```text
 //! tilecfg!  := `tilecfg!` ( `{` config `}` | `(` config `)` | `[` config `]` )
-//! config    := stmt ( `;` stmt )* `;`?          palette first; start_row and tiles in any order
-//! stmt      := `palette` INT                    required, first; 0 is INIT (nothing else allowed)
-//!            | `start_row` INT                  optional, default 0
-//!            | tile
+//! config    := layout? stmt ( `;` stmt )* `;`?  palette first; start_row and tiles in any order
+//! layout    := attr* vis `struct` IDENT `;`      the item form: a layout type with typed handles
+//! stmt      := doc* ( `palette` INT             required, first; 0 is INIT (nothing else allowed)
+//!            | `start_row` INT                  optional, default 0 (not in a layout)
+//!            | tile )                           a tile's doc comments document its handle
 //! tile      := `t`DIGITS ( `as` IDENT )? `:` shape
 //! shape     := INT `x` INT elem?                `16x64`, `16 x 64`, `16x 64`, `16 x64`
 //! elem      := `i8` | `u8` | `bf16` | `f16` | `i32` | `f32`

@@ -12,6 +12,7 @@ use amx_tilecfg::{image, ElemType, NoSuchTile, Palette, PaletteTable, TileShape}
 
 use crate::ast::{Config, Setting, Stmt, Tile};
 use crate::diag::{self, Site};
+use syn::ext::IdentExt;
 
 /// The image, the tokens behind its fields, and the mistakes found while building it.
 pub struct Lowered {
@@ -108,6 +109,13 @@ pub fn lower(config: &Config) -> Lowered {
                     start_row
                         .site()
                         .error(diag::init_with_start_row(&start_row.text())),
+                );
+            }
+            if config.header.is_some() && start_row.value.value != 0 {
+                errors.push(
+                    start_row
+                        .site()
+                        .error(diag::start_row_in_layout(&start_row.text())),
                 );
             }
             let value = u8::try_from(start_row.value.value).ok();
@@ -225,18 +233,34 @@ fn lower_tile(tile: &Tile, errors: &mut Vec<syn::Error>) -> Option<(TileShape, T
     Some((shape, sites))
 }
 
-/// Tile names: each names one tile, and none is a tile register's name.
+/// Tile names: each names one tile, none is a tile register's name, and in a layout none is
+/// taken by the layout's own items or is a keyword of a later edition. A raw identifier
+/// (`r#a`) is the same name as `a`.
 fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
     let mut named: HashMap<String, &Tile> = HashMap::new();
     for tile in config.stmts.iter().filter_map(Stmt::tile) {
         let Some(name) = &tile.name else { continue };
-        let text = name.to_string();
+        let text = name.unraw().to_string();
         if crate::ast::tile_index(&text).is_some() {
             errors.push(syn::Error::new(
                 name.span(),
                 diag::register_name(name, &tile.key),
             ));
             continue;
+        }
+        if let Some(header) = &config.header {
+            if LAYOUT_ITEMS.contains(&text.as_str()) {
+                let message = diag::reserved_name(&text, &tile.key, &header.ident);
+                errors.push(syn::Error::new(name.span(), message));
+                continue;
+            }
+            // `gen` written raw is fine in every edition; written plainly it is an identifier
+            // to a 2021 crate but does not parse as a constant's name in a 2024 crate.
+            if name == "gen" {
+                let message = diag::keyword_name(&text, &tile.key);
+                errors.push(syn::Error::new(name.span(), message));
+                continue;
+            }
         }
         match named.get(&text) {
             Some(first) => {
@@ -255,6 +279,18 @@ fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
             }
         }
     }
+}
+
+/// The items a layout declares besides its handles (see `layout::items`).
+const LAYOUT_ITEMS: [&str; 2] = ["CONFIG", "configure"];
+
+/// Whether a layout can declare a handle of this name: not a register's name, not one of the
+/// layout's own items, not a plain `gen` (the rules `check_names` reports).
+pub fn name_is_free(name: &syn::Ident) -> bool {
+    let text = name.unraw().to_string();
+    crate::ast::tile_index(&text).is_none()
+        && !LAYOUT_ITEMS.contains(&text.as_str())
+        && name != "gen"
 }
 
 /// The rules crate's sentence for a tile number past the image, under the palette written (or
