@@ -74,10 +74,17 @@ impl TileConfig {
     /// [`TileConfig::from_bytes`] against another palette table (e.g. one read from CPUID).
     /// The result passes that table's load-time rules, which may be looser than the
     /// architectural ones; [`configure`](crate::configure) checks it against the CPU's table.
+    ///
+    /// An image with palette 0 is [`TileConfig::INIT`], all 64 bytes zero: LDTILECFG ignores
+    /// every other byte of it (SEMANTICS.md L4), and one canonical INIT lets `configure` see
+    /// that the thread already holds it.
     pub fn from_bytes_for(
         bytes: &[u8; 64],
         table: &PaletteTable,
     ) -> Result<TileConfig, ConfigError> {
+        if image::palette_id(bytes) == 0 {
+            return Ok(TileConfig::INIT);
+        }
         let report = validate(bytes, table);
         let load: Vec<Violation> = report.load_violations().copied().collect();
         if load.is_empty() {
@@ -162,6 +169,10 @@ impl Default for TileConfig {
 ///
 /// let err = TileConfig::builder().tile(2, 4, 6).build().unwrap_err();
 /// assert!(err.to_string().starts_with("tile t2 has 6 bytes per row (colsb), not a multiple of 4"));
+///
+/// assert_eq!(TileConfig::builder().palette(0).build().unwrap(), TileConfig::INIT);
+/// let err = TileConfig::builder().palette(0).tile(0, 16, 64).build().unwrap_err();
+/// assert_eq!(err.to_string(), "there is no tile t0; palette 0 (INIT) has no tiles");
 /// ```
 #[derive(Clone, Debug)]
 pub struct TileConfigBuilder {
@@ -194,12 +205,30 @@ impl TileConfigBuilder {
         self
     }
 
-    /// Validates (load-time and use-time rules) and builds the configuration.
+    /// Validates (load-time and use-time rules) and builds the configuration. With palette 0
+    /// the result is INIT, and a tile or a start_row set beside it is an error, as in the
+    /// macro: LDTILECFG would ignore them, so they are a mistake.
     pub fn build(self) -> Result<TileConfig, ConfigError> {
-        let bytes = image::encode(self.palette, self.start_row, &self.shapes);
-        if self.palette == 0 && self.missing.is_empty() {
-            return Ok(TileConfig::INIT);
+        if self.palette == 0 {
+            // Palette 0 has no tile names: every tile set is one it does not have.
+            let set = (0..self.shapes.len()).filter(|&t| self.shapes[t].is_some());
+            let tiles = set.chain(self.missing.iter().copied()).map(|t| NoSuchTile {
+                tile: t as u64,
+                palette: 0,
+                max_names: 0,
+            });
+            let err = ConfigError::with_missing(Vec::new(), tiles.collect());
+            let err = match self.start_row {
+                0 => err,
+                row => err.with_start_row_under_init(row),
+            };
+            return if err.is_empty() {
+                Ok(TileConfig::INIT)
+            } else {
+                Err(err)
+            };
         }
+        let bytes = image::encode(self.palette, self.start_row, &self.shapes);
         let report = validate(&bytes, &PaletteTable::ARCHITECTURAL);
         let names = PaletteTable::ARCHITECTURAL
             .get(1)

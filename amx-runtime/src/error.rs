@@ -11,6 +11,7 @@ use amx_tilecfg::{NoSuchTile, Violation};
 pub struct ConfigError {
     violations: Vec<Violation>,
     missing: Vec<NoSuchTile>,
+    start_row_under_init: Option<u8>,
 }
 
 impl ConfigError {
@@ -25,11 +26,24 @@ impl ConfigError {
         ConfigError {
             violations,
             missing,
+            start_row_under_init: None,
         }
     }
 
+    /// The builder's palette 0 with a start_row, which LDTILECFG would ignore.
+    pub(crate) fn with_start_row_under_init(mut self, start_row: u8) -> ConfigError {
+        self.start_row_under_init = Some(start_row);
+        self
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
-        self.violations.is_empty() && self.missing.is_empty()
+        self.violations.is_empty() && self.missing.is_empty() && self.start_row_under_init.is_none()
+    }
+
+    /// A non-zero start_row given to the builder with palette 0 (INIT configures no tile, so
+    /// LDTILECFG would ignore it, as it ignores any tile; only the builder can produce this).
+    pub fn start_row_under_init(&self) -> Option<u8> {
+        self.start_row_under_init
     }
 
     /// Tile numbers that name no tile of the palette (only the builder can produce these).
@@ -45,10 +59,16 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sentences = self
-            .missing
+        let init = self.start_row_under_init.map(|row| {
+            format!(
+                "start_row {row} under palette 0: INIT configures no tile, so LDTILECFG ignores \
+                 it; remove it or use palette 1"
+            )
+        });
+        let sentences = init
             .iter()
-            .map(|m| m as &dyn fmt::Display)
+            .map(|s| s as &dyn fmt::Display)
+            .chain(self.missing.iter().map(|m| m as &dyn fmt::Display))
             .chain(self.violations.iter().map(|v| v as &dyn fmt::Display));
         for (i, s) in sentences.enumerate() {
             if i > 0 {

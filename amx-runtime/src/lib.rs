@@ -41,4 +41,4 @@ pub use context::{
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};
 pub use typed::{configure_typed, configure_typed_on, TypedTiles};
-pub use unit::{Emulator, Hardware, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
+pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES, TILE_BYTES};

@@ -162,7 +162,11 @@ impl<N, const T: u8, const ROWS: u8, const COLSB: u16, E> Tile<N, T, ROWS, COLSB
 }
 
 /// What the typed operations need to know of a handle, as constants.
-pub trait Handle: Copy {
+///
+/// Sealed: the typed operations trust `ROWS` and `COLSB` to bound the memory an instruction
+/// touches, so only [`Tile`], whose constants the `tilecfg!` macro derives from the layout's
+/// configuration, implements it.
+pub trait Handle: Copy + sealed::Sealed {
     /// The layout the tile belongs to.
     type Layout: Layout;
     /// The element type.
@@ -173,6 +177,16 @@ pub trait Handle: Copy {
     const ROWS: u8;
     /// Bytes per row.
     const COLSB: u16;
+}
+
+mod sealed {
+    /// Keeps [`Handle`](super::Handle) to the handles the macro creates.
+    pub trait Sealed {}
+}
+
+impl<N: TileName, const T: u8, const ROWS: u8, const COLSB: u16, E: Element> sealed::Sealed
+    for Tile<N, T, ROWS, COLSB, E>
+{
 }
 
 impl<N: TileName, const T: u8, const ROWS: u8, const COLSB: u16, E: Element> Handle
@@ -304,6 +318,9 @@ impl<L: Layout> TypedTiles<L> {
     /// AMX-BF16 and the architectural TMUL limits; the emulator has them all).
     fn new(mut tiles: Tiles) -> Result<TypedTiles<L>, ConfigureError> {
         if let Some(why) = tiles.hardware_mut().and_then(|hw| hw.typed_unsupported()) {
+            // Leave nothing loaded: a configured thread has its tile state saved and restored
+            // by the OS on every context switch.
+            tiles.tilerelease();
             return Err(ConfigureError::Unsupported(why));
         }
         Ok(TypedTiles {

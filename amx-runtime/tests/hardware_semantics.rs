@@ -41,6 +41,7 @@ fn hardware(test: &str) -> Option<Hardware> {
 /// An emulator with the same palette table and TMUL limits as the silicon.
 fn twin(hw: &Hardware) -> Emulator {
     Emulator::with_limits(*hw.palette_table(), hw.tmul_limits())
+        .unwrap_or_else(|e| panic!("the emulator cannot model this CPU: {e}"))
 }
 
 /// A palette-1 image with the given (tile, rows, colsb) and start_row.

@@ -24,6 +24,30 @@ fn config(rows: u8, colsb: u16) -> TileConfig {
 }
 
 #[test]
+fn every_palette_0_image_is_the_init_the_thread_holds() {
+    // LDTILECFG ignores every byte after palette 0 (L4), so such an image is INIT: on an
+    // unconfigured thread there is nothing to load, whatever the other bytes held.
+    let mut bytes = [0xFF; 64];
+    bytes[0] = 0;
+    let init = TileConfig::from_bytes(&bytes).unwrap();
+    assert_eq!(init, TileConfig::INIT);
+    for backend in backends() {
+        std::thread::spawn(move || {
+            let start = counters();
+            for _ in 0..3 {
+                let tiles = configure_on(backend, &init).unwrap();
+                assert_eq!(tiles.config(), init, "{backend}");
+            }
+            let now = counters();
+            assert_eq!(now.loads - start.loads, 0, "{backend}");
+            assert_eq!(now.skipped - start.skipped, 3, "{backend}");
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[test]
 fn reload_only_when_the_config_differs() {
     for backend in backends() {
         std::thread::spawn(move || {
@@ -75,7 +99,7 @@ fn a_config_too_big_for_the_palette_is_an_error() {
         max_rows: 8,
         ..Palette::PALETTE_1
     });
-    let mut emu = Emulator::with_limits(small, TmulLimits::ARCHITECTURAL);
+    let mut emu = Emulator::with_limits(small, TmulLimits::ARCHITECTURAL).unwrap();
     let cfg = config(16, 64);
     assert!(cfg.check_against(&small).is_err());
     assert!(matches!(
@@ -95,6 +119,13 @@ fn a_config_checked_against_a_bigger_table_is_refused_not_loaded() {
         max_rows: 32,
         ..Palette::PALETTE_1
     });
+    // (The emulator, whose tiles hold 16 rows, refuses to model that table.)
+    let emulated = amx_runtime::Emulator::with_limits(big, amx_runtime::TmulLimits::ARCHITECTURAL);
+    assert_eq!(
+        emulated.unwrap_err().to_string(),
+        "palette 1 allows tiles of 32 rows x 64 bytes; the emulator holds at most 16 rows x 64 \
+         bytes per tile"
+    );
     let mut bytes = *config(16, 64).as_bytes();
     bytes[48] = 32; // t0: 32 rows
     let tall = TileConfig::from_bytes_for(&bytes, &big).unwrap();

@@ -70,17 +70,39 @@ pub const fn start_row(image: &[u8; SIZE]) -> u8 {
     image[START_ROW]
 }
 
-/// Tile `t`'s colsb, as written (whatever the palette).
+/// Tile `t`'s colsb, as written (whatever the palette); 0 for `t >= 8`, which has no slot in
+/// the image (its offset would fall in reserved bytes or past the end).
 pub const fn colsb(image: &[u8; SIZE], t: usize) -> u16 {
+    if t >= TILE_SLOTS {
+        return 0;
+    }
     u16::from_le_bytes([image[colsb_offset(t)], image[colsb_offset(t) + 1]])
 }
 
-/// Tile `t`'s rows, as written (whatever the palette).
+/// Tile `t`'s rows, as written (whatever the palette); 0 for `t >= 8`, as for [`colsb`].
 pub const fn rows(image: &[u8; SIZE], t: usize) -> u8 {
+    if t >= TILE_SLOTS {
+        return 0;
+    }
     image[rows_offset(t)]
 }
 
-/// Tile `t`'s shape as written (`0x0` for an unused tile).
+/// Tile `t`'s shape as written (`0x0` for an unused tile, and for `t >= 8`).
 pub const fn shape(image: &[u8; SIZE], t: usize) -> TileShape {
     TileShape::new(rows(image, t), colsb(image, t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_past_the_image_read_as_unused() {
+        let image = [0xFF; SIZE];
+        assert_eq!(shape(&image, 7), TileShape::new(0xFF, 0xFFFF));
+        for t in [8, 16, 24, 100, usize::MAX] {
+            assert_eq!(shape(&image, t), TileShape::new(0, 0), "t{t}");
+            assert_eq!((rows(&image, t), colsb(&image, t)), (0, 0), "t{t}");
+        }
+    }
 }

@@ -208,13 +208,23 @@ pub struct NoSuchTile {
 
 impl fmt::Display for NoSuchTile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "there is no tile t{}; palette {} has {} tiles, t0 to t{} (max_names)",
-            self.tile,
-            self.palette,
-            self.max_names,
-            self.max_names.saturating_sub(1)
-        )
+        let (tile, palette) = (self.tile, self.palette);
+        match (palette, self.max_names) {
+            (0, _) => write!(f, "there is no tile t{tile}; palette 0 (INIT) has no tiles"),
+            (_, 0) => write!(
+                f,
+                "there is no tile t{tile}; palette {palette} has no tiles"
+            ),
+            (_, 1) => write!(
+                f,
+                "there is no tile t{tile}; palette {palette} has 1 tile, t0 (max_names)"
+            ),
+            (_, names) => write!(
+                f,
+                "there is no tile t{tile}; palette {palette} has {names} tiles, t0 to t{} \
+                 (max_names)",
+                names - 1
+            ),
+        }
     }
 }

@@ -55,25 +55,89 @@ impl std::fmt::Debug for Emulator {
     }
 }
 
+/// A palette table whose tiles do not fit the emulator's storage (see
+/// [`Emulator::with_limits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsupportedTable {
+    /// The palette that allows larger tiles.
+    pub palette: u8,
+    /// Its max_rows.
+    pub max_rows: u16,
+    /// Its bytes_per_row.
+    pub bytes_per_row: u16,
+}
+
+impl std::fmt::Display for UnsupportedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "palette {} allows tiles of {} rows x {} bytes; the emulator holds at most {} rows \
+             x {} bytes per tile",
+            self.palette,
+            self.max_rows,
+            self.bytes_per_row,
+            TILE_BYTES / ROW_BYTES,
+            ROW_BYTES
+        )
+    }
+}
+
+impl std::error::Error for UnsupportedTable {}
+
 impl Emulator {
     /// An emulator of this machine kind's AMX unit: palette 1 (8 tiles of 16 rows x 64 bytes),
     /// TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
     pub fn new() -> Emulator {
-        Emulator::with_limits(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
+        Emulator {
+            table: PaletteTable::ARCHITECTURAL,
+            architectural: true,
+            limits: TmulLimits::ARCHITECTURAL,
+            config: [0; 64],
+            epoch: 0,
+            tiles: [[0; TILE_BYTES]; TILES],
+        }
     }
 
-    /// An emulator of a CPU with another palette table and TMUL limits (a future palette, or a
-    /// VM with fewer rows). Tiles keep 16 x 64 bytes of storage; the table limits what a
-    /// configuration may use.
-    pub fn with_limits(table: PaletteTable, limits: TmulLimits) -> Emulator {
-        Emulator {
+    /// An emulator of a CPU with another palette table and TMUL limits (e.g. a VM with fewer
+    /// rows). The table limits what a configuration may use. Each tile has the architectural
+    /// 16 rows x 64 bytes of storage, so a table with a palette whose tiles can be larger (more
+    /// rows or more bytes per row) is refused rather than modelled wrongly.
+    ///
+    /// ```
+    /// use amx_runtime::rules::Palette;
+    /// use amx_runtime::{Emulator, PaletteTable, TmulLimits};
+    ///
+    /// let vm = PaletteTable::one(Palette { max_rows: 8, ..Palette::PALETTE_1 });
+    /// assert!(Emulator::with_limits(vm, TmulLimits::ARCHITECTURAL).is_ok());
+    /// let wide = PaletteTable::one(Palette { bytes_per_row: 128, ..Palette::PALETTE_1 });
+    /// assert!(Emulator::with_limits(wide, TmulLimits::ARCHITECTURAL).is_err());
+    /// ```
+    pub fn with_limits(
+        table: PaletteTable,
+        limits: TmulLimits,
+    ) -> Result<Emulator, UnsupportedTable> {
+        for id in 1..=table.max_palette() {
+            let Some(palette) = table.get(id) else {
+                continue;
+            };
+            if usize::from(palette.max_rows) > TILE_BYTES / ROW_BYTES
+                || usize::from(palette.bytes_per_row) > ROW_BYTES
+            {
+                return Err(UnsupportedTable {
+                    palette: id,
+                    max_rows: palette.max_rows,
+                    bytes_per_row: palette.bytes_per_row,
+                });
+            }
+        }
+        Ok(Emulator {
             table,
             architectural: table == PaletteTable::ARCHITECTURAL,
             limits,
             config: [0; 64],
             epoch: 0,
             tiles: [[0; TILE_BYTES]; TILES],
-        }
+        })
     }
 
     /// A number that changes with every LDTILECFG and TILERELEASE (see

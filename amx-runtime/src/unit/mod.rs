@@ -11,7 +11,7 @@ mod emulator;
 mod hardware;
 pub(crate) mod numerics;
 
-pub use emulator::Emulator;
+pub use emulator::{Emulator, UnsupportedTable};
 pub use hardware::Hardware;
 
 use crate::error::Fault;
