@@ -173,6 +173,14 @@ fn suggest(key: &str) -> Option<String> {
     if crate::ast::tile_index(&lower).is_some() {
         return Some(lower);
     }
+    // `t07`: a tile number with leading zeros.
+    if let Some(digits) = lower.strip_prefix('t') {
+        let trimmed = digits.trim_start_matches('0');
+        let canonical = format!("t{}", if trimmed.is_empty() { "0" } else { trimmed });
+        if !digits.is_empty() && crate::ast::tile_index(&canonical).is_some() {
+            return Some(canonical);
+        }
+    }
     ["palette", "start_row"]
         .into_iter()
         .find(|k| edit_distance(&lower, k) <= 2)

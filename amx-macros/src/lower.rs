@@ -263,6 +263,9 @@ fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
             }
         }
         match named.get(&text) {
+            // The same tile given twice, under the same name: that is one mistake, reported as
+            // the tile given twice.
+            Some(first) if first.index == tile.index => {}
             Some(first) => {
                 let first_name = first.name.as_ref().expect("only named tiles are recorded");
                 errors.push(syn::Error::new(
