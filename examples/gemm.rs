@@ -35,6 +35,7 @@ struct Args {
     backend: Option<BackendChoice>,
     accumulate: bool,
     json: bool,
+    help: bool,
 }
 
 const USAGE: &str = "usage: gemm [--dtype int8|u8s8|bf16] [--m M] [--n N] [--k K] [--threads T] \
@@ -70,7 +71,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--accumulate" => args.accumulate = true,
             "--json" => args.json = true,
-            "-h" | "--help" => return Err(USAGE.to_owned()),
+            "-h" | "--help" => args.help = true,
             _ => return Err(format!("unknown option {flag:?}\n{USAGE}")),
         }
     }
@@ -186,6 +187,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let backend = match args.backend.map_or_else(
         || amx_runtime::backend().map_err(|e| e.to_string()),
         |c| c.resolve().map_err(|e| e.to_string()),
@@ -297,6 +302,12 @@ mod tests {
         assert!(args("--m -3").is_err());
         assert!(args("--dtype fp8").is_err());
         assert!(args("--frobnicate").is_err());
+    }
+
+    #[test]
+    fn help_is_not_an_error() {
+        assert!(args("--help").unwrap().help);
+        assert!(args("--m 3 -h").unwrap().help);
     }
 
     #[test]

@@ -459,16 +459,25 @@ fn check(backend: Backend, dot: Dot) {
 fn hardware() -> Option<Backend> {
     match Hardware::new() {
         Ok(_) if !amx_runtime::detect().amx_int8 => {
-            println!("skipping: the CPU lacks AMX-INT8");
+            println!(
+                "skipping {}: the CPU lacks AMX-INT8",
+                std::thread::current().name().unwrap_or("this test")
+            );
             None
         }
         Ok(hw) if TileConfig::from_bytes_for(&HANDLER_CONFIG, hw.palette_table()).is_err() => {
-            println!("skipping: this CPU's palette 1 is smaller than 8 tiles of 16 x 64");
+            println!(
+                "skipping {}: this CPU's palette 1 is smaller than 8 tiles of 16 x 64",
+                std::thread::current().name().unwrap_or("this test")
+            );
             None
         }
         Ok(_) => Some(Backend::Hardware),
         Err(why) => {
-            println!("skipping the hardware backend: {why}");
+            println!(
+                "skipping {}: {why}",
+                std::thread::current().name().unwrap_or("this test")
+            );
             None
         }
     }
@@ -495,7 +504,10 @@ fn int8_kernel_survives_signals_on_the_silicon() {
 fn bf16_kernel_survives_signals_on_the_silicon() {
     if let Some(hw) = hardware() {
         if !amx_runtime::detect().amx_bf16 {
-            println!("skipping: the CPU lacks AMX-BF16");
+            println!(
+                "skipping {}: the CPU lacks AMX-BF16",
+                std::thread::current().name().unwrap_or("this test")
+            );
             return;
         }
         check(hw, Dot::Bf16);

@@ -145,7 +145,10 @@ fn backends() -> Vec<amx_runtime::Backend> {
     let mut out = vec![amx_runtime::Backend::Emulated];
     match amx_runtime::Hardware::new() {
         Ok(_) => out.push(amx_runtime::Backend::Hardware),
-        Err(why) => eprintln!("hardware backend skipped: {why}"),
+        Err(why) => eprintln!(
+            "skipping {} on the hardware backend: {why}",
+            std::thread::current().name().unwrap_or("this test")
+        ),
     }
     out
 }

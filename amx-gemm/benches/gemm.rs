@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use amx_gemm::measure::{random, Harness};
+use amx_gemm::reference::{self, Sample};
 use amx_gemm::{Backend, DType, Gemm, GemmError, PackedB, Precision};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use plotters::prelude::*;
@@ -56,8 +57,9 @@ fn bench_shape<P: Precision>(
         bencher.iter_custom(|iters| {
             let start = Instant::now();
             for _ in 0..iters {
+                // A failed multiply has no time worth recording: stop the bench loudly.
                 if let Err(e) = gemm.run(m, &a, k, &packed, &mut c, n) {
-                    eprintln!("{label}: {e}");
+                    panic!("{label} {m}x{n}x{k}: {e}");
                 }
             }
             let elapsed = start.elapsed();
@@ -67,6 +69,11 @@ fn bench_shape<P: Precision>(
             elapsed
         })
     });
+    // The timed runs must also be right: C holds the last one (C = A x B).
+    let check = reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Sample::Some(1024));
+    if let Err(e) = check {
+        panic!("{label} {m}x{n}x{k}: wrong result: {e}");
+    }
     let times = samples.lock().map(|s| s.clone()).unwrap_or_default();
     if !times.is_empty() {
         if let Ok(mut p) = points.lock() {

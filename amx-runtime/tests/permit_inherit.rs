@@ -18,7 +18,10 @@ fn granted_here() -> bool {
             true
         }
         Err(e) => {
-            println!("skipping: the permission cannot be granted here: {e}");
+            println!(
+                "skipping {}: the permission cannot be granted here: {e}",
+                std::thread::current().name().unwrap_or("this test")
+            );
             false
         }
     }

@@ -332,13 +332,13 @@ on_both! {
         }
     }
 
-    /// D3/D4: start_row is ignored (every row computed) and reset; C bytes past colsb and rows
-    /// past M are zero; A and B are unchanged.
+    /// D3/D4: a dot product with start_row 3 executes and resets start_row (that it computes
+    /// every row needs tile data under a non-zero start_row, which only XRSTOR gives: see
+    /// `d3_start_row_ignored_emulator`); C bytes past colsb and rows past M are zero; A and B
+    /// are unchanged.
     fn d3_d4_dot_rows<U>(u) {
         u.ldtilecfg(&cfg(3, &[(0, 4, 8), (1, 4, 8), (2, 2, 8)])).unwrap();
         let ones = [1u8; 64];
-        u.tilezero(0).unwrap(); // resets start_row; reload to get it back
-        u.ldtilecfg(&cfg(3, &[(0, 4, 8), (1, 4, 8), (2, 2, 8)])).unwrap();
         u.tdpbssd(0, 1, 2).unwrap();
         assert_eq!(u.sttilecfg()[1], 0);
         u.tileloadd(1, &ones, 0).unwrap();
@@ -410,6 +410,64 @@ fn t3_prefilled_emulator() {
         assert!(row[loaded..].iter().all(|&b| b == 0), "row {r}");
     }
     assert_eq!(u.tile_data(1).unwrap(), [0xAA; 1024]);
+}
+
+/// D3 with prefilled tiles (XRSTOR on the silicon): start_row 3 is ignored, every row of C is
+/// computed, and start_row is 0 afterwards.
+#[test]
+fn d3_start_row_ignored_emulator() {
+    let mut u = Emulator::new();
+    u.ldtilecfg(&cfg(0, &[(0, 6, 8), (1, 6, 8), (2, 2, 8)]))
+        .unwrap();
+    u.set_tile(1, &[1; 1024]);
+    u.set_tile(2, &[2; 1024]);
+    u.set_start_row(3);
+    u.tdpbssd(0, 1, 2).unwrap();
+    assert_eq!(u.sttilecfg()[1], 0);
+    let c = u.tile_data(0).unwrap();
+    for r in 0..6 {
+        for col in 0..2 {
+            let v = i32::from_le_bytes(c[r * 64 + 4 * col..][..4].try_into().unwrap());
+            assert_eq!(
+                v,
+                2 * 4 * 2,
+                "C[{r}][{col}]: K = 2 dwords of four 1x2 products"
+            );
+        }
+    }
+}
+
+/// D2: on a CPU with smaller TMUL limits (reported by CPUID leaf 0x1E), K beyond tmul_maxk and
+/// N beyond tmul_maxn are #UD; palette 1 cannot reach them on today's limits.
+#[test]
+fn d2_tmul_limits_emulator() {
+    use amx_runtime::{PaletteTable, TmulLimits};
+    // (C, A, B) = (t0 4x32, t1 4x32, t2 8x32): K = 8, N = 32, within both limits;
+    // (t3 4x64, t1, t7 8x64): N = 64 bytes; (t0, t4 4x36, t5 9x32): K = 9.
+    let image = cfg(
+        0,
+        &[
+            (0, 4, 32),
+            (1, 4, 32),
+            (2, 8, 32),
+            (3, 4, 64),
+            (4, 4, 36),
+            (5, 9, 32),
+            (7, 8, 64),
+        ],
+    );
+    let small = TmulLimits { maxk: 8, maxn: 32 };
+    let mut u = Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap();
+    u.ldtilecfg(&image).unwrap();
+    u.tdpbssd(0, 1, 2).unwrap();
+    assert!(is_ud(u.tdpbssd(3, 1, 7)), "N past tmul_maxn");
+    assert!(is_ud(u.tdpbssd(0, 4, 5)), "K past tmul_maxk");
+    assert!(is_ud(u.tdpbf16ps(0, 4, 5)), "K past tmul_maxk (bf16)");
+    // The same operands on today's limits execute.
+    let mut wide = Emulator::new();
+    wide.ldtilecfg(&image).unwrap();
+    wide.tdpbssd(3, 1, 7).unwrap();
+    wide.tdpbssd(0, 4, 5).unwrap();
 }
 
 /// D4 with prefilled tiles: bytes of A past K*4 and rows of B past K are ignored.

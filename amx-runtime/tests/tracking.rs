@@ -10,7 +10,10 @@ fn backends() -> Vec<Backend> {
     let mut out = vec![Backend::Emulated];
     match Hardware::new() {
         Ok(_) => out.push(Backend::Hardware),
-        Err(why) => eprintln!("hardware backend skipped: {why}"),
+        Err(why) => eprintln!(
+            "skipping {} on the hardware backend: {why}",
+            std::thread::current().name().unwrap_or("this test")
+        ),
     }
     out
 }

@@ -14,7 +14,7 @@ pub fn backends(test: &str) -> Vec<Backend> {
     let mut out = vec![Backend::Emulated];
     match Hardware::new() {
         Ok(_) => out.push(Backend::Hardware),
-        Err(why) => eprintln!("{test}: skipping the hardware backend: {why}"),
+        Err(why) => eprintln!("skipping {test} on the hardware backend: {why}"),
     }
     out
 }

@@ -272,7 +272,12 @@ impl Emulator {
             // every row r that is loaded; `dst` is a distinct Rust buffer of exactly colsb bytes.
             unsafe {
                 let row = src.wrapping_offset(r as isize * stride);
-                std::ptr::copy_nonoverlapping(row, dst.as_mut_ptr(), dst.len());
+                // Whole rows as a fixed-size copy, as in `load_slice` (a memcpy call per row
+                // made this path ~10% slower than the slice one on a 2x2 kernel).
+                match <&mut [u8; ROW_BYTES]>::try_from(&mut *dst) {
+                    Ok(whole) => *whole = row.cast::<[u8; ROW_BYTES]>().read_unaligned(),
+                    Err(_) => std::ptr::copy_nonoverlapping(row, dst.as_mut_ptr(), dst.len()),
+                }
             }
         });
         Ok(())
@@ -385,7 +390,10 @@ impl TileUnit for Emulator {
             // unaliased for every stored row; `row` is this emulator's own buffer.
             unsafe {
                 let out = dst.wrapping_offset(r as isize * stride);
-                std::ptr::copy_nonoverlapping(row.as_ptr(), out, row.len());
+                match <&[u8; ROW_BYTES]>::try_from(row) {
+                    Ok(whole) => out.cast::<[u8; ROW_BYTES]>().write_unaligned(*whole),
+                    Err(_) => std::ptr::copy_nonoverlapping(row.as_ptr(), out, row.len()),
+                }
             }
         });
         Ok(())
