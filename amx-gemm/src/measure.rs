@@ -572,13 +572,18 @@ fn peak_typed<P: Precision>(
 ) -> Result<(f64, f64), GemmError> {
     let cfg = configs::config(MicroShape::FULL)?;
     let mut tiles = configure_on(backend, cfg)?;
+    // Operands like the GEMM's own (`random`): the emulator's speed depends on the data (bf16
+    // denormals take its slow path), so a peak measured on other data would not be a roof.
     let data = {
         let mut d = AlignedBytes::zeroed(STEP * 2);
-        let bytes: Vec<i8> = random(STEP * 2, 7);
-        for (o, x) in d.as_bytes_mut().iter_mut().zip(bytes) {
-            // Small values: no bf16 NaN or infinity.
-            *o = (x as u8) & 0x3F;
-        }
+        let bytes: Vec<u8> = match P::DTYPE {
+            DType::Bf16 => random::<half::bf16>(STEP, 7)
+                .iter()
+                .flat_map(|x| x.to_bits().to_le_bytes())
+                .collect(),
+            DType::Int8 | DType::U8S8 => random(STEP * 2, 7),
+        };
+        d.as_bytes_mut().copy_from_slice(&bytes);
         d
     };
     let mem = Mem::new(data.as_bytes());
