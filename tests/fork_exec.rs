@@ -134,6 +134,7 @@ const MODE_ENV: &str = "AMX_RS_FORK_EXEC_MODE";
 
 /// The exec child branch; a no-op unless the parent set [`CHILD_ENV`]. Prints what it sees.
 #[test]
+#[ignore = "a child process of the exec tests, which runs it with --ignored"]
 fn exec_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
@@ -162,7 +163,13 @@ fn exec_child() {
 /// standard output.
 fn run_exec_child(mode: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["exec_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "exec_child",
+            "--ignored",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .env(MODE_ENV, mode)
         .env("AMX_BACKEND", "hardware")

@@ -63,6 +63,7 @@ fn fork_child_inherits_the_permission() {
 
 /// The exec child branch; a no-op unless the parent set [`CHILD_ENV`].
 #[test]
+#[ignore = "a child process of the exec test, which runs it with --ignored"]
 fn exec_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
@@ -78,7 +79,13 @@ fn exec_clears_the_permission() {
         return;
     }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["exec_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "exec_child",
+            "--ignored",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .output()
         .unwrap();
