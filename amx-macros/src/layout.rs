@@ -186,7 +186,8 @@ fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a
                 // error (`lower::check_names`); a handle of that name would only add rustc's
                 // "defined multiple times" to it.
                 let text = name.unraw().to_string();
-                if seen.contains(&text) || !lower::name_is_free(name) {
+                let layout = parsed.header.as_ref().map(|h| &h.ident);
+                if seen.contains(&text) || lower::name_problem(name, &tile.key, layout).is_some() {
                     return None;
                 }
                 seen.push(text);

@@ -240,28 +240,12 @@ fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
     let mut named: HashMap<String, &Tile> = HashMap::new();
     for tile in config.stmts.iter().filter_map(Stmt::tile) {
         let Some(name) = &tile.name else { continue };
-        let text = name.unraw().to_string();
-        if crate::ast::tile_index(&text).is_some() {
-            errors.push(syn::Error::new(
-                name.span(),
-                diag::register_name(name, &tile.key),
-            ));
+        let layout = config.header.as_ref().map(|h| &h.ident);
+        if let Some(message) = name_problem(name, &tile.key, layout) {
+            errors.push(syn::Error::new(name.span(), message));
             continue;
         }
-        if let Some(header) = &config.header {
-            if LAYOUT_ITEMS.contains(&text.as_str()) {
-                let message = diag::reserved_name(&text, &tile.key, &header.ident);
-                errors.push(syn::Error::new(name.span(), message));
-                continue;
-            }
-            // `gen` written raw is fine in every edition; written plainly it is an identifier
-            // to a 2021 crate but does not parse as a constant's name in a 2024 crate.
-            if name == "gen" {
-                let message = diag::keyword_name(&text, &tile.key);
-                errors.push(syn::Error::new(name.span(), message));
-                continue;
-            }
-        }
+        let text = name.unraw().to_string();
         match named.get(&text) {
             // The same tile given twice, under the same name: that is one mistake, reported as
             // the tile given twice.
@@ -287,13 +271,25 @@ fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
 /// The items a layout declares besides its handles (see `layout::items`).
 const LAYOUT_ITEMS: [&str; 2] = ["CONFIG", "configure"];
 
-/// Whether a layout can declare a handle of this name: not a register's name, not one of the
-/// layout's own items, not a plain `gen` (the rules `check_names` reports).
-pub fn name_is_free(name: &syn::Ident) -> bool {
+/// Why tile `key` cannot be named `name`, or `None` when it can: never a register's name, and
+/// in a layout (`layout` is its type) not one of the layout's own items nor a plain `gen`.
+/// `check_names` reports it; the item form declares no handle for such a name.
+pub fn name_problem(
+    name: &syn::Ident,
+    key: &syn::Ident,
+    layout: Option<&syn::Ident>,
+) -> Option<String> {
     let text = name.unraw().to_string();
-    crate::ast::tile_index(&text).is_none()
-        && !LAYOUT_ITEMS.contains(&text.as_str())
-        && name != "gen"
+    if crate::ast::tile_index(&text).is_some() {
+        return Some(diag::register_name(name, key));
+    }
+    let layout = layout?;
+    if LAYOUT_ITEMS.contains(&text.as_str()) {
+        return Some(diag::reserved_name(&text, key, layout));
+    }
+    // `gen` written raw is fine in every edition; written plainly it is an identifier to a
+    // 2021 crate but does not parse as a constant's name in a 2024 crate.
+    (name == "gen").then(|| diag::keyword_name(&text, key))
 }
 
 /// The rules crate's sentence for a tile number past the image, under the palette written (or

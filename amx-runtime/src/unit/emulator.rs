@@ -88,10 +88,15 @@ impl Emulator {
     /// An emulator of this machine kind's AMX unit: palette 1 (8 tiles of 16 rows x 64 bytes),
     /// TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
     pub fn new() -> Emulator {
+        Emulator::unconfigured(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
+    }
+
+    /// The INIT state under a table whose tiles fit the storage (checked by the callers).
+    fn unconfigured(table: PaletteTable, limits: TmulLimits) -> Emulator {
         Emulator {
-            table: PaletteTable::ARCHITECTURAL,
-            architectural: true,
-            limits: TmulLimits::ARCHITECTURAL,
+            table,
+            architectural: table == PaletteTable::ARCHITECTURAL,
+            limits,
             config: [0; 64],
             epoch: 0,
             tiles: [[0; TILE_BYTES]; TILES],
@@ -130,14 +135,7 @@ impl Emulator {
                 });
             }
         }
-        Ok(Emulator {
-            table,
-            architectural: table == PaletteTable::ARCHITECTURAL,
-            limits,
-            config: [0; 64],
-            epoch: 0,
-            tiles: [[0; TILE_BYTES]; TILES],
-        })
+        Ok(Emulator::unconfigured(table, limits))
     }
 
     /// A number that changes with every LDTILECFG and TILERELEASE (see
