@@ -248,3 +248,26 @@ mod layouts {
         assert!(c.iter().all(|&x: &::core::primitive::i32| x == 128));
     }
 }
+
+/// Crates that forbid `unsafe` can use both forms: what the expansion needs unsafe for (the
+/// constructor whose precondition the macro has just checked, the sealed layout traits) is the
+/// macro's business, not the caller's.
+mod without_unsafe {
+    #![forbid(unsafe_code)]
+
+    use amx_runtime::{tilecfg, TileConfig};
+
+    static CFG: TileConfig = tilecfg! { palette 1; t0: 16x64 };
+
+    tilecfg! {
+        pub struct Safe;
+        palette 1;
+        t0 as c: 16x16 i32;
+    }
+
+    #[test]
+    fn both_forms_compile_under_forbid_unsafe_code() {
+        assert_eq!(CFG.as_bytes(), &super::image(1, 0, &[(0, 16, 64)]));
+        assert_eq!(Safe::CONFIG.as_bytes(), &super::image(1, 0, &[(0, 16, 64)]));
+    }
+}

@@ -39,8 +39,14 @@ impl TileConfig {
 
     /// Wraps an image that the `tilecfg!` macro has already validated. Not for direct use: the
     /// macro is the only caller, and it calls this only with images that passed every rule.
+    ///
+    /// # Safety
+    /// `bytes` passes every load-time rule of LDTILECFG for the architectural palette table
+    /// (what [`TileConfig::from_bytes`] accepts): unsafe code may load any `TileConfig` without
+    /// a check (e.g. [`_tile_loadconfig`](crate::intrinsics::_tile_loadconfig)), so an image
+    /// that breaks a rule would make that load raise #GP.
     #[doc(hidden)]
-    pub const fn __from_validated_bytes(bytes: [u8; 64]) -> TileConfig {
+    pub const unsafe fn __from_validated_bytes(bytes: [u8; 64]) -> TileConfig {
         TileConfig { bytes }
     }
 

@@ -28,14 +28,18 @@ pub const ROWS: usize = 48;
 /// The byte ranges that are reserved whatever the palette.
 pub const RESERVED: [core::ops::Range<usize>; 3] = [2..16, 32..48, 56..64];
 
-/// Offset of tile `t`'s colsb word.
+/// Offset of tile `t`'s colsb word. Only `t < TILE_SLOTS` has one: for a larger `t` the result
+/// lies in the reserved bytes or past the image (saturating at `usize::MAX`, never overflowing),
+/// so a caller must not read it as a tile's field.
 pub const fn colsb_offset(t: usize) -> usize {
-    COLSB + 2 * t
+    COLSB.saturating_add(t.saturating_mul(2))
 }
 
-/// Offset of tile `t`'s rows byte.
+/// Offset of tile `t`'s rows byte. As for [`colsb_offset`], only `t < TILE_SLOTS` has one; a
+/// larger `t` gives an offset in the reserved bytes or past the image, saturating at
+/// `usize::MAX`.
 pub const fn rows_offset(t: usize) -> usize {
-    ROWS + t
+    ROWS.saturating_add(t)
 }
 
 /// Builds an image. Tiles given as `None` are unused (all their bytes zero).
@@ -95,6 +99,16 @@ pub const fn shape(image: &[u8; SIZE], t: usize) -> TileShape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_of_any_tile_number_do_not_overflow() {
+        assert_eq!((colsb_offset(7), rows_offset(7)), (30, 55));
+        for t in [8, 100, usize::MAX / 2, usize::MAX - 47, usize::MAX] {
+            assert!(colsb_offset(t) >= 32 && rows_offset(t) >= 56, "t{t}");
+        }
+        assert_eq!(colsb_offset(usize::MAX), usize::MAX);
+        assert_eq!(rows_offset(usize::MAX), usize::MAX);
+    }
 
     #[test]
     fn tiles_past_the_image_read_as_unused() {
