@@ -5,13 +5,41 @@
 //! `i` the same part of the same shape each time (rayon's `broadcast` runs job `i` on pool
 //! thread `i`), is what makes a repeated GEMM load no configuration at all.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
 use crate::error::GemmError;
 
-static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
+/// The pools of one process.
+struct Pools {
+    /// The process that built them (0 before the first pool).
+    pid: u32,
+    /// One pool per thread count.
+    list: Vec<(usize, Arc<ThreadPool>)>,
+}
+
+static POOLS: Mutex<Pools> = Mutex::new(Pools {
+    pid: 0,
+    list: Vec::new(),
+});
+
+/// This process's pools, locked. In a forked child the parent's pools are forgotten: their
+/// threads do not exist here, and dropping them would signal threads that will never answer.
+/// (They are leaked: a handful of small allocations per fork.)
+fn pools() -> MutexGuard<'static, Pools> {
+    // A poisoned lock only means another thread panicked while holding it; the list itself is
+    // always consistent (one push), so keep using it.
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    if pools.pid != pid {
+        for inherited in pools.list.drain(..) {
+            std::mem::forget(inherited);
+        }
+        pools.pid = pid;
+    }
+    pools
+}
 
 /// `threads`, unless it is above [`Gemm::MAX_THREADS`](crate::Gemm::MAX_THREADS) (or what rayon
 /// can run).
@@ -29,10 +57,8 @@ pub(crate) fn check_threads(threads: usize) -> Result<usize, GemmError> {
 /// The pool of exactly `threads` workers (`1 <= threads <= Gemm::MAX_THREADS`).
 pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
     check_threads(threads)?;
-    // A poisoned lock only means another thread panicked while holding it; the list itself is
-    // always consistent (one push), so keep using it.
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, pool)) = pools.iter().find(|(n, _)| *n == threads) {
+    let mut pools = pools();
+    if let Some((_, pool)) = pools.list.iter().find(|(n, _)| *n == threads) {
         return Ok(Arc::clone(pool));
     }
     let pool = ThreadPoolBuilder::new()
@@ -48,7 +74,7 @@ pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
         )));
     }
     let pool = Arc::new(pool);
-    pools.push((threads, Arc::clone(&pool)));
+    pools.list.push((threads, Arc::clone(&pool)));
     Ok(pool)
 }
 
@@ -65,9 +91,8 @@ pub(crate) fn cores() -> usize {
 /// state. Call this when the process is done with GEMMs for a while. The next call simply loads
 /// the configurations again.
 pub fn release_tiles(backend: amx_runtime::Backend) -> Result<(), GemmError> {
-    let pools: Vec<Arc<ThreadPool>> = POOLS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    let pools: Vec<Arc<ThreadPool>> = pools()
+        .list
         .iter()
         .map(|(_, p)| Arc::clone(p))
         .collect();
