@@ -237,3 +237,32 @@ fn another_hardware_handle_changing_the_configuration_is_noticed() {
     .expect("TILEZERO ran after another handle released the tiles");
     assert!(msg.contains("changed behind its guard"), "{msg}");
 }
+
+/// An emulator modelling a CPU with smaller TMUL limits: the typed layer, whose dot products
+/// return no `Result`, is refused at configure with a typed error (it used to reach a dot
+/// product the emulator rejects, and panic).
+#[test]
+fn typed_tiles_are_refused_on_an_emulator_with_small_tmul_limits() {
+    use amx_runtime::{
+        configure_typed_on, set_thread_emulator, Backend, ConfigureError, PaletteTable, TmulLimits,
+    };
+    std::thread::spawn(|| {
+        let small = TmulLimits { maxk: 8, maxn: 32 };
+        set_thread_emulator(Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap())
+            .unwrap();
+        match configure_typed_on::<Int8Block>(Backend::Emulated) {
+            Err(ConfigureError::Unsupported(why)) => assert!(why.contains("tmul_maxk 8"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        set_thread_emulator(Emulator::new()).unwrap();
+        let mut tiles = configure_typed_on::<Int8Block>(Backend::Emulated).unwrap();
+        tiles.tdpbssd(Int8Block::c, Int8Block::a, Int8Block::b);
+        // A guard is alive: the emulator cannot be swapped under it.
+        assert_eq!(
+            set_thread_emulator(Emulator::new()),
+            Err(ConfigureError::Busy)
+        );
+    })
+    .join()
+    .unwrap();
+}

@@ -215,6 +215,24 @@ pub(crate) fn config(shape: MicroShape) -> Result<&'static TileConfig, GemmError
     Ok(&TABLE[shape.rows as usize - 1][shape.cols as usize - 1])
 }
 
+/// Whether the micro-kernel of `shape` runs under these TMUL limits: every dot product it issues
+/// passes the silicon's operand rule with them. The table is checked against the architectural
+/// limits; a CPU (or VM, or emulator) that reports smaller ones would raise #UD on the unchecked
+/// path, so the driver asks this of every shape before it configures anything.
+pub(crate) fn check_limits(shape: MicroShape, limits: TmulLimits) -> Result<(), GemmError> {
+    let tiles = shape.tiles();
+    for (c, a, b) in shape.dots() {
+        let at = |t: u8| (t, tiles[t as usize]);
+        check_dot(at(c), at(a), at(b), limits).map_err(|why| {
+            GemmError::Unsupported(format!(
+                "the {}x{} micro-kernel's dot products need larger TMUL limits: {why}",
+                shape.rows, shape.cols
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 fn check_table() -> Result<(), GemmError> {
     for rows in 1..=32 {
         for cols in 1..=32 {

@@ -188,7 +188,13 @@ impl Gemm {
             return Ok(stats);
         }
         if backend == Backend::Hardware {
+            // The silicon's features and limits are the same on every thread: refuse a CPU that
+            // cannot run one of the call's micro-kernels before any worker writes to C.
             crate::tile_ops::silicon_supports(P::DTYPE)?;
+            let limits = amx_runtime::tmul_limits_on(backend)?;
+            for shape in shapes(m, n) {
+                configs::check_limits(shape, limits)?;
+            }
         }
         let a_size = P::DTYPE.input_bytes();
         let c_size = std::mem::size_of::<P::C>();
@@ -317,6 +323,22 @@ thread_local! {
     static SCRATCH: RefCell<AlignedBytes> = RefCell::new(AlignedBytes::default());
 }
 
+/// The micro-tile shapes an `m x n` product uses (full, bottom and right edges, corner).
+fn shapes(m: usize, n: usize) -> impl Iterator<Item = MicroShape> {
+    let sizes = |total: usize| {
+        [
+            (total >= MR).then_some(MR),
+            Some(total % MR).filter(|&r| r > 0),
+        ]
+    };
+    let cols = sizes(n);
+    sizes(m)
+        .into_iter()
+        .flatten()
+        .flat_map(move |r| cols.into_iter().flatten().map(move |c| (r, c)))
+        .filter_map(|(r, c)| MicroShape::new(r, c))
+}
+
 /// Worker `index`'s part of C, cut into regions of one configuration each.
 fn regions<P: Precision>(p: &Problem<'_, P>, index: usize) -> Vec<Region> {
     let (tm, tn) = p.grid;
@@ -368,12 +390,44 @@ fn regions<P: Precision>(p: &Problem<'_, P>, index: usize) -> Vec<Region> {
     out
 }
 
+/// Bytes of packed A the loop nest of `region` uses at most: [`nest`]'s largest block.
+fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<usize> {
+    let rows = region.rows.len().min(p.blocking.mc);
+    packed_a_bytes(rows, kc_steps(p, region))
+}
+
+/// K-steps per block of [`nest`]: a single micro-row reuses nothing of B, so it keeps C in the
+/// tiles over all of K.
+fn kc_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
+    let steps = p.b.steps();
+    if region.rows.len() <= MR {
+        steps
+    } else {
+        p.blocking.kc_steps.min(steps)
+    }
+}
+
 /// One worker: its regions, each under its own configuration.
+///
+/// Between a configuration and the last tile instruction under it, no code outside this crate
+/// runs: the unchecked silicon path trusts that the loaded configuration is the one it asked
+/// for, and a global allocator (or anything else a user supplies) could load another through
+/// the runtime's safe API. So everything that allocates, and every check that may fail, is done
+/// here first: the limits of this thread's unit and the packed-A scratch of every region.
 fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, GemmError> {
     let mut stats = WorkerStats::default();
     let regions = regions(p, index);
     if regions.is_empty() {
         return Ok(stats);
+    }
+    let limits = amx_runtime::tmul_limits_on(p.backend)?;
+    let mut scratch_len = 0;
+    for region in &regions {
+        configs::check_limits(region.shape, limits)?;
+        let need = scratch_bytes(p, region).ok_or(GemmError::TooLarge {
+            operand: Operand::A,
+        })?;
+        scratch_len = scratch_len.max(need);
     }
     SCRATCH.with(|scratch| {
         let mut own = AlignedBytes::default();
@@ -382,6 +436,11 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
             Ok(s) => s,
             Err(_) => &mut own,
         };
+        scratch
+            .reserve_len(scratch_len)
+            .ok_or(GemmError::TooLarge {
+                operand: Operand::A,
+            })?;
         for region in &regions {
             run_region(p, region, scratch, &mut stats)?;
         }
@@ -487,12 +546,7 @@ fn nest<P: Precision, K: MicroKernel>(
     let stride = p.b.panel_stride();
     let b = Mem::new(p.b.bytes());
     let blocking = p.blocking;
-    // A single micro-row reuses nothing of B: keep C in the tiles over all of K.
-    let kc = if region.rows.len() <= MR {
-        steps
-    } else {
-        blocking.kc_steps.min(steps)
-    };
+    let kc = kc_steps(p, region);
     let nc = blocking.nc / NR;
     // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
     for jc in region.panels.clone().step_by(nc) {
@@ -505,17 +559,19 @@ fn nest<P: Precision, K: MicroKernel>(
             // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
             for ic in region.rows.clone().step_by(blocking.mc) {
                 let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
-                let need = packed_a_bytes(ic_end - ic, kcur);
-                scratch.reserve_len(need).ok_or(GemmError::TooLarge {
+                // `work` reserved the largest block before configuring: slicing allocates
+                // nothing (see `work`), and a block that did not fit is an error, not a
+                // reallocation.
+                let need = packed_a_bytes(ic_end - ic, kcur).ok_or(GemmError::TooLarge {
                     operand: Operand::A,
                 })?;
-                pack::pack_a(
-                    p.a,
-                    ic..ic_end,
-                    pc,
-                    kcur,
-                    &mut scratch.as_bytes_mut()[..need],
-                );
+                let block = scratch
+                    .as_bytes_mut()
+                    .get_mut(..need)
+                    .ok_or(GemmError::TooLarge {
+                        operand: Operand::A,
+                    })?;
+                pack::pack_a(p.a, ic..ic_end, pc, kcur, block);
                 let a = Mem::new(&scratch.as_bytes()[..need]);
                 // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
                 // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.

@@ -133,6 +133,66 @@ pub struct Case {
     pub mode: Mode,
 }
 
+impl Case {
+    /// An upper bound of the bytes [`Harness::run`] allocates for this case (on top of what
+    /// the process already holds): A and B, packed B, C twice (the starting values and the
+    /// result), the reference check's `f64` copy of B and its per-row work, the bandwidth
+    /// buffer, every worker's packed-A block, and a margin for the small rest (thread pools,
+    /// the peak loop's operands, the report). `Harness::run` refuses a case whose bound exceeds
+    /// the memory available before it allocates anything.
+    ///
+    /// # Errors
+    /// [`GemmError::TooLarge`] when a buffer's size overflows, [`GemmError::TooManyThreads`]
+    /// for a thread count a GEMM refuses.
+    pub fn footprint(&self) -> Result<u128, GemmError> {
+        match self.dtype {
+            DType::Int8 => self.footprint_of::<Int8>(),
+            DType::U8S8 => self.footprint_of::<U8S8>(),
+            DType::Bf16 => self.footprint_of::<Bf16>(),
+        }
+    }
+
+    fn footprint_of<P: Precision>(&self) -> Result<u128, GemmError> {
+        use std::mem::size_of;
+        let Case { m, n, k, .. } = *self;
+        let threads = options(self.threads, self.backend).checked_thread_count()?;
+        // Every product of two `usize` fits u128; sums of a few of them too. Three factors
+        // could not, so each is checked.
+        let bytes = |elements: u128, size: usize, operand| {
+            elements
+                .checked_mul(size as u128)
+                .ok_or(GemmError::TooLarge { operand })
+        };
+        let (m, n, k) = (m as u128, n as u128, k as u128);
+        let a = bytes(m * k, size_of::<P::A>(), Operand::A)?;
+        let b = bytes(k * n, size_of::<P::B>(), Operand::B)?;
+        let packed = PackedB::<P>::bytes_for(self.k, self.n)? as u128;
+        let c = bytes(m * n, size_of::<P::C>(), Operand::C)?;
+        // The reference: B widened to f64, and per checked row its results and magnitudes,
+        // the list of columns and the rows' column lists (`reference::verify`).
+        let check = bytes(k * n, size_of::<f64>(), Operand::B)? + 32 * (m + n) + (64 << 10);
+        let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
+        // Each worker's packed-A block: at most `mc` rows of `kc` k-steps for its full
+        // micro-rows, and 32 rows of all of K for a last micro-row of its own (`gemm::work`).
+        let blocking = crate::blocking::Blocking::DEFAULT.normalized();
+        let steps = crate::pack::steps_for(P::DTYPE, self.k) as u128;
+        let rows = m.min(blocking.mc as u128);
+        let per_worker = (rows * steps.min(blocking.kc_steps as u128) + MR_ROWS * steps)
+            .checked_mul(ROW_BYTES as u128)
+            .ok_or(GemmError::TooLarge {
+                operand: Operand::A,
+            })?;
+        let scratch = per_worker * threads as u128;
+        Ok(a + b + packed + 2 * c + check + bandwidth + scratch + MARGIN)
+    }
+}
+
+/// Rows of one packed A micro-panel.
+const MR_ROWS: u128 = crate::pack::MR as u128;
+
+/// What a run allocates besides its buffers (pools, the peak loop's operands, the report).
+const MARGIN: u128 = 4 << 20;
+
 /// What [`Harness::run`] measured for one [`Case`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -400,15 +460,7 @@ impl Harness {
             elements(k, n, Operand::B)?,
             elements(m, n, Operand::C)?,
         );
-        // A and B, B packed (padded to whole tiles: fewer than 64 more rows and columns, an
-        // upper bound for every precision), and C twice (the starting values and the result).
-        let size = |len: usize, elem: usize| len as u128 * elem as u128;
-        let packed = size(k + 64, 1) * size(n + 64, std::mem::size_of::<P::B>());
-        let needed = size(a_len, std::mem::size_of::<P::A>())
-            + size(b_len, std::mem::size_of::<P::B>())
-            + packed
-            + 2 * size(c_len, std::mem::size_of::<P::C>());
-        check_footprint(needed, available_memory())?;
+        check_footprint(case.footprint()?, available_memory())?;
         let a: Vec<P::A> = try_random(a_len, 1)?;
         let b: Vec<P::B> = try_random(b_len, 2)?;
         let c0: Vec<P::C> = match case.mode {
@@ -571,7 +623,12 @@ fn peak_typed<P: Precision>(
     time: Duration,
 ) -> Result<(f64, f64), GemmError> {
     let cfg = configs::config(MicroShape::FULL)?;
-    let mut tiles = configure_on(backend, cfg)?;
+    // Everything that allocates or may fail comes before the configuration, as in the GEMM's
+    // workers (`gemm::work`): the unchecked path trusts the configuration it loaded.
+    if backend == Backend::Hardware {
+        crate::tile_ops::silicon_supports(P::DTYPE)?;
+    }
+    configs::check_limits(MicroShape::FULL, amx_runtime::tmul_limits_on(backend)?)?;
     // Operands like the GEMM's own (`random`): the emulator's speed depends on the data (bf16
     // denormals take its slow path), so a peak measured on other data would not be a roof.
     let data = {
@@ -587,6 +644,7 @@ fn peak_typed<P: Precision>(
         d
     };
     let mem = Mem::new(data.as_bytes());
+    let mut tiles = configure_on(backend, cfg)?;
     #[cfg(target_arch = "x86_64")]
     if let Some(mut ops) = crate::tile_ops::Silicon::new(&mut tiles, P::DTYPE)? {
         return peak_loop::<P, _>(&mut ops, mem, warmup, time);

@@ -205,9 +205,25 @@ impl<P: Precision> PackedB<P> {
         Self::pack_with(k, n, |kk, nn| bt[nn * ldbt + kk])
     }
 
-    /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
-    /// dimension).
-    fn allocate(k: usize, n: usize) -> Result<PackedB<P>, GemmError> {
+    /// Bytes of the packed form of a `k x n` B: what [`PackedB::pack`] allocates (exactly),
+    /// without allocating it, e.g. to check a problem against the memory available first.
+    ///
+    /// ```
+    /// use amx_gemm::{Int8, PackedB};
+    ///
+    /// let bytes = PackedB::<Int8>::bytes_for(3, 2).unwrap();
+    /// assert_eq!(bytes, PackedB::<Int8>::pack(&[0; 6], 3, 2, 2).unwrap().packed_bytes());
+    /// assert!(PackedB::<Int8>::bytes_for(usize::MAX, usize::MAX).is_err());
+    /// ```
+    ///
+    /// # Errors
+    /// [`GemmError::TooLarge`] when the size does not fit `isize`.
+    pub fn bytes_for(k: usize, n: usize) -> Result<usize, GemmError> {
+        Ok(Self::layout(k, n)?.2)
+    }
+
+    /// The layout of a packed `k x n` B: (steps, panels, panel stride, total bytes).
+    fn layout(k: usize, n: usize) -> Result<(usize, usize, usize, usize), GemmError> {
         let steps = steps_for(P::DTYPE, k);
         let panels = n.div_ceil(NR);
         let panel_stride = if steps == 0 || panels == 0 {
@@ -226,6 +242,13 @@ impl<P: Precision> PackedB<P> {
             .ok_or(GemmError::TooLarge {
                 operand: Operand::B,
             })?;
+        Ok((steps, panels, panel_stride, total))
+    }
+
+    /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
+    /// dimension).
+    fn allocate(k: usize, n: usize) -> Result<PackedB<P>, GemmError> {
+        let (steps, panels, panel_stride, total) = Self::layout(k, n)?;
         Ok(PackedB {
             k,
             n,
@@ -344,8 +367,8 @@ pub(crate) struct ASource<'a> {
 }
 
 /// Bytes of a packed A block of `rows` rows and `steps` k-steps.
-pub(crate) fn packed_a_bytes(rows: usize, steps: usize) -> usize {
-    rows * steps * ROW_BYTES
+pub(crate) fn packed_a_bytes(rows: usize, steps: usize) -> Option<usize> {
+    rows.checked_mul(steps)?.checked_mul(ROW_BYTES)
 }
 
 /// Bytes of one k-step of a packed A micro-panel of `rows` rows (at most [`MR`]).
@@ -445,7 +468,7 @@ mod tests {
         let (m, k) = (33, 70);
         let a: Vec<u8> = (0..m * k).map(|x| (x % 200 + 1) as u8).collect();
         let steps = 2;
-        let mut dst = vec![0xAAu8; packed_a_bytes(m, steps)];
+        let mut dst = vec![0xAAu8; packed_a_bytes(m, steps).unwrap()];
         let src = ASource {
             bytes: &a,
             ld_bytes: k,
@@ -460,6 +483,6 @@ mod tests {
         // Row 32 starts panel 1, a one-row panel: 64 bytes per k-step.
         assert_eq!(dst[2 * STEP], a[32 * k]);
         assert_eq!(dst[2 * STEP + 64], a[32 * k + 64]);
-        assert_eq!(packed_a_bytes(m, steps), 2 * STEP + 2 * 64);
+        assert_eq!(packed_a_bytes(m, steps), Some(2 * STEP + 2 * 64));
     }
 }

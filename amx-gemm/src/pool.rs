@@ -91,11 +91,7 @@ pub(crate) fn cores() -> usize {
 /// state. Call this when the process is done with GEMMs for a while. The next call simply loads
 /// the configurations again.
 pub fn release_tiles(backend: amx_runtime::Backend) -> Result<(), GemmError> {
-    let pools: Vec<Arc<ThreadPool>> = pools()
-        .list
-        .iter()
-        .map(|(_, p)| Arc::clone(p))
-        .collect();
+    let pools: Vec<Arc<ThreadPool>> = pools().list.iter().map(|(_, p)| Arc::clone(p)).collect();
     for pool in pools {
         for r in pool.broadcast(|_| amx_runtime::release_on(backend)) {
             r?;

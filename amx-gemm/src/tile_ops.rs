@@ -261,6 +261,8 @@ impl<'t> Silicon<'t> {
         if tiles.backend() != Backend::Hardware {
             return Ok(None);
         }
+        // A read of the cached answer: `Gemm::run` (and `peak_typed`) asked before configuring,
+        // so this allocates nothing under the configuration.
         silicon_supports(dtype)?;
         Ok(Some(Silicon { _tiles: tiles }))
     }
@@ -268,8 +270,16 @@ impl<'t> Silicon<'t> {
 
 // Common to the methods below: `Hardware::new` succeeded for the guard (the CPU has AMX-TILE, the
 // OS enabled the state and granted the permission), `Silicon::new` checked the dot product's
-// feature, and the guard holds this thread's configuration, whose start_row is 0 (so the
-// instructions leave the runtime's tracked copy exact: no resync is needed).
+// feature, `Gemm::run` and `gemm::work` checked every micro-kernel shape of the call against the
+// CPU's TMUL limits, and the guard holds this thread's configuration, whose start_row is 0 (so
+// the instructions leave the runtime's tracked copy exact: no resync is needed).
+//
+// What user code can run between that configuration and these instructions: none. The guard
+// stops every `configure` on this thread; the only other way to load a configuration from safe
+// code is a second `Hardware` unit, which only code outside this crate could create, and none
+// runs here: `gemm::work` (and `peak_typed`) allocate and check everything before configuring,
+// and the loop nest, the packing and this micro-kernel call nothing outside the crate (no
+// allocation, no callback, no formatting except on error paths that return at once).
 #[cfg(target_arch = "x86_64")]
 impl TileOps for Silicon<'_> {
     #[inline(always)]

@@ -76,7 +76,10 @@ fn fork_body() {
         "the forked child's GEMM failed (status {status:#x})"
     );
     // And the parent's pool still works.
-    assert!(gemm_on_two_threads_is_right(), "the parent's GEMM after the fork");
+    assert!(
+        gemm_on_two_threads_is_right(),
+        "the parent's GEMM after the fork"
+    );
 }
 
 #[test]
@@ -89,7 +92,11 @@ fn gemm_in_a_forked_child_finishes() {
         .spawn()
         .expect("re-run the test binary");
     let start = Instant::now();
-    while child.try_wait().expect("wait for the test binary").is_none() {
+    while child
+        .try_wait()
+        .expect("wait for the test binary")
+        .is_none()
+    {
         if start.elapsed() > Duration::from_secs(90) {
             let _ = child.kill();
             panic!("the fork test did not finish in 90 s");
@@ -97,7 +104,8 @@ fn gemm_in_a_forked_child_finishes() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = child.wait_with_output().expect("the test binary's output");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "the body did not run:\n{text}");
 }

@@ -35,6 +35,7 @@ use crate::config::TileConfig;
 use crate::detect::Unavailable;
 use crate::error::{ConfigError, Fault};
 use crate::unit::{Emulator, Hardware, TileUnit};
+use amx_tilecfg::TmulLimits;
 
 /// How often this thread's configuration requests were served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -177,6 +178,27 @@ impl Tiles {
         match &mut self.unit {
             Unit::Hardware(h) => Some(h),
             Unit::Emulated(_) => None,
+        }
+    }
+
+    /// Why the typed layer cannot run on this unit, or `None` when it can (see
+    /// `Hardware::typed_unsupported`): on the emulator, only limits below the architectural
+    /// ones stop it.
+    pub(crate) fn typed_unsupported(&mut self) -> Option<String> {
+        match &mut self.unit {
+            Unit::Hardware(h) => h.typed_unsupported(),
+            Unit::Emulated(e) => {
+                let limits = e.tmul_limits();
+                let arch = TmulLimits::ARCHITECTURAL;
+                (limits.maxk < arch.maxk || limits.maxn < arch.maxn).then(|| {
+                    format!(
+                        "typed tiles need the architectural TMUL limits (tmul_maxk {}, \
+                         tmul_maxn {}), and this emulator models tmul_maxk {}, tmul_maxn {}; \
+                         use the untyped `Tiles`, whose instructions return a `Fault`",
+                        arch.maxk, arch.maxn, limits.maxk, limits.maxn
+                    )
+                })
+            }
         }
     }
 
@@ -381,6 +403,75 @@ fn acquire(backend: Backend) -> Result<Tiles, ConfigureError> {
         unit,
         _thread_bound: PhantomData,
     })
+}
+
+/// The TMUL limits that dot products on `backend` are checked against on this thread: the CPU's
+/// (CPUID leaf 0x1E) on the hardware; on the emulator, those of this thread's emulator (the
+/// architectural ones unless [`set_thread_emulator`] installed another). Code that issues
+/// unchecked dot products (raw intrinsics, precomputed kernels) asks this before configuring.
+///
+/// ```
+/// use amx_runtime::{tmul_limits_on, Backend, TmulLimits};
+///
+/// assert_eq!(tmul_limits_on(Backend::Emulated).unwrap(), TmulLimits::ARCHITECTURAL);
+/// ```
+///
+/// # Errors
+/// [`ConfigureError::Unavailable`] when the hardware is unusable; [`ConfigureError::Busy`]
+/// while a guard is alive on this thread (its emulator is lent to the guard; ask the guard's
+/// [`Tiles::emulator`]); [`ConfigureError::ThreadExiting`] once the thread's emulator is torn
+/// down.
+pub fn tmul_limits_on(backend: Backend) -> Result<TmulLimits, ConfigureError> {
+    match backend {
+        Backend::Hardware => Hardware::new()
+            .map(|h| h.tmul_limits())
+            .map_err(ConfigureError::Unavailable),
+        Backend::Emulated => {
+            if THREAD.with(|t| t.busy.get()) {
+                return Err(ConfigureError::Busy);
+            }
+            EMULATOR
+                .try_with(|slot| {
+                    let emulator = slot.take();
+                    let limits = emulator
+                        .as_ref()
+                        .map_or(TmulLimits::ARCHITECTURAL, |e| e.tmul_limits());
+                    slot.set(emulator);
+                    limits
+                })
+                .map_err(|_| ConfigureError::ThreadExiting)
+        }
+    }
+}
+
+/// Makes `emulator` this thread's emulated tile unit: the next [`configure_on`] with
+/// [`Backend::Emulated`] (and `configure` when the process runs on the emulator) on this thread
+/// uses it, with its palette table, TMUL limits and state. The way to run a kernel, or a whole
+/// library such as a GEMM, against the limits of another CPU or VM (see
+/// [`Emulator::with_limits`]). Other threads keep their own emulators.
+///
+/// ```
+/// use amx_runtime::rules::PaletteTable;
+/// use amx_runtime::{set_thread_emulator, tmul_limits_on, Backend, Emulator, TmulLimits};
+///
+/// let small = TmulLimits { maxk: 8, maxn: 32 };
+/// let vm = Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap();
+/// set_thread_emulator(vm).unwrap();
+/// assert_eq!(tmul_limits_on(Backend::Emulated).unwrap(), small);
+/// set_thread_emulator(Emulator::new()).unwrap(); // back to the architectural limits
+/// ```
+///
+/// # Errors
+/// [`ConfigureError::Busy`] while a guard is alive on this thread (its tiles are in use);
+/// [`ConfigureError::ThreadExiting`] once the thread's emulator is torn down.
+pub fn set_thread_emulator(emulator: Emulator) -> Result<(), ConfigureError> {
+    if THREAD.with(|t| t.busy.get()) {
+        return Err(ConfigureError::Busy);
+    }
+    let emulator = Box::new(emulator);
+    EMULATOR
+        .try_with(move |slot| slot.set(Some(emulator)))
+        .map_err(|_| ConfigureError::ThreadExiting)
 }
 
 /// Releases this thread's tiles (TILERELEASE) on the process's backend, so context switches no

@@ -232,8 +232,25 @@ impl From<PermissionError> for Unavailable {
 /// permission state. No side effects: it does not request the permission.
 ///
 /// On a target other than x86-64 it touches no CPUID and reports nothing, so
-/// [`Capabilities::unavailable`] says [`Unavailable::NotX86_64`].
+/// [`Capabilities::unavailable`] says [`Unavailable::NotX86_64`]. While the
+/// [`trap`](crate::trap) engine is active it reports the CPU the engine models (XGETBV cannot
+/// be trapped, so the modelled XCR0 comes from the engine too).
 pub fn detect() -> Capabilities {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    if crate::trap::is_active() {
+        // The engine's modelled CPU: XGETBV cannot be trapped, so XCR0 comes from the model.
+        let reader = crate::trap::cpuid_reader();
+        let osxsave = CpuId::with_cpuid_reader(reader)
+            .get_feature_info()
+            .is_some_and(|f| f.has_oxsave());
+        // SAFETY: OSXSAVE (leaf 1 is the host's own) is set, as below.
+        let xcr0 = osxsave.then(|| unsafe { xgetbv0() });
+        return detect_with(
+            reader,
+            xcr0.and_then(crate::trap::modelled_xcr0),
+            permit::permission_state(),
+        );
+    }
     #[cfg(all(target_arch = "x86_64", not(target_env = "sgx")))]
     {
         let reader = raw_cpuid::CpuIdReaderNative;
@@ -359,12 +376,19 @@ pub fn detect_with<R: CpuIdReader>(
 /// somewhere in the process) may go away.
 pub(crate) fn ensure_usable() -> Result<Capabilities, Unavailable> {
     static USABLE: OnceLock<Capabilities> = OnceLock::new();
-    static PLATFORM: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
+    // The trap engine, once installed, changes the answer: a separate cache for its CPU.
+    static NATIVE: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
+    static TRAPPED: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
+    let platform = if crate::trap::is_active() {
+        &TRAPPED
+    } else {
+        &NATIVE
+    };
 
     if let Some(caps) = USABLE.get() {
         return Ok(caps.clone());
     }
-    let mut caps = PLATFORM
+    let mut caps = platform
         .get_or_init(|| {
             let caps = detect();
             match caps.platform_reason() {

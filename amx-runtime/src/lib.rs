@@ -27,6 +27,7 @@ pub mod detect;
 mod error;
 pub mod intrinsics;
 pub mod permit;
+pub mod trap;
 pub mod typed;
 mod unit;
 
@@ -36,7 +37,8 @@ pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
 pub use context::{
-    configure, configure_on, counters, release, release_on, ConfigureError, Counters, Tiles,
+    configure, configure_on, counters, release, release_on, set_thread_emulator, tmul_limits_on,
+    ConfigureError, Counters, Tiles,
 };
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};

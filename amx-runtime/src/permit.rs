@@ -37,6 +37,9 @@
 //!   from kernels older than 5.16, which do not know the request; `EPERM` or `ENOSYS` when a
 //!   seccomp filter (some container runtimes) blocks `arch_prctl`.
 //!
+//! While the [`trap`](crate::trap) engine is active, both calls are answered by the engine as
+//! Linux on an AMX CPU answers them (the request is granted).
+//!
 //! [`request_permission`] is thread-safe and idempotent: after the first success it is an atomic
 //! load. A refusal is returned as a [`PermissionError`], never a panic, and is not remembered, so
 //! a later call (for example after the small alternate stacks were removed) asks again.
@@ -250,8 +253,19 @@ mod linux {
             .unwrap_or(libc::EINVAL)
     }
 
-    /// `arch_prctl(ARCH_GET_XCOMP_PERM, &mut mask)`: the permitted XSAVE feature mask.
+    /// `arch_prctl(ARCH_GET_XCOMP_PERM, &mut mask)`: the permitted XSAVE feature mask (the
+    /// trap engine's answer while it is active).
     pub(super) fn get_xcomp_perm() -> Result<u64, i32> {
+        let kernel = kernel_xcomp_perm();
+        if crate::trap::is_active() {
+            // The engine models Linux on an AMX CPU, whatever this kernel says.
+            return Ok(crate::trap::xcomp_perm(kernel.unwrap_or(0)));
+        }
+        kernel
+    }
+
+    /// The kernel's own `ARCH_GET_XCOMP_PERM`.
+    fn kernel_xcomp_perm() -> Result<u64, i32> {
         let mut mask: u64 = 0;
         // SAFETY: ARCH_GET_XCOMP_PERM writes one u64 to the address in the second argument;
         // `mask` is a live, aligned, writable u64 on this stack frame for the whole call.
@@ -269,8 +283,12 @@ mod linux {
         }
     }
 
-    /// `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`.
+    /// `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)` (answered by the trap engine while it is
+    /// active).
     fn req_xcomp_perm() -> Result<(), i32> {
+        if let Some(answer) = crate::trap::request_xcomp_perm(u64::from(XFEATURE_XTILEDATA)) {
+            return answer;
+        }
         // SAFETY: ARCH_REQ_XCOMP_PERM takes the feature number by value and touches no user
         // memory; on success it only changes the process's permitted XSAVE features.
         let rc = unsafe {

@@ -314,10 +314,11 @@ fn byte_stride<H: Handle>(stride: usize, bytes: usize) -> Result<isize, Fault> {
 
 impl<L: Layout> TypedTiles<L> {
     /// Wraps a guard that has just put `L::CONFIG` in place, once the backend is known to
-    /// execute every instruction the typed operations may issue (on the silicon: AMX-INT8,
-    /// AMX-BF16 and the architectural TMUL limits; the emulator has them all).
+    /// execute every instruction the typed operations may issue: AMX-INT8, AMX-BF16 and the
+    /// architectural TMUL limits (the emulator has both instructions, and the limits unless it
+    /// models a smaller CPU, see [`Emulator::with_limits`](crate::Emulator::with_limits)).
     fn new(mut tiles: Tiles) -> Result<TypedTiles<L>, ConfigureError> {
-        if let Some(why) = tiles.hardware_mut().and_then(|hw| hw.typed_unsupported()) {
+        if let Some(why) = tiles.typed_unsupported() {
             // Leave nothing loaded: a configured thread has its tile state saved and restored
             // by the OS on every context switch.
             tiles.tilerelease();

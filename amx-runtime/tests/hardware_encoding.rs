@@ -44,13 +44,9 @@ macro_rules! code_of {
     }};
 }
 
-/// VEX.pp of each mandatory prefix.
-const NP: u8 = 0;
-const P66: u8 = 1;
-const PF3: u8 = 2;
-const PF2: u8 = 3;
+use amx_runtime::trap::decode::{self, pp::*};
 
-/// One decoded three-byte-VEX instruction of map 0F38.
+/// One AMX instruction found in the code, with its fields as the project's decoder reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Vex {
     /// Offset in the code.
@@ -67,48 +63,45 @@ struct Vex {
     l: bool,
     /// ModRM.mod == 11.
     register_form: bool,
-    /// The SIB byte, when ModRM.rm = 100 in a memory form.
-    sib: Option<u8>,
-    /// VEX.X (extends the SIB index).
-    x: bool,
+    /// SIB scale (0 = x1), when there is a SIB.
+    scale: Option<u8>,
+    /// Whether the SIB names an index register (none means a stride of 0).
+    has_index: bool,
 }
 
 impl Vex {
-    /// SIB scale, 0 meaning x1.
     fn scale(&self) -> Option<u8> {
-        self.sib.map(|s| s >> 6)
+        self.scale
     }
-    /// Whether the SIB names an index register (index 100 without VEX.X means none, i.e. a
-    /// stride of 0).
     fn has_index(&self) -> bool {
-        self.sib.is_some_and(|s| (s >> 3) & 7 != 4 || self.x)
+        self.has_index
     }
 }
 
-/// Every C4-VEX, map 0F38 instruction with opcode 49, 4B, 5C or 5E in `code`.
+/// Every C4-VEX, map 0F38 instruction with an AMX opcode in `code`, found by decoding at every
+/// offset (the wrappers hold other code around the instruction).
 fn amx_in(code: &[u8]) -> Vec<Vex> {
     let mut found = Vec::new();
-    for at in 0..code.len().saturating_sub(4) {
-        let b = &code[at..];
-        if b[0] != 0xC4 || b[1] & 0x1F != 0x02 || ![0x49, 0x4B, 0x5C, 0x5E].contains(&b[3]) {
+    for at in 0..code.len() {
+        let Some(f) = decode::vex(&code[at..]) else {
+            continue;
+        };
+        // A prefix byte before the instruction decodes to the same instruction: count it once.
+        if f.prefixes != 0 || !decode::AMX_OPCODES.contains(&f.opcode) {
             continue;
         }
-        let modrm = b[4];
-        let register_form = modrm >> 6 == 3;
         found.push(Vex {
             at,
-            pp: b[2] & 3,
-            opcode: b[3],
-            reg: ((modrm >> 3) & 7) | if b[1] & 0x80 == 0 { 8 } else { 0 },
-            rm: (modrm & 7) | if b[1] & 0x20 == 0 { 8 } else { 0 },
-            vvvv: !(b[2] >> 3) & 0xF,
-            w: b[2] & 0x80 != 0,
-            l: b[2] & 0x04 != 0,
-            register_form,
-            sib: (!register_form && modrm & 7 == 4)
-                .then(|| b.get(5).copied())
-                .flatten(),
-            x: b[1] & 0x40 == 0,
+            pp: f.pp,
+            opcode: f.opcode,
+            reg: f.reg(),
+            rm: f.rm(),
+            vvvv: f.vvvv,
+            w: f.w,
+            l: f.l,
+            register_form: f.register_form(),
+            scale: f.scale(),
+            has_index: f.index().is_some(),
         });
     }
     found

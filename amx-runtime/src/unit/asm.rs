@@ -536,16 +536,12 @@ mod tests {
         zero_8 => tilezero_dyn(8);
     }
 
-    /// VEX.pp of a mandatory prefix.
-    const NP: u8 = 0;
-    const P66: u8 = 1;
-    const PF3: u8 = 2;
-    const PF2: u8 = 3;
+    use crate::trap::decode::{self, pp::*};
 
     /// An AMX instruction found in machine code: VEX.pp, opcode (map 0F38), ModRM.reg (with
-    /// VEX.R), ModRM.rm or the SIB base (with VEX.B), VEX.vvvv (inverted back), whether the
-    /// ModRM names a register (mod = 11), the SIB scale and whether the SIB has an index
-    /// (without one the stride would be 0), and VEX.W and VEX.L.
+    /// VEX.R), ModRM.rm (with VEX.B), VEX.vvvv (inverted back), whether the ModRM names a
+    /// register (mod = 11), the SIB scale and whether the SIB has an index (without one the
+    /// stride would be 0), and VEX.W and VEX.L.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     struct Amx {
         pp: u8,
@@ -560,32 +556,28 @@ mod tests {
         l: bool,
     }
 
-    /// Every three-byte-VEX instruction of map 0F38 with opcode 49, 4B, 5C or 5E in `code`.
+    /// Every three-byte-VEX instruction of map 0F38 with an AMX opcode in `code`, read by the
+    /// project's decoder at every offset.
     fn amx_instructions(code: &[u8]) -> Vec<Amx> {
         let mut found = Vec::new();
-        for i in 0..code.len().saturating_sub(4) {
-            let [c4, p1, p2, opcode, modrm] =
-                [code[i], code[i + 1], code[i + 2], code[i + 3], code[i + 4]];
-            if c4 != 0xC4 || p1 & 0x1F != 0x02 || ![0x49, 0x4B, 0x5C, 0x5E].contains(&opcode) {
+        for i in 0..code.len() {
+            let Some(f) = decode::vex(&code[i..]) else {
+                continue;
+            };
+            if f.prefixes != 0 || !decode::AMX_OPCODES.contains(&f.opcode) {
                 continue;
             }
-            let (r, x, b) = (p1 & 0x80 == 0, p1 & 0x40 == 0, p1 & 0x20 == 0);
-            let register_form = modrm >> 6 == 3;
-            let sib = (!register_form && modrm & 7 == 4).then(|| code.get(i + 5).copied());
-            let sib_scale = sib.flatten().map(|s| s >> 6);
-            // Index 100 without VEX.X means "no index"; with VEX.X it is r12.
-            let sib_index = sib.flatten().is_some_and(|s| (s >> 3) & 7 != 4 || x);
             found.push(Amx {
-                pp: p2 & 3,
-                opcode,
-                reg: ((modrm >> 3) & 7) | (u8::from(r) << 3),
-                rm: (modrm & 7) | (u8::from(b) << 3),
-                vvvv: !(p2 >> 3) & 0xF,
-                register_form,
-                sib_scale,
-                sib_index,
-                w: p2 & 0x80 != 0,
-                l: p2 & 0x04 != 0,
+                pp: f.pp,
+                opcode: f.opcode,
+                reg: f.reg(),
+                rm: f.rm(),
+                vvvv: f.vvvv,
+                register_form: f.register_form(),
+                sib_scale: f.scale(),
+                sib_index: f.index().is_some(),
+                w: f.w,
+                l: f.l,
             });
         }
         found

@@ -24,57 +24,95 @@ fn ud(reason: String) -> Fault {
     Fault::InvalidOpcode(reason)
 }
 
-fn configured(cfg: &[u8; 64], mnemonic: &str) -> Result<(), Fault> {
+/// Why a tile instruction is #UD, without the words: the trap engine checks in a signal handler,
+/// where formatting a message (an allocation) is not allowed. [`Refusal::fault`] words it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// TILES_CONFIGURED = 0.
+    NotConfigured,
+    /// A tile number past 7.
+    NoSuchTile(u8),
+    /// The tile is unused in the loaded configuration.
+    Unused(u8),
+    /// The tile's colsb is not a multiple of 4.
+    Colsb(u8, u16),
+    /// start_row is not below the tile's rows: (tile, start_row, rows).
+    StartRow(u8, u8, u8),
+    /// The dot product's operands do not fit.
+    Dot(amx_tilecfg::DotMismatch),
+}
+
+impl Refusal {
+    /// The #UD fault with its message.
+    pub(crate) fn fault(self, mnemonic: &str) -> Fault {
+        ud(match self {
+            Refusal::NotConfigured => {
+                format!("{mnemonic} with no tile configuration loaded (TILES_CONFIGURED = 0)")
+            }
+            Refusal::NoSuchTile(t) => format!("{mnemonic} names tile t{t}; there are only t0 to t7"),
+            Refusal::Unused(t) => format!(
+                "{mnemonic} on tile t{t}, which the loaded configuration leaves unused"
+            ),
+            Refusal::Colsb(t, colsb) => format!(
+                "{mnemonic} on tile t{t}, whose {colsb} bytes per row (colsb) are not a multiple of 4"
+            ),
+            Refusal::StartRow(t, start_row, rows) => format!(
+                "{mnemonic} on tile t{t} with start_row {start_row}, not below its {rows} rows"
+            ),
+            Refusal::Dot(m) => format!("{mnemonic}: {m}"),
+        })
+    }
+}
+
+fn configured(cfg: &[u8; 64]) -> Result<(), Refusal> {
     if image::palette_id(cfg) == 0 {
-        Err(ud(format!(
-            "{mnemonic} with no tile configuration loaded (TILES_CONFIGURED = 0)"
-        )))
+        Err(Refusal::NotConfigured)
     } else {
         Ok(())
     }
 }
 
 /// The shape of used tile `t`, or the #UD for a tile number past 7 or an unused tile.
-fn used_tile(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
+fn used_tile(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
     if t as usize >= image::TILE_SLOTS {
-        return Err(ud(format!(
-            "{mnemonic} names tile t{t}; there are only t0 to t7"
-        )));
+        return Err(Refusal::NoSuchTile(t));
     }
     let shape = image::shape(cfg, t as usize);
     if shape.rows == 0 || shape.colsb == 0 {
-        return Err(ud(format!(
-            "{mnemonic} on tile t{t}, which the loaded configuration leaves unused"
-        )));
+        return Err(Refusal::Unused(t));
     }
     Ok(shape)
 }
 
+/// TILEZERO's #UD conditions, without a message.
+pub(crate) fn tilezero_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
+    configured(cfg)?;
+    used_tile(cfg, t)
+}
+
 /// TILEZERO: configured and a used tile (no colsb or start_row check, Z1/Z2/Z4).
 pub(crate) fn tilezero(cfg: &[u8; 64], t: u8) -> Result<TileShape, Fault> {
-    configured(cfg, "TILEZERO")?;
-    used_tile(cfg, t, "TILEZERO")
+    tilezero_refusal(cfg, t).map_err(|r| r.fault("TILEZERO"))
+}
+
+/// The #UD conditions of the tile loads and the store, without a message.
+pub(crate) fn tile_memory_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
+    configured(cfg)?;
+    let shape = used_tile(cfg, t)?;
+    if shape.colsb % 4 != 0 {
+        return Err(Refusal::Colsb(t, shape.colsb));
+    }
+    let start_row = image::start_row(cfg);
+    if start_row >= shape.rows {
+        return Err(Refusal::StartRow(t, start_row, shape.rows));
+    }
+    Ok(shape)
 }
 
 /// TILELOADD/TILELOADDT1/TILESTORED: configured, a used tile, colsb a multiple of 4 and
 /// start_row below the tile's rows (T1/W1).
 pub(crate) fn tile_memory(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
-    configured(cfg, mnemonic)?;
-    let shape = used_tile(cfg, t, mnemonic)?;
-    if shape.colsb % 4 != 0 {
-        return Err(ud(format!(
-            "{mnemonic} on tile t{t}, whose {} bytes per row (colsb) are not a multiple of 4",
-            shape.colsb
-        )));
-    }
-    let start_row = image::start_row(cfg);
-    if start_row >= shape.rows {
-        return Err(ud(format!(
-            "{mnemonic} on tile t{t} with start_row {start_row}, not below its {} rows",
-            shape.rows
-        )));
-    }
-    Ok(shape)
+    tile_memory_refusal(cfg, t).map_err(|r| r.fault(mnemonic))
 }
 
 /// The tiles of a dot product, after the D1/D2 checks: C, A, B shapes.
@@ -87,29 +125,44 @@ pub(crate) struct DotShapes {
     pub k: usize,
 }
 
-/// TDP*: configured, three distinct used tiles whose shapes fit, within the TMUL limits (D1/D2).
-pub(crate) fn dot(
+/// The dot product's #UD conditions, without a message.
+pub(crate) fn dot_refusal(
     cfg: &[u8; 64],
     (c, a, b): (u8, u8, u8),
     limits: TmulLimits,
-    mnemonic: &str,
-) -> Result<DotShapes, Fault> {
-    configured(cfg, mnemonic)?;
+) -> Result<DotShapes, Refusal> {
+    configured(cfg)?;
     for t in [c, a, b] {
         if t as usize >= image::TILE_SLOTS {
-            return Err(ud(format!(
-                "{mnemonic} names tile t{t}; there are only t0 to t7"
-            )));
+            return Err(Refusal::NoSuchTile(t));
         }
     }
     let shape = |t: u8| image::shape(cfg, t as usize);
-    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits)
-        .map_err(|m| ud(format!("{mnemonic}: {m}")))?;
+    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits).map_err(Refusal::Dot)?;
     Ok(DotShapes {
         m: shape(c).rows as usize,
         n: shape(c).colsb as usize / 4,
         k: shape(a).colsb as usize / 4,
     })
+}
+
+/// TDP*: configured, three distinct used tiles whose shapes fit, within the TMUL limits (D1/D2).
+pub(crate) fn dot(
+    cfg: &[u8; 64],
+    tiles: (u8, u8, u8),
+    limits: TmulLimits,
+    mnemonic: &str,
+) -> Result<DotShapes, Fault> {
+    dot_refusal(cfg, tiles, limits).map_err(|r| r.fault(mnemonic))
+}
+
+/// Whether LDTILECFG accepts `image` (no message: callable from a signal handler).
+pub(crate) fn ldtilecfg_accepts(image: &[u8; 64], table: &PaletteTable) -> bool {
+    amx_tilecfg::image::palette_id(image) == 0
+        || amx_tilecfg::validate(image, table)
+            .load_violations()
+            .next()
+            .is_none()
 }
 
 /// The bytes of memory a load or store of `shape` touches with `stride` (from the first row's

@@ -91,6 +91,20 @@ impl Emulator {
         Emulator::unconfigured(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
     }
 
+    /// [`Emulator::new`] in a constant context: the trap engine's per-thread state is a
+    /// thread-local with a constant initializer (no lazy registration, no destructor), so that
+    /// a signal handler can reach it without allocating.
+    pub(crate) const fn new_const() -> Emulator {
+        Emulator {
+            table: PaletteTable::ARCHITECTURAL,
+            architectural: true,
+            limits: TmulLimits::ARCHITECTURAL,
+            config: [0; 64],
+            epoch: 0,
+            tiles: [[0; TILE_BYTES]; TILES],
+        }
+    }
+
     /// The INIT state under a table whose tiles fit the storage (checked by the callers).
     fn unconfigured(table: PaletteTable, limits: TmulLimits) -> Emulator {
         Emulator {

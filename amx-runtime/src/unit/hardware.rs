@@ -566,6 +566,10 @@ impl TileUnit for Hardware {
                 "tile t{t} does not exist; there are only t0 to t7"
             )));
         }
+        // XSAVE cannot be trapped: under the trap engine the tiles live in its state.
+        if let Some(tile) = crate::trap::tile_data(t) {
+            return Ok(tile);
+        }
         let Some(layout) = self.silicon.xsave else {
             return Err(Fault::InvalidOpcode(
                 "XSAVE: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)".into(),

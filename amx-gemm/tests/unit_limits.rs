@@ -1,0 +1,132 @@
+//! The GEMM asks the tile unit it runs on what it can do before it configures anything:
+//!
+//! - a unit whose TMUL limits are below the architectural ones (a CPU or VM reporting a smaller
+//!   tmul_maxk / tmul_maxn in CPUID leaf 0x1E) gets a typed error, not a dot product the
+//!   silicon would answer with #UD; modelled here by an emulator with those limits, whose
+//!   checks the silicon path shares (`configs::check_limits`);
+//! - no code outside the crate (a global allocator) runs while a tile configuration is held
+//!   on a worker: the unchecked silicon path trusts the loaded configuration, and an allocator
+//!   could load another one. The probe is an allocator that asks, on every allocation of the
+//!   GEMM's thread, whether a tile guard is alive there.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use amx_gemm::reference::{self, Sample};
+use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, PackedB, Precision, U8S8};
+use amx_runtime::{
+    set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, PaletteTable, TmulLimits,
+};
+
+thread_local! {
+    /// Whether this thread's allocations are watched.
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// Allocations made while a tile guard was alive on this thread.
+    static UNDER_GUARD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The system allocator, plus the probe.
+struct Probe;
+
+// SAFETY: every request is forwarded unchanged to the system allocator; the probe only reads
+// and writes thread-locals that have no destructor and allocate nothing.
+unsafe impl GlobalAlloc for Probe {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if ARMED.with(Cell::get) && tmul_limits_on(Backend::Emulated) == Err(ConfigureError::Busy) {
+            UNDER_GUARD.with(|n| n.set(n.get() + 1));
+        }
+        // SAFETY: the caller's contract for `alloc`, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout (above).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Probe = Probe;
+
+/// `m x n x k` of `P` on this thread's emulator: the result of the call, and C.
+fn gemm<P: Precision>(m: usize, n: usize, k: usize) -> (Result<(), GemmError>, Vec<P::C>, bool) {
+    let a = amx_gemm::measure::random::<P::A>(m * k, 1);
+    let b = amx_gemm::measure::random::<P::B>(k * n, 2);
+    let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
+    let mut c = vec![P::C::default(); m * n];
+    let ran = Gemm::new()
+        .threads(1)
+        .backend(Backend::Emulated)
+        .run(m, &a, k, &packed, &mut c, n)
+        .map(drop);
+    let right = ran.is_ok()
+        && reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).is_ok();
+    (ran, c, right)
+}
+
+/// Full micro-tiles only, edges only, and both.
+const SHAPES: [(usize, usize, usize); 4] = [(64, 64, 128), (20, 31, 64), (40, 40, 96), (1, 7, 5)];
+
+fn refused_under_small_limits<P: Precision>() {
+    let small = TmulLimits { maxk: 8, maxn: 32 };
+    set_thread_emulator(Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap())
+        .unwrap();
+    for (m, n, k) in SHAPES {
+        let (ran, c, _) = gemm::<P>(m, n, k);
+        match ran {
+            Err(GemmError::Unsupported(why)) => {
+                assert!(why.contains("TMUL"), "{why}");
+            }
+            other => panic!("{m}x{n}x{k} under tmul_maxk 8, tmul_maxn 32: {other:?}"),
+        }
+        // Refused before anything was written.
+        assert!(
+            c.iter().all(|x| *x == P::C::default()),
+            "{m}x{n}x{k} wrote C"
+        );
+    }
+    set_thread_emulator(Emulator::new()).unwrap();
+    for (m, n, k) in SHAPES {
+        let (ran, _, right) = gemm::<P>(m, n, k);
+        assert!(
+            ran.is_ok() && right,
+            "{m}x{n}x{k} on the architectural limits: {ran:?}"
+        );
+    }
+}
+
+#[test]
+fn small_tmul_limits_are_an_error_not_a_fault() {
+    // A fresh thread, so that the emulator swap does not leak into other tests.
+    std::thread::spawn(|| {
+        refused_under_small_limits::<Int8>();
+        refused_under_small_limits::<U8S8>();
+        refused_under_small_limits::<Bf16>();
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn nothing_is_allocated_while_a_configuration_is_held() {
+    // A fresh thread: its packed-A scratch is empty, so the GEMM must allocate it. Its
+    // emulator (the runtime's own tile state, allocated on a thread's first `configure`) is
+    // put in place first: on the silicon there is none.
+    std::thread::spawn(|| {
+        set_thread_emulator(Emulator::new()).unwrap();
+        for (m, n, k) in SHAPES.into_iter().chain([(100, 70, 300), (33, 65, 1000)]) {
+            UNDER_GUARD.with(|n| n.set(0));
+            ARMED.with(|a| a.set(true));
+            let (ran, _, right) = gemm::<Int8>(m, n, k);
+            ARMED.with(|a| a.set(false));
+            assert!(ran.is_ok() && right, "{m}x{n}x{k}: {ran:?}");
+            let under = UNDER_GUARD.with(Cell::get);
+            assert_eq!(
+                under, 0,
+                "{m}x{n}x{k}: {under} allocations under a tile guard"
+            );
+        }
+    })
+    .join()
+    .unwrap();
+}

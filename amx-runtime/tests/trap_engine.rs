@@ -1,0 +1,515 @@
+//! The trap engine on a CPU without AMX: raw AMX instructions (every encoding form of the
+//! memory operand) give the emulator's results, and each exception reaches the program as the
+//! silicon's would (SEMANTICS.md section 1). Where the CPU has AMX itself, the engine does not
+//! install and the tests say so and pass.
+//!
+//! Tests that need a process of their own (the program's own SIGILL handler installed before
+//! the engine, the permission not yet requested, death by a signal) are `#[ignore]`d bodies
+//! that the visible tests run in a child process of this test binary.
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use amx_runtime::intrinsics::*;
+use amx_runtime::{trap, Emulator, TileUnit};
+
+/// Installs the engine, or says why the test is skipped (the CPU has AMX itself).
+fn engine(test: &str) -> bool {
+    match trap::install() {
+        Ok(()) => {
+            amx_runtime::permit::request_permission().expect("the engine grants the permission");
+            true
+        }
+        Err(why) => {
+            println!("skipping {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Whether this process runs a child body (set by [`child`]).
+fn in_child() -> bool {
+    std::env::var_os("AMX_TRAP_ENGINE_CHILD").is_some()
+}
+
+/// Runs the ignored test `name` in a child process; returns its exit status and stdout.
+fn child(name: &str) -> (std::process::ExitStatus, String) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("AMX_TRAP_ENGINE_CHILD", "1")
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status, stdout)
+}
+
+/// A palette-1 image with tiles (t, rows, colsb).
+fn cfg(tiles: &[(usize, u8, u16)]) -> [u8; 64] {
+    let mut img = [0u8; 64];
+    img[0] = 1;
+    for &(t, rows, colsb) in tiles {
+        img[16 + 2 * t..18 + 2 * t].copy_from_slice(&colsb.to_le_bytes());
+        img[48 + t] = rows;
+    }
+    img
+}
+
+fn bytes(seed: u32, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// This thread's tile `t` as the engine holds it (via the safe API's XSAVE replacement).
+fn tile(t: u8) -> [u8; 1024] {
+    let mut hw = amx_runtime::Hardware::new().expect("the engine is active");
+    hw.resync();
+    hw.tile_data(t).unwrap()
+}
+
+#[test]
+fn intrinsics_give_the_emulators_results() {
+    if !engine("intrinsics_give_the_emulators_results") {
+        return;
+    }
+    let image = cfg(&[(0, 16, 64), (1, 16, 64), (2, 16, 64), (3, 16, 64)]);
+    let a = bytes(1, 1024);
+    let b = bytes(2, 1024);
+    let mut out = [vec![0u8; 1024], vec![0u8; 1024]];
+    // SAFETY: the engine executes these; the operands are 16 x 64-byte buffers.
+    unsafe {
+        _tile_loadconfig(image.as_ptr());
+        _tile_zero::<0>();
+        _tile_loadd::<1>(a.as_ptr(), 64);
+        _tile_stream_loadd::<2>(b.as_ptr(), 64);
+        _tile_dpbssd::<0, 1, 2>();
+        _tile_dpbsud::<0, 1, 2>();
+        _tile_dpbusd::<0, 1, 2>();
+        _tile_dpbuud::<0, 1, 2>();
+        _tile_zero::<3>();
+        _tile_dpbf16ps::<3, 1, 2>();
+        _tile_stored::<0>(out[0].as_mut_ptr(), 64);
+        _tile_stored::<3>(out[1].as_mut_ptr(), 64);
+        _tile_release();
+    }
+    let mut emu = Emulator::new();
+    emu.ldtilecfg(&image).unwrap();
+    emu.tilezero(0).unwrap();
+    emu.tileloadd(1, &a, 64).unwrap();
+    emu.tileloaddt1(2, &b, 64).unwrap();
+    emu.tdpbssd(0, 1, 2).unwrap();
+    emu.tdpbsud(0, 1, 2).unwrap();
+    emu.tdpbusd(0, 1, 2).unwrap();
+    emu.tdpbuud(0, 1, 2).unwrap();
+    emu.tilezero(3).unwrap();
+    emu.tdpbf16ps(3, 1, 2).unwrap();
+    let mut expect = [vec![0u8; 1024], vec![0u8; 1024]];
+    emu.tilestored(0, &mut expect[0], 64).unwrap();
+    emu.tilestored(3, &mut expect[1], 64).unwrap();
+    assert_eq!(out, expect);
+}
+
+static CONFIG_16X64: [u8; 64] = {
+    let mut img = [0u8; 64];
+    img[0] = 1;
+    let mut t = 0;
+    while t < 8 {
+        img[16 + 2 * t] = 64;
+        img[48 + t] = 16;
+        t += 1;
+    }
+    img
+};
+
+#[test]
+fn every_memory_operand_form() {
+    if !engine("every_memory_operand_form") {
+        return;
+    }
+    let src = bytes(3, 4096);
+    let reference = |stride: usize, base: usize| -> [u8; 1024] {
+        let mut t = [0u8; 1024];
+        for r in 0..16 {
+            let at = (base as isize + r as isize * stride as isize) as usize;
+            t[r * 64..r * 64 + 64].copy_from_slice(&src[at..at + 64]);
+        }
+        t
+    };
+    // SAFETY: every row each instruction reads lies inside `src`; `dst` is 4 KiB.
+    unsafe {
+        // RIP-relative LDTILECFG.
+        core::arch::asm!("ldtilecfg [rip + {cfg}]", cfg = sym CONFIG_16X64);
+        // tileloadd tmm1, [r13 + r14*2 + 8]: VEX.X and VEX.B, scale 2, disp8.
+        core::arch::asm!(
+            ".byte 0xc4, 0x82, 0x7b, 0x4b, 0x4c, 0x75, 0x08",
+            in("r13") src.as_ptr().wrapping_sub(8),
+            in("r14") 64usize,
+        );
+    }
+    assert_eq!(tile(1), reference(128, 0), "[r13 + r14*2 + 8]");
+    let mut dst = vec![0u8; 4096];
+    // SAFETY: as above.
+    unsafe {
+        // tilestored [r12 + rcx*1 + 0x100], tmm1: base r12 (VEX.B), disp32.
+        core::arch::asm!(
+            ".byte 0xc4, 0xc2, 0x7a, 0x4b, 0x8c, 0x0c, 0x00, 0x01, 0x00, 0x00",
+            in("r12") dst.as_mut_ptr(),
+            in("rcx") 192usize,
+        );
+    }
+    let t1 = reference(128, 0);
+    for r in 0..16 {
+        let at = 0x100 + r * 192;
+        assert_eq!(
+            &dst[at..at + 64],
+            &t1[r * 64..r * 64 + 64],
+            "stored row {r}"
+        );
+    }
+    // SAFETY: as above.
+    unsafe {
+        // tileloaddt1 tmm2, [rsp-free form: rax + no index]: SIB 0x20 (index 100, base rax).
+        core::arch::asm!(".byte 0xc4, 0xe2, 0x79, 0x4b, 0x14, 0x20", in("rax") src.as_ptr().add(64));
+    }
+    assert_eq!(tile(2), reference(0, 64), "no index: stride 0");
+    // SAFETY: as above; the negative stride walks down from row 0 at src + 3000.
+    unsafe {
+        _tile_loadd::<3>(src.as_ptr().add(3000), (-128isize) as usize);
+    }
+    let mut expect = [0u8; 1024];
+    for r in 0..16 {
+        let at = 3000 - r * 128;
+        expect[r * 64..r * 64 + 64].copy_from_slice(&src[at..at + 64]);
+    }
+    assert_eq!(tile(3), expect, "negative stride");
+    // SAFETY: TILERELEASE is legal in any state.
+    unsafe { _tile_release() };
+}
+
+#[test]
+fn address_size_prefix_wraps_at_4_gib() {
+    if !engine("address_size_prefix_wraps_at_4_gib") {
+        return;
+    }
+    // SAFETY: a fresh anonymous mapping below 2 GiB, unmapped at the end.
+    let low = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(low, libc::MAP_FAILED);
+    let data = bytes(4, 1024);
+    // SAFETY: the mapping holds 4096 writable bytes.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), low.cast::<u8>(), 1024) };
+    // SAFETY: with the 67 prefix only the low 32 bits of rdi and rsi count: rows at `low`.
+    unsafe {
+        _tile_loadconfig(CONFIG_16X64.as_ptr());
+        core::arch::asm!(
+            ".byte 0x67, 0xc4, 0xe2, 0x7b, 0x4b, 0x24, 0x37",
+            in("rdi") (low as u64) | 0xDEAD_0000_0000_0000,
+            in("rsi") 64u64 | 0xBEEF_0000_0000,
+        );
+    }
+    assert_eq!(tile(4)[..], data[..]);
+    // SAFETY: the mapping made above.
+    unsafe {
+        _tile_release();
+        libc::munmap(low, 4096);
+    }
+}
+
+#[test]
+fn threads_have_their_own_state_and_handler_scopes_see_init() {
+    if !engine("threads_have_their_own_state_and_handler_scopes_see_init") {
+        return;
+    }
+    let image = cfg(&[(0, 2, 8)]);
+    // SAFETY: a valid image.
+    unsafe { _tile_loadconfig(image.as_ptr()) };
+    std::thread::spawn(|| {
+        let mut out = [0xAAu8; 64];
+        // SAFETY: STTILECFG writes 64 bytes.
+        unsafe { _tile_storeconfig(out.as_mut_ptr()) };
+        assert_eq!(out, [0; 64], "a new thread starts unconfigured");
+    })
+    .join()
+    .unwrap();
+    {
+        let _scope = trap::handler_scope();
+        let mut out = [0xAAu8; 64];
+        // SAFETY: as above.
+        unsafe { _tile_storeconfig(out.as_mut_ptr()) };
+        assert_eq!(out, [0; 64], "a handler scope starts from INIT");
+        // SAFETY: a valid image, changed only inside the scope.
+        unsafe { _tile_loadconfig(CONFIG_16X64.as_ptr()) };
+    }
+    let mut out = [0u8; 64];
+    // SAFETY: as above.
+    unsafe { _tile_storeconfig(out.as_mut_ptr()) };
+    assert_eq!(out, image, "the state before the scope came back");
+    // SAFETY: TILERELEASE is legal in any state.
+    unsafe { _tile_release() };
+}
+
+#[test]
+fn fork_keeps_state_and_permission() {
+    if !engine("fork_keeps_state_and_permission") {
+        return;
+    }
+    let image = cfg(&[(5, 4, 16)]);
+    let data = bytes(5, 64);
+    // SAFETY: a valid image and a 4 x 16 load from 64 bytes.
+    unsafe {
+        _tile_loadconfig(image.as_ptr());
+        _tile_loadd::<5>(data.as_ptr(), 16);
+    }
+    // SAFETY: the child only runs trapped AMX instructions (async-signal-safe in the engine),
+    // compares memory and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut out = [0u8; 64];
+        // SAFETY: a 4 x 16 store into 64 bytes.
+        unsafe { _tile_stored::<5>(out.as_mut_ptr(), 16) };
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(i32::from(out[..] != data[..])) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status:#x}"
+    );
+    // SAFETY: TILERELEASE is legal in any state.
+    unsafe { _tile_release() };
+}
+
+#[test]
+fn detect_reports_the_modelled_cpu() {
+    if !engine("detect_reports_the_modelled_cpu") {
+        return;
+    }
+    let caps = amx_runtime::detect();
+    assert!(caps.amx_tile && caps.amx_int8 && caps.amx_bf16, "{caps:?}");
+    assert!(
+        caps.xtilecfg_enabled() && caps.xtiledata_enabled(),
+        "{caps:?}"
+    );
+    assert!(caps.is_usable(), "{:?}", caps.unavailable());
+    assert_eq!(caps.palettes, amx_runtime::PaletteTable::ARCHITECTURAL);
+    assert_eq!(
+        amx_runtime::permit::permission_state(),
+        amx_runtime::permit::PermissionState::Granted
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults, in child processes
+
+/// What the handlers saw: signal, si_code, REG_TRAPNO, si_addr, REG_ERR.
+static SEEN_SIG: AtomicI32 = AtomicI32::new(0);
+static SEEN_CODE: AtomicI32 = AtomicI32::new(0);
+static SEEN_TRAPNO: AtomicI64 = AtomicI64::new(-1);
+static SEEN_ADDR: AtomicU64 = AtomicU64::new(0);
+static SEEN_ERR: AtomicI64 = AtomicI64::new(-1);
+/// Bytes the handler moves RIP on by (0: return to retry).
+static SKIP: AtomicUsize = AtomicUsize::new(0);
+/// A page the handler makes readable before retrying.
+static UNPROTECT: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn record(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the siginfo and context of an SA_SIGINFO handler.
+    unsafe {
+        let uc = &mut *ctx.cast::<libc::ucontext_t>();
+        SEEN_SIG.store(sig, Ordering::SeqCst);
+        SEEN_CODE.store((*info).si_code, Ordering::SeqCst);
+        SEEN_ADDR.store((*info).si_addr() as u64, Ordering::SeqCst);
+        SEEN_TRAPNO.store(
+            uc.uc_mcontext.gregs[libc::REG_TRAPNO as usize],
+            Ordering::SeqCst,
+        );
+        SEEN_ERR.store(
+            uc.uc_mcontext.gregs[libc::REG_ERR as usize],
+            Ordering::SeqCst,
+        );
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] += SKIP.load(Ordering::SeqCst) as i64;
+        let page = UNPROTECT.swap(0, Ordering::SeqCst);
+        if page != 0 {
+            libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ);
+        }
+    }
+}
+
+fn handle(sig: libc::c_int) {
+    // SAFETY: an all-zero sigaction is valid; the handler only uses atomics and mprotect.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = record as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+fn seen() -> (i32, i32, i64, u64, i64) {
+    (
+        SEEN_SIG.swap(0, Ordering::SeqCst),
+        SEEN_CODE.load(Ordering::SeqCst),
+        SEEN_TRAPNO.load(Ordering::SeqCst),
+        SEEN_ADDR.load(Ordering::SeqCst),
+        SEEN_ERR.load(Ordering::SeqCst),
+    )
+}
+
+#[test]
+#[ignore = "run by faults_reach_the_programs_handlers in a child process"]
+fn child_faults() {
+    if !in_child() {
+        return;
+    }
+    handle(libc::SIGILL);
+    handle(libc::SIGSEGV);
+    trap::install().unwrap();
+    // XFD: tile data before the permission (TILEZERO of a used tile: C4 E2 7B 49 C0, 5 bytes).
+    SKIP.store(5, Ordering::SeqCst);
+    // SAFETY: the handler skips whatever faults.
+    unsafe {
+        _tile_loadconfig(CONFIG_16X64.as_ptr());
+        _tile_zero::<0>();
+    }
+    let (sig, code, trapno, _, _) = seen();
+    println!("xfd {sig} {code} {trapno}");
+    amx_runtime::permit::request_permission().unwrap();
+    // #UD: TILEZERO unconfigured, and a non-AMX ud2 (2 bytes) chained to the handler.
+    // SAFETY: as above.
+    unsafe {
+        _tile_release();
+        _tile_zero::<0>();
+    }
+    let (sig, code, trapno, addr, _) = seen();
+    println!("ud {sig} {code} {trapno} {}", addr != 0);
+    SKIP.store(2, Ordering::SeqCst);
+    // SAFETY: as above.
+    unsafe { core::arch::asm!("ud2") };
+    let (sig, code, trapno, _, _) = seen();
+    println!("ud2 {sig} {code} {trapno}");
+    // #GP: a reserved byte set (LDTILECFG [rdi]: 5 bytes).
+    let mut bad = CONFIG_16X64;
+    bad[5] = 1;
+    SKIP.store(5, Ordering::SeqCst);
+    // SAFETY: as above.
+    unsafe { core::arch::asm!(".byte 0xc4, 0xe2, 0x78, 0x49, 0x07", in("rdi") bad.as_ptr()) };
+    let (sig, code, trapno, addr, err) = seen();
+    println!("gp {sig} {code} {trapno} {addr} {err}");
+    // #PF: row 4 of a load lies in a PROT_NONE page; the handler unprotects it and retries,
+    // and the load resumes at row 4 (T6).
+    // SAFETY: two fresh pages, the second made inaccessible.
+    let pages = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    } as usize;
+    let data = bytes(6, 8192);
+    // SAFETY: the mapping holds 8192 writable bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(data.as_ptr(), pages as *mut u8, 8192);
+        libc::mprotect((pages + 4096) as *mut libc::c_void, 4096, libc::PROT_NONE);
+    }
+    UNPROTECT.store(pages + 4096, Ordering::SeqCst);
+    SKIP.store(0, Ordering::SeqCst);
+    // SAFETY: rows 0..4 at stride 1024 lie in the first page; the handler makes the second
+    // readable before the retry.
+    unsafe {
+        _tile_loadconfig(CONFIG_16X64.as_ptr());
+        core::arch::asm!(
+            ".byte 0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x37",
+            in("rdi") pages,
+            in("rsi") 512usize,
+        );
+    }
+    let (sig, code, trapno, addr, err) = seen();
+    println!(
+        "pf {sig} {code} {trapno} {} {err}",
+        addr.wrapping_sub(pages as u64)
+    );
+    let mut expect = [0u8; 1024];
+    for r in 0..16 {
+        expect[r * 64..r * 64 + 64].copy_from_slice(&data[r * 512..r * 512 + 64]);
+    }
+    println!("resumed {}", tile(0) == expect);
+}
+
+#[test]
+fn faults_reach_the_programs_handlers() {
+    if !engine("faults_reach_the_programs_handlers") {
+        return;
+    }
+    let (status, out) = child("child_faults");
+    assert!(status.success(), "{status}: {out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let has = |l: &str| assert!(lines.iter().any(|x| x.ends_with(l)), "no {l:?} in {out}");
+    // SEMANTICS.md section 1.
+    has("xfd 4 1 0");
+    has("ud 4 2 6 true");
+    has("ud2 4 2 6");
+    has("gp 11 128 13 0 0");
+    // SEGV_ACCERR at the first byte of the protected page, a user read of a present page.
+    has("pf 11 2 14 4096 5");
+    has("resumed true");
+}
+
+#[test]
+#[ignore = "run by an_unhandled_fault_kills_with_its_signal in a child process"]
+fn child_unhandled_gp() {
+    if !in_child() {
+        return;
+    }
+    // SAFETY: disables core dumps of this child.
+    unsafe {
+        libc::setrlimit(
+            libc::RLIMIT_CORE,
+            &libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            },
+        )
+    };
+    trap::install().unwrap();
+    let mut bad = CONFIG_16X64;
+    bad[0] = 2;
+    // SAFETY: the #GP is the point: no handler, so the process dies.
+    unsafe { _tile_loadconfig(bad.as_ptr()) };
+    println!("survived");
+}
+
+#[test]
+fn an_unhandled_fault_kills_with_its_signal() {
+    if !engine("an_unhandled_fault_kills_with_its_signal") {
+        return;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let (status, out) = child("child_unhandled_gp");
+    assert_eq!(status.signal(), Some(libc::SIGSEGV), "{status}: {out}");
+}
