@@ -113,7 +113,9 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
         // SAFETY: (this block and the ones below) the caller holds this shape's configuration, in which
         // t0, t4, t6 are always used, t1/t7 exactly when TWO_COLS, t2/t5 exactly when TWO_ROWS
         // and t3 when both, with dot-product shapes the table checked; the offsets are those
-        // of the contract, inside the task's buffers.
+        // of the contract, inside the task's buffers. The configuration is still the caller's
+        // when these run: nothing between them and the caller's `configure` runs code outside
+        // this crate (see `gemm::work`), and this function calls none either.
         unsafe {
             if t.accumulate {
                 ops.load::<C00>(t.c.into(), t.c_offset, t.ldc_bytes)?;
