@@ -2,6 +2,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::ThreadPool;
 
 use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
@@ -44,7 +47,21 @@ pub struct Gemm {
     mode: Mode,
     backend: Option<Backend>,
     blocking: Blocking,
+    pool: Option<CallerPool>,
 }
+
+/// A pool the caller lent (see [`Gemm::pool`]); two options are equal when they name the same
+/// pool.
+#[derive(Clone, Debug)]
+struct CallerPool(Arc<ThreadPool>);
+
+impl PartialEq for CallerPool {
+    fn eq(&self, other: &CallerPool) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CallerPool {}
 
 impl Default for Gemm {
     fn default() -> Self {
@@ -93,15 +110,41 @@ impl Gemm {
             mode: Mode::Overwrite,
             backend: None,
             blocking: Blocking::DEFAULT,
+            pool: None,
         }
     }
 
     /// Worker threads; 0 (the default) means one per core (at most [`Gemm::MAX_THREADS`]).
     /// More threads than cores is allowed (they share the cores), up to [`Gemm::MAX_THREADS`]:
     /// a call with more fails with [`GemmError::TooManyThreads`]. Each thread count has its own
-    /// persistent pool; 1 runs on the calling thread.
+    /// persistent pool; 1 runs on the calling thread. Ignored when a [`Gemm::pool`] is given.
     pub fn threads(mut self, threads: usize) -> Gemm {
         self.threads = threads;
+        self
+    }
+
+    /// Runs on the caller's rayon pool instead of the crate's own, so a process that already
+    /// has one is not oversubscribed: one worker per thread of the pool (its thread count
+    /// replaces [`Gemm::threads`]). Each call broadcasts to every thread of the pool, worker `i`
+    /// on pool thread `i` with the same part of the same shape each time, so the workers keep
+    /// their tile configurations between calls as on the built-in pools. The tiles of a
+    /// caller's pool are the caller's to release (`pool.broadcast(|_| amx_runtime::release())`);
+    /// [`release_tiles`](crate::release_tiles) releases the crate's own pools only.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use amx_gemm::{rayon, Backend, Gemm, Int8, PackedB};
+    ///
+    /// let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap());
+    /// let gemm = Gemm::new().pool(Arc::clone(&pool)).backend(Backend::Emulated);
+    /// let packed = PackedB::<Int8>::pack(&vec![1i8; 64 * 40], 64, 40, 40).unwrap();
+    /// let mut c = vec![0i32; 40 * 40];
+    /// let stats = gemm.run(40, &vec![1i8; 40 * 64], 64, &packed, &mut c, 40).unwrap();
+    /// assert_eq!(stats.threads, 2);
+    /// assert!(c.iter().all(|&x| x == 64));
+    /// ```
+    pub fn pool(mut self, pool: Arc<ThreadPool>) -> Gemm {
+        self.pool = Some(CallerPool(pool));
         self
     }
 
@@ -127,7 +170,9 @@ impl Gemm {
     /// The thread count a call uses: the one set, or the number of cores (at most
     /// [`Gemm::MAX_THREADS`]). A call refuses a count above [`Gemm::MAX_THREADS`].
     pub fn thread_count(&self) -> usize {
-        if self.threads == 0 {
+        if let Some(CallerPool(pool)) = &self.pool {
+            pool.current_num_threads()
+        } else if self.threads == 0 {
             pool::cores().min(Gemm::MAX_THREADS)
         } else {
             self.threads
@@ -225,10 +270,10 @@ impl Gemm {
             mb,
             nb,
         };
-        let results: Vec<Result<WorkerStats, GemmError>> = if threads == 1 {
-            vec![work(&problem, 0)]
-        } else {
-            pool::pool(threads)?.broadcast(|ctx| work(&problem, ctx.index()))
+        let results: Vec<Result<WorkerStats, GemmError>> = match &self.pool {
+            Some(CallerPool(pool)) => pool.broadcast(|ctx| work(&problem, ctx.index())),
+            None if threads == 1 => vec![work(&problem, 0)],
+            None => pool::pool(threads)?.broadcast(|ctx| work(&problem, ctx.index())),
         };
         for r in results {
             stats.workers.push(r?);

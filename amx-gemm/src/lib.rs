@@ -108,5 +108,9 @@ pub use pack::PackedB;
 pub use pool::release_tiles;
 pub use precision::{Bf16, DType, Element, Int8, ParseDTypeError, Precision, U8S8};
 
+/// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
+/// major version.
+pub use rayon;
+
 /// The backend type of `amx-runtime`, for [`Gemm::backend`].
 pub use amx_runtime::Backend;

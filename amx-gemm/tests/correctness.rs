@@ -214,3 +214,48 @@ fn extremes_and_empty_k() {
         assert_eq!(c, [5.0; 6]);
     }
 }
+
+/// A caller's rayon pool: the call runs on its threads (one worker each), and a repeated call
+/// loads no configuration, because worker `i` runs on pool thread `i` every time.
+#[test]
+fn gemm_runs_on_a_callers_pool() {
+    use std::sync::Arc;
+    let pool = Arc::new(
+        amx_gemm::rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .thread_name(|i| format!("caller-{i}"))
+            .build()
+            .unwrap(),
+    );
+    // Whole micro-tiles split evenly: each worker has one configuration, kept loaded.
+    let (m, n, k) = (96, 96, 200);
+    let a: Vec<i8> = (0..m * k).map(|i| (i % 13) as i8 - 6).collect();
+    let b: Vec<i8> = (0..k * n).map(|i| (i % 11) as i8 - 5).collect();
+    let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+    let gemm = Gemm::new()
+        .threads(1) // the pool's thread count wins
+        .pool(Arc::clone(&pool))
+        .backend(amx_gemm::Backend::Emulated);
+    assert_eq!(gemm.thread_count(), 3);
+    let mut c = vec![0i32; m * n];
+    let first = gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
+    assert_eq!(first.threads, 3);
+    assert_eq!(
+        first.loads(),
+        3,
+        "one load on each of the pool's fresh threads"
+    );
+    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
+    let again = gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
+    assert_eq!(again.loads(), 0, "{again:?}");
+    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
+    // Options naming the same pool are equal; another pool is another option.
+    assert_eq!(gemm, gemm.clone());
+    let other = Arc::new(
+        amx_gemm::rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap(),
+    );
+    assert_ne!(gemm, gemm.clone().pool(other));
+}
