@@ -114,3 +114,8 @@ pub use rayon;
 
 /// The backend type of `amx-runtime`, for [`Gemm::backend`].
 pub use amx_runtime::Backend;
+
+/// The crate's README, whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

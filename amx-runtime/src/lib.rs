@@ -17,6 +17,9 @@
 //! assert_eq!(&unit.sttilecfg(), GEMM.as_bytes());
 //! ```
 
+// docs.rs builds with `--cfg docsrs` on nightly: label the items that exist on x86-64 only.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 // Lets the macro's `::amx_runtime::` paths resolve inside this crate's own tests and docs.
 extern crate self as amx_runtime;
 
@@ -25,6 +28,7 @@ mod config;
 pub mod context;
 pub mod detect;
 mod error;
+#[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
 pub mod permit;
 pub mod trap;
@@ -33,6 +37,8 @@ mod unit;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
+/// The CPUID reader crate whose `CpuIdReader` [`detect_with`](detect::detect_with) takes.
+pub use raw_cpuid;
 pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
@@ -44,3 +50,13 @@ pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};
 pub use typed::{configure_typed, configure_typed_on, TypedTiles};
 pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES, TILE_BYTES};
+
+/// The crate's README, whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
+/// The README of `amx-macros`, whose examples need this crate to run.
+#[cfg(doctest)]
+#[doc = include_str!("../../amx-macros/README.md")]
+struct MacrosReadmeDoctests;

@@ -38,3 +38,8 @@ pub use palette::{Palette, PaletteTable};
 pub use rules::{Field, NoSuchTile, Rule, RuleKind, Violation};
 pub use shape::{ElemType, TileShape};
 pub use validate::{validate, Report};
+
+/// The crate's README, whose examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
