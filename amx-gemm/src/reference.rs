@@ -6,29 +6,117 @@
 //! the order of the sum does not matter: the reference sums exactly in `i64` and wraps to
 //! `i32` once, and the check is **exact equality**.
 //!
+//! # bf16: what the reference computes
+//!
+//! The tiles read a denormal bf16 input, and a denormal starting C, as a zero of the same sign
+//! (DAZ, SEMANTICS.md section 10); the reference reads them the same way. It then sums in
+//! `f64`: C's start `c0` (0 when overwriting), then `a_k b_k` for `k = 0, 1, ..., K - 1`. A
+//! product of two bf16 is exact in `f64` (8-bit significands, exponents far inside `f64`'s
+//! range). With `K = 0` no dot product runs, so C keeps its start as it is, denormal or not,
+//! and so does the reference. [`gemm`] rounds the `f64` sum to `f32` once; [`verify`] compares
+//! the output with the `f64` sum.
+//!
 //! # bf16: the error bound
 //!
-//! The reference is computed from the same bf16 inputs in `f64`: each product of two bf16 is
-//! exact (8-bit significands), and the `f64` sum of `K` of them is within
-//! `K * 2^-53 * sum|a_k b_k|` of the exact sum. The tiles compute (SEMANTICS.md section 10),
-//! per tile dot product over 32 elements of K, two `f32` lanes (even and odd k) of 16 exact
-//! products each, each lane a chain of fused multiply-adds from `+0` (one rounding per step,
-//! the first step exact), then `te + to` (one rounding), then `C + (te + to)` (one rounding);
-//! the loop nest chains the `T = ceil(K / 32)` dot products of each output through C in
-//! order, and storing and reloading C between blocks of K is exact. So every product passes
-//! through at most `15 + 1 + T` roundings and the initial C through at most `T`, and the
-//! standard bound for a summation tree of depth `h` applies with `h = T + 16`:
+//! Notation: `p_k = a_k b_k` (after DAZ), `S = c0 + sum_k p_k`, `M = |c0| + sum_k |p_k|`,
+//! `T = ceil(K / 32)` tile dot products per output, `h = T + 16`, `u = 2^-24`,
+//! `gamma(n) = n u / (1 - n u)`. Every finite output `c` of the tiles satisfies
 //!
 //! ```text
-//! |c - c_exact| <= gamma(h) * (|c0| + sum_k |a_k| |b_k|) + h * 2^-126,
-//! gamma(h) = h u / (1 - h u),  u = 2^-24,  h = ceil(K / 32) + 16
+//! |c - S| <= gamma(h) M + (1 + gamma(h)) F 2^-126,    F = 34 T + 1  (F = 0 when K = 0)
 //! ```
 //!
-//! where `c0` is C's value before an accumulating call (0 when overwriting) and the last term
-//! covers flushing a result below `2^-126` to zero (denormals are flushed; inputs that are
-//! denormal are treated as zero, so test inputs avoid them). The check allows this plus the
-//! reference's own `f64` error. For K = 4096 the relative part is about `144 * 2^-24`, i.e.
-//! `8.6e-6` of `sum |a||b|`: much tighter than a `K * 2^-24` bound.
+//! **What the tiles compute** (SEMANTICS.md section 10). Dot product `t = 1 .. T` takes
+//! elements `32 (t - 1) .. 32 t - 1` of K (the tail of K padded with zeros). Its two `f32`
+//! lanes (even and odd k) start at `+0` and take 16 fused multiply-add steps each,
+//! `acc := fl(p + acc)`; then `s_t = fl(te + to)` and `C_t = fl(C_(t-1) + s_t)`, where `C_0` is
+//! `c0` after DAZ; the output is `C_T`. Storing and reloading C between blocks of K is exact,
+//! and every intermediate value is a result of `fl`, which never returns a denormal, so DAZ
+//! acts on the inputs and on `c0` only. Each `fl` rounds the exact value `x` once to 24
+//! significant bits (to nearest even, exponent unbounded) and returns zero when that is below
+//! `2^-126` in magnitude. So, unless it overflows, every operation satisfies
+//!
+//! ```text
+//! fl(x) = x (1 + d) + e,    |d| <= u,  |e| < 2^-126,  and d = 0 whenever e != 0
+//! ```
+//!
+//! Not flushed: `e = 0`, and the result is `x` rounded to 24 bits, within `u |x|` of it.
+//! Flushed: the result is 0, so `d = 0` and `e = -x`; and `|x| < 2^-126`, because rounding is
+//! monotonic and `2^-126` rounds to itself.
+//!
+//! **Unrolling** the operations of one output gives, exactly,
+//!
+//! ```text
+//! C_T = c0 (1 + θ_0) + sum_k p_k (1 + θ_k) + sum_f e_f (1 + θ_f)
+//! ```
+//!
+//! where `f` runs over the operations that flushed (and the DAZ of a denormal `c0`), and each
+//! `1 + θ` is the product of the factors `1 + d` of the operations its term passes through
+//! after it enters. Counting those operations:
+//!
+//! - a product entering step `j` (1 to 16) of a lane in dot product `t` passes through steps
+//!   `j .. 16` of the lane, `te + to`, `C_t`, and `C_(t+1) .. C_T`: `(17 - j) + 2 + (T - t)`
+//!   operations. Step 1 adds the product to `+0`, and a product of two bf16 has at most 16
+//!   significant bits, so step 1 is exact unless it flushes: `d = 0` there. At most
+//!   `15 + 2 + (T - 1) = T + 16 = h` factors count;
+//! - `c0` passes through `C_1 .. C_T`: `T <= h` factors;
+//! - a flush error enters after its own operation (whose `d` is 0) and meets at most the same
+//!   later operations as a product: at most `h` factors.
+//!
+//! As `(1 + u)^n - 1 <= gamma(n)` for `n u < 1`, every `|θ| <= gamma(h)`. Flush points per
+//! output: the 32 lane steps, `te + to` and `C_t` of each dot product (`34 T`), plus one for
+//! the DAZ of a denormal `c0`, which changes it by less than `2^-126` (the reference applies
+//! the same DAZ, so for [`verify`] that one is spare). Each `|e_f| < 2^-126`. Hence
+//! `|C_T - S| <= gamma(h) M + F 2^-126 (1 + gamma(h))`, the bound above.
+//!
+//! The relative part grows with `h = ceil(K / 32) + 16`, not with K, because each term meets at
+//! most 15 lane roundings and then one rounding per later dot product: for K = 4096 it is
+//! about `144 * 2^-24`, i.e. `8.6e-6` of `M`. The absolute part cannot be dropped: with
+//! `a_k = 2^-63`, `b_k = 2^-64` every product is `2^-127`, every lane step flushes, and the
+//! tiles return 0 for the exact `K * 2^-127`, which the `34 T * 2^-126` (at least
+//! `K * 2^-126 * 34 / 32`) covers for every K.
+//!
+//! **The reference's own error.** The `f64` sum `Ŝ` and the computed magnitude `M̂` are
+//! recursive sums of `K + 1` terms, all exact multiples of `2^-266` (no underflow), so with
+//! `u' = 2^-53` and `gamma'(K) = K u' / (1 - K u')`, `|Ŝ - S| <= gamma'(K) M` and
+//! `M <= M̂ / (1 - gamma'(K))` (N. J. Higham, *Accuracy and Stability of Numerical
+//! Algorithms*, 2nd ed., section 4.2). So [`verify`] accepts a finite output when
+//!
+//! ```text
+//! |c - Ŝ| <= ((gamma(h) + gamma'(K)) M̂ / (1 - gamma'(K)) + (1 + gamma(h)) F 2^-126) (1 + 2^-40)
+//! ```
+//!
+//! which is [`bf16_tolerance`]`(K, M̂)`. The factor `1 + 2^-40` covers the dozen `f64` roundings
+//! (each at most `2^-53` relative, on positive terms) of evaluating it and `|c - Ŝ|`. For K of
+//! about `2^29` or more `h u` reaches 1, and the tolerance is infinite (no bound is claimed). The reference's
+//! own `f32` output is `Ŝ` rounded once, within `u |Ŝ|` or `2^-150` of it, which the bound covers.
+//!
+//! # bf16: infinities and NaN
+//!
+//! An operation overflows only when its exact value reaches `Ω = 2^128 - 2^103`, the least
+//! magnitude that rounds to infinity. Unrolling as above with `|fl(x)| <= (1 + u) |x|` (a
+//! flushed result is 0) bounds every exact intermediate value by `(1 + gamma(h)) M_f`, where
+//! `M_f` is `|c0| + sum |p_k|` over the finite terms only. So an intermediate sum **may
+//! overflow** only when `(1 + gamma(h)) M_f >= Ω` (evaluated from the computed `M̂_f` with the
+//! same allowances as the tolerance). [`verify`] compares each bf16 output by class:
+//!
+//! 1. The reference is NaN (a NaN input or start; infinity times zero, including infinity
+//!    times a denormal, which reads as zero; or infinite terms of both signs): the output must
+//!    be NaN. In the tiles a NaN operand gives NaN, and so do `inf * 0` and `inf + (-inf)`, in
+//!    a lane, in `te + to` or in `C + (te + to)`.
+//! 2. The reference is `+inf` or `-inf`: the output must be that infinity, or NaN when an
+//!    intermediate sum may overflow (the lane holding the infinite term meets a lane or a C
+//!    that overflowed to the other infinity). It is never the other infinity: the lane
+//!    holding the infinite term keeps it or turns NaN, and so do `te + to` and every later C.
+//! 3. The reference is finite: a finite output must lie within the bound. A non-finite output
+//!    is right only when an intermediate sum may overflow: then a lane can overflow to `+inf`
+//!    and the other to `-inf` (NaN), or C to an infinity that later finite terms cannot bring
+//!    back, whatever the sign of the exact sum. An exact sum beyond `f32`'s range is the
+//!    infinity it rounds to in the output type (`1e76` from two large bf16 products is
+//!    `+inf`, as the tiles give); this is the case where `M_f >= |S| >= Ω`.
+//!
+//! With no possible overflow, rules 1 to 3 leave one class (NaN, one infinity, or finite within
+//! the bound) for each output, as IEEE arithmetic in `f64` and in the tiles agree on it.
 
 use std::fmt;
 
@@ -36,8 +124,9 @@ use crate::error::{check_slice, GemmError, Operand};
 use crate::gemm::Mode;
 use crate::precision::{DType, Element, Precision};
 
-/// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: summed in `f64` and
-/// rounded to `f32` once). Same argument conventions, checks and errors as
+/// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: denormal inputs and a
+/// denormal start read as zero as the tiles read them, summed in `f64` and rounded to `f32`
+/// once; see the [module docs](self)). Same argument conventions, checks and errors as
 /// [`Gemm::run_unpacked`](crate::Gemm::run_unpacked); leaves C unchanged when it returns an
 /// error.
 #[allow(clippy::too_many_arguments)]
@@ -81,7 +170,27 @@ pub fn gemm<P: Precision>(
     Ok(())
 }
 
-/// B converted once to `f64` (exact for every element type), row-major `k x n`.
+/// The smallest normal `f32` and bf16, `2^-126`.
+const MIN_NORMAL: f64 = f32::MIN_POSITIVE as f64;
+
+/// `f32`'s overflow threshold `Ω = 2^128 - 2^103`: the least magnitude that rounds to infinity.
+const OVERFLOW: f64 = 2.0 * (1u128 << 127) as f64 - (1u128 << 103) as f64;
+
+/// The allowance for the `f64` roundings of evaluating a bound and comparing with it.
+const EVALUATION: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
+
+/// An element as the tiles read it: a denormal is a zero of its sign (DAZ). A no-op for the
+/// integer types, whose nonzero values are at least 1 in magnitude.
+fn daz(x: f64) -> f64 {
+    if x != 0.0 && x.abs() < MIN_NORMAL {
+        0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// B converted once to `f64` (exact for every element type) as the tiles read it, row-major
+/// `k x n`.
 struct Widened {
     n: usize,
     values: Vec<f64>,
@@ -93,32 +202,47 @@ struct ExpectedRow {
     exact: Vec<f64>,
     /// `|c0| + sum |a_k||b_k|` per output.
     magnitude: Vec<f64>,
+    /// The same over the finite terms only: what an intermediate sum can grow to.
+    finite: Vec<f64>,
 }
 
 impl Widened {
     fn new<P: Precision>(k: usize, n: usize, b: &[P::B], ldb: usize) -> Widened {
         let mut values = Vec::with_capacity(k * n);
         for kk in 0..k {
-            values.extend(b[kk * ldb..kk * ldb + n].iter().map(|x| x.to_f64()));
+            values.extend(b[kk * ldb..kk * ldb + n].iter().map(|x| daz(x.to_f64())));
         }
         Widened { n, values }
     }
 
-    /// Row `a_row x B`, plus `c0` when given. The `f64` sums are exact for the integer types
-    /// (each product below 2^16, so any K below 2^37 stays below 2^53), then wrapped to `i32`.
+    /// Row `a_row x B`, plus `c0` when given, as the tiles read them: DAZ on A and, when
+    /// there is a product (with K = 0 the tiles never read C), on `c0`. The `f64` sums are
+    /// exact for the integer types (each product below 2^16, so any K below 2^37 stays below
+    /// 2^53), then wrapped to `i32`.
     fn row<P: Precision>(&self, a_row: &[P::A], c0: Option<&[P::C]>) -> ExpectedRow {
+        let read_c0 = |x: &P::C| match a_row.is_empty() {
+            true => x.to_f64(),
+            false => daz(x.to_f64()),
+        };
         let mut exact: Vec<f64> = match c0 {
-            Some(c0) => c0.iter().map(|x| x.to_f64()).collect(),
+            Some(c0) => c0.iter().map(read_c0).collect(),
             None => vec![0.0; self.n],
         };
         let mut magnitude: Vec<f64> = exact.iter().map(|x| x.abs()).collect();
+        let mut finite: Vec<f64> = magnitude
+            .iter()
+            .map(|&m| if m.is_finite() { m } else { 0.0 })
+            .collect();
         for (kk, a) in a_row.iter().enumerate() {
-            let a = a.to_f64();
+            let a = daz(a.to_f64());
             let b_row = &self.values[kk * self.n..(kk + 1) * self.n];
-            for ((e, m), b) in exact.iter_mut().zip(magnitude.iter_mut()).zip(b_row) {
+            for (j, b) in b_row.iter().enumerate() {
                 let p = a * b;
-                *e += p;
-                *m += p.abs();
+                exact[j] += p;
+                magnitude[j] += p.abs();
+                if p.is_finite() {
+                    finite[j] += p.abs();
+                }
             }
         }
         if P::DTYPE != DType::Bf16 {
@@ -126,18 +250,74 @@ impl Widened {
                 *e = f64::from(*e as i64 as i32); // two's complement wraparound, as the tiles
             }
         }
-        ExpectedRow { exact, magnitude }
+        ExpectedRow {
+            exact,
+            magnitude,
+            finite,
+        }
     }
 }
 
-/// The largest error a bf16 output of this crate may have (see the [module docs](self)): for a
-/// sum over `k` products with `|c0| + sum |a_k||b_k| = magnitude`.
+/// `gamma(n) = n u / (1 - n u)`, the bound on `|prod (1 + d_i) - 1|` over `n` factors with
+/// `|d_i| <= u`; infinite when `n u >= 1` (no bound).
+fn gamma(n: f64, u: f64) -> f64 {
+    if n * u < 1.0 {
+        n * u / (1.0 - n * u)
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// `gamma(h)` of the tiles (`h = ceil(k / 32) + 16`, `u = 2^-24`) and `gamma'(k)` of the `f64`
+/// reference (`u' = 2^-53`).
+fn gammas(k: usize) -> (f64, f64) {
+    let t = k.div_ceil(32) as f64;
+    let k = k as f64;
+    (gamma(t + 16.0, 2f64.powi(-24)), gamma(k, 2f64.powi(-53)))
+}
+
+/// The largest error a finite bf16 output of this crate may have, measured from the `f64`
+/// reference (see the [module docs](self), which prove it): for a sum over `k` products with
+/// `|c0| + sum |a_k||b_k| = magnitude` (computed in `f64` from the inputs as the tiles read
+/// them). Infinite when `k` is too large for the bound (about `2^29` or more).
 pub fn bf16_tolerance(k: usize, magnitude: f64) -> f64 {
-    let u = 2f64.powi(-24);
-    let h = (k.div_ceil(32) + 16) as f64;
-    let gamma = h * u / (1.0 - h * u);
-    let reference = k as f64 * 2f64.powi(-53) * magnitude;
-    gamma * magnitude + h * 2f64.powi(-126) + reference
+    let (g, g_ref) = gammas(k);
+    if g_ref >= 0.5 || g.is_infinite() {
+        return f64::INFINITY;
+    }
+    // 34 flush points per tile dot product, and the DAZ of a denormal start.
+    let flushes = match k {
+        0 => 0.0,
+        _ => 34.0 * k.div_ceil(32) as f64 + 1.0,
+    };
+    let relative = (g + g_ref) * magnitude / (1.0 - g_ref);
+    let absolute = (1.0 + g) * flushes * MIN_NORMAL;
+    (relative + absolute) * EVALUATION
+}
+
+/// Whether an intermediate sum of a bf16 output over `k` products may overflow, when the
+/// finite terms' magnitudes sum to `finite`: `(1 + gamma(h)) M_f >= Ω` (module docs).
+fn may_overflow(k: usize, finite: f64) -> bool {
+    let (g, g_ref) = gammas(k);
+    g_ref >= 0.5 || (1.0 + g) * finite / (1.0 - g_ref) * EVALUATION >= OVERFLOW
+}
+
+/// Whether `got` is a right bf16 output where the `f64` reference is `expected`, with the
+/// rules of the [module docs](self): NaN for NaN; the same infinity for an infinity (or NaN if
+/// an intermediate sum may overflow); for a finite reference, a finite output within
+/// `tolerance`, or a non-finite one where an intermediate sum may overflow.
+fn bf16_matches(got: f64, expected: f64, tolerance: f64, overflow: bool) -> bool {
+    if expected.is_nan() {
+        got.is_nan()
+    } else if expected.is_infinite() {
+        got == expected || (got.is_nan() && overflow)
+    } else if !got.is_finite() {
+        // The exact sum as the output type holds it: beyond f32's range, the infinity the
+        // tiles give without any intermediate overflow.
+        got == f64::from(expected as f32) || overflow
+    } else {
+        (got - expected).abs() <= tolerance
+    }
 }
 
 /// Which outputs [`verify`] compares.
@@ -240,7 +420,8 @@ impl fmt::Display for Verified {
 }
 
 /// Compares `c` (the result of `C (+)= A x B` from `c0`, or from nothing with
-/// [`Mode::Overwrite`]) with the reference: exact for int8, within [`bf16_tolerance`] for bf16.
+/// [`Mode::Overwrite`]) with the reference: exact for int8; for bf16, by class (NaN, infinity,
+/// finite) and finite outputs within [`bf16_tolerance`], as the [module docs](self) derive.
 ///
 /// The arguments are checked as [`gemm`] checks them (`c0`, when given, with C's shape and
 /// `ldc`); bad ones give [`VerifyError::Input`], a difference [`VerifyError::Mismatch`].
@@ -322,12 +503,15 @@ pub fn verify<P: Precision>(
             let got = c[i * ldc + j].to_f64();
             let expected = e.exact[j];
             verified.checked += 1;
-            let tolerance = match P::DTYPE {
-                DType::Bf16 => bf16_tolerance(k, e.magnitude[j]),
-                DType::Int8 | DType::U8S8 => 0.0,
+            let (tolerance, matches) = match P::DTYPE {
+                DType::Bf16 => {
+                    let tolerance = bf16_tolerance(k, e.magnitude[j]);
+                    let overflow = may_overflow(k, e.finite[j]);
+                    (tolerance, bf16_matches(got, expected, tolerance, overflow))
+                }
+                DType::Int8 | DType::U8S8 => (0.0, got == expected),
             };
-            let err = (got - expected).abs();
-            if err.is_nan() || err > tolerance {
+            if !matches {
                 return Err(VerifyError::Mismatch(Mismatch {
                     row: i,
                     col: j,
@@ -336,7 +520,9 @@ pub fn verify<P: Precision>(
                     tolerance,
                 }));
             }
-            if tolerance > 0.0 {
+            let err = (got - expected).abs();
+            // Only finite comparisons measure an error (NaN and infinities match by class).
+            if tolerance > 0.0 && err.is_finite() {
                 verified.worst_ratio = verified.worst_ratio.max(err / tolerance);
             }
         }
@@ -377,5 +563,28 @@ mod tests {
         assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, None, &c, 1, Sample::All).is_ok());
         assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c1, 1, Sample::All).is_ok());
         assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c, 1, Sample::All).is_err());
+    }
+
+    #[test]
+    fn bf16_tolerance_grows_with_k_and_gives_up_past_the_bound() {
+        // Monotonic in K and in the magnitude, and never below the flushes K products can lose.
+        let ks = [0, 1, 32, 33, 64, 4096, 1 << 20, 1 << 28];
+        for w in ks.windows(2) {
+            assert!(
+                bf16_tolerance(w[0], 1.0) < bf16_tolerance(w[1], 1.0),
+                "{w:?}"
+            );
+        }
+        for k in ks {
+            assert!(bf16_tolerance(k, 2.0) > bf16_tolerance(k, 1.0));
+            assert!(bf16_tolerance(k, 0.0) >= k as f64 * MIN_NORMAL);
+        }
+        assert_eq!(bf16_tolerance(0, 0.0), 0.0);
+        // Where `h u >= 1`, `h u / (1 - h u)` is negative and bounds nothing: no finite
+        // tolerance is claimed.
+        for k in [32 << 24, usize::MAX] {
+            assert_eq!(bf16_tolerance(k, 1.0), f64::INFINITY, "{k}");
+            assert!(may_overflow(k, 1.0));
+        }
     }
 }

@@ -13,11 +13,17 @@
 //! - **What is asserted**: no call panics (each runs under `catch_unwind`); bad arguments give
 //!   exactly the error of the first failing check, in the documented order, and leave C as it
 //!   was; `Ok` results equal a plain loop written here (int8, u8s8: exactly, with 32-bit
-//!   wraparound) or lie within the crate's bf16 bound ([`reference::bf16_tolerance`]) of it,
-//!   and with bf16 NaN or infinities a NaN reference gives NaN and an infinite one the same
-//!   infinity or NaN; no element of C outside the `m x n` window changes; the blocking never
-//!   changes the result, bit for bit; `run_unpacked` equals `run` on the packed B, and the
-//!   transposed packing equals the plain one.
+//!   wraparound) or, for bf16, match it by the rules of [`reference`]'s docs (denormal inputs
+//!   read as zero; NaN for NaN, the same infinity for an infinity, non-finite outputs only
+//!   where an intermediate sum may overflow, finite outputs within
+//!   [`reference::bf16_tolerance`]); [`reference::verify`] passes both the GEMM's result and
+//!   the reference's own; no element of C outside the `m x n` window changes; the blocking
+//!   never changes the result, bit for bit; `run_unpacked` equals `run` on the packed B, and
+//!   the transposed packing equals the plain one.
+//! - **bf16 verification**: targeted tests and a property with products around `2^-126` (where
+//!   the tiles flush at every step), denormal inputs and starts, infinities, NaN and overflow
+//!   check that `verify` passes the emulated result and rejects it with any finite output
+//!   moved by four tolerances, or with a NaN or infinity of the wrong class.
 //! - **Memory**: every allocation of this test binary goes through [`Limited`], which refuses
 //!   any single request above 64 MiB (a fallible allocation in the crate then sees an error; an
 //!   infallible one aborts the run), and the targeted tests check that huge dimensions are
@@ -511,29 +517,89 @@ fn check_product<P: Precision>(
                     );
                 }
                 DType::Bf16 => {
-                    let (mut sum, mut magnitude) = (start, start.abs());
-                    for kk in 0..k {
-                        let p = a[i * lda + kk].to_f64() * b[kk * ldb + j].to_f64();
-                        sum += p;
-                        magnitude += p.abs();
-                    }
-                    if sum.is_nan() {
-                        assert!(got.is_nan(), "{what}: C[{i}][{j}] = {got}, not NaN: {t:?}");
-                    } else if sum.is_infinite() {
-                        assert!(
-                            got == sum || got.is_nan(),
-                            "{what}: C[{i}][{j}] = {got}, not {sum} or NaN: {t:?}"
-                        );
-                    } else if t.flavor == Flavor::Plain {
-                        let tolerance = reference::bf16_tolerance(k, magnitude);
-                        assert!(
-                            (got - sum).abs() <= tolerance,
-                            "{what}: C[{i}][{j}] = {got}, reference {sum} +- {tolerance}: {t:?}"
-                        );
-                    }
+                    let plain = plain_bf16(
+                        start,
+                        (0..k).map(|kk| (a[i * lda + kk].to_f64(), b[kk * ldb + j].to_f64())),
+                    );
+                    assert!(
+                        bf16_output_ok(got, &plain, k),
+                        "{what}: C[{i}][{j}] = {got}, reference {plain:?}: {t:?}"
+                    );
                 }
             }
         }
+    }
+}
+
+/// The smallest normal f32 and bf16, `2^-126`: the tiles read a denormal input as zero and
+/// flush a result below it to zero (SEMANTICS.md section 10).
+const MIN_NORMAL: f64 = f32::MIN_POSITIVE as f64;
+
+/// f32's overflow threshold `2^128 - 2^103`: an exact value at least this large rounds to
+/// infinity.
+const OVERFLOW: f64 = 2.0 * (1u128 << 127) as f64 - (1u128 << 103) as f64;
+
+/// DAZ as the tiles apply it: a denormal becomes a zero of its sign.
+fn daz(x: f64) -> f64 {
+    if x != 0.0 && x.abs() < MIN_NORMAL {
+        0f64.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// One bf16 output computed plainly in `f64` from the values the tiles see.
+#[derive(Debug)]
+struct Plain {
+    /// `c0 + sum a_k b_k`.
+    sum: f64,
+    /// `|c0| + sum |a_k b_k|` (what [`reference::bf16_tolerance`] takes).
+    magnitude: f64,
+    /// The same over the finite terms only: how large an intermediate sum can grow.
+    finite: f64,
+}
+
+/// `start + sum a b` over `pairs` with the tiles' DAZ: on every input, and on the start when
+/// there is at least one product (with K = 0 no dot product runs and C stays as it is).
+fn plain_bf16(start: f64, pairs: impl Iterator<Item = (f64, f64)>) -> Plain {
+    let mut pairs = pairs.peekable();
+    let start = if pairs.peek().is_some() {
+        daz(start)
+    } else {
+        start
+    };
+    let mut p = Plain {
+        sum: start,
+        magnitude: start.abs(),
+        finite: if start.is_finite() { start.abs() } else { 0.0 },
+    };
+    for (x, y) in pairs {
+        let product = daz(x) * daz(y);
+        p.sum += product;
+        p.magnitude += product.abs();
+        if product.is_finite() {
+            p.finite += product.abs();
+        }
+    }
+    p
+}
+
+/// Whether `got` is a right bf16 output for `plain` over `k` products, by the rules of
+/// `reference`'s docs written out here. An intermediate sum can overflow only when the finite
+/// terms, grown by the `ceil(k / 32) + 16` roundings a term passes through at most, reach f32's
+/// overflow threshold; then a finite exact sum may come out infinite or NaN, and an infinite
+/// one NaN (`+inf` in one lane, `-inf` in the other). Every finite output is held to the bound.
+fn bf16_output_ok(got: f64, plain: &Plain, k: usize) -> bool {
+    let h = (k.div_ceil(32) + 16).min(1 << 30) as i32;
+    let may_overflow = plain.finite * (1.0 + 2f64.powi(-24)).powi(h) >= OVERFLOW;
+    if plain.sum.is_nan() {
+        got.is_nan()
+    } else if plain.sum.is_infinite() {
+        got == plain.sum || (got.is_nan() && may_overflow)
+    } else if !got.is_finite() {
+        may_overflow
+    } else {
+        (got - plain.sum).abs() <= reference::bf16_tolerance(k, plain.magnitude)
     }
 }
 
@@ -668,6 +734,7 @@ fn gemm_property<P: Precision>(t: &Args) {
     });
     let want = err_a.clone().or(err_b.clone()).or(err_c.clone());
     check_outcome("reference::gemm", t, &r, &want, &c0, &c);
+    let mut referenced: Option<Vec<P::C>> = None;
     if r.is_ok() {
         if P::DTYPE == DType::Bf16 {
             check_product::<P>("reference::gemm", t, &a, &b, &c0, &c);
@@ -676,31 +743,34 @@ fn gemm_property<P: Precision>(t: &Args) {
         } else {
             check_product::<P>("reference::gemm", t, &a, &b, &c0, &c);
         }
+        referenced = Some(c);
     }
 
-    // reference::verify: A, B, C, then C's start (checked as C).
-    let result = computed.as_deref().unwrap_or(&c0);
+    // reference::verify: A, B, C, then C's start (checked as C). Both the GEMM's result and
+    // the reference's own are right products (checked above), so `verify` must pass each.
     let start = (t.mode == Mode::Accumulate).then_some(&c0[..]);
     let sample = if t.seed.is_multiple_of(4) {
         Sample::Some((t.seed >> 8) as usize % 50)
     } else {
         Sample::All
     };
-    let r = no_panic("reference::verify", || {
-        reference::verify::<P>(m, n, k, &a, t.lda, &b, t.ldb, start, result, t.ldc, sample)
-    });
     let want = err_a.or(err_b).or(err_c);
-    match (&r, &want) {
-        (Err(VerifyError::Input(e)), Some(w)) => assert_eq!(e, w, "verify: {t:?}"),
-        (_, Some(w)) => panic!("verify: got {r:?}, expected {w:?}: {t:?}"),
-        (Err(VerifyError::Input(e)), None) => panic!("verify refused good input: {e}: {t:?}"),
-        (Ok(v), None) => assert!(v.checked <= v.total),
-        (Err(_), None) => {
-            // A mismatch: only possible for what the crate's bound does not cover.
-            assert!(
-                computed.is_none() || (P::DTYPE == DType::Bf16 && t.flavor == Flavor::Extreme),
-                "verify rejects a result that passed the checks here: {r:?}: {t:?}"
-            );
+    let results: Vec<(&str, &[P::C])> = match (&computed, &referenced) {
+        (None, None) => vec![("C's start", &c0)],
+        (computed, referenced) => [("the GEMM's", computed), ("the reference's", referenced)]
+            .into_iter()
+            .filter_map(|(name, c)| Some((name, c.as_deref()?)))
+            .collect(),
+    };
+    for (name, result) in results {
+        let r = no_panic("reference::verify", || {
+            reference::verify::<P>(m, n, k, &a, t.lda, &b, t.ldb, start, result, t.ldc, sample)
+        });
+        match (&r, &want) {
+            (Err(VerifyError::Input(e)), Some(w)) => assert_eq!(e, w, "verify: {t:?}"),
+            (_, Some(w)) => panic!("verify: got {r:?}, expected {w:?}: {t:?}"),
+            (Ok(v), None) => assert!(v.checked <= v.total),
+            (Err(e), None) => panic!("verify rejects {name} result: {e}: {t:?}"),
         }
     }
 }
@@ -908,11 +978,9 @@ fn zero_dimensions() {
         let mut c = c0.clone();
         reference::gemm::<Bf16>(2, 3, 0, &[], 99, &[], 99, &mut c, 5, mode).unwrap();
         assert!(same_all(&c, &want), "reference {mode:?}: {c:?}");
-        if mode == Mode::Overwrite {
-            // (verify never passes a NaN result, so only the overwritten C.)
-            reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, None, &want, 5, Sample::All)
-                .unwrap();
-        }
+        // An accumulating call leaves the NaN and the infinity in C, and so does the reference.
+        let start = (mode == Mode::Accumulate).then_some(&c0[..]);
+        reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, start, &want, 5, Sample::All).unwrap();
     }
 }
 
@@ -1368,10 +1436,35 @@ fn nan_and_infinity_in_bf16_inputs() {
     let mut d = vec![0f32; m * n];
     reference::gemm::<Bf16>(m, n, k, &a, k, &b, n, &mut d, n, Mode::Overwrite).unwrap();
     assert!(d[3 * n].is_nan());
-    let r = no_panic("verify", || {
-        reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All)
-    });
-    assert!(matches!(r, Ok(_) | Err(VerifyError::Mismatch(_))), "{r:?}");
+    // Column 2 of row 4 is infinity times a denormal: NaN, since the denormal reads as zero.
+    assert!(at(4, 2).is_nan(), "infinity x denormal");
+    // `verify` passes the emulated result and the reference's own (NaN where the reference is
+    // NaN, the same infinity where it is infinite, and MAX + MAX, finite in f64, as the
+    // infinity it rounds to in f32), and rejects each class changed.
+    for (name, result) in [("emulated", &c), ("reference", &d)] {
+        let r = no_panic("verify", || {
+            reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, result, n, Sample::All)
+        });
+        assert!(r.is_ok(), "{name}: {r:?}");
+    }
+    for (i, j, wrong) in [
+        (3, 1, f32::INFINITY),
+        (4, 1, f32::NAN),
+        (4, 1, f32::NEG_INFINITY),
+        (4, 0, f32::INFINITY),
+        (4, 2, 0.0),
+        (5, 1, f32::INFINITY),
+        (0, 1, k as f32 + 1.0),
+        (0, 2, f32::NAN),
+    ] {
+        let mut e = c.clone();
+        e[i * n + j] = wrong;
+        let r = reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, &e, n, Sample::All);
+        assert!(
+            matches!(&r, Err(VerifyError::Mismatch(x)) if (x.row, x.col) == (i, j)),
+            "C[{i}][{j}] = {wrong}: {r:?}"
+        );
+    }
     // Packing keeps NaN bits.
     let p = PackedB::<Bf16>::pack(&a, m, k, k).unwrap();
     assert!(p.get(3, 5).unwrap().is_nan());
@@ -1412,4 +1505,447 @@ fn other_entry_points() {
     let report = harness.run(&case).unwrap();
     assert!(report.check.is_ok(), "{:?}", report.check);
     assert!(!report.to_json().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// bf16 verification: flushed results, denormal inputs, special values
+// ---------------------------------------------------------------------------------------------
+
+/// `x` as a bf16, which it must be exactly (so each input below is the value it names).
+fn bf(x: f64) -> bf16 {
+    let y = bf16::from_f64(x);
+    assert!(y.to_f64() == x || x.is_nan(), "{x} is not a bf16");
+    y
+}
+
+/// `C (+)= A x B` of dense row-major bf16 matrices on the emulator: accumulating into `c0`
+/// when given, else overwriting.
+fn emulated_bf16(
+    (m, n, k): (usize, usize, usize),
+    a: &[bf16],
+    b: &[bf16],
+    c0: Option<&[f32]>,
+) -> Vec<f32> {
+    let (mode, mut c) = match c0 {
+        Some(c0) => (Mode::Accumulate, c0.to_vec()),
+        None => (Mode::Overwrite, vec![f32::NAN; m * n]),
+    };
+    emulated()
+        .mode(mode)
+        .run_unpacked::<Bf16>(m, n, k, a, k, b, n, &mut c, n)
+        .unwrap();
+    c
+}
+
+/// `verify`'s verdicts on `C (+)= A x B` (dense, row-major): it passes the emulated result and
+/// the reference's own, and rejects the emulated result with any one finite output moved by
+/// four tolerances (a finite output is always held to the bound). Returns the emulated result.
+fn check_verdicts(
+    what: &str,
+    (m, n, k): (usize, usize, usize),
+    a: &[bf16],
+    b: &[bf16],
+    c0: Option<&[f32]>,
+) -> Vec<f32> {
+    let c = emulated_bf16((m, n, k), a, b, c0);
+    let verify = |c: &[f32]| reference::verify::<Bf16>(m, n, k, a, k, b, n, c0, c, n, Sample::All);
+    if let Err(e) = verify(&c) {
+        panic!("{what}: verify rejects the emulated result: {e}");
+    }
+    let mode = c0.map_or(Mode::Overwrite, |_| Mode::Accumulate);
+    let mut d = c0.map_or_else(|| vec![0.0; m * n], <[f32]>::to_vec);
+    reference::gemm::<Bf16>(m, n, k, a, k, b, n, &mut d, n, mode).unwrap();
+    if let Err(e) = verify(&d) {
+        panic!("{what}: verify rejects the reference's own result: {e}");
+    }
+    for i in 0..m {
+        for j in 0..n {
+            let got = f64::from(c[i * n + j]);
+            let start = c0.map_or(0.0, |c0| f64::from(c0[i * n + j]));
+            let plain = plain_bf16(
+                start,
+                (0..k).map(|kk| (a[i * k + kk].to_f64(), b[kk * n + j].to_f64())),
+            );
+            assert!(
+                bf16_output_ok(got, &plain, k),
+                "{what}: C[{i}][{j}] = {got}"
+            );
+            let wrong = got + 4.0 * reference::bf16_tolerance(k, plain.magnitude);
+            if !(wrong as f32).is_finite() {
+                continue;
+            }
+            let mut e = c.clone();
+            e[i * n + j] = wrong as f32;
+            let r = verify(&e);
+            assert!(
+                matches!(&r, Err(VerifyError::Mismatch(x)) if (x.row, x.col) == (i, j)),
+                "{what}: C[{i}][{j}] = {wrong} (four tolerances off) passes: {r:?}"
+            );
+        }
+    }
+    c
+}
+
+/// Every product `2^-63 x 2^-64 = 2^-127` is below `2^-126`, so each FMA step of each lane
+/// flushes it and the tiles return 0 for an exact `K * 2^-127` (or C's start unchanged): the
+/// bound must cover K flushed products, not one flush per rounding of a sum tree.
+#[test]
+fn bf16_flushed_tiny_products_pass_verify() {
+    let (m, n) = (2, 3);
+    for k in [32, 64, 96, 1000, 4096] {
+        let a = vec![bf(2f64.powi(-63)); m * k];
+        let b = vec![bf(2f64.powi(-64)); k * n];
+        let c = check_verdicts(&format!("K = {k}"), (m, n, k), &a, &b, None);
+        assert!(c.iter().all(|&x| x == 0.0), "K = {k}: {c:?}");
+        // Accumulating: C's start survives, the products vanish.
+        let c0 = [
+            2f32.powi(-120),
+            0.0,
+            -2f32.powi(-125),
+            1.0,
+            -3.0,
+            2f32.powi(-126),
+        ];
+        let c = check_verdicts(&format!("K = {k}, from c0"), (m, n, k), &a, &b, Some(&c0));
+        assert_eq!(c, c0, "K = {k}");
+    }
+}
+
+/// Tiny products that cancel exactly, cancel partly and then flush, survive (at or above
+/// `2^-126`, or grown above it by earlier steps of the lane), and tiny products after normal
+/// ones in the same lane (absorbed by rounding, not flushed).
+#[test]
+fn bf16_tiny_products_cancel_survive_and_mix() {
+    let k = 320;
+    let rows: [&dyn Fn(usize) -> f64; 6] = [
+        // +2^-127, -2^-127 alternating pairwise: each step flushes; exact sum 0.
+        &|kk| if kk % 4 < 2 { 1.0 } else { -1.0 },
+        // 2^-125 then 2^-125 (1 - 2^-5) with the opposite sign in each lane: a remainder of
+        // 2^-130 each time, flushed; then tiny products of one sign.
+        &|kk| match kk % 32 {
+            0 | 1 => 4.0,
+            2 | 3 => -4.0 * (1.0 - 2f64.powi(-5)),
+            _ => 0.75,
+        },
+        // 2^-126 exactly (survives) mixed with 2^-128 (flushed or, once the lane holds a
+        // normal value, added).
+        &|kk| if kk % 3 == 0 { 2.0 } else { 0.5 },
+        // A normal product first in each lane, then tiny ones: absorbed, not flushed.
+        &|kk| if kk % 32 < 2 { 2f64.powi(100) } else { 1.5 },
+        // Tiny products of one sign, a few normal products of the other.
+        &|kk| if kk % 50 == 7 { -2f64.powi(40) } else { 1.75 },
+        // Products from 2^-135 up to 2^-118, signs mixed.
+        &|kk| {
+            let s = splitmix(kk as u64);
+            let sign = if s.is_multiple_of(5) { -1.0 } else { 1.0 };
+            sign * 2f64.powi((s >> 8) as i32 % 18 - 8) * (1.0 + ((s >> 16) % 8) as f64 / 8.0)
+        },
+    ];
+    // Row r's product at k is `rows[r](k) * 2^-127` (A's part times B's 2^-64).
+    let a: Vec<bf16> = rows
+        .iter()
+        .flat_map(|f| (0..k).map(move |kk| bf(f(kk) * 2f64.powi(-63))))
+        .collect();
+    let n = 2;
+    let b = vec![bf(2f64.powi(-64)); k * n];
+    let m = rows.len();
+    let c = check_verdicts("mixtures", (m, n, k), &a, &b, None);
+    // The rows of one-signed tiny products lose to the flushes: the first row cancels to 0.
+    assert_eq!(c[0], 0.0);
+    let c0: Vec<f32> = (0..m * n)
+        .map(|x| (x as f32 - 5.0) * 2f32.powi(-124))
+        .collect();
+    check_verdicts("mixtures, from c0", (m, n, k), &a, &b, Some(&c0));
+    // With each K: 1 to 70 (partial dot products, one or two of them).
+    for k in [1, 2, 31, 33, 63, 65, 70] {
+        let a: Vec<bf16> = rows
+            .iter()
+            .flat_map(|f| (0..k).map(move |kk| bf(f(kk) * 2f64.powi(-63))))
+            .collect();
+        check_verdicts(
+            &format!("mixtures, K = {k}"),
+            (m, n, k),
+            &a,
+            &b[..k * n],
+            None,
+        );
+    }
+}
+
+/// The tiles read a denormal bf16 input, and a denormal starting C, as zero (DAZ); the
+/// reference must too, or it expects `2^-130 x 2^100 = 2^-30` where the tiles give 0.
+#[test]
+fn bf16_denormal_inputs_and_start_read_as_zero() {
+    let (m, n, k) = (2, 2, 40);
+    // Row 0: denormal A times large B; row 1: normal A, B's column 1 denormal.
+    let mut a = vec![bf(2f64.powi(-130)); k];
+    a.extend(vec![bf(2f64.powi(90)); k]);
+    let b: Vec<bf16> = (0..k)
+        .flat_map(|_| [bf(2f64.powi(100)), bf(-3.0 * 2f64.powi(-133))])
+        .collect();
+    let c = check_verdicts("denormal inputs", (m, n, k), &a, &b, None);
+    assert_eq!(c[0], 0.0, "denormal A x 2^100");
+    assert_eq!(c[3], 0.0, "2^90 x denormal B");
+    assert_eq!(
+        c[2],
+        k as f32 * 2f32.powi(90) * 2f32.powi(100),
+        "normal x normal"
+    );
+    let mut d = vec![1.0f32; m * n];
+    reference::gemm::<Bf16>(m, n, k, &a, k, &b, n, &mut d, n, Mode::Overwrite).unwrap();
+    assert_eq!(d, c, "the reference reads denormals as zero too");
+
+    // C's start 2^-127 (denormal) plus 2^-63 x 2^-63 = 2^-126: the tiles give 2^-126
+    // (SEMANTICS.md section 10), not 1.5 x 2^-126.
+    let a = [bf(2f64.powi(-63))];
+    let b = [bf(2f64.powi(-63))];
+    let c0 = [2f32.powi(-127)];
+    let c = check_verdicts("denormal start", (1, 1, 1), &a, &b, Some(&c0));
+    let c = [c[0]];
+    assert_eq!(c, [2f32.powi(-126)]);
+    let mut d = c0;
+    reference::gemm::<Bf16>(1, 1, 1, &a, 1, &b, 1, &mut d, 1, Mode::Accumulate).unwrap();
+    assert_eq!(d, c, "the reference reads a denormal start as zero");
+    // With K = 0 no dot product runs: C keeps its denormal, and the reference agrees.
+    reference::gemm::<Bf16>(1, 1, 0, &[], 1, &[], 1, &mut d, 1, Mode::Accumulate).unwrap();
+    assert_eq!(d, c);
+    let mut e = c0;
+    reference::gemm::<Bf16>(1, 1, 0, &[], 1, &[], 1, &mut e, 1, Mode::Accumulate).unwrap();
+    assert_eq!(e, c0);
+    reference::verify::<Bf16>(1, 1, 0, &[], 1, &[], 1, Some(&c0), &e, 1, Sample::All).unwrap();
+}
+
+/// One bf16 output `c0 + sum a_k b_k` from `(a_k, b_k)` pairs (even k feed one lane, odd k
+/// the other): the emulated result, after checking `verify` passes it and the reference's.
+fn special(what: &str, pairs: &[(f64, f64)], c0: Option<f32>) -> f32 {
+    let a: Vec<bf16> = pairs.iter().map(|p| bf(p.0)).collect();
+    let b: Vec<bf16> = pairs.iter().map(|p| bf(p.1)).collect();
+    let c0 = c0.map(|x| [x]);
+    check_verdicts(
+        what,
+        (1, 1, pairs.len()),
+        &a,
+        &b,
+        c0.as_ref().map(|x| &x[..]),
+    )[0]
+}
+
+/// Whether `verify` rejects `got` as the output of [`special`]'s product.
+fn special_rejects(pairs: &[(f64, f64)], c0: Option<f32>, got: f32) -> bool {
+    let a: Vec<bf16> = pairs.iter().map(|p| bf(p.0)).collect();
+    let b: Vec<bf16> = pairs.iter().map(|p| bf(p.1)).collect();
+    let c0 = c0.map(|x| [x]);
+    let k = pairs.len();
+    let r = reference::verify::<Bf16>(
+        1,
+        1,
+        k,
+        &a,
+        k,
+        &b,
+        1,
+        c0.as_ref().map(|x| &x[..]),
+        &[got],
+        1,
+        Sample::All,
+    );
+    matches!(r, Err(VerifyError::Mismatch(_)))
+}
+
+/// Infinite and NaN outputs are compared by class: NaN where the reference is NaN, the same
+/// infinity where it is infinite (or where its finite value rounds to one in f32), and any
+/// non-finite output where the finite terms are large enough for an intermediate sum to
+/// overflow; a finite output is still held to the bound.
+#[test]
+fn bf16_special_outputs_verify_by_class() {
+    let inf = f64::INFINITY;
+    let nan = f64::NAN;
+    let big = 2f64.powi(127);
+    let max = bf16::MAX.to_f64();
+    let tiny = 2f64.powi(-130); // a bf16 denormal
+
+    // +inf times 1: +inf; NaN, -inf and finite values are wrong.
+    let p = [(inf, 1.0), (1.0, 1.0)];
+    assert_eq!(special("inf", &p, None), f32::INFINITY);
+    for wrong in [f32::NAN, f32::NEG_INFINITY, f32::MAX, 1.0] {
+        assert!(special_rejects(&p, None, wrong), "inf: {wrong}");
+    }
+    // A NaN input, infinity times zero, infinity times a denormal (zero by DAZ), +inf and
+    // -inf products: NaN, and nothing else.
+    for (what, p) in [
+        ("NaN", [(nan, 1.0), (1.0, 1.0)]),
+        ("inf x 0", [(inf, 0.0), (1.0, 1.0)]),
+        ("inf x denormal", [(inf, tiny), (1.0, 1.0)]),
+        ("inf - inf", [(inf, 1.0), (-inf, 1.0)]),
+    ] {
+        assert!(special(what, &p, None).is_nan(), "{what}");
+        for wrong in [f32::INFINITY, f32::NEG_INFINITY, 0.0, 1.0] {
+            assert!(special_rejects(&p, None, wrong), "{what}: {wrong}");
+        }
+    }
+    // Infinities in C's start.
+    let p = [(1.0, 2.0), (3.0, 4.0)];
+    assert_eq!(
+        special("-inf start", &p, Some(f32::NEG_INFINITY)),
+        f32::NEG_INFINITY
+    );
+    assert!(special_rejects(&p, Some(f32::NEG_INFINITY), f32::INFINITY));
+    assert!(special_rejects(&p, Some(f32::NEG_INFINITY), 14.0));
+    assert!(special("-inf start + inf", &[(inf, 1.0)], Some(f32::NEG_INFINITY)).is_nan());
+
+    // Products too large for f32, finite in f64: each lane overflows to +inf.
+    let p = [(max, max), (max, max)];
+    assert_eq!(special("MAX^2 + MAX^2", &p, None), f32::INFINITY);
+    assert!(special_rejects(&p, None, f32::MAX));
+    assert!(special_rejects(&p, None, 0.0));
+    // Two products of 2^127, one per lane: te + to = 2^128 rounds to +inf.
+    assert_eq!(
+        special("2^127 + 2^127", &[(big, 1.0), (big, 1.0)], None),
+        f32::INFINITY
+    );
+    // +inf in the even lane, -inf in the odd one from finite products: NaN for an exact 0.
+    let p = [(max, max), (-max, max)];
+    assert!(special("+inf and -inf lanes", &p, None).is_nan());
+    // A true +inf in one lane, an overflow to -inf in the other: NaN for an exact +inf; -inf
+    // is still wrong.
+    let p = [(inf, 1.0), (-max, max)];
+    assert!(special("inf and overflowed lane", &p, None).is_nan());
+    assert!(special_rejects(&p, None, f32::NEG_INFINITY));
+    // An overflow in the even lane (2^127 + 2^127) for an exact sum of 2^127: +inf. A finite
+    // output far from 2^127 is wrong all the same.
+    let p = [(big, 1.0), (-big, 1.0), (big, 1.0)];
+    assert_eq!(special("lane overflow", &p, None), f32::INFINITY);
+    assert!(special_rejects(&p, None, 1e37));
+    assert!(special_rejects(&p, None, -2e38));
+    // No overflow happens here, but the terms are large enough for one: a non-finite output
+    // is accepted, a finite one is held to the bound.
+    let p = [(big, 1.0), (big, 1.0), (-big, 1.0), (-big, 1.0)];
+    assert_eq!(special("large, cancelling", &p, None), 0.0);
+    for possible in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+        assert!(!special_rejects(&p, None, possible), "{possible}");
+    }
+    assert!(special_rejects(&p, None, 1e37));
+    // Below the overflow threshold, a non-finite output of a finite sum is wrong.
+    let p = [(2f64.powi(100), 1.0), (-2f64.powi(100), 1.0)];
+    assert_eq!(special("large, no overflow", &p, None), 0.0);
+    for wrong in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+        assert!(special_rejects(&p, None, wrong), "{wrong}");
+    }
+}
+
+/// One output's inputs around `2^-126`: per k, B's row exponent and per (row, k) the product's
+/// exponent, sign, and whether A's element is a denormal instead (read as zero) or a normal
+/// product's.
+#[derive(Clone, Debug)]
+struct TinyCase {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// The exponent products cluster around, and how far they spread.
+    center: i32,
+    spread: i32,
+    /// Out of 16: negative products, denormal A elements, products near 1.
+    negative: u64,
+    denormal: u64,
+    normal: u64,
+    accumulate: bool,
+    seed: u64,
+}
+
+fn tiny_case() -> impl Strategy<Value = TinyCase> {
+    (
+        (1..=3usize, 1..=4usize),
+        prop_oneof![
+            4 => 1..=400usize,
+            1 => prop::sample::select(vec![32usize, 64, 96, 1000, 4096]),
+        ],
+        // Mostly narrow clusters just below and above 2^-126, where flushing decides.
+        (-132..=-120i32, prop_oneof![2 => 0..=2i32, 1 => 3..=8i32]),
+        (
+            prop_oneof![2 => 0..=2u64, 1 => 3..=8u64],
+            prop_oneof![3 => Just(0u64), 1 => 1..=4u64],
+            prop_oneof![3 => Just(0u64), 1 => 1..=2u64],
+        ),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((m, n), k, (center, spread), (negative, denormal, normal), accumulate, seed)| {
+                TinyCase {
+                    m,
+                    n,
+                    k,
+                    center,
+                    spread,
+                    negative,
+                    denormal,
+                    normal,
+                    accumulate,
+                    seed,
+                }
+            },
+        )
+}
+
+/// The inputs of a [`TinyCase`]: A (`m x k`), B (`k x n`) and C's start when accumulating.
+fn tiny_inputs(t: &TinyCase) -> (Vec<bf16>, Vec<bf16>, Option<Vec<f32>>) {
+    let mut s = t.seed;
+    let mut next = || {
+        s = splitmix(s);
+        s
+    };
+    // An exactly representable significand: 1 + j/8.
+    let significand = |r: u64| 1.0 + (r % 8) as f64 / 8.0;
+    let b_exp: Vec<i32> = (0..t.k).map(|_| -70 + (next() % 21) as i32).collect();
+    let b: Vec<bf16> = (0..t.k * t.n)
+        .map(|x| bf(significand(next()) * 2f64.powi(b_exp[x / t.n])))
+        .collect();
+    let a: Vec<bf16> = (0..t.m * t.k)
+        .map(|x| {
+            let r = next();
+            let sign = if (r >> 8) % 16 < t.negative {
+                -1.0
+            } else {
+                1.0
+            };
+            let exp = if (r >> 12) % 16 < t.normal {
+                -10
+            } else {
+                t.center + ((r >> 16) % (2 * t.spread as u64 + 1)) as i32 - t.spread
+            };
+            if (r >> 4) % 16 < t.denormal {
+                // bf16 denormals are multiples of 2^-133.
+                bf(sign * (1.0 + ((r >> 24) % 4) as f64 / 4.0) * 2f64.powi(-131))
+            } else {
+                bf(sign * significand(r >> 24) * 2f64.powi(exp - b_exp[x % t.k]))
+            }
+        })
+        .collect();
+    let c0 = t.accumulate.then(|| {
+        (0..t.m * t.n)
+            .map(|_| {
+                let r = next();
+                let x =
+                    [0.0, 2f32.powi(-127), 2f32.powi(-125), 2f32.powi(-115), 1.0][r as usize % 5];
+                if (r >> 8) % 2 == 0 {
+                    x
+                } else {
+                    -x
+                }
+            })
+            .collect()
+    });
+    (a, b, c0)
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// Products around `2^-126`, where the tiles flush at every step: `verify` passes the
+    /// emulated GEMM and the reference, and rejects outputs moved by four tolerances.
+    #[test]
+    fn bf16_products_near_the_flush_threshold(t in tiny_case()) {
+        let (a, b, c0) = tiny_inputs(&t);
+        check_verdicts(&format!("{t:?}"), (t.m, t.n, t.k), &a, &b, c0.as_deref());
+    }
 }
