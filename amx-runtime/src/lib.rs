@@ -37,8 +37,11 @@ mod unit;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
-/// The CPUID reader crate whose `CpuIdReader` [`detect_with`](detect::detect_with) takes.
-pub use raw_cpuid;
+/// The trait [`detect_with`](detect::detect_with) takes, and the result its reader returns,
+/// from `raw-cpuid`: a CPUID dump replays without a dependency of its own. (Only these two are
+/// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,
+/// which then print the typed tiles' types with full paths.)
+pub use raw_cpuid::{CpuIdReader, CpuIdResult};
 pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
