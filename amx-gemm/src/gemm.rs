@@ -641,7 +641,10 @@ fn nest<P: Precision, K: MicroKernel>(
                         // packed panels, C the caller's buffer whose rows ir.. and columns
                         // 32 jr.. belong to this worker only (regions of different workers are
                         // disjoint); the micro-tile lies inside C because the region's shape
-                        // is exactly what remains of M and N there.
+                        // is exactly what remains of M and N there. The configuration is still
+                        // the region's: since `configure`, only this loop nest, `pack_a` and
+                        // the micro-kernel have run, none of which calls code outside the crate
+                        // or allocates (`work` reserved the scratch first).
                         unsafe { kernel.run(&task)? };
                     }
                 }

@@ -658,8 +658,11 @@ fn peak_loop<P: Precision, O: TileOps>(
     warmup: Duration,
     time: Duration,
 ) -> Result<(f64, f64), GemmError> {
-    // SAFETY: (this block and the one below) the full 2x2 configuration is loaded (all eight tiles 16 x 64, the
-    // four dot products checked by the table), and `data` holds 4 KiB, the four tiles loaded.
+    // SAFETY: (this block and the one below) the full 2x2 configuration is loaded (all eight
+    // tiles 16 x 64, the four dot products checked by the table and against this unit's TMUL
+    // limits), and `data` holds 4 KiB, the four tiles loaded. It is still loaded when these
+    // run: `peak_typed` allocated and checked everything before configuring, and the loop
+    // below calls only the clock, no code outside this crate and the standard library.
     unsafe {
         ops.load::<A0>(data, 0, ROW_BYTES)?;
         ops.load::<A1>(data, TILE, ROW_BYTES)?;
