@@ -1,7 +1,7 @@
 //! GEMM demo and measurement: `cargo run --release --example gemm [-- options]`.
 //!
 //! Without a shape it runs a short demo (int8, u8s8 and bf16 on a few shapes; smaller ones on
-//! the emulator) and prints a table: time, GOP/s, percent of this machine's measured tile peak,
+//! the emulator) and prints a table: time, GOP/s, percent of the host's measured tile peak,
 //! percent of the bandwidth roofline for shapes bound by reading B, and the check against the
 //! reference. All measuring is `amx_gemm::measure`; this file parses and prints.
 //!

@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 /// SEMANTICS.md section 2, the [DOC] pseudocode of LDTILECFG, transcribed as literally as
-/// possible for the palette table of this machine kind (CPUID leaf 0x1D): max_palette 1, and
+/// possible for the architectural palette table (CPUID leaf 0x1D of every AMX CPU to date):
+/// max_palette 1, and
 /// palette 1 with max_names 8, bytes_per_row 64, max_rows 16. Returns whether LDTILECFG accepts
 /// `mem` (no #GP). Deliberately shares no code with `amx_tilecfg`.
 fn ldtilecfg_accepts(mem: &[u8; 64]) -> bool {
@@ -17,7 +18,8 @@ fn ldtilecfg_accepts(mem: &[u8; 64]) -> bool {
     let palette_id = mem[0];
     let mut error = false;
     // error if palette_id > max_palette or the palette is not supported by XCR0.
-    // (XCR0 bits 17 and 18 are set on this machine: every palette up to max_palette is.)
+    // (With XCR0 bits 17 and 18 set, as on every OS that enables AMX, every palette up to
+    // max_palette is.)
     if palette_id > MAX_PALETTE {
         error = true;
     }

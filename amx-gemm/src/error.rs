@@ -139,7 +139,7 @@ impl fmt::Display for GemmError {
                 let gib = |b: &u64| *b as f64 / (1u64 << 30) as f64;
                 write!(
                     f,
-                    "the run needs {:.1} GiB of buffers; this machine has {:.1} GiB available",
+                    "the run needs {:.1} GiB of buffers; the system has {:.1} GiB available",
                     gib(needed),
                     gib(available)
                 )

@@ -1,9 +1,9 @@
-//! Measuring this machine and this crate: the tile unit's peak, the memory bandwidth, and timed,
+//! Measuring the host and this crate: the tile unit's peak, the memory bandwidth, and timed,
 //! checked GEMM runs. The `gemm` example and the benchmark are thin layers over this module.
 //!
 //! - [`Harness::peak`]: a register-only loop of tile dot products (4 independent C tiles, A and
 //!   B loaded once, no memory traffic), after a warm-up, on every worker thread at once. This is
-//!   the compute roof: it includes the clock this machine runs at under AMX load.
+//!   the compute roof: it includes the clock the CPU runs at under AMX load.
 //! - [`Harness::bandwidth`]: read GB/s of a buffer larger than L2 (at least the size of B),
 //!   each thread reading its own part, after a first pass that faults the pages in.
 //! - [`Harness::run`]: random inputs, B packed (timed separately), warm-up (the silicon wakes
@@ -328,7 +328,7 @@ fn json_number(x: f64) -> String {
     }
 }
 
-/// Measures and caches this machine's roofs, and times GEMM cases against them.
+/// Measures and caches the host's roofs, and times GEMM cases against them.
 #[derive(Debug)]
 pub struct Harness {
     peaks: HashMap<(DType, usize, Backend), Peak>,
@@ -748,7 +748,7 @@ mod tests {
             .to_string();
         assert_eq!(
             text,
-            "the run needs 3.0 GiB of buffers; this machine has 1.0 GiB available"
+            "the run needs 3.0 GiB of buffers; the system has 1.0 GiB available"
         );
         if cfg!(target_os = "linux") {
             assert!(available_memory().is_some_and(|b| b > 0));

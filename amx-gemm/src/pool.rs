@@ -78,7 +78,7 @@ pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
     Ok(pool)
 }
 
-/// Threads of this machine (1 when unknown).
+/// Threads the process may run in parallel (1 when unknown).
 pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }

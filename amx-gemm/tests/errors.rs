@@ -134,7 +134,7 @@ fn errors_read_well() {
 #[test]
 fn hardware_request_without_hardware_is_an_error() {
     if amx_runtime::Hardware::new().is_ok() {
-        eprintln!("skipping hardware_request_without_hardware_is_an_error: this machine has usable AMX hardware");
+        eprintln!("skipping hardware_request_without_hardware_is_an_error: the CPU has usable AMX");
         return;
     }
     let packed = PackedB::<Int8>::pack(&[1i8; 4], 2, 2, 2).unwrap();

@@ -8,8 +8,8 @@
 //!   LDTILECFG. Code that issues raw [`intrinsics`](crate::intrinsics) behind the library's back
 //!   must call [`Hardware::resync`] afterwards.
 //! - **Release.** Dropping the guard keeps the configuration loaded, so the next kernel on this
-//!   thread with the same configuration pays no LDTILECFG (about 45 ns on these machines, and it
-//!   zeroes all 8 KiB of tile data). Call [`release`] when the thread is done with AMX for a while:
+//!   thread with the same configuration pays no LDTILECFG (tens of nanoseconds on the silicon,
+//!   and it zeroes all 8 KiB of tile data). Call [`release`] when the thread is done with AMX for a while:
 //!   a configured thread makes every context switch save and restore the tile state.
 //! - **Tile data.** Because a skipped LDTILECFG leaves the previous kernel's tile data in place,
 //!   tile contents are unspecified when a guard is handed out: a kernel must TILEZERO or TILELOADD

@@ -50,10 +50,10 @@ const AMX_TILE: u32 = 1 << 24;
 const AMX_INT8: u32 = 1 << 25;
 const OSXSAVE: u32 = 1 << 27;
 
-/// The AMX machine kind of SEMANTICS.md section 0 (Granite-Rapids-class host under Firecracker):
+/// An AMX virtual machine (Granite-Rapids-class host under Firecracker, SEMANTICS.md section 0):
 /// max basic leaf 0x24, signature 0xA0671, AMX-TILE/INT8/BF16 set, AMX-FP16 clear, palette 1 of
 /// 8 KiB / 1 KiB / 64 B / 8 names / 16 rows, TMUL K 16 N 64. The leaf 1 and 7 registers besides
-/// the AMX bits are those of this build machine's (same family) CPU.
+/// the AMX bits are those of a same-family CPU's.
 fn amx_machine() -> Dump {
     Dump(vec![
         ((0x00, 0), [0x24, GENU, NTEL, INEI]),
@@ -80,8 +80,7 @@ fn amx_machine() -> Dump {
     ])
 }
 
-/// This build machine's own dump: a Sapphire-Rapids-class CPU (signature 0xC06F2) whose
-/// hypervisor hides AMX: no AMX bits in leaf 7, max basic leaf 0x1C, XCR0 0xe7.
+/// A Sapphire-Rapids-class CPU (signature 0xC06F2) under a hypervisor that hides AMX: no AMX bits in leaf 7, max basic leaf 0x1C, XCR0 0xe7.
 fn build_machine() -> Dump {
     Dump(vec![
         ((0x00, 0), [0x1c, GENU, NTEL, INEI]),

@@ -85,8 +85,8 @@ impl std::fmt::Display for UnsupportedTable {
 impl std::error::Error for UnsupportedTable {}
 
 impl Emulator {
-    /// An emulator of this machine kind's AMX unit: palette 1 (8 tiles of 16 rows x 64 bytes),
-    /// TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
+    /// An emulator of the architectural AMX unit of every AMX CPU to date: palette 1 (8 tiles
+    /// of 16 rows x 64 bytes), TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
     pub fn new() -> Emulator {
         Emulator::unconfigured(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
     }

@@ -162,7 +162,7 @@ fn clear_start_row() {
 /// `start_row..rows`), so it uses XSAVE of state component 18 (XTILEDATA), the only
 /// architectural way to read them: standard format, requested-feature bitmap `1 << 18`, into a
 /// 64-byte-aligned buffer of CPUID.(0xD,0).EBX bytes. The component's offset and size come from
-/// CPUID.(0xD,18) (2816 and 8192 on these machines). When XSTATE_BV\[18\] in the header is clear
+/// CPUID.(0xD,18) (2816 and 8192 on Sapphire Rapids). When XSTATE_BV\[18\] in the header is clear
 /// the tile data is in its INIT state, i.e. all zero, and XSAVE may not have written it.
 #[derive(Debug)]
 pub struct Hardware {

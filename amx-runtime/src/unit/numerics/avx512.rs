@@ -53,7 +53,7 @@ pub(super) fn float_available() -> bool {
 /// from section 10 and compares it with the exact model.
 ///
 /// Intel documents underflow (and so FTZ) as "the rounded result, with unbounded exponent, is
-/// below the smallest normal", which is rule 10.7, and this machine kind agrees. Other x86
+/// below the smallest normal", which is rule 10.7, and Sapphire Rapids silicon agrees. Other x86
 /// implementations with AVX-512 word it less precisely, so rather than trust them the kernel is
 /// used only where it reproduces: tininess after rounding both ways round (the two 2^-126
 /// chains of section 10), an exactly representable denormal result flushed with its sign, and
