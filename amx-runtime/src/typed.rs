@@ -96,6 +96,68 @@ element! {
     Bytes => None, u8;
 }
 
+/// A Rust type that holds elements of `E` in memory, so that a typed load reads a slice of it
+/// and a typed store writes one: `E`'s own [`Element::Scalar`], and where the `half` feature is
+/// on (the default) also `half::bf16` for [`BF16`] and `half::f16` for [`FP16`] tiles. A
+/// feature adds impls, never changes a type: code written for `u16` bit patterns keeps
+/// compiling when another crate turns `half` on.
+///
+/// ```
+/// use amx_runtime::tilecfg;
+/// use half::bf16;
+///
+/// tilecfg! {
+///     struct Block;
+///     palette 1;
+///     t0 as c: 16x16 f32;
+///     t1 as a: 16x32 bf16;
+///     t2 as b: 16x32 bf16;
+/// }
+///
+/// let a = vec![bf16::from_f32(1.5); 16 * 32];
+/// let b_bits = vec![bf16::from_f32(2.0).to_bits(); 16 * 32]; // the same data as bit patterns
+/// let mut c = vec![0f32; 16 * 16];
+/// let mut tiles = Block::configure().unwrap();
+/// tiles.zero(Block::c);
+/// tiles.load(Block::a, &a, 32).unwrap();
+/// tiles.load(Block::b, &b_bits, 32).unwrap();
+/// tiles.tdpbf16ps(Block::c, Block::a, Block::b);
+/// tiles.store(Block::c, &mut c, 16).unwrap();
+/// assert!(c.iter().all(|&x| x == 32.0 * 1.5 * 2.0));
+/// ```
+///
+/// # Safety
+/// `Self` has the size of `E::Scalar`, and every bit pattern of that size is a valid `Self`
+/// (a store writes whatever the tile holds).
+pub unsafe trait Holds<E: Element>: Copy + 'static {}
+
+macro_rules! holds {
+    ($($elem:ty: $($ty:ty),+;)*) => {$($(
+        const _: () = assert!(
+            std::mem::size_of::<$ty>() == std::mem::size_of::<<$elem as Element>::Scalar>()
+        );
+        // SAFETY: same size (asserted above), and a plain integer, float or 16-bit float type:
+        // every bit pattern is a value.
+        unsafe impl Holds<$elem> for $ty {}
+    )+)*};
+}
+
+holds! {
+    i8: i8;
+    u8: u8;
+    i32: i32;
+    f32: f32;
+    BF16: u16;
+    FP16: u16;
+    Bytes: u8, i8;
+}
+
+#[cfg(feature = "half")]
+holds! {
+    BF16: half::bf16;
+    FP16: half::f16;
+}
+
 /// A layout declared by the item form of `tilecfg!`: a type whose configuration is
 /// [`Layout::CONFIG`] and whose handles describe exactly that configuration.
 ///
@@ -394,11 +456,13 @@ impl<L: Layout> TypedTiles<L> {
         }
     }
 
-    /// TILELOADD of `src`, row `r` at element `r * stride`.
-    pub fn load<T: Handle<Layout = L>>(
+    /// TILELOADD of `src`, row `r` at element `r * stride`. `src` holds the tile's elements
+    /// (see [`Holds`]: e.g. `i8` for an `i8` tile, `half::bf16` or `u16` bit patterns for a
+    /// `bf16` one).
+    pub fn load<T: Handle<Layout = L>, S: Holds<T::Elem>>(
         &mut self,
         tile: T,
-        src: &[<T::Elem as Element>::Scalar],
+        src: &[S],
         stride: usize,
     ) -> Result<(), Fault> {
         let stride = byte_stride::<T>(stride, std::mem::size_of_val(src))?;
@@ -409,11 +473,12 @@ impl<L: Layout> TypedTiles<L> {
         Ok(())
     }
 
-    /// TILESTORED to `dst`, row `r` at element `r * stride`.
-    pub fn store<T: Handle<Layout = L>>(
+    /// TILESTORED to `dst`, row `r` at element `r * stride`, in any type that [`Holds`] the
+    /// tile's elements.
+    pub fn store<T: Handle<Layout = L>, S: Holds<T::Elem>>(
         &mut self,
         tile: T,
-        dst: &mut [<T::Elem as Element>::Scalar],
+        dst: &mut [S],
         stride: usize,
     ) -> Result<(), Fault> {
         let stride = byte_stride::<T>(stride, std::mem::size_of_val(dst))?;
