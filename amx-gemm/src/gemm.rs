@@ -12,7 +12,9 @@ use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::error::{check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
-use crate::pack::{self, packed_a_bytes, ASource, AlignedBytes, PackedB, MR, NR, STEP};
+use crate::pack::{
+    self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
+};
 use crate::pool;
 use crate::precision::{bytes_of, bytes_of_mut, DType, Precision};
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
@@ -211,6 +213,25 @@ impl Gemm {
         c: &mut [P::C],
         ldc: usize,
     ) -> Result<RunStats, GemmError> {
+        self.run_view(m, a, lda, b.view(), c, ldc)
+    }
+
+    /// [`Gemm::run`] with B borrowed: a [`PackedB::view`], or weights that were never copied
+    /// out of their serialized form ([`PackedBView::from_blob`], e.g. over a memory-mapped
+    /// file).
+    ///
+    /// # Errors
+    ///
+    /// As [`Gemm::run`].
+    pub fn run_view<P: Precision>(
+        &self,
+        m: usize,
+        a: &[P::A],
+        lda: usize,
+        b: PackedBView<'_, P>,
+        c: &mut [P::C],
+        ldc: usize,
+    ) -> Result<RunStats, GemmError> {
         let (k, n) = (b.k(), b.n());
         check_slice(Operand::A, m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldc, c.len())?;
@@ -315,7 +336,7 @@ struct Problem<'a, P: Precision> {
     m: usize,
     n: usize,
     a: ASource<'a>,
-    b: &'a PackedB<P>,
+    b: PackedBView<'a, P>,
     c: MemMut,
     ldc_bytes: usize,
     accumulate: bool,
@@ -444,7 +465,7 @@ fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<us
 /// K-steps per block of [`nest`]: a single micro-row reuses nothing of B, so it keeps C in the
 /// tiles over all of K.
 fn kc_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
-    let steps = p.b.steps();
+    let steps = p.b.steps;
     if region.rows.len() <= MR {
         steps
     } else {
@@ -587,9 +608,9 @@ fn nest<P: Precision, K: MicroKernel>(
     region: &Region,
     scratch: &mut AlignedBytes,
 ) -> Result<(), GemmError> {
-    let steps = p.b.steps();
-    let stride = p.b.panel_stride();
-    let b = Mem::new(p.b.bytes());
+    let steps = p.b.steps;
+    let stride = p.b.panel_stride;
+    let b = Mem::new(p.b.data);
     let blocking = p.blocking;
     let kc = kc_steps(p, region);
     let nc = blocking.nc / NR;

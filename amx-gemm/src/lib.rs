@@ -88,6 +88,7 @@
 //! [`measure`] measures the tile unit's peak (a register-only loop of dot products), the read
 //! bandwidth, and timed, checked runs; the `gemm` example and the benchmark print them.
 
+pub mod blob;
 mod blocking;
 mod configs;
 mod error;
@@ -100,11 +101,12 @@ mod precision;
 pub mod reference;
 mod tile_ops;
 
+pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use error::{GemmError, Operand};
 pub use gemm::{Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};
-pub use pack::PackedB;
+pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
 pub use precision::{Bf16, DType, Element, Int8, ParseDTypeError, Precision, U8S8};
 

@@ -34,6 +34,7 @@
 //! `64 r x steps` bytes of consecutive memory that stays in L1 while the micro-kernel sweeps the
 //! B panels. A panel of one row (M = 1) takes 64 bytes per k-step, not a whole tile.
 
+use std::fmt;
 use std::marker::PhantomData;
 
 use crate::error::{check_slice, GemmError, Operand};
@@ -339,6 +340,7 @@ impl<P: Precision> PackedB<P> {
         Some(value)
     }
 
+    #[cfg(test)]
     pub(crate) fn steps(&self) -> usize {
         self.steps
     }
@@ -348,12 +350,89 @@ impl<P: Precision> PackedB<P> {
         self.panels
     }
 
+    #[cfg(test)]
     pub(crate) fn panel_stride(&self) -> usize {
         self.panel_stride
     }
 
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> &[u8] {
         self.data.as_bytes()
+    }
+
+    /// A borrowed view of the packed data, which [`Gemm::run_view`](crate::Gemm::run_view)
+    /// multiplies with (what [`Gemm::run`](crate::Gemm::run) does for a `PackedB`).
+    pub fn view(&self) -> PackedBView<'_, P> {
+        PackedBView {
+            k: self.k,
+            n: self.n,
+            steps: self.steps,
+            panel_stride: self.panel_stride,
+            data: self.data.as_bytes(),
+            _precision: PhantomData,
+        }
+    }
+
+    /// A packed B of `k x n` holding a copy of `data`, which must have the layout's exact size
+    /// (checked by the caller, `blob`).
+    pub(crate) fn from_packed_data(k: usize, n: usize, data: &[u8]) -> Result<Self, GemmError> {
+        let mut packed = Self::allocate(k, n)?;
+        if packed.data.len != data.len() {
+            return Err(GemmError::TooLarge {
+                operand: Operand::B,
+            });
+        }
+        packed.data.as_bytes_mut().copy_from_slice(data);
+        Ok(packed)
+    }
+
+    /// The layout of a packed `k x n` B: (steps, panel stride, total bytes), for views that
+    /// check borrowed data against it.
+    pub(crate) fn layout_of(k: usize, n: usize) -> Result<(usize, usize, usize), GemmError> {
+        let (steps, _, panel_stride, total) = Self::layout(k, n)?;
+        Ok((steps, panel_stride, total))
+    }
+}
+
+/// Packed B data borrowed from elsewhere (a [`PackedB`], or a serialized blob in memory such as
+/// a memory-mapped weights file: [`PackedBView::from_blob`]), in exactly the layout
+/// [`PackedB::pack`] produces. Its size is checked against K and N when it is made, so the
+/// GEMM's tile loads stay inside it.
+#[derive(Clone, Copy)]
+pub struct PackedBView<'a, P: Precision> {
+    pub(crate) k: usize,
+    pub(crate) n: usize,
+    pub(crate) steps: usize,
+    pub(crate) panel_stride: usize,
+    pub(crate) data: &'a [u8],
+    pub(crate) _precision: PhantomData<P>,
+}
+
+impl<P: Precision> fmt::Debug for PackedBView<'_, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PackedBView")
+            .field("dtype", &P::DTYPE)
+            .field("k", &self.k)
+            .field("n", &self.n)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
+}
+
+impl<'a, P: Precision> PackedBView<'a, P> {
+    /// Rows of B (the K of the product).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B (the N of the product).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The packed bytes.
+    pub fn packed_bytes(&self) -> &'a [u8] {
+        self.data
     }
 }
 

@@ -1,0 +1,318 @@
+//! Packed weights as bytes: [`PackedB::to_bytes`] writes a versioned, checksummed blob, and
+//! [`PackedB::from_bytes`] (a copy) or [`PackedBView::from_blob`] (no copy, e.g. over a
+//! memory-mapped file) read it back, so weights are packed once, at build or export time, and
+//! loaded without repacking.
+//!
+//! # Format (version 1)
+//!
+//! A 64-byte header, then the packed data exactly as [`PackedB::pack`] lays it out, so the data
+//! starts 64 bytes into the blob: a blob placed at a 64-byte-aligned address (a file mapped at
+//! a page boundary) has 64-byte-aligned tiles. All integers little-endian.
+//!
+//! | bytes  | field                                                                  |
+//! |--------|------------------------------------------------------------------------|
+//! | 0..8   | magic `AMXPACKB`                                                       |
+//! | 8..10  | format version, 1                                                      |
+//! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16                            |
+//! | 11     | layout: 1 (panels of 32 columns, VNNI k-steps, 1 KiB gap per panel)   |
+//! | 12..16 | zero                                                                   |
+//! | 16..24 | K                                                                      |
+//! | 24..32 | N                                                                      |
+//! | 32..40 | bytes of packed data (what the layout of K and N gives)                |
+//! | 40..44 | CRC-32 (ISO-HDLC, as zlib) of bytes 0..40 and of the packed data       |
+//! | 44..64 | zero                                                                   |
+//!
+//! Reading checks every field before it touches the data: magic, version, precision against
+//! the type asked for, layout, the zero bytes, that K and N give exactly the stated data size
+//! and that the blob holds exactly that much, then the checksum. Any mismatch is a
+//! [`BlobError`]; no input panics or reads out of bounds.
+
+use std::fmt;
+
+use crate::pack::{PackedB, PackedBView};
+use crate::precision::{DType, Precision};
+
+/// Bytes of the header.
+pub const HEADER_BYTES: usize = 64;
+const MAGIC: [u8; 8] = *b"AMXPACKB";
+const VERSION: u16 = 1;
+const LAYOUT: u8 = 1;
+/// Bytes the checksum covers in the header: everything before it.
+const CHECKED_HEADER: usize = 40;
+
+/// Why a blob cannot be read as packed weights of the precision asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlobError {
+    /// Fewer bytes than a header.
+    Truncated {
+        /// Bytes the blob has.
+        len: usize,
+    },
+    /// Not a packed-weights blob (the first 8 bytes are not `AMXPACKB`).
+    BadMagic,
+    /// A format version this crate does not read.
+    UnsupportedVersion(u16),
+    /// Weights of another precision than the one asked for.
+    WrongPrecision {
+        /// The precision asked for.
+        expected: DType,
+        /// The precision code in the blob (0 int8, 1 u8s8, 2 bf16, others unknown).
+        found: u8,
+    },
+    /// A packed layout this crate does not use.
+    UnsupportedLayout(u8),
+    /// A byte that must be zero is not (at this offset of the header).
+    NonZeroReserved {
+        /// Offset in the header.
+        offset: usize,
+    },
+    /// K and N do not give the stated data size, or the size does not fit this machine's
+    /// address space.
+    InconsistentSize {
+        /// K in the header.
+        k: u64,
+        /// N in the header.
+        n: u64,
+        /// Data bytes in the header.
+        stated: u64,
+    },
+    /// The blob's length is not the header plus the stated data.
+    WrongLength {
+        /// Header plus data.
+        expected: u64,
+        /// Bytes the blob has.
+        len: usize,
+    },
+    /// The checksum does not match: the blob was damaged.
+    Checksum {
+        /// The checksum in the header.
+        stored: u32,
+        /// The checksum of the bytes.
+        computed: u32,
+    },
+    /// [`PackedBView::from_blob`] needs the blob at a 64-byte-aligned address, so that the
+    /// tiles it loads are aligned (use [`PackedB::from_bytes`], which copies, otherwise).
+    Misaligned {
+        /// The blob's address modulo 64.
+        offset: usize,
+    },
+}
+
+impl fmt::Display for BlobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlobError::Truncated { len } => write!(
+                f,
+                "the blob has {len} bytes, fewer than the {HEADER_BYTES}-byte header"
+            ),
+            BlobError::BadMagic => f.write_str("not a packed-weights blob (bad magic)"),
+            BlobError::UnsupportedVersion(v) => {
+                write!(f, "packed-weights format version {v} is not supported (this crate reads {VERSION})")
+            }
+            BlobError::WrongPrecision { expected, found } => match dtype_of(*found) {
+                Some(found) => write!(f, "the blob holds {found} weights, not {expected}"),
+                None => write!(f, "the blob's precision code {found} is unknown (expected {expected})"),
+            },
+            BlobError::UnsupportedLayout(l) => write!(f, "packed layout {l} is not supported"),
+            BlobError::NonZeroReserved { offset } => {
+                write!(f, "header byte {offset} is reserved and must be zero")
+            }
+            BlobError::InconsistentSize { k, n, stated } => write!(
+                f,
+                "K = {k} and N = {n} do not pack to the stated {stated} bytes"
+            ),
+            BlobError::WrongLength { expected, len } => write!(
+                f,
+                "the blob has {len} bytes; its header says {expected}"
+            ),
+            BlobError::Checksum { stored, computed } => write!(
+                f,
+                "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the blob is damaged"
+            ),
+            BlobError::Misaligned { offset } => write!(
+                f,
+                "the blob starts {offset} bytes past a 64-byte boundary; a view needs it aligned"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BlobError {}
+
+/// The blob's code of a precision.
+fn code_of(dtype: DType) -> u8 {
+    match dtype {
+        DType::Int8 => 0,
+        DType::U8S8 => 1,
+        DType::Bf16 => 2,
+    }
+}
+
+fn dtype_of(code: u8) -> Option<DType> {
+    DType::ALL.into_iter().find(|d| code_of(*d) == code)
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// The header of `k x n` weights of `P` whose packed data is `data`.
+fn header<P: Precision>(k: usize, n: usize, data: &[u8]) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h[10] = code_of(P::DTYPE);
+    h[11] = LAYOUT;
+    h[16..24].copy_from_slice(&(k as u64).to_le_bytes());
+    h[24..32].copy_from_slice(&(n as u64).to_le_bytes());
+    h[32..40].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    let crc = checksum(&h[..CHECKED_HEADER], data);
+    h[40..44].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn checksum(header: &[u8], data: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(header);
+    hasher.update(data);
+    hasher.finalize()
+}
+
+/// Checks `blob` as weights of `P` and returns (K, N, the packed data).
+fn parse<P: Precision>(blob: &[u8]) -> Result<(usize, usize, &[u8]), BlobError> {
+    let Some(h) = blob.get(..HEADER_BYTES) else {
+        return Err(BlobError::Truncated { len: blob.len() });
+    };
+    if h[0..8] != MAGIC {
+        return Err(BlobError::BadMagic);
+    }
+    let version = u16::from_le_bytes([h[8], h[9]]);
+    if version != VERSION {
+        return Err(BlobError::UnsupportedVersion(version));
+    }
+    if h[10] != code_of(P::DTYPE) {
+        return Err(BlobError::WrongPrecision {
+            expected: P::DTYPE,
+            found: h[10],
+        });
+    }
+    if h[11] != LAYOUT {
+        return Err(BlobError::UnsupportedLayout(h[11]));
+    }
+    if let Some(offset) = (12..16).chain(44..64).find(|&i| h[i] != 0) {
+        return Err(BlobError::NonZeroReserved { offset });
+    }
+    let (k, n, stated) = (u64_at(h, 16), u64_at(h, 24), u64_at(h, 32));
+    let inconsistent = BlobError::InconsistentSize { k, n, stated };
+    let (Ok(k_us), Ok(n_us)) = (usize::try_from(k), usize::try_from(n)) else {
+        return Err(inconsistent);
+    };
+    match PackedB::<P>::layout_of(k_us, n_us) {
+        Ok((_, _, total)) if total as u64 == stated => {}
+        _ => return Err(inconsistent),
+    }
+    let expected = stated.checked_add(HEADER_BYTES as u64);
+    if expected != Some(blob.len() as u64) {
+        return Err(BlobError::WrongLength {
+            expected: expected.unwrap_or(u64::MAX),
+            len: blob.len(),
+        });
+    }
+    let data = &blob[HEADER_BYTES..];
+    let stored = u32::from_le_bytes([h[40], h[41], h[42], h[43]]);
+    let computed = checksum(&h[..CHECKED_HEADER], data);
+    if stored != computed {
+        return Err(BlobError::Checksum { stored, computed });
+    }
+    Ok((k_us, n_us, data))
+}
+
+impl<P: Precision> PackedB<P> {
+    /// The weights as a blob (see the [format](crate::blob)): a 64-byte header, then the packed
+    /// data. Write it to a file once; load it with [`PackedB::from_bytes`] or, without a copy,
+    /// [`PackedBView::from_blob`].
+    ///
+    /// ```
+    /// use amx_gemm::{Int8, PackedB};
+    ///
+    /// let b: Vec<i8> = (0..64 * 40).map(|i| (i % 7) as i8).collect();
+    /// let packed = PackedB::<Int8>::pack(&b, 64, 40, 40).unwrap();
+    /// let blob = packed.to_bytes();
+    /// let back = PackedB::<Int8>::from_bytes(&blob).unwrap();
+    /// assert_eq!((back.k(), back.n(), back.get(5, 7)), (64, 40, Some(b[5 * 40 + 7])));
+    /// assert!(PackedB::<Int8>::from_bytes(&blob[..100]).is_err());
+    /// ```
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let data = self.view().packed_bytes();
+        let mut out = Vec::with_capacity(HEADER_BYTES + data.len());
+        out.extend_from_slice(&header::<P>(self.k(), self.n(), data));
+        out.extend_from_slice(data);
+        out
+    }
+
+    /// Reads a blob written by [`PackedB::to_bytes`] into newly allocated, aligned storage.
+    ///
+    /// # Errors
+    /// [`BlobError`] for anything but an intact blob of weights of `P`; nothing is allocated
+    /// before the header and the length are checked.
+    pub fn from_bytes(blob: &[u8]) -> Result<PackedB<P>, BlobError> {
+        let (k, n, data) = parse::<P>(blob)?;
+        // The size was checked against the layout of K and N, so only an allocation failure
+        // remains.
+        PackedB::from_packed_data(k, n, data).map_err(|_| BlobError::InconsistentSize {
+            k: k as u64,
+            n: n as u64,
+            stated: data.len() as u64,
+        })
+    }
+}
+
+impl<'a, P: Precision> PackedBView<'a, P> {
+    /// Weights read in place from a blob written by [`PackedB::to_bytes`], without a copy: the
+    /// GEMM reads the tiles straight out of `blob` (e.g. a memory-mapped file). The blob must
+    /// start at a 64-byte-aligned address (a mapping does), so the tiles are aligned.
+    ///
+    /// ```
+    /// use amx_gemm::{Backend, Gemm, Int8, PackedB, PackedBView};
+    ///
+    /// let (m, n, k) = (3, 40, 64);
+    /// let b: Vec<i8> = (0..k * n).map(|i| (i % 5) as i8 - 2).collect();
+    /// let blob = PackedB::<Int8>::pack(&b, k, n, n).unwrap().to_bytes();
+    /// // A copy at a 64-byte-aligned address stands in for a mapped file here.
+    /// let mut buf = vec![0u8; blob.len() + 64];
+    /// let at = buf.as_ptr().align_offset(64);
+    /// buf[at..at + blob.len()].copy_from_slice(&blob);
+    /// let weights = PackedBView::<Int8>::from_blob(&buf[at..at + blob.len()]).unwrap();
+    /// let a = vec![1i8; m * k];
+    /// let mut c = vec![0i32; m * n];
+    /// Gemm::new().threads(1).backend(Backend::Emulated).run_view(m, &a, k, weights, &mut c, n).unwrap();
+    /// assert_eq!(c[0], (0..k).map(|p| i32::from(b[p * n])).sum::<i32>());
+    /// ```
+    ///
+    /// # Errors
+    /// [`BlobError`] for anything but an intact, aligned blob of weights of `P`.
+    pub fn from_blob(blob: &'a [u8]) -> Result<PackedBView<'a, P>, BlobError> {
+        let offset = blob.as_ptr() as usize % 64;
+        if offset != 0 {
+            return Err(BlobError::Misaligned { offset });
+        }
+        let (k, n, data) = parse::<P>(blob)?;
+        let (steps, panel_stride, _) =
+            PackedB::<P>::layout_of(k, n).map_err(|_| BlobError::InconsistentSize {
+                k: k as u64,
+                n: n as u64,
+                stated: data.len() as u64,
+            })?;
+        Ok(PackedBView {
+            k,
+            n,
+            steps,
+            panel_stride,
+            data,
+            _precision: std::marker::PhantomData,
+        })
+    }
+}
