@@ -15,6 +15,10 @@
 //! thread. The test fails unless at least [`MIN_SIGNALS`] of them arrived during the kernel,
 //! since fewer would prove nothing.
 //!
+//! Where the CPU lacks AMX, the silicon tests run on the trap engine: every tile instruction,
+//! the handler's included, is a trapped SIGILL, and the handler opens a
+//! `trap::HandlerScope` to get the state separation Linux gives it on the silicon.
+//!
 //! The handler stays installed after the tests (a late signal then finds no kernel thread and
 //! does nothing), and the tests in this file run one at a time.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -23,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use amx_runtime::{configure_on, Backend, Emulator, Hardware, TileConfig, TileUnit};
+use amx_runtime::{configure_on, Backend, Emulator, TileConfig, TileUnit};
 
 /// Deliveries on the kernel's thread needed for the test to mean something.
 const MIN_SIGNALS: usize = 200;
@@ -35,6 +39,9 @@ const MAX_DOTS: usize = 20_000_000;
 const MAX_BF16_DOTS: usize = 20_000;
 /// The timer period.
 const PERIOD_US: i64 = 100;
+/// The timer period on the trap engine, where the handler's own ten tile instructions are ten
+/// trapped signals: at 100 us the handler would never finish before the next one.
+const TRAPPED_PERIOD_US: i64 = 2000;
 /// How long a kernel may run before the test gives up waiting for signals.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -178,6 +185,10 @@ unsafe fn avx512_work(seed: f32) -> f32 {
 /// runs on the silicon.
 fn clobber_tiles() {
     use amx_runtime::intrinsics::*;
+    // Under the trap engine this program installed itself, the handler asks for what Linux
+    // gives it on the silicon: INIT tile state now, the interrupted state back on return. On
+    // the silicon it does nothing.
+    let _scope = amx_runtime::trap::handler_scope();
     let cfg = HANDLER_CONFIG.as_ptr();
     let data = HANDLER_DATA.as_ptr();
     // SAFETY: CLOBBER_TILES is set only after `Hardware::new()` succeeded (AMX-TILE, AMX-INT8
@@ -250,11 +261,11 @@ struct Alarm {
 }
 
 impl Alarm {
-    fn start() -> Alarm {
+    fn start(period_us: i64) -> Alarm {
         install_handler();
         KERNEL_TID.store(gettid(), Ordering::Release);
         let start = DELIVERED.load(Ordering::Relaxed);
-        set_timer(PERIOD_US);
+        set_timer(period_us);
         Alarm { start }
     }
 
@@ -426,7 +437,8 @@ fn check(backend: Backend, dot: Dot) {
 
     let config = kernel_config();
     let mut tiles = configure_on(backend, &config).expect("configure");
-    let alarm = Alarm::start();
+    let trapped = backend == Backend::Hardware && amx_runtime::trap::is_active();
+    let alarm = Alarm::start(if trapped { TRAPPED_PERIOD_US } else { PERIOD_US });
     let (c, dots, signals) = run_kernel(&mut *tiles, dot, &c0, &pairs, Some(&alarm), None, pad);
     drop(alarm);
     drop(tiles);
@@ -455,9 +467,9 @@ fn check(backend: Backend, dot: Dot) {
     assert!(c == expected, "{backend} {dot:?}: C differs from the reference after {dots} dot products and {signals} signals");
 }
 
-/// The silicon, or why the test is skipped.
+/// The silicon (or the trap engine where the CPU lacks AMX), or why the test is skipped.
 fn hardware() -> Option<Backend> {
-    match Hardware::new() {
+    match amx_runtime::trap::hardware() {
         Ok(_) if !amx_runtime::detect().amx_int8 => {
             println!(
                 "skipping {}: the CPU lacks AMX-INT8",

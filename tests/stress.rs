@@ -5,7 +5,8 @@
 //!
 //! On the emulator everywhere; on the silicon where AMX is usable (there the kernel saves and
 //! restores each thread's tile state at every context switch, which the threads provoke by
-//! yielding at random points of their kernels).
+//! yielding at random points of their kernels), else on the trap engine with
+//! [`TRAPPED_SWITCHES`] switches per thread (every instruction is a signal there).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -15,6 +16,17 @@ use amx_runtime::{configure_on, counters, Backend, Hardware, TileConfig};
 
 const THREADS: usize = 64;
 const SWITCHES: usize = 1000;
+/// Switches per thread on the trap engine.
+const TRAPPED_SWITCHES: usize = 100;
+
+/// Switches per thread on `backend`.
+fn switches(backend: Backend) -> usize {
+    if backend == Backend::Hardware && amx_runtime::trap::is_active() {
+        TRAPPED_SWITCHES
+    } else {
+        SWITCHES
+    }
+}
 
 /// One configuration and the dot product it runs: C (`m` x `n` i32) += A (`m` x `4k` i8) x
 /// B (`k` x `4n` i8, four bytes of one column per dword).
@@ -114,7 +126,7 @@ fn maybe_yield(rng: &mut Rng) {
     }
 }
 
-/// One thread's work: `SWITCHES` configure + dot product, each checked. Returns the number of
+/// One thread's work: `switches(backend)` configure + dot product, each checked. Returns the number of
 /// wrong results and a description of the first.
 fn worker(backend: Backend, id: usize, start: &Barrier) -> (usize, Option<String>) {
     let kernels = kernels();
@@ -127,7 +139,8 @@ fn worker(backend: Backend, id: usize, start: &Barrier) -> (usize, Option<String
     };
     start.wait();
     let before = counters();
-    for i in 0..SWITCHES {
+    let switches = switches(backend);
+    for i in 0..switches {
         // Consecutive switches always change the configuration: every one is an LDTILECFG.
         let kernel = &kernels[(i + id) % kernels.len()];
         let (m, n, k) = (kernel.m, kernel.n, kernel.k);
@@ -169,9 +182,9 @@ fn worker(backend: Backend, id: usize, start: &Barrier) -> (usize, Option<String
     let after = counters();
     let loads = after.loads - before.loads;
     let skipped = after.skipped - before.skipped;
-    if loads != SWITCHES as u64 || skipped != 0 {
+    if loads != switches as u64 || skipped != 0 {
         report(format!(
-            "thread {id}: {loads} LDTILECFGs and {skipped} skipped loads for {SWITCHES} switches"
+            "thread {id}: {loads} LDTILECFGs and {skipped} skipped loads for {switches} switches"
         ));
     }
     (wrong, first)
@@ -199,7 +212,8 @@ fn stress(backend: Backend) {
     }
     let wrong = wrong.load(Ordering::Relaxed);
     println!(
-        "{backend}: {THREADS} threads x {SWITCHES} switches in {:.2?}, {wrong} wrong",
+        "{backend}: {THREADS} threads x {} switches in {:.2?}, {wrong} wrong",
+        switches(backend),
         start.elapsed()
     );
     assert_eq!(
@@ -210,6 +224,18 @@ fn stress(backend: Backend) {
     );
 }
 
+/// The silicon, or the trap engine where the CPU lacks AMX.
+fn silicon() -> Result<Hardware, amx_runtime::Unavailable> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        amx_runtime::trap::hardware()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        Hardware::new()
+    }
+}
+
 #[test]
 fn stress_emulated() {
     stress(Backend::Emulated);
@@ -217,7 +243,7 @@ fn stress_emulated() {
 
 #[test]
 fn stress_hardware() {
-    if let Err(why) = Hardware::new() {
+    if let Err(why) = silicon() {
         println!("skipping stress_hardware: {why}");
         return;
     }

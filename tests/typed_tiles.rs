@@ -143,7 +143,12 @@ tilecfg! {
 /// Every backend usable here (the typed path differs: unchecked instructions on the silicon).
 fn backends() -> Vec<amx_runtime::Backend> {
     let mut out = vec![amx_runtime::Backend::Emulated];
-    match amx_runtime::Hardware::new() {
+    // The silicon, or the trap engine where the CPU lacks AMX.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    let hw = amx_runtime::trap::hardware();
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let hw = amx_runtime::Hardware::new();
+    match hw {
         Ok(_) => out.push(amx_runtime::Backend::Hardware),
         Err(why) => eprintln!(
             "skipping {} on the hardware backend: {why}",
@@ -224,7 +229,11 @@ fn reloading_the_same_configuration_behind_typed_tiles_is_accepted() {
 #[test]
 fn another_hardware_handle_changing_the_configuration_is_noticed() {
     use amx_runtime::Hardware;
-    let Ok(_) = Hardware::new() else {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    let hw = amx_runtime::trap::hardware();
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let hw = Hardware::new();
+    let Ok(_) = hw else {
         println!("skipping another_hardware_handle_changing_the_configuration_is_noticed: the silicon is not usable here");
         return;
     };

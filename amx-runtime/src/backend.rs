@@ -1,5 +1,10 @@
 //! Backend choice: the silicon when it is usable, the emulator otherwise, overridable with the
-//! `AMX_BACKEND` environment variable (`hardware`, `emulated` or `auto`).
+//! `AMX_BACKEND` environment variable (`hardware`, `emulated`, `trapped` or `auto`).
+//!
+//! `trapped` is not a third backend: it installs the [`trap`](crate::trap) engine where the CPU
+//! lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline asm, every
+//! instruction trapping to the engine's emulator) runs everywhere; where the CPU has AMX it is
+//! the silicon itself.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -35,16 +40,20 @@ pub enum BackendChoice {
     Hardware,
     /// The emulator, even where the hardware is usable.
     Emulated,
+    /// The hardware code path: the silicon where it is usable, else the
+    /// [`trap`](crate::trap) engine executing the silicon's instructions one trap at a time.
+    Trapped,
 }
 
 impl BackendChoice {
-    /// Parses `hardware`, `emulated` or `auto` (any case; surrounding blanks ignored; empty is
-    /// `auto`).
+    /// Parses `hardware`, `emulated`, `trapped` or `auto` (any case; surrounding blanks
+    /// ignored; empty is `auto`).
     pub fn parse(text: &str) -> Result<BackendChoice, BackendError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(BackendChoice::Auto),
             "hardware" | "hw" => Ok(BackendChoice::Hardware),
             "emulated" | "emulator" | "emu" => Ok(BackendChoice::Emulated),
+            "trapped" | "trap" => Ok(BackendChoice::Trapped),
             _ => Err(BackendError::InvalidChoice(text.to_owned())),
         }
     }
@@ -67,6 +76,9 @@ impl BackendChoice {
             BackendChoice::Hardware => Hardware::new()
                 .map(|_| Backend::Hardware)
                 .map_err(BackendError::HardwareUnavailable),
+            BackendChoice::Trapped => crate::trap::hardware()
+                .map(|_| Backend::Hardware)
+                .map_err(BackendError::HardwareUnavailable),
             BackendChoice::Auto => Ok(match Hardware::new() {
                 Ok(_) => Backend::Hardware,
                 Err(_) => Backend::Emulated,
@@ -78,7 +90,7 @@ impl BackendChoice {
 /// Why no backend could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendError {
-    /// `AMX_BACKEND` holds something other than `hardware`, `emulated` or `auto`.
+    /// `AMX_BACKEND` holds something other than `hardware`, `emulated`, `trapped` or `auto`.
     InvalidChoice(String),
     /// The hardware was asked for but cannot be used here.
     HardwareUnavailable(Unavailable),
@@ -89,7 +101,7 @@ impl fmt::Display for BackendError {
         match self {
             BackendError::InvalidChoice(text) => write!(
                 f,
-                "AMX_BACKEND is {text:?}; it must be `hardware`, `emulated` or `auto`"
+                "AMX_BACKEND is {text:?}; it must be `hardware`, `emulated`, `trapped` or `auto`"
             ),
             BackendError::HardwareUnavailable(why) => {
                 write!(f, "the hardware backend was asked for, but {why}")

@@ -37,11 +37,6 @@ mod unit;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
-/// The trait [`detect_with`](detect::detect_with) takes, and the result its reader returns,
-/// from `raw-cpuid`: a CPUID dump replays without a dependency of its own. (Only these two are
-/// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,
-/// which then print the typed tiles' types with full paths.)
-pub use raw_cpuid::{CpuIdReader, CpuIdResult};
 pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
@@ -51,6 +46,11 @@ pub use context::{
 };
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{ConfigError, Fault};
+/// The trait [`detect_with`](detect::detect_with) takes, and the result its reader returns,
+/// from `raw-cpuid`: a CPUID dump replays without a dependency of its own. (Only these two are
+/// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,
+/// which then print the typed tiles' types with full paths.)
+pub use raw_cpuid::{CpuIdReader, CpuIdResult};
 pub use typed::{configure_typed, configure_typed_on, TypedTiles};
 pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES, TILE_BYTES};
 

@@ -2,8 +2,11 @@
 //! on the silicon, through the safe [`Hardware`] API, cross-checked against the raw
 //! instructions and the [`Emulator`].
 //!
-//! Every test needs AMX and prints `skipping <test>: <reason>` without it (except
-//! `probe_machinery_reports_signals`, which checks the test's own fork-and-wait helper anywhere).
+//! Every test runs on the silicon where the CPU has AMX, else on the trap engine (the same raw
+//! instructions, each trapping to the emulator), and prints `skipping <test>: <reason>` where
+//! neither can run (except `probe_machinery_reports_signals`, which checks the test's own
+//! fork-and-wait helper anywhere). Under the engine the signal frame holds no tile state, so L2
+//! is checked there by resuming after the #GP and reading the configuration back.
 //!
 //! The safe API never executes an instruction that would fault, so a refusal it returns says
 //! nothing about the silicon by itself. Where a statement is about a fault, the test also runs
@@ -18,7 +21,7 @@
 //! checked by `hardware_encoding.rs`).
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use amx_runtime::intrinsics::*;
 use amx_runtime::rules::image;
@@ -27,9 +30,10 @@ use amx_runtime::{Emulator, Fault, Hardware, TileShape, TileUnit, TILE_BYTES};
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// The hardware unit, or `None` after printing why the test is skipped.
+/// The hardware unit (the silicon, or the trap engine where the CPU lacks AMX), or `None` after
+/// printing why the test is skipped.
 fn hardware(test: &str) -> Option<Hardware> {
-    match Hardware::new() {
+    match amx_runtime::trap::hardware() {
         Ok(hw) => Some(hw),
         Err(why) => {
             println!("skipping {test}: {why}");
@@ -185,7 +189,11 @@ static EXPECTED_TILECFG: [AtomicU8; 64] = [const { AtomicU8::new(0) }; 64];
 /// CPUID.(0xD,17).EBX: where XSAVE (standard format) puts TILECFG.
 static TILECFG_OFFSET: AtomicUsize = AtomicUsize::new(0);
 
-/// SIGSEGV handler: reads the XSAVE image of the signal frame and exits with a `frame` code.
+/// Set by [`inspect_gp`] under the trap engine, which resumes after the #GP.
+static TRAPPED_GP: AtomicBool = AtomicBool::new(false);
+
+/// SIGSEGV handler: reads the XSAVE image of the signal frame and exits with a `frame` code
+/// (under the trap engine: resumes after the instruction, see [`ldtilecfg_fault_frame`]).
 extern "C" fn inspect_gp(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     const SI_KERNEL: i32 = 0x80;
     const FP_XSTATE_MAGIC1: u32 = 0x4650_5853;
@@ -200,6 +208,25 @@ extern "C" fn inspect_gp(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
     };
     if code != SI_KERNEL {
         exit(frame::NOT_GP);
+    }
+    if amx_runtime::trap::is_active() {
+        // No tile state in the frame: resume after the instruction, and let the child read
+        // the configuration back.
+        // SAFETY: the context of an SA_SIGINFO handler; RIP points at the faulting
+        // instruction, whose bytes are mapped readable.
+        unsafe {
+            let uc = &mut *(ctx as *mut libc::ucontext_t);
+            let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as *const u8;
+            let code = std::slice::from_raw_parts(rip, 15);
+            match amx_runtime::trap::decode::decode(code) {
+                amx_runtime::trap::decode::Decoded::Amx(i) => {
+                    uc.uc_mcontext.gregs[libc::REG_RIP as usize] += i64::from(i.len);
+                    TRAPPED_GP.store(true, Ordering::SeqCst);
+                    return;
+                }
+                _ => exit(frame::NOT_GP),
+            }
+        }
     }
     if fp.is_null() {
         exit(frame::NO_XSAVE);
@@ -252,6 +279,16 @@ fn ldtilecfg_fault_frame(previous: &[u8; 64], image: &[u8; 64]) -> Outcome {
         unsafe {
             _tile_loadconfig(previous.as_ptr());
             _tile_loadconfig(image.as_ptr());
+        }
+        if TRAPPED_GP.load(Ordering::SeqCst) {
+            let mut now = [0u8; 64];
+            // SAFETY: STTILECFG writes 64 bytes.
+            unsafe { _tile_storeconfig(now.as_mut_ptr()) };
+            return if &now == previous {
+                frame::GP_PREVIOUS_KEPT
+            } else {
+                frame::CHANGED
+            };
         }
         frame::NO_FAULT
     })

@@ -1,5 +1,7 @@
 //! The permission is per process: a `fork` child inherits it, an `exec`ed program starts without
-//! it. Both tests skip, saying why, where the permission cannot be granted (no AMX).
+//! it. Where the CPU lacks AMX both run under the trap engine (which answers the permission as
+//! Linux on AMX does; the exec'd child installs its own, which starts without the permission),
+//! and skip, saying why, where neither the kernel nor the engine can grant it.
 
 #![cfg(target_os = "linux")]
 
@@ -10,9 +12,18 @@ use amx_runtime::permit::{permission_state, request_permission, PermissionState}
 /// Tells the re-executed test binary to run the exec child branch.
 const CHILD_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_CHILD";
 
-/// Requests the permission in this process, or says why the test is skipped.
+/// Tells the exec child that the parent ran under the trap engine.
+const TRAPPED_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_TRAPPED";
+
+/// Requests the permission in this process (installing the trap engine where the kernel
+/// cannot grant it), or says why the test is skipped.
 fn granted_here() -> bool {
-    match request_permission() {
+    let mut result = request_permission();
+    #[cfg(target_arch = "x86_64")]
+    if result.is_err() && amx_runtime::trap::install().is_ok() {
+        result = request_permission();
+    }
+    match result {
         Ok(()) => {
             assert_eq!(permission_state(), PermissionState::Granted);
             true
@@ -68,6 +79,10 @@ fn exec_child() {
     if std::env::var_os(CHILD_ENV).is_none() {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var(TRAPPED_ENV).is_ok_and(|v| v == "1") {
+        amx_runtime::trap::install().unwrap();
+    }
     println!("exec child: before: {:?}", permission_state());
     println!("exec child: request: {:?}", request_permission());
     println!("exec child: after: {:?}", permission_state());
@@ -87,6 +102,14 @@ fn exec_clears_the_permission() {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, "1")
+        .env(
+            TRAPPED_ENV,
+            if amx_runtime::trap::is_active() {
+                "1"
+            } else {
+                ""
+            },
+        )
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

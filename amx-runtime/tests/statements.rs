@@ -1,6 +1,7 @@
 //! The numbered statements of SEMANTICS.md sections 2-8 (LDTILECFG, STTILECFG, TILERELEASE,
 //! TILEZERO, TILELOADD, TILESTORED, TDP*), each run on the emulator everywhere and on the silicon
-//! where it is usable (skipped with the reason elsewhere).
+//! code path where it can run: the silicon, or the trap engine on x86-64 Linux without AMX
+//! (skipped with the reason elsewhere).
 //!
 //! Statements that need tile data the silicon can only get through XRSTOR (prefilled bytes past a
 //! tile's shape) are checked on the emulator with `Emulator::set_tile`.
@@ -24,7 +25,7 @@ macro_rules! on_both {
 
             #[test]
             fn hardware() {
-                match Hardware::new() {
+                match super::silicon() {
                     Ok(mut hw) => {
                         run(&mut hw);
                         hw.tilerelease();
@@ -34,6 +35,18 @@ macro_rules! on_both {
             }
         }
     )*};
+}
+
+/// The silicon, or the trap engine where the CPU lacks AMX.
+fn silicon() -> Result<Hardware, amx_runtime::Unavailable> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        amx_runtime::trap::hardware()
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        Hardware::new()
+    }
 }
 
 /// A palette-1 image with the given (tile, rows, colsb) and start_row.

@@ -1,14 +1,19 @@
 //! Configured-state tracking: skipped reloads, counters, one guard per thread, panic safety, and
-//! thread isolation, on the emulator everywhere and on the silicon where usable.
+//! thread isolation, on the emulator everywhere and on the silicon code path where it can run
+//! (the silicon, or the trap engine on x86-64 Linux without AMX).
 
 use amx_runtime::rules::image;
 use amx_runtime::{
-    configure_on, counters, release_on, Backend, ConfigureError, Hardware, TileConfig, TileShape,
+    configure_on, counters, release_on, Backend, ConfigureError, TileConfig, TileShape,
 };
 
 fn backends() -> Vec<Backend> {
     let mut out = vec![Backend::Emulated];
-    match Hardware::new() {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    let hw = amx_runtime::trap::hardware();
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    let hw = amx_runtime::Hardware::new();
+    match hw {
         Ok(_) => out.push(Backend::Hardware),
         Err(why) => eprintln!(
             "skipping {} on the hardware backend: {why}",

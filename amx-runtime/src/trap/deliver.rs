@@ -241,7 +241,14 @@ pub(crate) fn siginfo(sig: libc::c_int, code: libc::c_int, addr: u64) -> libc::s
 /// Kills the process with `sig` as the kernel's default action would (core dump included),
 /// `info` being what the signal carries.
 fn die(sig: libc::c_int, info: &libc::siginfo_t) -> ! {
-    reset_to_default(sig);
+    // The kernel's table too, even for a signal the engine occupies: the default action must
+    // be the kernel's.
+    if owned(sig) {
+        record(sig, Action::DEFAULT);
+    }
+    let dfl = Action::DEFAULT.to_c();
+    // SAFETY: `dfl` is a valid sigaction.
+    unsafe { real_sigaction(sig, &dfl, std::ptr::null_mut()) };
     // SAFETY: plain system calls on this process and thread; `info` is a valid siginfo_t that
     // the kernel copies. Queueing a kernel-style si_code is allowed to the own process.
     unsafe {

@@ -131,7 +131,32 @@ fn dot_half(
         unsafe { avx512::dot_half(c, a, b, m, n, k, half) };
         return;
     }
+    // The silicon neither reads nor writes MXCSR (section 10), but the scalar path's `f32`
+    // arithmetic sets its sticky exception flags: give the caller its own MXCSR back.
+    #[cfg(target_arch = "x86_64")]
+    let mxcsr = read_mxcsr();
     scalar::dot_half(c, a, b, m, n, k, half);
+    #[cfg(target_arch = "x86_64")]
+    write_mxcsr(mxcsr);
+}
+
+#[cfg(target_arch = "x86_64")]
+fn read_mxcsr() -> u32 {
+    let mut value = 0u32;
+    // SAFETY: STMXCSR writes 4 bytes to `value`, a live local; SSE is baseline on x86-64.
+    unsafe {
+        core::arch::asm!("stmxcsr [{}]", in(reg) &mut value, options(nostack, preserves_flags))
+    };
+    value
+}
+
+#[cfg(target_arch = "x86_64")]
+fn write_mxcsr(value: u32) {
+    // SAFETY: LDMXCSR reads 4 bytes from `value`, an MXCSR value STMXCSR produced (no reserved
+    // bit set), restoring the caller's floating-point environment.
+    unsafe {
+        core::arch::asm!("ldmxcsr [{}]", in(reg) &value, options(nostack, readonly, preserves_flags))
+    };
 }
 
 /// The fp32 bit pattern of a bfloat16 value: `h << 16` (exact by construction).
