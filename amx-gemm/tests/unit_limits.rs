@@ -19,6 +19,10 @@ use amx_runtime::{
 };
 
 thread_local! {
+    /// Whether this thread's allocations load [`ATTACK`] through a second hardware unit.
+    static ATTACKING: Cell<bool> = const { Cell::new(false) };
+    /// Loads [`ATTACK`] made while a tile guard was alive on this thread.
+    static ATTACKS: Cell<usize> = const { Cell::new(0) };
     /// Whether this thread's allocations are watched.
     static ARMED: Cell<bool> = const { Cell::new(false) };
     /// Allocations made while a tile guard was alive on this thread.
@@ -35,6 +39,19 @@ unsafe impl GlobalAlloc for Probe {
         if ARMED.with(Cell::get) && tmul_limits_on(Backend::Emulated) == Err(ConfigureError::Busy) {
             UNDER_GUARD.with(|n| n.set(n.get() + 1));
         }
+        // `replace(false)`: the attack itself may allocate; it must not recurse.
+        if ATTACKING.with(|a| a.replace(false)) {
+            // What a hostile (or merely careless) allocator can do through the safe API: load
+            // a configuration of its own with a second hardware unit. The GEMM's guard is
+            // `Busy` on this thread only for `configure`, not for a `Hardware` value.
+            if let Ok(mut hw) = amx_runtime::Hardware::new() {
+                use amx_runtime::TileUnit;
+                if hw.ldtilecfg(ATTACK.as_bytes()).is_ok() {
+                    ATTACKS.with(|n| n.set(n.get() + 1));
+                }
+            }
+            ATTACKING.with(|a| a.set(true));
+        }
         // SAFETY: the caller's contract for `alloc`, passed on.
         unsafe { System.alloc(layout) }
     }
@@ -47,6 +64,13 @@ unsafe impl GlobalAlloc for Probe {
 
 #[global_allocator]
 static ALLOCATOR: Probe = Probe;
+
+/// Every tile the largest the palette allows: loaded under an edge configuration, its stores
+/// would write 16 rows of 64 bytes where the edge has fewer.
+static ATTACK: amx_runtime::TileConfig = amx_runtime::tilecfg! {
+    palette 1;
+    t0: 16x64; t1: 16x64; t2: 16x64; t3: 16x64; t4: 16x64; t5: 16x64; t6: 16x64; t7: 16x64;
+};
 
 /// `m x n x k` of `P` on this thread's emulator: the result of the call, and C.
 fn gemm<P: Precision>(m: usize, n: usize, k: usize) -> (Result<(), GemmError>, Vec<P::C>, bool) {
@@ -125,6 +149,41 @@ fn nothing_is_allocated_while_a_configuration_is_held() {
                 under, 0,
                 "{m}x{n}x{k}: {under} allocations under a tile guard"
             );
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// The silicon code path (natively, or under the trap engine where the CPU lacks AMX) with an
+/// allocator that loads another configuration whenever it runs: the GEMM allocates nothing
+/// under its configuration, so the attack never lands between a configure and the unchecked
+/// instructions, and the results are right.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn an_allocator_that_reconfigures_cannot_reach_the_silicon_path() {
+    if let Err(why) = amx_runtime::trap::hardware() {
+        eprintln!("skipping an_allocator_that_reconfigures_cannot_reach_the_silicon_path: {why}");
+        return;
+    }
+    std::thread::spawn(|| {
+        // Edges only, so every micro-kernel runs on the unchecked silicon path.
+        for (m, n, k) in [(20, 31, 64), (9, 12, 70)] {
+            let a = amx_gemm::measure::random::<i8>(m * k, 1);
+            let b = amx_gemm::measure::random::<i8>(k * n, 2);
+            let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+            // C exactly as large as it must be: a store of too many rows would run past it.
+            let mut c = vec![0i32; m * n];
+            ATTACKS.with(|n| n.set(0));
+            ATTACKING.with(|a| a.set(true));
+            let ran = Gemm::new()
+                .threads(1)
+                .backend(Backend::Hardware)
+                .run(m, &a, k, &packed, &mut c, n);
+            ATTACKING.with(|a| a.set(false));
+            ran.unwrap();
+            assert!(ATTACKS.with(Cell::get) > 0, "the attack never ran");
+            reference::verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
         }
     })
     .join()
