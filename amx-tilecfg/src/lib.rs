@@ -36,7 +36,7 @@ pub mod validate;
 pub use operands::{check_dot, DotKind, DotMismatch, TmulLimits};
 pub use palette::{Palette, PaletteTable};
 pub use rules::{Field, NoSuchTile, Rule, RuleKind, Violation};
-pub use shape::{ElemType, TileShape};
+pub use shape::{ElemType, ParseElemTypeError, TileShape};
 pub use validate::{validate, Report};
 
 /// The crate's README, whose examples run as doctests.

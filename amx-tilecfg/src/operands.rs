@@ -172,6 +172,8 @@ impl fmt::Display for DotMismatch {
     }
 }
 
+impl core::error::Error for DotMismatch {}
+
 /// Checks the operands `C += A x B` of a tile dot product, given each tile's register number
 /// and its shape in the loaded configuration. Returns the first mismatch in a fixed order:
 /// aliasing, unused tiles, colsb % 4, M, K, N, then the TMUL limits.

@@ -113,7 +113,10 @@ pub struct Violation {
     pub offset: u8,
     /// The value found there.
     pub value: u32,
-    /// The limit the value breaks (the largest allowed value, or the value it must match).
+    /// The limit the value breaks. For the palette id, colsb and rows: the largest allowed
+    /// value. For a reserved byte, and for rows or colsb set without the other: 0. For a tile
+    /// past max_names: max_names. For colsb % 4: 4. For start_row: the tile's rows, which it
+    /// must stay below.
     pub limit: u32,
     /// The palette id of the image.
     pub palette: u8,
@@ -194,6 +197,8 @@ impl fmt::Display for Violation {
     }
 }
 
+impl core::error::Error for Violation {}
+
 /// A tile number past the palette's tile names (e.g. `t8` with palette 1). The image has no
 /// slot for it, so it is not a [`Violation`] of an image but a mistake in naming a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -228,3 +233,5 @@ impl fmt::Display for NoSuchTile {
         }
     }
 }
+
+impl core::error::Error for NoSuchTile {}

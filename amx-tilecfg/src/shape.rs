@@ -1,6 +1,7 @@
 //! Tile shapes and the element types a tile may hold.
 
 use core::fmt;
+use core::str::FromStr;
 
 /// The shape of one tile: `rows` rows of `colsb` bytes each.
 ///
@@ -85,7 +86,9 @@ impl ElemType {
         }
     }
 
-    /// The element type named `name` in the DSL, if any.
+    /// The element type named `name` in the DSL, if any. Names are exact: lower case, no
+    /// surrounding spaces. [`str::parse`] does the same and gives a [`ParseElemTypeError`]
+    /// instead of `None`.
     pub fn from_name(name: &str) -> Option<ElemType> {
         ElemType::ALL.into_iter().find(|t| t.name() == name)
     }
@@ -96,3 +99,47 @@ impl fmt::Display for ElemType {
         f.write_str(self.name())
     }
 }
+
+/// Parses the DSL's name of an element type, exactly as [`ElemType::from_name`] does.
+///
+/// ```
+/// use amx_tilecfg::ElemType;
+///
+/// assert_eq!("bf16".parse::<ElemType>(), Ok(ElemType::Bf16));
+/// let err = "f64".parse::<ElemType>().unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "unknown element type; expected one of i8, u8, bf16, f16, i32, f32"
+/// );
+/// ```
+impl FromStr for ElemType {
+    type Err = ParseElemTypeError;
+
+    fn from_str(name: &str) -> Result<ElemType, ParseElemTypeError> {
+        ElemType::from_name(name).ok_or(ParseElemTypeError { _private: () })
+    }
+}
+
+/// The text given to [`ElemType`]'s [`FromStr`] names no element type.
+///
+/// It does not hold the text: the crate does not allocate, and the caller still has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParseElemTypeError {
+    // Private, so that the error can carry more detail later without a breaking change.
+    _private: (),
+}
+
+impl fmt::Display for ParseElemTypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown element type; expected one of ")?;
+        for (i, t) in ElemType::ALL.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(t.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl core::error::Error for ParseElemTypeError {}

@@ -7,8 +7,12 @@ use crate::rules::{Rule, RuleKind, Violation};
 /// More violations than any image can have (38 reserved bytes, 8 tiles x 4, palette).
 pub const CAPACITY: usize = 80;
 
-/// Every violation found in one image, in byte order within each pass (load rules, then use
-/// rules). A fixed-capacity list, so the rules stay `no_std` and allocation-free.
+/// Every violation found in one image. A fixed-capacity list, so the rules stay `no_std` and
+/// allocation-free.
+///
+/// The order is fixed: the load-time violations first (the palette id, the reserved bytes in
+/// byte order, then tile by tile from t0, each tile's colsb before its rows), then the use-time
+/// ones (tile by tile, colsb % 4 before start_row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Report {
     items: [Option<Violation>; CAPACITY],
