@@ -438,7 +438,11 @@ fn check(backend: Backend, dot: Dot) {
     let config = kernel_config();
     let mut tiles = configure_on(backend, &config).expect("configure");
     let trapped = backend == Backend::Hardware && amx_runtime::trap::is_active();
-    let alarm = Alarm::start(if trapped { TRAPPED_PERIOD_US } else { PERIOD_US });
+    let alarm = Alarm::start(if trapped {
+        TRAPPED_PERIOD_US
+    } else {
+        PERIOD_US
+    });
     let (c, dots, signals) = run_kernel(&mut *tiles, dot, &c0, &pairs, Some(&alarm), None, pad);
     drop(alarm);
     drop(tiles);
