@@ -216,7 +216,7 @@ pub enum Operation {
     /// TILESTORED sibmem, tmm.
     Tilestored(u8),
     /// A dot product: C (ModRM.reg), A (ModRM.rm), B (VEX.vvvv).
-    Dot {
+    DotProduct {
         /// Which one.
         kind: DotKind,
         /// The accumulator tile.
@@ -343,7 +343,7 @@ fn operation(f: &VexFields) -> Option<Operation> {
                 _ => return None,
             };
             let (a, b) = (f.rm(), f.vvvv);
-            (a < 8 && b < 8).then_some(Operation::Dot {
+            (a < 8 && b < 8).then_some(Operation::DotProduct {
                 kind,
                 c: tile?,
                 a,
@@ -377,7 +377,7 @@ mod tests {
         );
         assert_eq!(
             amx(&[0xC4, 0xE2, 0x53, 0x5E, 0xFE]).op,
-            Operation::Dot {
+            Operation::DotProduct {
                 kind: DotKind::Tdpbssd,
                 c: 7,
                 a: 6,
@@ -386,7 +386,7 @@ mod tests {
         );
         assert_eq!(
             amx(&[0xC4, 0xE2, 0x42, 0x5C, 0xE8]).op,
-            Operation::Dot {
+            Operation::DotProduct {
                 kind: DotKind::Tdpbf16ps,
                 c: 5,
                 a: 0,

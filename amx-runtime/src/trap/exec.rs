@@ -58,7 +58,7 @@ fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exce
         Operation::Tileloadd(t) | Operation::Tileloaddt1(t) | Operation::Tilestored(t) => {
             Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?)
         }
-        Operation::Dot { kind, c, a, b } => {
+        Operation::DotProduct { kind, c, a, b } => {
             if kind == DotKind::Tdpfp16ps && !model().amx_fp16() {
                 return Err(Exception::InvalidOpcode);
             }
@@ -98,7 +98,7 @@ fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exce
             load(unit, t, shape, &m, regs, next)
         }
         (Operation::Tilestored(t), Some(m), Some(shape)) => store(unit, t, shape, &m, regs, next),
-        (Operation::Dot { kind, c, a, b }, _, _) => match kind {
+        (Operation::DotProduct { kind, c, a, b }, _, _) => match kind {
             DotKind::Tdpbssd => unit.tdpbssd(c, a, b),
             DotKind::Tdpbsud => unit.tdpbsud(c, a, b),
             DotKind::Tdpbusd => unit.tdpbusd(c, a, b),
