@@ -1,9 +1,14 @@
 //! Each thread's emulated AMX state, and the save area that gives a signal handler the INIT
 //! state and the interrupted code its own state back.
 //!
-//! A thread-local with a constant initializer and no destructor: reaching it from a signal
-//! handler allocates nothing, takes no lock and registers nothing. `fork` copies it with the
-//! rest of the thread's memory; `exec` discards it.
+//! The state (about 90 KiB: the work stack below and three emulators) is mapped with `mmap`
+//! on a thread's first trapped instruction or handler entry, and found through a one-word
+//! thread-local with a constant initializer and no destructor: reaching it from a signal handler
+//! takes no lock and registers nothing (`mmap` is a plain system call, safe in a handler), and a
+//! program that links the runtime but never traps pays one word of thread-local storage per
+//! thread, not the whole state (a thread-local that held it would be copied into every new
+//! thread). The mapping lives as long as the process (a thread's exit cannot be observed from a
+//! handler). `fork` copies it with the rest of the thread's memory; `exec` discards it.
 //!
 //! The engine's SIGILL handler runs with every signal blocked, so while it executes an
 //! instruction nothing else on the thread touches the state; the handlers it calls run after
@@ -46,16 +51,55 @@ struct ThreadState {
 }
 
 thread_local! {
-    static STATE: ThreadState = const {
-        ThreadState {
-            work: UnsafeCell::new(WorkStack([0; WORK])),
-            working: Cell::new(false),
-            unit: UnsafeCell::new(Emulator::new_const()),
-            saved: UnsafeCell::new([const { Emulator::new_const() }; SAVE_SLOTS]),
-            frames: [const { Cell::new(0) }; 8],
-            depth: Cell::new(0),
-        }
+    /// This thread's state, once mapped.
+    static STATE: Cell<*mut ThreadState> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Runs `f` on this thread's state, mapping it first if the thread has none. `None` while the
+/// thread is being torn down or when the mapping fails (no memory: the instruction is then
+/// reported as the SIGILL it raised).
+fn with_state<R>(f: impl FnOnce(&ThreadState) -> R) -> Option<R> {
+    let mut state = STATE.try_with(Cell::get).ok()?;
+    if state.is_null() {
+        state = map_state()?;
+        STATE.try_with(|slot| slot.set(state)).ok()?;
+    }
+    // SAFETY: `state` was mapped and initialized by `map_state` for this thread and is never
+    // unmapped; only shared references are made to it (mutation goes through its cells).
+    Some(f(unsafe { &*state }))
+}
+
+/// Maps and initializes a thread's state.
+fn map_state() -> Option<*mut ThreadState> {
+    let size = std::mem::size_of::<ThreadState>();
+    // SAFETY: an anonymous private mapping of fresh, zeroed memory; no existing memory is
+    // affected.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
     };
+    if map == libc::MAP_FAILED {
+        return None;
+    }
+    let state = map.cast::<ThreadState>();
+    // SAFETY: the mapping is page-aligned (more than ThreadState's alignment) and `size` bytes
+    // long. Zero bytes are valid for every field but the emulators (the work stack, `false`,
+    // zero counters); the emulators are written in place, without a temporary on the small
+    // stack a handler may run on, before any reference to the state exists.
+    unsafe {
+        Emulator::init_in_place(std::ptr::addr_of_mut!((*state).unit).cast::<Emulator>());
+        let saved = std::ptr::addr_of_mut!((*state).saved).cast::<Emulator>();
+        for i in 0..SAVE_SLOTS {
+            Emulator::init_in_place(saved.add(i));
+        }
+    }
+    Some(state)
 }
 
 /// Runs `f` on this thread's emulated unit, on the work stack. `None` while the thread is
@@ -64,23 +108,21 @@ thread_local! {
 /// Must not be called from inside `f` (the engine never does: it is the handler's only entry to
 /// the state, and the handler blocks every signal).
 pub(crate) fn with_unit<R>(f: impl FnOnce(&mut Emulator) -> R) -> Option<R> {
-    STATE
-        .try_with(|s| {
-            let mut f = Some(f);
-            let mut out = None;
-            on_work_stack(s, &mut || {
-                if let Some(f) = f.take() {
-                    // SAFETY: the only other accesses are this function and `enter_handler`/
-                    // `leave_handler`, which never run while `f` does on this thread: the
-                    // engine's handler blocks every signal, and the handlers it calls run
-                    // outside `f`.
-                    out = Some(f(unsafe { &mut *s.unit.get() }));
-                }
-            });
-            out
-        })
-        .ok()
-        .flatten()
+    with_state(|s| {
+        let mut f = Some(f);
+        let mut out = None;
+        on_work_stack(s, &mut || {
+            if let Some(f) = f.take() {
+                // SAFETY: the only other accesses are this function and `enter_handler`/
+                // `leave_handler`, which never run while `f` does on this thread: the
+                // engine's handler blocks every signal, and the handlers it calls run
+                // outside `f`.
+                out = Some(f(unsafe { &mut *s.unit.get() }));
+            }
+        });
+        out
+    })
+    .flatten()
 }
 
 /// Calls `f` through a C-ABI function, for the stack switch.
@@ -126,7 +168,7 @@ pub(crate) fn tile(t: u8) -> Option<[u8; 1024]> {
 /// Opens a handler level at stack pointer `sp`: saves the state (while a slot is free) and
 /// leaves the handler the INIT state, as Linux does for a signal handler.
 pub(crate) fn enter_handler(sp: u64) {
-    let _ = STATE.try_with(|s| on_work_stack(s, &mut || enter(s, sp)));
+    let _ = with_state(|s| on_work_stack(s, &mut || enter(s, sp)));
 }
 
 fn enter(s: &ThreadState, sp: u64) {
@@ -172,7 +214,7 @@ fn copy(from: &Emulator, to: &mut Emulator) {
 
 /// Closes the innermost handler level: the interrupted state comes back.
 pub(crate) fn leave_handler() {
-    let _ = STATE.try_with(|s| on_work_stack(s, &mut || leave(s)));
+    let _ = with_state(|s| on_work_stack(s, &mut || leave(s)));
 }
 
 fn leave(s: &ThreadState) {

@@ -86,22 +86,32 @@ impl std::error::Error for UnsupportedTable {}
 
 impl Emulator {
     /// An emulator of the architectural AMX unit of every AMX CPU to date: palette 1 (8 tiles
-    /// of 16 rows x 64 bytes), TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all tile data zero.
+    /// of 16 rows x 64 bytes), TMUL limits K <= 16, N <= 64 bytes. Starts unconfigured with all
+    /// tile data zero.
     pub fn new() -> Emulator {
         Emulator::unconfigured(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
     }
 
-    /// [`Emulator::new`] in a constant context: the trap engine's per-thread state is a
-    /// thread-local with a constant initializer (no lazy registration, no destructor), so that
-    /// a signal handler can reach it without allocating.
-    pub(crate) const fn new_const() -> Emulator {
-        Emulator {
-            table: PaletteTable::ARCHITECTURAL,
-            architectural: true,
-            limits: TmulLimits::ARCHITECTURAL,
-            config: [0; 64],
-            epoch: 0,
-            tiles: [[0; TILE_BYTES]; TILES],
+    /// Writes [`Emulator::new`] to `this` field by field, without building the 8 KiB value
+    /// on the stack: the trap engine initializes its per-thread state this way from a signal
+    /// handler, which may run on a small alternate stack.
+    ///
+    /// # Safety
+    /// `this` is valid for writes of an `Emulator` and suitably aligned; whatever it held is
+    /// overwritten without being dropped (an `Emulator` owns nothing).
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) unsafe fn init_in_place(this: *mut Emulator) {
+        use std::ptr::addr_of_mut;
+        // SAFETY: the caller's contract: every field pointer is valid for a write.
+        unsafe {
+            addr_of_mut!((*this).table).write(PaletteTable::ARCHITECTURAL);
+            addr_of_mut!((*this).architectural).write(true);
+            addr_of_mut!((*this).limits).write(TmulLimits::ARCHITECTURAL);
+            addr_of_mut!((*this).config).write([0; 64]);
+            addr_of_mut!((*this).epoch).write(0);
+            addr_of_mut!((*this).tiles)
+                .cast::<u8>()
+                .write_bytes(0, TILES * TILE_BYTES);
         }
     }
 
