@@ -31,7 +31,7 @@ fn config() -> TileConfig {
         .expect("a valid configuration")
 }
 
-/// The kernel's inputs, and C as plain Rust computes it (SEMANTICS.md section 9).
+/// The kernel's inputs, and C as plain Rust computes it (docs/semantics.md section 9).
 fn inputs() -> ([u8; 32], [u8; 32], [u8; 64]) {
     let a: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(37) ^ 0x5A);
     let b: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(91).wrapping_add(7));

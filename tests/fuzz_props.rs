@@ -2,7 +2,7 @@
 //!
 //! - **Images**: `amx_runtime::rules::validate` and `TileConfig::from_bytes` never panic on any
 //!   64 bytes and agree with each other, with LDTILECFG on the [`Emulator`], and with the load
-//!   rules of SEMANTICS.md section 2 written out independently below; for other palette tables
+//!   rules of docs/semantics.md section 2 written out independently below; for other palette tables
 //!   too.
 //! - **Instruction sequences**: random sequences on the [`Emulator`] (every instruction, tile
 //!   numbers 0..12, strides 0..200, random memory of random length, random configurations
@@ -10,10 +10,10 @@
 //!   - the configuration STTILECFG shows passes the load rules (and is all zero when
 //!     unconfigured);
 //!   - an instruction that returns `Err` leaves the configuration, all 8 KiB of tile data and
-//!     the destination memory exactly as they were (SEMANTICS.md L2: a faulting LDTILECFG keeps
+//!     the destination memory exactly as they were (docs/semantics.md L2: a faulting LDTILECFG keeps
 //!     the previous state; the same holds for every fault, since both backends check before
 //!     they execute);
-//!   - an instruction that returns `Ok` did exactly what SEMANTICS.md says (L5 zeroing, T3/T4
+//!   - an instruction that returns `Ok` did exactly what docs/semantics.md says (L5 zeroing, T3/T4
 //!     load rows, W2/W3 stored bytes, D4 zeroed C, start_row cleared, other tiles untouched),
 //!     and the integer dot products equal a plain-Rust reference (section 9).
 //!
@@ -130,7 +130,7 @@ fn palette_table() -> impl Strategy<Value = PaletteTable> {
     ]
 }
 
-/// SEMANTICS.md section 2, written out without the crate's rule code: LDTILECFG accepts the
+/// docs/semantics.md section 2, written out without the crate's rule code: LDTILECFG accepts the
 /// image on the architectural palette table (palette 1: 8 tiles, 16 rows, 64 bytes per row).
 fn spec_loadable(img: &[u8; 64]) -> bool {
     if img[0] == 0 {
@@ -359,7 +359,7 @@ fn start_row_cleared(mut config: [u8; 64]) -> [u8; 64] {
     config
 }
 
-/// SEMANTICS.md section 9: the integer dot product of the tiles in `s`, C += A x B, wrapping.
+/// docs/semantics.md section 9: the integer dot product of the tiles in `s`, C += A x B, wrapping.
 fn int8_reference(s: &State, kind: u8, (c, a, b): (u8, u8, u8)) -> [u8; 1024] {
     let shape = |t: u8| image::shape(&s.config, t as usize);
     let (m_rows, n, k) = (

@@ -5,7 +5,7 @@ use amx_runtime::{ElemType, TileConfig, TileShape};
 use proptest::prelude::*;
 use proptest::sample::select;
 
-/// SEMANTICS.md section 2, the [DOC] pseudocode of LDTILECFG, transcribed as literally as
+/// docs/semantics.md section 2, the [DOC] pseudocode of LDTILECFG, transcribed as literally as
 /// possible for the architectural palette table (CPUID leaf 0x1D of every AMX CPU to date):
 /// max_palette 1, and
 /// palette 1 with max_names 8, bytes_per_row 64, max_rows 16. Returns whether LDTILECFG accepts
@@ -208,7 +208,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
     /// The builder (the macro's checks at run time) and `from_bytes` of the image written out
-    /// by hand (SEMANTICS.md section 2, not `amx_tilecfg::image::encode`, which the builder
+    /// by hand (docs/semantics.md section 2, not `amx_tilecfg::image::encode`, which the builder
     /// uses) agree on every valid DSL-equivalent configuration.
     #[test]
     fn builder_equals_encoded_image(
@@ -245,7 +245,7 @@ proptest! {
     }
 }
 
-/// The transcription itself, on the hardware observations of SEMANTICS.md section 2 (L1, L3, L4).
+/// The transcription itself, on the hardware observations of docs/semantics.md section 2 (L1, L3, L4).
 #[test]
 fn pseudocode_matches_the_measured_cases() {
     let config = |palette: u8, tiles: &[(usize, u8, u16)]| {

@@ -388,7 +388,7 @@ fn run_kernel<U: TileUnit + ?Sized>(
     (c, dots, alarm.map_or(0, Alarm::delivered))
 }
 
-/// C0 + sum over the dot products of A_p x B_p, in plain Rust (SEMANTICS.md section 9).
+/// C0 + sum over the dot products of A_p x B_p, in plain Rust (docs/semantics.md section 9).
 fn int8_reference(c0: &[u8], pairs: &[(Vec<u8>, Vec<u8>)], dots: usize) -> Vec<u8> {
     let mut c: Vec<i32> = c0
         .chunks(4)

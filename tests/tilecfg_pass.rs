@@ -1,5 +1,5 @@
 //! Every syntax form of `tilecfg!` that compiles, each checked byte for byte against the
-//! LDTILECFG image written out by hand (SEMANTICS.md section 2: palette_id at 0, start_row at 1,
+//! LDTILECFG image written out by hand (docs/semantics.md section 2: palette_id at 0, start_row at 1,
 //! tile t's colsb as a little-endian u16 at 16 + 2t, its rows at 48 + t, every other byte 0).
 
 use amx_runtime::{tilecfg, TileConfig};

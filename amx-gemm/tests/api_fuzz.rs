@@ -532,7 +532,7 @@ fn check_product<P: Precision>(
 }
 
 /// The smallest normal f32 and bf16, `2^-126`: the tiles read a denormal input as zero and
-/// flush a result below it to zero (SEMANTICS.md section 10).
+/// flush a result below it to zero (docs/semantics.md section 10).
 const MIN_NORMAL: f64 = f32::MIN_POSITIVE as f64;
 
 /// f32's overflow threshold `2^128 - 2^103`: an exact value at least this large rounds to
@@ -1696,7 +1696,7 @@ fn bf16_denormal_inputs_and_start_read_as_zero() {
     assert_eq!(d, c, "the reference reads denormals as zero too");
 
     // C's start 2^-127 (denormal) plus 2^-63 x 2^-63 = 2^-126: the tiles give 2^-126
-    // (SEMANTICS.md section 10), not 1.5 x 2^-126.
+    // (docs/semantics.md section 10), not 1.5 x 2^-126.
     let a = [bf(2f64.powi(-63))];
     let b = [bf(2f64.powi(-63))];
     let c0 = [2f32.powi(-127)];

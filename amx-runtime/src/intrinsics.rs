@@ -241,5 +241,5 @@ dot_intrinsic!(
     /// TDPFP16PS: `DST += A x B`, each f32 of `DST` accumulating dot products of fp16 pairs.
     _tile_dpfp16ps => tdpfp16ps,
     "AMX-FP16 (CPUID.(7,1):EAX\\[21\\]; a hypervisor may hide the bit of a core that has it, \
-     SEMANTICS.md F1)"
+     docs/semantics.md F1)"
 );

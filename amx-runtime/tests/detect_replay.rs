@@ -1,4 +1,4 @@
-//! Detection from replayed CPUID dumps: the AMX machine kind of SEMANTICS.md section 0, this
+//! Detection from replayed CPUID dumps: the AMX machine kind of docs/semantics.md section 0, this
 //! build machine (AMX hidden), and the ways a CPU, a VM or an OS can make AMX unusable.
 
 use amx_runtime::detect::{detect_with, Capabilities, Unavailable};
@@ -50,7 +50,7 @@ const AMX_TILE: u32 = 1 << 24;
 const AMX_INT8: u32 = 1 << 25;
 const OSXSAVE: u32 = 1 << 27;
 
-/// An AMX virtual machine (Granite-Rapids-class host under Firecracker, SEMANTICS.md section 0):
+/// An AMX virtual machine (Granite-Rapids-class host under Firecracker, docs/semantics.md section 0):
 /// max basic leaf 0x24, signature 0xA0671, AMX-TILE/INT8/BF16 set, AMX-FP16 clear, palette 1 of
 /// 8 KiB / 1 KiB / 64 B / 8 names / 16 rows, TMUL K 16 N 64. The leaf 1 and 7 registers besides
 /// the AMX bits are those of a same-family CPU's.

@@ -143,7 +143,7 @@ fn steps() -> usize {
 }
 
 /// Whether this core executes TDPFP16PS, tried in a forked child so that a #UD kills only the
-/// child (SEMANTICS.md F1: these machines execute it although CPUID hides AMX-FP16).
+/// child (docs/semantics.md F1: these machines execute it although CPUID hides AMX-FP16).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn fp16_executes(hw: &Hardware) -> bool {
     if hw.amx_fp16() {

@@ -1,4 +1,4 @@
-//! The machine code of every public intrinsic, compared with the encodings of SEMANTICS.md
+//! The machine code of every public intrinsic, compared with the encodings of docs/semantics.md
 //! sections 2-8. Runs on any x86-64 Linux machine, AMX or not: the code is read, never executed.
 //!
 //! Each intrinsic is called from a small `#[inline(never)]` wrapper placed in a linker section
@@ -207,7 +207,7 @@ dot_cases!(fp16, _tile_dpfp16ps:
 
 #[test]
 fn tilerelease_is_c4_e2_78_49_c0() {
-    // SEMANTICS.md section 4: "C4 E2 78 49 C0 only".
+    // docs/semantics.md section 4: "C4 E2 78 49 C0 only".
     assert_exact(
         "_tile_release",
         code_of!(release),

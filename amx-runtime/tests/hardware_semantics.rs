@@ -1,4 +1,4 @@
-//! The LDTILECFG, STTILECFG and TILERELEASE statements of SEMANTICS.md (L1-L6, S1-S3, R1-R2)
+//! The LDTILECFG, STTILECFG and TILERELEASE statements of docs/semantics.md (L1-L6, S1-S3, R1-R2)
 //! on the silicon, through the safe [`Hardware`] API, cross-checked against the raw
 //! instructions and the [`Emulator`].
 //!
@@ -11,7 +11,7 @@
 //! The safe API never executes an instruction that would fault, so a refusal it returns says
 //! nothing about the silicon by itself. Where a statement is about a fault, the test also runs
 //! the raw instruction in a forked child process (`on_silicon`) and checks that the child dies
-//! of the signal Linux turns that exception into (SEMANTICS.md section 1: #GP and #PF are
+//! of the signal Linux turns that exception into (docs/semantics.md section 1: #GP and #PF are
 //! SIGSEGV, #UD is SIGILL): the safe API's `Fault::GeneralProtection` must match a SIGSEGV and
 //! its `Fault::InvalidOpcode` a SIGILL, so the shared checks and the silicon agree.
 //!
@@ -256,7 +256,7 @@ extern "C" fn inspect_gp(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
 }
 
 /// In a child: loads `previous`, then `image` with a SIGSEGV handler that inspects the signal
-/// frame (SEMANTICS.md L2 was measured the same way). Returns a `frame` code.
+/// frame (docs/semantics.md L2 was measured the same way). Returns a `frame` code.
 fn ldtilecfg_fault_frame(previous: &[u8; 64], image: &[u8; 64]) -> Outcome {
     on_silicon(|| {
         for (slot, byte) in EXPECTED_TILECFG.iter().zip(previous) {
@@ -833,7 +833,7 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
             ))
         );
         assert_same_state(&mut hw, &mut emu, "refused TDPFP16PS");
-        // Does this core execute it anyway (SEMANTICS.md F1)? Ask a child.
+        // Does this core execute it anyway (docs/semantics.md F1)? Ask a child.
         let probe = on_silicon(|| {
             // SAFETY: AMX is usable; `img` fits TDPFP16PS on tiles 0, 1, 2; the instruction may
             // raise #UD on a core without AMX-FP16, which is what this probes.

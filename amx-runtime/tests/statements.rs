@@ -1,4 +1,4 @@
-//! The numbered statements of SEMANTICS.md sections 2-8 (LDTILECFG, STTILECFG, TILERELEASE,
+//! The numbered statements of docs/semantics.md sections 2-8 (LDTILECFG, STTILECFG, TILERELEASE,
 //! TILEZERO, TILELOADD, TILESTORED, TDP*), each run on the emulator everywhere and on the silicon
 //! code path where it can run: the silicon, or the trap engine on x86-64 Linux without AMX
 //! (skipped with the reason elsewhere).

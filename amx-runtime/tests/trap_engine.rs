@@ -1,6 +1,6 @@
 //! The trap engine on a CPU without AMX: raw AMX instructions (every encoding form of the
 //! memory operand) give the emulator's results, and each exception reaches the program as the
-//! silicon's would (SEMANTICS.md section 1). Where the CPU has AMX itself, the engine does not
+//! silicon's would (docs/semantics.md section 1). Where the CPU has AMX itself, the engine does not
 //! install and the tests say so and pass.
 //!
 //! Tests that need a process of their own (the program's own SIGILL handler installed before
@@ -470,7 +470,7 @@ fn faults_reach_the_programs_handlers() {
     assert!(status.success(), "{status}: {out}");
     let lines: Vec<&str> = out.lines().collect();
     let has = |l: &str| assert!(lines.iter().any(|x| x.ends_with(l)), "no {l:?} in {out}");
-    // SEMANTICS.md section 1.
+    // docs/semantics.md section 1.
     has("xfd 4 1 0");
     has("ud 4 2 6 true");
     has("ud2 4 2 6");

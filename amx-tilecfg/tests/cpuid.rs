@@ -1,5 +1,5 @@
 //! Decoding CPUID leaves 0x1D (palettes) and 0x1E (TMUL limits), against the register values
-//! and bit layouts of SEMANTICS.md section 0.
+//! and bit layouts of docs/semantics.md section 0.
 
 use amx_tilecfg::image::{self, SIZE};
 use amx_tilecfg::palette::MAX_PALETTES;

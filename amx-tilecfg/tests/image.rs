@@ -55,7 +55,7 @@ fn accessors_read_back_what_encode_wrote() {
 
 #[test]
 fn an_all_unused_image_is_palette_and_start_row_only() {
-    // What STTILECFG shows after palette 1 with every tile unused (SEMANTICS.md L3).
+    // What STTILECFG shows after palette 1 with every tile unused (docs/semantics.md L3).
     let bytes = image::encode(1, 0, &[None; TILE_SLOTS]);
     let mut expected = [0; SIZE];
     expected[0] = 1;

@@ -1,4 +1,4 @@
-//! `validate` against a literal transcription of LDTILECFG (SEMANTICS.md section 2) and of the
+//! `validate` against a literal transcription of LDTILECFG (docs/semantics.md section 2) and of the
 //! TILELOADD #UD conditions (section 6, T1), written here without using the crate's code.
 
 use amx_tilecfg::{validate, Palette, PaletteTable, RuleKind};
@@ -229,7 +229,7 @@ proptest! {
     }
 }
 
-/// The model itself, on the cases SEMANTICS.md section 2 measured: a model that said "loads"
+/// The model itself, on the cases docs/semantics.md section 2 measured: a model that said "loads"
 /// (or "faults") to everything would make the properties above pass vacuously.
 #[test]
 fn the_model_agrees_with_the_measured_cases() {

@@ -1,4 +1,4 @@
-//! `check_dot`: the operand rules of the tile dot products (SEMANTICS.md section 8, D1 and D2).
+//! `check_dot`: the operand rules of the tile dot products (docs/semantics.md section 8, D1 and D2).
 
 use amx_tilecfg::{check_dot, DotKind, DotMismatch, TileShape, TmulLimits};
 use proptest::prelude::*;
@@ -32,7 +32,7 @@ fn matching_shapes_are_accepted() {
 
 #[test]
 fn every_palette_1_product_fits_the_architectural_tmul() {
-    // SEMANTICS.md D2: with 16 rows x 64 bytes the TMUL limits cannot be reached.
+    // docs/semantics.md D2: with 16 rows x 64 bytes the TMUL limits cannot be reached.
     for m in 1..=16 {
         for k in 1..=16 {
             for n in (4..=64).step_by(4) {
@@ -106,7 +106,7 @@ fn unused_operands() {
 
 #[test]
 fn colsb_not_a_multiple_of_4() {
-    // SEMANTICS.md D1's example: C 2x6, A 2x8, B 2x6 agree in shape but colsb 6 raises #UD.
+    // docs/semantics.md D1's example: C 2x6, A 2x8, B 2x6 agree in shape but colsb 6 raises #UD.
     assert_eq!(
         check_dot((0, s(2, 6)), (1, s(2, 8)), (2, s(2, 6)), ARCH),
         Err(DotMismatch::ColsbNotMultipleOf4 {
@@ -166,7 +166,7 @@ fn m_differs() {
 
 #[test]
 fn k_differs_either_way() {
-    // SEMANTICS.md D1: A.colsb / 4 != B.rows, including A.colsb / 4 < B.rows.
+    // docs/semantics.md D1: A.colsb / 4 != B.rows, including A.colsb / 4 < B.rows.
     assert_eq!(
         check_dot((4, s(2, 16)), (5, s(2, 8)), (6, s(3, 16)), ARCH),
         Err(DotMismatch::KMismatch {
@@ -338,7 +338,7 @@ fn mnemonics() {
     }
 }
 
-/// SEMANTICS.md D1 and D2, one condition per bullet: whether the dot product raises #UD.
+/// docs/semantics.md D1 and D2, one condition per bullet: whether the dot product raises #UD.
 fn raises_ud(c: (u8, TileShape), a: (u8, TileShape), b: (u8, TileShape), l: TmulLimits) -> bool {
     let unused = |t: TileShape| t.rows == 0 && t.colsb == 0;
     c.0 == a.0

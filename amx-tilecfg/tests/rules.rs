@@ -309,7 +309,7 @@ fn fields_print_their_image_names() {
 
 #[test]
 fn each_reserved_byte_alone_is_reported_at_its_offset() {
-    // The values of SEMANTICS.md L1: 0x01 in 2..=15 and 56..=63, 0x80 in 32..=47.
+    // The values of docs/semantics.md L1: 0x01 in 2..=15 and 56..=63, 0x80 in 32..=47.
     let reserved: Vec<usize> = (2..16).chain(32..48).chain(56..64).collect();
     assert_eq!(reserved.len(), 38);
     for offset in 0..SIZE {
@@ -346,7 +346,7 @@ fn each_reserved_byte_alone_is_reported_at_its_offset() {
 
 #[test]
 fn the_colsb_word_is_read_little_endian_whole() {
-    // SEMANTICS.md L1: colsb = 0x100 (only the high byte set) and 0x140 both exceed 64; 65 on t7.
+    // docs/semantics.md L1: colsb = 0x100 (only the high byte set) and 0x140 both exceed 64; 65 on t7.
     for (t, colsb) in [(0, 0x100u16), (5, 0x140), (7, 65)] {
         let image = with_tiles(0, &[(t, 16, colsb)]);
         let report = validate(&image, &PaletteTable::ARCHITECTURAL);
@@ -398,7 +398,7 @@ fn limits_are_inclusive() {
 
 #[test]
 fn start_row_is_not_checked_on_unused_tiles_or_at_load() {
-    // SEMANTICS.md L3: any start_row loads; it only matters to TILELOADD/TILESTORED of a used tile.
+    // docs/semantics.md L3: any start_row loads; it only matters to TILELOADD/TILESTORED of a used tile.
     for start_row in [0, 1, 15, 16, 17, 200, 255] {
         let mut image = [0; SIZE];
         image[0] = 1;
@@ -422,7 +422,7 @@ fn start_row_is_not_checked_on_unused_tiles_or_at_load() {
 
 #[test]
 fn colsb_that_is_not_a_multiple_of_4_still_loads() {
-    // SEMANTICS.md L3: colsb 1, 6 and 63 load; each is a use-time violation only.
+    // docs/semantics.md L3: colsb 1, 6 and 63 load; each is a use-time violation only.
     for colsb in [1u16, 2, 3, 6, 63] {
         let report = validate(
             &with_tiles(0, &[(0, 1, colsb)]),
@@ -546,7 +546,7 @@ fn an_unsupported_palette_reports_the_reserved_bytes_but_not_the_tiles() {
 
 #[test]
 fn palette_0_ignores_every_other_byte() {
-    // SEMANTICS.md L4: palette 0 with every other byte at its worst loads, as INIT.
+    // docs/semantics.md L4: palette 0 with every other byte at its worst loads, as INIT.
     let mut worst = [0xFF; SIZE];
     worst[0] = 0;
     let mut sixteen_by_64 = with_tiles(7, &(0..8).map(|t| (t, 16, 64)).collect::<Vec<_>>());

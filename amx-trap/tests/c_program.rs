@@ -166,7 +166,7 @@ fn c_program_results_and_handlers() {
         "a handler using AMX: {text}"
     );
 
-    // SEMANTICS.md section 1, read by the program's own handlers.
+    // docs/semantics.md section 1, read by the program's own handlers.
     assert_eq!(
         line(&text, "gp"),
         "sig=11 code=128 trapno=13 addr=(nil)",

@@ -317,7 +317,7 @@ fn probe_fp16(full: &TileConfig) -> Fp16 {
 /// `(first, second)` in TSC ticks.
 fn first_tile_data_here(full: &TileConfig) -> Result<(u64, u64), String> {
     let mut hw = Hardware::new().map_err(|e| e.to_string())?;
-    // LDTILECFG touches only the configuration: it never traps (SEMANTICS.md L7).
+    // LDTILECFG touches only the configuration: it never traps (docs/semantics.md L7).
     hw.ldtilecfg(full.as_bytes()).map_err(|e| e.to_string())?;
     // SAFETY: FULL was just loaded on this thread by the checked unit, on a CPU where
     // `Hardware::new()` succeeded (permission granted): TILEZERO of the used 16 x 64 tiles t0
@@ -467,7 +467,7 @@ fn config_rows(
 
     let release = per_op(reps, 400, 8, |n| {
         for _ in 0..n {
-            // SAFETY: TILERELEASE is legal configured or not (SEMANTICS.md R2); nothing else runs
+            // SAFETY: TILERELEASE is legal configured or not (docs/semantics.md R2); nothing else runs
             // in this loop.
             unsafe { rep!(8, { _tile_release() }) };
         }

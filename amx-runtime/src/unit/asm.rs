@@ -9,7 +9,7 @@
 //!
 //! Tile registers are not asm operands, so each tile number is a `const` generic spliced into
 //! the template as a `const` operand (`tmm{t}`). The assembler (LLVM, Intel syntax) then emits
-//! these forms (SEMANTICS.md sections 2-8); `tests/hardware_encoding.rs` and the unit tests below
+//! these forms (docs/semantics.md sections 2-8); `tests/hardware_encoding.rs` and the unit tests below
 //! read the emitted bytes back and compare:
 //!
 //! | Function          | Form                                       | Bytes (tmm0.., base in `rdi`)  |
@@ -35,9 +35,9 @@
 //!
 //! No asm statement here is `pure`, so the compiler never drops or merges one. Statements that
 //! read memory are `readonly`, statements that write memory have no memory option, and only
-//! statements that touch no memory at all are `nomem` (DESIGN.md: a configuration on the stack
-//! that the compiler thinks is dead must not be optimised away before LDTILECFG reads it; the
-//! pointer is an input operand and the asm is not `nomem`). rustc lowers a non-pure `nomem`
+//! statements that touch no memory at all are `nomem` (docs/architecture.md, section 7: a
+//! configuration on the stack that the compiler thinks is dead must not be optimised away before
+//! LDTILECFG reads it; the pointer is an input operand and the asm is not `nomem`). rustc lowers a non-pure `nomem`
 //! statement to `memory(inaccessiblemem: readwrite)` and a non-pure `readonly` one to
 //! `memory(read, inaccessiblemem: readwrite)`, so the tile instructions stay in program order
 //! with respect to each other. None of these instructions touches RFLAGS or the stack.
@@ -256,7 +256,7 @@ dot_product!(
 );
 dot_product!(
     /// TDPFP16PS tmm`C`, tmm`A`, tmm`B`: fp16 pairs into f32.
-    tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, SEMANTICS.md F1)"
+    tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, docs/semantics.md F1)"
 );
 
 /// The XSAVE state-component bitmap of XTILEDATA (state component 18).
@@ -414,7 +414,7 @@ pub(crate) unsafe fn dot_dyn(kind: DotKind, c: u8, a: u8, b: u8) -> bool {
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     //! Encoding checks that run on any x86-64 machine: they read the machine code of small
-    //! wrapper functions (never executing it) and compare it with SEMANTICS.md.
+    //! wrapper functions (never executing it) and compare it with docs/semantics.md.
     //!
     //! Each wrapper lives in its own linker section named like a C identifier, so the linker
     //! defines `__start_<section>` and `__stop_<section>` and the test reads exactly the

@@ -1,4 +1,4 @@
-//! Bit-exact arithmetic of the AMX dot-product instructions (SEMANTICS.md sections 8 to 11).
+//! Bit-exact arithmetic of the AMX dot-product instructions (docs/semantics.md sections 8 to 11).
 //!
 //! Tiles are `[u8; 1024]`: 16 rows of 64 bytes, row `r` at bytes `r * 64..r * 64 + 64`, all
 //! little-endian; element `2k` of a row of 16-bit values is the low half of dword `k`.
@@ -86,7 +86,7 @@ pub(crate) fn dot_int8(
     scalar::dot_int8(c, a, b, m, n, k, a_signed, b_signed);
 }
 
-/// TDPBF16PS (SEMANTICS.md section 10): for `m < m_rows`, `n < n_dwords`,
+/// TDPBF16PS (docs/semantics.md section 10): for `m < m_rows`, `n < n_dwords`,
 /// `C[m][n] = add32(C[m][n], add32(te, to))` where the two fp32 lanes `te`, `to` start at +0.0
 /// and accumulate `fma32` of the even and odd bf16 pairs in increasing `k < k_dwords`.
 pub(crate) fn dot_bf16(
@@ -100,7 +100,7 @@ pub(crate) fn dot_bf16(
     dot_half(c, a, b, m_rows, n_dwords, k_dwords, Half::Bf16);
 }
 
-/// TDPFP16PS (SEMANTICS.md section 11): the TDPBF16PS formula with the fp16 inputs converted
+/// TDPFP16PS (docs/semantics.md section 11): the TDPBF16PS formula with the fp16 inputs converted
 /// exactly to fp32 (fp16 denormals become normal fp32 values and are never flushed); C is DAZ'd
 /// and every step flushes tiny results.
 pub(crate) fn dot_fp16(

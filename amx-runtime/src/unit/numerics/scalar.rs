@@ -1,5 +1,5 @@
 //! Portable fast paths: integer loops for TDPB*D, and `f32::mul_add` plus fix-ups for the
-//! floating-point products (the recipe at the end of SEMANTICS.md section 10).
+//! floating-point products (the recipe at the end of docs/semantics.md section 10).
 //!
 //! `f32::mul_add` is correctly rounded (IEEE fusedMultiplyAdd with gradual underflow). After DAZ
 //! of its inputs it already matches `fma32` except in three places, all detected from its result:
@@ -21,7 +21,7 @@ use super::{
     DWORDS, INF, MIN_NORMAL, ROWS, SIGN,
 };
 
-/// `fma32` (SEMANTICS.md section 10) through `f32::mul_add`. Bit-identical to
+/// `fma32` (docs/semantics.md section 10) through `f32::mul_add`. Bit-identical to
 /// [`super::exact::fma32`].
 #[inline(always)]
 pub(super) fn fma32_fast(x: u32, y: u32, acc: u32) -> u32 {
@@ -32,7 +32,7 @@ pub(super) fn fma32_fast(x: u32, y: u32, acc: u32) -> u32 {
     fix_up(x, y, acc, r)
 }
 
-/// `add32` (SEMANTICS.md section 10) through an f32 addition. Bit-identical to
+/// `add32` (docs/semantics.md section 10) through an f32 addition. Bit-identical to
 /// [`super::exact::add32`].
 #[inline(always)]
 pub(super) fn add32_fast(x: u32, y: u32) -> u32 {
