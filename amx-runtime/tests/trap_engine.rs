@@ -459,6 +459,48 @@ fn child_faults() {
         expect[r * 64..r * 64 + 64].copy_from_slice(&data[r * 512..r * 512 + 64]);
     }
     println!("resumed {}", tile(0) == expect);
+    // An unmapped row (SEGV_MAPERR, a user read of an absent page), a read-only row written
+    // (SEGV_ACCERR, a user write to a present page), a non-canonical base (#GP). Each is the
+    // 6-byte [rdi + rsi*1] form, skipped by the handler.
+    SKIP.store(6, Ordering::SeqCst);
+    // SAFETY: unmaps the second page of the mapping above; remaps the first read-only.
+    unsafe {
+        libc::munmap((pages + 4096) as *mut libc::c_void, 4096);
+        libc::mprotect(pages as *mut libc::c_void, 4096, libc::PROT_READ);
+        core::arch::asm!(
+            ".byte 0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x37",
+            in("rdi") pages + 4096 - 64,
+            in("rsi") 64usize,
+        );
+    }
+    let (sig, code, trapno, addr, err) = seen();
+    println!(
+        "maperr {sig} {code} {trapno} {} {err}",
+        addr.wrapping_sub(pages as u64)
+    );
+    // SAFETY: the handler skips the faulting store.
+    unsafe {
+        core::arch::asm!(
+            ".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x04, 0x37",
+            in("rdi") pages,
+            in("rsi") 64usize,
+        );
+    }
+    let (sig, code, trapno, addr, err) = seen();
+    println!(
+        "store {sig} {code} {trapno} {} {err}",
+        addr.wrapping_sub(pages as u64)
+    );
+    // SAFETY: as above.
+    unsafe {
+        core::arch::asm!(
+            ".byte 0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x37",
+            in("rdi") 0x8000_0000_0000_0000u64,
+            in("rsi") 64usize,
+        );
+    }
+    let (sig, code, trapno, addr, _) = seen();
+    println!("noncanonical {sig} {code} {trapno} {addr}");
 }
 
 #[test]
@@ -478,6 +520,11 @@ fn faults_reach_the_programs_handlers() {
     // SEGV_ACCERR at the first byte of the protected page, a user read of a present page.
     has("pf 11 2 14 4096 5");
     has("resumed true");
+    // Row 1 of the load lies in the unmapped page: its first byte.
+    has("maperr 11 1 14 4096 4");
+    // The skipped load left start_row at 1, so the store begins with row 1 (T6, W3).
+    has("store 11 2 14 64 7");
+    has("noncanonical 11 128 13 0");
 }
 
 #[test]
