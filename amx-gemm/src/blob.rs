@@ -3,29 +3,38 @@
 //! memory-mapped file) read it back, so weights are packed once, at build or export time, and
 //! loaded without repacking.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! A 64-byte header, then the packed data exactly as [`PackedB::pack`] lays it out, so the data
 //! starts 64 bytes into the blob: a blob placed at a 64-byte-aligned address (a file mapped at
-//! a page boundary) has 64-byte-aligned tiles. All integers little-endian.
+//! a page boundary) has 64-byte-aligned tiles. Then, for the int8 precisions, the column sums
+//! of B ([`PackedB::col_sums`], N `i32`, what a zero point of the activations is compensated
+//! with); they start 64-byte aligned too, as the packed data is a whole number of KiB. All
+//! integers little-endian.
 //!
 //! | bytes  | field                                                                  |
 //! |--------|------------------------------------------------------------------------|
 //! | 0..8   | magic `AMXPACKB`                                                       |
-//! | 8..10  | format version, 1                                                      |
+//! | 8..10  | format version, 2                                                      |
 //! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16                            |
 //! | 11     | layout: 1 (panels of 32 columns, VNNI k-steps, 1 KiB gap per panel)   |
 //! | 12..16 | zero                                                                   |
 //! | 16..24 | K                                                                      |
 //! | 24..32 | N                                                                      |
 //! | 32..40 | bytes of packed data (what the layout of K and N gives)                |
-//! | 40..44 | CRC-32 (ISO-HDLC, as zlib) of bytes 0..40 and of the packed data       |
-//! | 44..64 | zero                                                                   |
+//! | 40..44 | CRC-32 (ISO-HDLC, as zlib) of bytes 0..40 and 44..64, the packed data and the column sums |
+//! | 44..52 | bytes of column sums: `4 N` for int8 and u8s8 (0 when K = 0), 0 for bf16 |
+//! | 52..64 | zero                                                                   |
+//!
+//! **Version 1** blobs (no column sums: bytes 44..64 zero, the CRC over bytes 0..40 and the
+//! packed data) are still read: [`PackedB::from_bytes`] recomputes the sums from the packed
+//! data, and a [`PackedBView::from_blob`] of one has none, so a call whose epilogue needs them
+//! (a non-zero activation zero point) is refused with a typed error.
 //!
 //! Reading checks every field before it touches the data: magic, version, precision against
-//! the type asked for, layout, the zero bytes, that K and N give exactly the stated data size
-//! and that the blob holds exactly that much, then the checksum. Any mismatch is a
-//! [`BlobError`]; no input panics or reads out of bounds.
+//! the type asked for, layout, the zero bytes, that K and N give exactly the stated data size,
+//! that the column sums have the size N gives and that the blob holds exactly that much, then
+//! the checksum. Any mismatch is a [`BlobError`]; no input panics or reads out of bounds.
 
 use std::fmt;
 
@@ -35,7 +44,9 @@ use crate::precision::{DType, Precision};
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = 64;
 const MAGIC: [u8; 8] = *b"AMXPACKB";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
+/// The first version, without column sums: still read.
+const VERSION_1: u16 = 1;
 const LAYOUT: u8 = 1;
 /// Bytes the checksum covers in the header: everything before it.
 const CHECKED_HEADER: usize = 40;
@@ -91,6 +102,14 @@ pub enum BlobError {
         /// The checksum of the bytes.
         computed: u32,
     },
+    /// The stated size of the column sums is not what N gives (`4 N` bytes for the int8
+    /// precisions, 0 for bf16 and when K is 0).
+    ColumnSums {
+        /// Column-sum bytes in the header.
+        stated: u64,
+        /// What N and the precision give.
+        expected: u64,
+    },
     /// [`PackedBView::from_blob`] needs the blob at a 64-byte-aligned address, so that the
     /// tiles it loads are aligned (use [`PackedB::from_bytes`], which copies, otherwise).
     Misaligned {
@@ -108,7 +127,7 @@ impl fmt::Display for BlobError {
             ),
             BlobError::BadMagic => f.write_str("not a packed-weights blob (bad magic)"),
             BlobError::UnsupportedVersion(v) => {
-                write!(f, "packed-weights format version {v} is not supported (this crate reads {VERSION})")
+                write!(f, "packed-weights format version {v} is not supported (this crate reads {VERSION_1} and {VERSION})")
             }
             BlobError::WrongPrecision { expected, found } => match dtype_of(*found) {
                 Some(found) => write!(f, "the blob holds {found} weights, not {expected}"),
@@ -129,6 +148,10 @@ impl fmt::Display for BlobError {
             BlobError::Checksum { stored, computed } => write!(
                 f,
                 "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the blob is damaged"
+            ),
+            BlobError::ColumnSums { stated, expected } => write!(
+                f,
+                "the header states {stated} bytes of column sums; N and the precision give {expected}"
             ),
             BlobError::Misaligned { offset } => write!(
                 f,
@@ -159,30 +182,64 @@ fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(word)
 }
 
-/// The header of `k x n` weights of `P` whose packed data is `data`.
-fn header<P: Precision>(k: usize, n: usize, data: &[u8]) -> [u8; HEADER_BYTES] {
+/// The header of `k x n` weights of `P` whose packed data is `data` and column sums `sums`
+/// (little-endian bytes), in format `version` (1 only for the tests of old blobs).
+fn header<P: Precision>(
+    k: usize,
+    n: usize,
+    data: &[u8],
+    sums: &[u8],
+    version: u16,
+) -> [u8; HEADER_BYTES] {
     let mut h = [0u8; HEADER_BYTES];
     h[0..8].copy_from_slice(&MAGIC);
-    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..10].copy_from_slice(&version.to_le_bytes());
     h[10] = code_of(P::DTYPE);
     h[11] = LAYOUT;
     h[16..24].copy_from_slice(&(k as u64).to_le_bytes());
     h[24..32].copy_from_slice(&(n as u64).to_le_bytes());
     h[32..40].copy_from_slice(&(data.len() as u64).to_le_bytes());
-    let crc = checksum(&h[..CHECKED_HEADER], data);
+    if version != VERSION_1 {
+        h[44..52].copy_from_slice(&(sums.len() as u64).to_le_bytes());
+    }
+    let crc = checksum(&h, version, data, sums);
     h[40..44].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-fn checksum(header: &[u8], data: &[u8]) -> u32 {
+/// The CRC of a blob: version 1 covers header bytes 0..40 and the data, version 2 also header
+/// bytes 44..64 (the column-sum size) and the column sums.
+fn checksum(h: &[u8], version: u16, data: &[u8], sums: &[u8]) -> u32 {
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(header);
+    hasher.update(&h[..CHECKED_HEADER]);
+    if version != VERSION_1 {
+        hasher.update(&h[CHECKED_HEADER + 4..HEADER_BYTES]);
+    }
     hasher.update(data);
+    if version != VERSION_1 {
+        hasher.update(sums);
+    }
     hasher.finalize()
 }
 
-/// Checks `blob` as weights of `P` and returns (K, N, the packed data).
-fn parse<P: Precision>(blob: &[u8]) -> Result<(usize, usize, &[u8]), BlobError> {
+/// The column sums as little-endian bytes.
+fn sum_bytes(sums: Option<&[i32]>) -> Vec<u8> {
+    sums.unwrap_or(&[])
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .collect()
+}
+
+/// A checked blob: K, N, the packed data and (version 2, int8) the column sums' bytes.
+struct Parsed<'a> {
+    k: usize,
+    n: usize,
+    data: &'a [u8],
+    sums: Option<&'a [u8]>,
+}
+
+/// Checks `blob` as weights of `P`.
+fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
     let Some(h) = blob.get(..HEADER_BYTES) else {
         return Err(BlobError::Truncated { len: blob.len() });
     };
@@ -190,7 +247,7 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<(usize, usize, &[u8]), BlobError> 
         return Err(BlobError::BadMagic);
     }
     let version = u16::from_le_bytes([h[8], h[9]]);
-    if version != VERSION {
+    if version != VERSION && version != VERSION_1 {
         return Err(BlobError::UnsupportedVersion(version));
     }
     if h[10] != code_of(P::DTYPE) {
@@ -202,7 +259,8 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<(usize, usize, &[u8]), BlobError> 
     if h[11] != LAYOUT {
         return Err(BlobError::UnsupportedLayout(h[11]));
     }
-    if let Some(offset) = (12..16).chain(44..64).find(|&i| h[i] != 0) {
+    let reserved_from = if version == VERSION_1 { 44 } else { 52 };
+    if let Some(offset) = (12..16).chain(reserved_from..64).find(|&i| h[i] != 0) {
         return Err(BlobError::NonZeroReserved { offset });
     }
     let (k, n, stated) = (u64_at(h, 16), u64_at(h, 24), u64_at(h, 32));
@@ -214,20 +272,44 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<(usize, usize, &[u8]), BlobError> 
         Ok((_, _, total)) if total as u64 == stated => {}
         _ => return Err(inconsistent),
     }
-    let expected = stated.checked_add(HEADER_BYTES as u64);
+    let sums_stated = if version == VERSION_1 {
+        0
+    } else {
+        u64_at(h, 44)
+    };
+    let sums_expected = if version == VERSION_1 || P::DTYPE == DType::Bf16 || k == 0 {
+        0
+    } else {
+        n.saturating_mul(4)
+    };
+    if sums_stated != sums_expected {
+        return Err(BlobError::ColumnSums {
+            stated: sums_stated,
+            expected: sums_expected,
+        });
+    }
+    let expected = stated
+        .checked_add(HEADER_BYTES as u64)
+        .and_then(|x| x.checked_add(sums_stated));
     if expected != Some(blob.len() as u64) {
         return Err(BlobError::WrongLength {
             expected: expected.unwrap_or(u64::MAX),
             len: blob.len(),
         });
     }
-    let data = &blob[HEADER_BYTES..];
+    // The length matches header + data + sums, all of which fit `usize` (the blob does).
+    let (data, sums) = blob[HEADER_BYTES..].split_at(stated as usize);
     let stored = u32::from_le_bytes([h[40], h[41], h[42], h[43]]);
-    let computed = checksum(&h[..CHECKED_HEADER], data);
+    let computed = checksum(h, version, data, sums);
     if stored != computed {
         return Err(BlobError::Checksum { stored, computed });
     }
-    Ok((k_us, n_us, data))
+    Ok(Parsed {
+        k: k_us,
+        n: n_us,
+        data,
+        sums: (version != VERSION_1 && P::DTYPE != DType::Bf16).then_some(sums),
+    })
 }
 
 impl<P: Precision> PackedB<P> {
@@ -246,10 +328,21 @@ impl<P: Precision> PackedB<P> {
     /// assert!(PackedB::<Int8>::from_bytes(&blob[..100]).is_err());
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_version(VERSION)
+    }
+
+    /// The blob in format `version` (1: without column sums, for the tests of old blobs).
+    fn to_bytes_version(&self, version: u16) -> Vec<u8> {
         let data = self.view().packed_bytes();
-        let mut out = Vec::with_capacity(HEADER_BYTES + data.len());
-        out.extend_from_slice(&header::<P>(self.k(), self.n(), data));
+        let sums = if version == VERSION_1 {
+            Vec::new()
+        } else {
+            sum_bytes(self.col_sums())
+        };
+        let mut out = Vec::with_capacity(HEADER_BYTES + data.len() + sums.len());
+        out.extend_from_slice(&header::<P>(self.k(), self.n(), data, &sums, version));
         out.extend_from_slice(data);
+        out.extend_from_slice(&sums);
         out
     }
 
@@ -259,13 +352,21 @@ impl<P: Precision> PackedB<P> {
     /// [`BlobError`] for anything but an intact blob of weights of `P`; nothing is allocated
     /// before the header and the length are checked.
     pub fn from_bytes(blob: &[u8]) -> Result<PackedB<P>, BlobError> {
-        let (k, n, data) = parse::<P>(blob)?;
-        // The size was checked against the layout of K and N, so only an allocation failure
+        let Parsed { k, n, data, sums } = parse::<P>(blob)?;
+        let sums: Option<Vec<i32>> = sums.map(|bytes| {
+            bytes
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        });
+        // The sizes were checked against the layout of K and N, so only an allocation failure
         // remains.
-        PackedB::from_packed_data(k, n, data).map_err(|_| BlobError::InconsistentSize {
-            k: k as u64,
-            n: n as u64,
-            stated: data.len() as u64,
+        PackedB::from_packed_data(k, n, data, sums.as_deref()).map_err(|_| {
+            BlobError::InconsistentSize {
+                k: k as u64,
+                n: n as u64,
+                stated: data.len() as u64,
+            }
         })
     }
 }
@@ -299,7 +400,8 @@ impl<'a, P: Precision> PackedBView<'a, P> {
         if offset != 0 {
             return Err(BlobError::Misaligned { offset });
         }
-        let (k, n, data) = parse::<P>(blob)?;
+        let Parsed { k, n, data, sums } = parse::<P>(blob)?;
+        let col_sums = sums.and_then(sums_in_place);
         let (steps, panel_stride, _) =
             PackedB::<P>::layout_of(k, n).map_err(|_| BlobError::InconsistentSize {
                 k: k as u64,
@@ -312,7 +414,80 @@ impl<'a, P: Precision> PackedBView<'a, P> {
             steps,
             panel_stride,
             data,
+            col_sums,
             _precision: std::marker::PhantomData,
         })
+    }
+}
+
+/// The column sums of a blob, in place: `None` unless they are 4-byte aligned (they are in a
+/// blob at a 64-byte-aligned address) and the target is little-endian, as the blob is.
+fn sums_in_place(bytes: &[u8]) -> Option<&[i32]> {
+    if cfg!(target_endian = "big")
+        || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<i32>())
+    {
+        return None;
+    }
+    // SAFETY: the pointer is aligned for i32 (checked), the `bytes.len() / 4` elements lie
+    // inside `bytes` (a multiple of 4 bytes: 4 N, checked by `parse`), every bit pattern is a
+    // valid i32, the blob is little-endian like the target, and the result borrows `bytes`.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<i32>(), bytes.len() / 4) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Bf16, Int8, U8S8};
+
+    #[test]
+    fn version_1_blobs_are_still_read() {
+        let (k, n) = (70, 40);
+        let b: Vec<i8> = (0..k * n).map(|i| (i * 7 % 19) as i8 - 9).collect();
+        let packed = PackedB::<U8S8>::pack(&b, k, n, n).unwrap();
+        let old = packed.to_bytes_version(VERSION_1);
+        assert_eq!(old.len(), HEADER_BYTES + packed.packed_bytes());
+        let back = PackedB::<U8S8>::from_bytes(&old).unwrap();
+        // The column sums are recomputed from the packed data.
+        assert_eq!(back.col_sums(), packed.col_sums());
+        assert_eq!(back.view().packed_bytes(), packed.view().packed_bytes());
+        let new = packed.to_bytes();
+        assert_eq!(new.len(), old.len() + 4 * n);
+        let back = PackedB::<U8S8>::from_bytes(&new).unwrap();
+        assert_eq!(back.col_sums(), packed.col_sums());
+        // A view of a version-1 blob has no sums: a zero point is refused, none is fine.
+        let mut lines = vec![crate::pack::Line([0; 64]); old.len().div_ceil(64)];
+        // SAFETY: `Line` is 64 plain bytes; the slice covers exactly the vector's lines.
+        let buf = unsafe {
+            std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u8>(), lines.len() * 64)
+        };
+        buf[..old.len()].copy_from_slice(&old);
+        let view = PackedBView::<U8S8>::from_blob(&buf[..old.len()]).unwrap();
+        assert_eq!(view.col_sums(), None);
+        let gemm = crate::Gemm::new()
+            .backend(crate::Backend::Emulated)
+            .threads(1);
+        let a = vec![3u8; 2 * k];
+        let mut out = vec![0f32; 2 * n];
+        let zp = crate::Epilogue::new().quantized(1.0, 3, crate::WeightScale::Tensor(1.0));
+        assert!(matches!(
+            gemm.run_view_with(2, &a, k, view, &mut out, n, &zp),
+            Err(crate::GemmError::InvalidEpilogue(_))
+        ));
+        gemm.run_view_with(2, &a, k, view, &mut out, n, &crate::Epilogue::new())
+            .unwrap();
+        // A bf16 blob has no sums in either version.
+        let b16 = PackedB::<Bf16>::pack(&[half::bf16::ONE; 6], 3, 2, 2).unwrap();
+        assert_eq!(b16.to_bytes().len(), HEADER_BYTES + b16.packed_bytes());
+        assert!(PackedB::<Bf16>::from_bytes(&b16.to_bytes_version(VERSION_1)).is_ok());
+        // An int8 version-2 blob that states the wrong size of sums is refused.
+        let mut bad = PackedB::<Int8>::pack(&b, k, n, n).unwrap().to_bytes();
+        bad[44] ^= 4;
+        assert_eq!(
+            PackedB::<Int8>::from_bytes(&bad).unwrap_err(),
+            BlobError::ColumnSums {
+                stated: (4 * n as u64) ^ 4,
+                expected: 4 * n as u64
+            }
+        );
     }
 }

@@ -70,6 +70,11 @@ impl MicroShape {
         })
     }
 
+    /// Rows and columns of outputs.
+    pub(crate) fn dims(self) -> (usize, usize) {
+        (self.rows as usize, self.cols as usize)
+    }
+
     /// Rows of the upper tile row (t0, t1, t4).
     pub(crate) fn r0(self) -> u8 {
         self.rows.min(16)

@@ -13,6 +13,8 @@ pub enum Operand {
     B,
     /// The result, M x N.
     C,
+    /// The residual input of an [`Epilogue`](crate::Epilogue), M x N.
+    Residual,
 }
 
 impl fmt::Display for Operand {
@@ -21,6 +23,7 @@ impl fmt::Display for Operand {
             Operand::A => "A",
             Operand::B => "B",
             Operand::C => "C",
+            Operand::Residual => "the residual",
         })
     }
 }
@@ -71,6 +74,8 @@ pub enum GemmError {
     /// A tile instruction faulted (on the emulator; the silicon path never executes an
     /// instruction that would). Means a bug in this crate, reported instead of a crash.
     Fault(Fault),
+    /// An [`Epilogue`](crate::Epilogue) that cannot apply to this call (what and why).
+    InvalidEpilogue(String),
     /// The backend cannot run this precision, e.g. a CPU without AMX-BF16.
     Unsupported(String),
     /// The worker thread pool could not be created.
@@ -126,6 +131,7 @@ impl fmt::Display for GemmError {
             GemmError::Configure(e) => write!(f, "tile configuration failed: {e}"),
             GemmError::Config(e) => write!(f, "invalid tile configuration (bug): {e}"),
             GemmError::Fault(e) => write!(f, "tile instruction faulted (bug): {e}"),
+            GemmError::InvalidEpilogue(why) => write!(f, "invalid epilogue: {why}"),
             GemmError::Unsupported(why) => write!(f, "unsupported: {why}"),
             GemmError::ThreadPool(why) => write!(f, "cannot create the worker threads: {why}"),
             GemmError::TooManyThreads { requested, max } => write!(

@@ -10,6 +10,7 @@ use amx_runtime::{configure_on, configure_typed_on, counters, Backend, Configure
 
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
+use crate::epilogue::{Epilogue, Output, Prepared};
 use crate::error::{check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
 use crate::pack::{
@@ -83,6 +84,15 @@ pub struct RunStats {
 }
 
 impl RunStats {
+    /// A call that ran no worker.
+    fn empty(backend: Backend, threads: usize) -> RunStats {
+        RunStats {
+            backend,
+            threads,
+            workers: Vec::new(),
+        }
+    }
+
     /// LDTILECFGs issued by all workers together.
     pub fn loads(&self) -> u64 {
         self.workers.iter().map(|w| w.loads).sum()
@@ -237,13 +247,8 @@ impl Gemm {
         check_slice(Operand::C, m, n, ldc, c.len())?;
         let threads = self.checked_thread_count()?;
         let backend = self.resolved_backend()?;
-        let mut stats = RunStats {
-            backend,
-            threads,
-            workers: Vec::new(),
-        };
         if m == 0 || n == 0 {
-            return Ok(stats);
+            return Ok(RunStats::empty(backend, threads));
         }
         if k == 0 {
             if self.mode == Mode::Overwrite {
@@ -251,8 +256,119 @@ impl Gemm {
                     c[row * ldc..row * ldc + n].fill(P::C::default());
                 }
             }
-            return Ok(stats);
+            return Ok(RunStats::empty(backend, threads));
         }
+        let c_size = std::mem::size_of::<P::C>();
+        let target = Target::Plain {
+            c: MemMut::new(bytes_of_mut(c)),
+            ldc_bytes: byte_stride(m, ldc, c_size, Operand::C)?,
+            accumulate: self.mode == Mode::Accumulate,
+        };
+        self.launch(m, a, lda, b, target, threads, backend)
+    }
+
+    /// The product with a fused [`Epilogue`]: a quantized (or bf16) linear layer,
+    /// `out = convert(act(s[n] (A x B - zp_a colsum[n]) + bias[n]) + beta R)`, applied to each
+    /// micro-tile of the product while it is in L1 and written once, as `f32`, bf16, or
+    /// requantized `u8` / `i8` (see [`epilogue`](crate::epilogue) for the exact order of
+    /// operations and rounding). A is `m x b.k()` row-major with leading dimension `lda`; `out`
+    /// is `m x b.n()` row-major with leading dimension `ldo`. [`Gemm::mode`] does not apply
+    /// (the epilogue's residual is the way to add to an existing result).
+    ///
+    /// ```
+    /// use amx_gemm::{Activation, Backend, Epilogue, Gemm, Int8, PackedB, WeightScale};
+    ///
+    /// let (m, n, k) = (3, 2, 64);
+    /// let a = vec![2i8; m * k];
+    /// let b = vec![1i8; k * n];
+    /// let packed = PackedB::<Int8>::pack(&b, k, n, n)?;
+    /// let bias = [1.0f32, -200.0];
+    /// let e = Epilogue::new()
+    ///     .quantized(0.5, 0, WeightScale::Tensor(0.25))
+    ///     .bias(&bias)
+    ///     .activation(Activation::Relu);
+    /// let mut y = vec![0f32; m * n];
+    /// Gemm::new().backend(Backend::Emulated).run_with(m, &a, k, &packed, &mut y, n, &e)?;
+    /// // 0.5 * 0.25 * 128 + bias, then ReLU.
+    /// assert_eq!(y, [17.0, 0.0, 17.0, 0.0, 17.0, 0.0]);
+    /// # Ok::<(), amx_gemm::GemmError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Checked before the output is written: those of [`Gemm::run`] for A and the output
+    /// ([`Operand::C`]) and the thread count; [`GemmError::DimensionMismatch`] for per-channel
+    /// scales or a bias with fewer than N values; [`Operand::Residual`] slice errors;
+    /// [`GemmError::InvalidEpilogue`] for a zero point with bf16 or with weights that carry no
+    /// column sums, a requantization scale that is not positive and finite, or an output zero
+    /// point outside the output type. Then the backend's errors, as for [`Gemm::run`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with<P: Precision, O: Output>(
+        &self,
+        m: usize,
+        a: &[P::A],
+        lda: usize,
+        b: &PackedB<P>,
+        out: &mut [O],
+        ldo: usize,
+        epilogue: &Epilogue<'_>,
+    ) -> Result<RunStats, GemmError> {
+        self.run_view_with(m, a, lda, b.view(), out, ldo, epilogue)
+    }
+
+    /// [`Gemm::run_with`] with B borrowed ([`PackedB::view`] or [`PackedBView::from_blob`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Gemm::run_with`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_view_with<P: Precision, O: Output>(
+        &self,
+        m: usize,
+        a: &[P::A],
+        lda: usize,
+        b: PackedBView<'_, P>,
+        out: &mut [O],
+        ldo: usize,
+        epilogue: &Epilogue<'_>,
+    ) -> Result<RunStats, GemmError> {
+        let (k, n) = (b.k(), b.n());
+        check_slice(Operand::A, m, k, lda, a.len())?;
+        check_slice(Operand::C, m, n, ldo, out.len())?;
+        let threads = self.checked_thread_count()?;
+        let backend = self.resolved_backend()?;
+        if m == 0 || n == 0 {
+            return Ok(RunStats::empty(backend, threads));
+        }
+        let prepared = Prepared::new(epilogue, P::DTYPE, (m, n, k), b.col_sums(), out, ldo)?;
+        if k == 0 {
+            // An empty sum: every accumulator is 0, and the epilogue still applies (bias,
+            // residual, ...), here on the calling thread, with no tile work.
+            let zeros = [0u8; 4 * MR * NR];
+            for i0 in (0..m).step_by(MR) {
+                for j0 in (0..n).step_by(NR) {
+                    prepared.apply(&zeros, MR.min(m - i0), NR.min(n - j0), i0, j0)?;
+                }
+            }
+            return Ok(RunStats::empty(backend, threads));
+        }
+        self.launch(m, a, lda, b, Target::Fused(prepared), threads, backend)
+    }
+
+    /// Splits a checked, non-empty product (`m, n, k > 0`) over the workers.
+    #[allow(clippy::too_many_arguments)]
+    fn launch<P: Precision>(
+        &self,
+        m: usize,
+        a: &[P::A],
+        lda: usize,
+        b: PackedBView<'_, P>,
+        target: Target<'_>,
+        threads: usize,
+        backend: Backend,
+    ) -> Result<RunStats, GemmError> {
+        let (k, n) = (b.k(), b.n());
+        let mut stats = RunStats::empty(backend, threads);
         if backend == Backend::Hardware {
             // The silicon's features and limits are the same on every thread: refuse a CPU that
             // cannot run one of the call's micro-kernels before any worker writes to C.
@@ -263,28 +379,17 @@ impl Gemm {
             }
         }
         let a_size = P::DTYPE.input_bytes();
-        let c_size = std::mem::size_of::<P::C>();
-        // A single row's stride is never used (and may be any value, e.g. usize::MAX): 0, so
-        // that no offset computed from it can overflow. With two rows or more the slice holds
-        // `ld` elements, so the product fits.
-        let byte_stride = |ld: usize, size: usize, operand| match ld.checked_mul(size) {
-            _ if m <= 1 => Ok(0),
-            Some(bytes) => Ok(bytes),
-            None => Err(GemmError::TooLarge { operand }),
-        };
         let (mb, nb) = (m.div_ceil(MR), n.div_ceil(NR));
         let problem = Problem {
             m,
             n,
             a: ASource {
                 bytes: bytes_of(a),
-                ld_bytes: byte_stride(lda, a_size, Operand::A)?,
+                ld_bytes: byte_stride(m, lda, a_size, Operand::A)?,
                 row_bytes: k * a_size,
             },
             b,
-            c: MemMut::new(bytes_of_mut(c)),
-            ldc_bytes: byte_stride(ldc, c_size, Operand::C)?,
-            accumulate: self.mode == Mode::Accumulate,
+            target,
             backend,
             blocking: self.blocking.normalized(),
             grid: grid(threads, mb, nb),
@@ -331,15 +436,37 @@ impl Gemm {
     }
 }
 
+/// A row stride in bytes. A single row's stride is never used (and may be any value, e.g.
+/// `usize::MAX`): 0, so that no offset computed from it can overflow. With two rows or more the
+/// slice holds `ld` elements, so the product fits.
+fn byte_stride(rows: usize, ld: usize, size: usize, operand: Operand) -> Result<usize, GemmError> {
+    match ld.checked_mul(size) {
+        _ if rows <= 1 => Ok(0),
+        Some(bytes) => Ok(bytes),
+        None => Err(GemmError::TooLarge { operand }),
+    }
+}
+
+/// Where a call's product goes.
+enum Target<'a> {
+    /// Straight into C (`i32` / `f32`), overwriting or accumulating.
+    Plain {
+        c: MemMut,
+        ldc_bytes: usize,
+        accumulate: bool,
+    },
+    /// Through a fused epilogue: each micro-tile's last K block is stored to a scratch tile in
+    /// L1, and the epilogue writes the output from there.
+    Fused(Prepared<'a>),
+}
+
 /// Everything a worker needs; shared read-only by the workers of one call.
 struct Problem<'a, P: Precision> {
     m: usize,
     n: usize,
     a: ASource<'a>,
     b: PackedBView<'a, P>,
-    c: MemMut,
-    ldc_bytes: usize,
-    accumulate: bool,
+    target: Target<'a>,
     backend: Backend,
     blocking: Blocking,
     /// Workers over rows x workers over columns.
@@ -385,8 +512,8 @@ thread_local! {
     /// The shape this thread configured last, so that a worker starts with the configuration
     /// it already holds.
     static LAST_SHAPE: Cell<Option<MicroShape>> = const { Cell::new(None) };
-    /// This thread's packed-A buffer, kept between calls.
-    static SCRATCH: RefCell<AlignedBytes> = RefCell::new(AlignedBytes::default());
+    /// This thread's buffers, kept between calls.
+    static SCRATCH: RefCell<Buffers> = RefCell::new(Buffers::default());
 }
 
 /// The micro-tile shapes an `m x n` product uses (full, bottom and right edges, corner).
@@ -456,6 +583,31 @@ fn regions<P: Precision>(p: &Problem<'_, P>, index: usize) -> Vec<Region> {
     out
 }
 
+/// A worker's buffers, reserved before it configures any tiles (see [`work`]).
+#[derive(Default)]
+struct Buffers {
+    /// The packed A block.
+    a: AlignedBytes,
+    /// Fused epilogues: the partial sums of the earlier K blocks, the worker's rows times one
+    /// `nc` block of its columns.
+    acc: AlignedBytes,
+    /// Fused epilogues: the last K block of one micro-tile, 32 rows of 128 bytes, in L1.
+    tile: AlignedBytes,
+}
+
+/// Bytes of one row of a scratch tile: 32 accumulators.
+const TILE_ROW: usize = 4 * NR;
+
+/// Bytes per row of the partial-sum buffer of `region`, and its size (0 when K is not split).
+fn acc_layout<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<(usize, usize)> {
+    if !matches!(p.target, Target::Fused(_)) || kc_steps(p, region) >= p.b.steps {
+        return Some((0, 0));
+    }
+    let panels = region.panels.len().min(p.blocking.nc / NR);
+    let ld = panels.checked_mul(TILE_ROW)?;
+    Some((ld, ld.checked_mul(region.rows.len())?))
+}
+
 /// Bytes of packed A the loop nest of `region` uses at most: [`nest`]'s largest block.
 fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<usize> {
     let rows = region.rows.len().min(p.blocking.mc);
@@ -488,24 +640,46 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
     }
     let limits = amx_runtime::tmul_limits_on(p.backend)?;
     let mut scratch_len = 0;
+    let mut acc_len = 0;
     for region in &regions {
         configs::check_limits(region.shape, limits)?;
         let need = scratch_bytes(p, region).ok_or(GemmError::TooLarge {
             operand: Operand::A,
         })?;
         scratch_len = scratch_len.max(need);
+        let (_, acc) = acc_layout(p, region).ok_or(GemmError::TooLarge {
+            operand: Operand::C,
+        })?;
+        acc_len = acc_len.max(acc);
     }
+    let tile_len = match p.target {
+        Target::Fused(_) => MR * TILE_ROW,
+        Target::Plain { .. } => 0,
+    };
     SCRATCH.with(|scratch| {
-        let mut own = AlignedBytes::default();
+        let mut own = Buffers::default();
         let mut borrowed = scratch.try_borrow_mut();
         let scratch = match borrowed.as_deref_mut() {
             Ok(s) => s,
             Err(_) => &mut own,
         };
         scratch
+            .a
             .reserve_len(scratch_len)
             .ok_or(GemmError::TooLarge {
                 operand: Operand::A,
+            })?;
+        scratch
+            .acc
+            .reserve_len(acc_len)
+            .ok_or(GemmError::TooLarge {
+                operand: Operand::C,
+            })?;
+        scratch
+            .tile
+            .reserve_len(tile_len)
+            .ok_or(GemmError::TooLarge {
+                operand: Operand::C,
             })?;
         for region in &regions {
             run_region(p, region, scratch, &mut stats)?;
@@ -520,7 +694,7 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
 fn run_region<P: Precision>(
     p: &Problem<'_, P>,
     region: &Region,
-    scratch: &mut AlignedBytes,
+    scratch: &mut Buffers,
     stats: &mut WorkerStats,
 ) -> Result<(), GemmError> {
     if region.shape == MicroShape::FULL {
@@ -549,7 +723,7 @@ fn run_region<P: Precision>(
 fn run_typed<P: Precision, L: Full2x2>(
     p: &Problem<'_, P>,
     region: &Region,
-    scratch: &mut AlignedBytes,
+    scratch: &mut Buffers,
     stats: &mut WorkerStats,
 ) -> Result<(), GemmError> {
     let before = counters().loads;
@@ -571,7 +745,7 @@ fn nest_for_shape<P: Precision, O: TileOps>(
     ops: &mut O,
     p: &Problem<'_, P>,
     region: &Region,
-    scratch: &mut AlignedBytes,
+    scratch: &mut Buffers,
 ) -> Result<(), GemmError> {
     match (region.shape.two_rows(), region.shape.two_cols()) {
         (true, true) => nest(
@@ -602,11 +776,17 @@ fn nest_for_shape<P: Precision, O: TileOps>(
 }
 
 /// The BLIS loop nest over one region, with B prepacked.
+///
+/// With a fused epilogue, the micro-kernel of every K block but the last stores to the partial
+/// sums (`scratch.acc`, the region's rows times this `nc` block's columns) and the last one
+/// loads them, adds its block and stores the micro-tile to `scratch.tile` (4 KiB, in L1), from
+/// which the epilogue writes the output: every accumulator is stored to memory as often as in a
+/// plain GEMM, and the output is written once.
 fn nest<P: Precision, K: MicroKernel>(
     kernel: &mut K,
     p: &Problem<'_, P>,
     region: &Region,
-    scratch: &mut AlignedBytes,
+    scratch: &mut Buffers,
 ) -> Result<(), GemmError> {
     let steps = p.b.steps;
     let stride = p.b.panel_stride;
@@ -614,6 +794,30 @@ fn nest<P: Precision, K: MicroKernel>(
     let blocking = p.blocking;
     let kc = kc_steps(p, region);
     let nc = blocking.nc / NR;
+    let (acc_ld, acc_need) = acc_layout(p, region).ok_or(GemmError::TooLarge {
+        operand: Operand::C,
+    })?;
+    let tile_need = match p.target {
+        Target::Fused(_) => MR * TILE_ROW,
+        Target::Plain { .. } => 0,
+    };
+    let Buffers {
+        a: a_buf,
+        acc,
+        tile,
+    } = scratch;
+    // `work` reserved these before configuring: slicing allocates nothing.
+    let (Some(acc), Some(tile)) = (
+        acc.as_bytes_mut().get_mut(..acc_need),
+        tile.as_bytes_mut().get_mut(..tile_need),
+    ) else {
+        return Err(GemmError::TooLarge {
+            operand: Operand::C,
+        });
+    };
+    let acc = MemMut::new(acc);
+    let tile_mem = MemMut::new(tile);
+    let (rows, cols) = region.shape.dims();
     // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
     for jc in region.panels.clone().step_by(nc) {
         let jc_end = jc.saturating_add(nc).min(region.panels.end);
@@ -621,7 +825,7 @@ fn nest<P: Precision, K: MicroKernel>(
         // k-steps pc..pc+kc of each panel).
         for pc in (0..steps).step_by(kc) {
             let kcur = kc.min(steps - pc);
-            let accumulate = p.accumulate || pc > 0;
+            let last = pc + kcur >= steps;
             // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
             for ic in region.rows.clone().step_by(blocking.mc) {
                 let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
@@ -631,19 +835,42 @@ fn nest<P: Precision, K: MicroKernel>(
                 let need = packed_a_bytes(ic_end - ic, kcur).ok_or(GemmError::TooLarge {
                     operand: Operand::A,
                 })?;
-                let block = scratch
+                let block = a_buf
                     .as_bytes_mut()
                     .get_mut(..need)
                     .ok_or(GemmError::TooLarge {
                         operand: Operand::A,
                     })?;
                 pack::pack_a(p.a, ic..ic_end, pc, kcur, block);
-                let a = Mem::new(&scratch.as_bytes()[..need]);
+                let a = Mem::new(&a_buf.as_bytes()[..need]);
                 // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
                 // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.
                 for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
                     // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed from L2.
                     for jr in jc..jc_end {
+                        // Where the micro-tile is stored, and loaded from when accumulating.
+                        let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
+                            match &p.target {
+                                Target::Plain {
+                                    c,
+                                    ldc_bytes,
+                                    accumulate,
+                                } => {
+                                    let at = ir * ldc_bytes + jr * NR * 4;
+                                    let acc_in = *accumulate || pc > 0;
+                                    (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
+                                }
+                                Target::Fused(_) => {
+                                    let at =
+                                        (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
+                                    let src = Mem::from(acc);
+                                    if last {
+                                        (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
+                                    } else {
+                                        (acc, at, acc_ld, pc > 0, src, at, acc_ld)
+                                    }
+                                }
+                            };
                         let task = MicroTask {
                             a,
                             a_offset: q * kcur * STEP,
@@ -651,22 +878,46 @@ fn nest<P: Precision, K: MicroKernel>(
                             b,
                             b_offset: jr * stride + pc * STEP,
                             steps: kcur,
-                            c: p.c,
-                            c_offset: ir * p.ldc_bytes + jr * NR * 4,
-                            ldc_bytes: p.ldc_bytes,
+                            c,
+                            c_offset,
+                            ldc_bytes,
                             accumulate,
+                            c_src,
+                            c_src_offset: src_offset,
+                            c_src_ld: src_ld,
                             prefetch: blocking.prefetch_steps.saturating_mul(STEP),
                         };
                         // SAFETY: the caller configured this region's shape, whose kernel
                         // variant `K` is; A is the block just packed (alive in `scratch`), B the
-                        // packed panels, C the caller's buffer whose rows ir.. and columns
+                        // packed panels. C is the caller's buffer whose rows ir.. and columns
                         // 32 jr.. belong to this worker only (regions of different workers are
-                        // disjoint); the micro-tile lies inside C because the region's shape
-                        // is exactly what remains of M and N there. The configuration is still
-                        // the region's: since `configure`, only this loop nest, `pack_a` and
-                        // the micro-kernel have run, none of which calls code outside the crate
-                        // or allocates (`work` reserved the scratch first).
+                        // disjoint), and the micro-tile lies inside it because the region's
+                        // shape is exactly what remains of M and N there; or, with an epilogue,
+                        // this worker's own partial sums (rows of the region times the columns
+                        // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
+                        // lies inside) or scratch tile (32 rows of 128 bytes). The
+                        // configuration is still the region's: since `configure`, only this
+                        // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
+                        // run, none of which calls code outside the crate or allocates (`work`
+                        // reserved the buffers first, `Prepared::new` the epilogue's).
                         unsafe { kernel.run(&task)? };
+                        if last {
+                            if let Target::Fused(e) = &p.target {
+                                // SAFETY: `tile_mem` is the `tile_need` bytes of
+                                // `scratch.tile`, alive for this function and touched by this
+                                // thread only, through `tile_mem` only (the `&mut` it was made
+                                // from is not used again); the micro-kernel's stores to it
+                                // precede this read in program order, and the slice is dropped
+                                // before the next micro-kernel call writes it again.
+                                let stored = unsafe {
+                                    std::slice::from_raw_parts(
+                                        tile_mem.ptr().cast_const(),
+                                        tile_need,
+                                    )
+                                };
+                                e.apply(stored, rows, cols, ir, jr * NR)?;
+                            }
+                        }
                     }
                 }
             }

@@ -27,6 +27,13 @@ pub(crate) struct MicroTask {
     pub ldc_bytes: usize,
     /// Load C and add to it (`true`), or start from zero (`false`).
     pub accumulate: bool,
+    /// Where C is loaded from when accumulating: the buffer, the byte offset of the
+    /// micro-tile's first element and the row stride (the same as `c` for a plain GEMM; the
+    /// partial sums of earlier K blocks for a fused epilogue, whose last block stores to a
+    /// scratch tile instead).
+    pub c_src: Mem,
+    pub c_src_offset: usize,
+    pub c_src_ld: usize,
     /// Bytes ahead of each k-step's B tiles to prefetch (0: none).
     pub prefetch: usize,
 }
@@ -50,7 +57,8 @@ pub(crate) struct MicroTask {
 /// `+ s * 2048`, tile column `h` (outputs `16h..16h+16`) at `+ h * 1024`, VNNI rows of 64 bytes.
 ///
 /// **C.** The micro-tile's element `(i, j)` is at `task.c + task.c_offset + i * ldc_bytes + 4j`.
-/// With `accumulate` the kernel loads it first, otherwise it starts from zero; it then stores
+/// With `accumulate` the kernel first loads it from `task.c_src + task.c_src_offset +
+/// i * c_src_ld + 4j` (C itself for a plain GEMM), otherwise it starts from zero; it then stores
 /// exactly the `rows x cols` outputs of its shape and touches no other byte of C.
 ///
 /// **Memory.** Every byte read or written lies inside the buffers of the task; on the emulator
@@ -110,6 +118,13 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
             0
         };
         let c11 = c10 + 16 * 4;
+        let s01 = t.c_src_offset + 16 * 4;
+        let s10 = if TWO_ROWS {
+            t.c_src_offset + 16 * t.c_src_ld
+        } else {
+            0
+        };
+        let s11 = s10 + 16 * 4;
         // SAFETY: (this block and the ones below) the caller holds this shape's configuration, in which
         // t0, t4, t6 are always used, t1/t7 exactly when TWO_COLS, t2/t5 exactly when TWO_ROWS
         // and t3 when both, with dot-product shapes the table checked; the offsets are those
@@ -118,15 +133,15 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
         // this crate (see `gemm::work`), and this function calls none either.
         unsafe {
             if t.accumulate {
-                ops.load::<C00>(t.c.into(), t.c_offset, t.ldc_bytes)?;
+                ops.load::<C00>(t.c_src, t.c_src_offset, t.c_src_ld)?;
                 if TWO_COLS {
-                    ops.load::<C01>(t.c.into(), c01, t.ldc_bytes)?;
+                    ops.load::<C01>(t.c_src, s01, t.c_src_ld)?;
                 }
                 if TWO_ROWS {
-                    ops.load::<C10>(t.c.into(), c10, t.ldc_bytes)?;
+                    ops.load::<C10>(t.c_src, s10, t.c_src_ld)?;
                 }
                 if TWO_ROWS && TWO_COLS {
-                    ops.load::<C11>(t.c.into(), c11, t.ldc_bytes)?;
+                    ops.load::<C11>(t.c_src, s11, t.c_src_ld)?;
                 }
             } else {
                 ops.zero::<C00>()?;

@@ -91,6 +91,7 @@
 pub mod blob;
 mod blocking;
 mod configs;
+pub mod epilogue;
 mod error;
 mod gemm;
 mod kernel;
@@ -103,6 +104,7 @@ mod tile_ops;
 
 pub use blob::BlobError;
 pub use blocking::Blocking;
+pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
 pub use error::{GemmError, Operand};
 pub use gemm::{Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};

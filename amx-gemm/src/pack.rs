@@ -38,7 +38,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::error::{check_slice, GemmError, Operand};
-use crate::precision::{bytes_of, DType, Precision, ROW_BYTES};
+use crate::precision::{bytes_of, DType, Element, Precision, ROW_BYTES};
 
 /// Columns of one packed B panel (two tiles of 16 columns): the micro-kernel's N.
 pub const NR: usize = 32;
@@ -131,6 +131,10 @@ pub struct PackedB<P: Precision> {
     panels: usize,
     panel_stride: usize,
     data: AlignedBytes,
+    /// Per column of B, the sum of its K elements (int8 precisions; empty for bf16): what the
+    /// zero point of the activations is compensated with (see
+    /// [`Epilogue`](crate::Epilogue)).
+    col_sums: Vec<i32>,
     _precision: PhantomData<P>,
 }
 
@@ -162,6 +166,14 @@ impl<P: Precision> PackedB<P> {
         if k == 0 || n == 0 {
             // Nothing to copy (and `b` may be empty whatever `ldb` is).
             return Ok(packed);
+        }
+        if let Some(sums) = packed.col_sums_mut() {
+            let src = bytes_of(b);
+            for kk in 0..k {
+                for (sum, &x) in sums.iter_mut().zip(&src[kk * ldb..kk * ldb + n]) {
+                    *sum = sum.wrapping_add(i32::from(x as i8));
+                }
+            }
         }
         let size = P::DTYPE.input_bytes();
         let group = P::DTYPE.group();
@@ -246,10 +258,35 @@ impl<P: Precision> PackedB<P> {
         Ok((steps, panels, panel_stride, total))
     }
 
+    /// The column sums to fill at pack time: `Some` (zeroed, N of them) for the int8
+    /// precisions, `None` for bf16.
+    fn col_sums_mut(&mut self) -> Option<&mut [i32]> {
+        match P::DTYPE {
+            DType::Int8 | DType::U8S8 => Some(&mut self.col_sums),
+            DType::Bf16 => None,
+        }
+    }
+
+    /// Column sums are kept for the int8 precisions only.
+    fn has_col_sums() -> bool {
+        P::DTYPE != DType::Bf16
+    }
+
     /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
-    /// dimension).
+    /// dimension), with zeroed column sums for the int8 precisions.
     fn allocate(k: usize, n: usize) -> Result<PackedB<P>, GemmError> {
         let (steps, panels, panel_stride, total) = Self::layout(k, n)?;
+        let mut col_sums = Vec::new();
+        // With K = 0 every sum is 0 and none is stored (N may then be any size: nothing else
+        // is allocated either).
+        if Self::has_col_sums() && k > 0 {
+            col_sums
+                .try_reserve_exact(n)
+                .map_err(|_| GemmError::TooLarge {
+                    operand: Operand::B,
+                })?;
+            col_sums.resize(n, 0);
+        }
         Ok(PackedB {
             k,
             n,
@@ -259,6 +296,7 @@ impl<P: Precision> PackedB<P> {
             data: AlignedBytes::try_zeroed(total).ok_or(GemmError::TooLarge {
                 operand: Operand::B,
             })?,
+            col_sums,
             _precision: PhantomData,
         })
     }
@@ -276,6 +314,7 @@ impl<P: Precision> PackedB<P> {
         let dtype = P::DTYPE;
         let panel_stride = packed.panel_stride;
         let out = packed.data.as_bytes_mut();
+        let sums = &mut packed.col_sums;
         let size = dtype.input_bytes();
         let group = dtype.group();
         let kt = dtype.k_per_step();
@@ -290,6 +329,10 @@ impl<P: Precision> PackedB<P> {
                 let (h, j) = (col / 16, col % 16);
                 let at_byte = p * panel_stride + row_base + h * TILE + j * 4;
                 let value = at(kk, nn);
+                if let Some(sum) = sums.get_mut(nn) {
+                    // Empty for bf16; an int8 element's value is its i8 (or, for u8s8's B, i8).
+                    *sum = sum.wrapping_add(value.to_f64() as i32);
+                }
                 let bytes = bytes_of(std::slice::from_ref(&value));
                 element[..size].copy_from_slice(bytes);
                 out[at_byte..at_byte + size].copy_from_slice(&element[..size]);
@@ -311,6 +354,14 @@ impl<P: Precision> PackedB<P> {
     /// Bytes of packed storage (including the zero padding of K, N and the panel gaps).
     pub fn packed_bytes(&self) -> usize {
         self.data.len
+    }
+
+    /// Per column `n` of B, `sum_k B[k][n]` (wrapping in `i32`), computed once at pack time:
+    /// what a zero point of the activations is compensated with
+    /// ([`Epilogue::quantized`](crate::Epilogue::quantized)). `None` for bf16; empty when K is
+    /// 0 (every sum is 0).
+    pub fn col_sums(&self) -> Option<&[i32]> {
+        Self::has_col_sums().then_some(&self.col_sums[..])
     }
 
     /// The element `(k, n)` of B read back from the packed layout (zero padding is not
@@ -369,13 +420,20 @@ impl<P: Precision> PackedB<P> {
             steps: self.steps,
             panel_stride: self.panel_stride,
             data: self.data.as_bytes(),
+            col_sums: self.col_sums(),
             _precision: PhantomData,
         }
     }
 
     /// A packed B of `k x n` holding a copy of `data`, which must have the layout's exact size
-    /// (checked by the caller, `blob`).
-    pub(crate) fn from_packed_data(k: usize, n: usize, data: &[u8]) -> Result<Self, GemmError> {
+    /// (checked by the caller, `blob`), and of the column sums when given (`None`: recomputed
+    /// from the packed data, for blobs that do not carry them).
+    pub(crate) fn from_packed_data(
+        k: usize,
+        n: usize,
+        data: &[u8],
+        sums: Option<&[i32]>,
+    ) -> Result<Self, GemmError> {
         let mut packed = Self::allocate(k, n)?;
         if packed.data.len != data.len() {
             return Err(GemmError::TooLarge {
@@ -383,6 +441,35 @@ impl<P: Precision> PackedB<P> {
             });
         }
         packed.data.as_bytes_mut().copy_from_slice(data);
+        let stride = packed.panel_stride;
+        let steps = packed.steps;
+        let data = packed.data.as_bytes();
+        let own = &mut packed.col_sums;
+        match (Self::has_col_sums(), sums) {
+            (true, Some(sums)) if sums.len() == own.len() => own.copy_from_slice(sums),
+            (true, Some(sums)) => {
+                return Err(GemmError::DimensionMismatch {
+                    what: "column sums and N",
+                    expected: n,
+                    found: sums.len(),
+                })
+            }
+            (true, None) => {
+                // Every byte of a column's tiles is one of its elements or zero padding.
+                for (nn, sum) in own.iter_mut().enumerate() {
+                    let (p, h, j) = (nn / NR, (nn % NR) / 16, nn % 16);
+                    for s in 0..steps {
+                        for r in 0..16 {
+                            let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
+                            for &x in &data[at..at + 4] {
+                                *sum = sum.wrapping_add(i32::from(x as i8));
+                            }
+                        }
+                    }
+                }
+            }
+            (false, _) => {}
+        }
         Ok(packed)
     }
 
@@ -405,6 +492,8 @@ pub struct PackedBView<'a, P: Precision> {
     pub(crate) steps: usize,
     pub(crate) panel_stride: usize,
     pub(crate) data: &'a [u8],
+    /// The column sums (int8 precisions; `None` for bf16 and for blobs without them).
+    pub(crate) col_sums: Option<&'a [i32]>,
     pub(crate) _precision: PhantomData<P>,
 }
 
@@ -433,6 +522,12 @@ impl<'a, P: Precision> PackedBView<'a, P> {
     /// The packed bytes.
     pub fn packed_bytes(&self) -> &'a [u8] {
         self.data
+    }
+
+    /// The column sums of B ([`PackedB::col_sums`]); `None` for bf16 and for weights read from
+    /// a blob of format version 1, which does not carry them.
+    pub fn col_sums(&self) -> Option<&'a [i32]> {
+        self.col_sums
     }
 }
 

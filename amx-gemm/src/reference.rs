@@ -117,9 +117,31 @@
 //!
 //! With no possible overflow, rules 1 to 3 leave one class (NaN, one infinity, or finite within
 //! the bound) for each output, as IEEE arithmetic in `f64` and in the tiles agree on it.
+//!
+//! # Linear layers (fused epilogues)
+//!
+//! Two references check [`Gemm::run_with`](crate::Gemm::run_with):
+//!
+//! - [`linear_model`] performs the [epilogue's steps](crate::epilogue) one by one, in `f32`,
+//!   on a given accumulator (the exact integer product for int8, computed by [`gemm`]; the
+//!   plain GEMM's `f32` output for bf16): the fused path must match it **bit for bit**.
+//! - [`verify_linear`] computes each output in `f64` from the inputs (exact integer product or
+//!   `f64` sum, exact scales, `f64` activations) and accepts the output when it lies within
+//!   [`linear_tolerance`], which adds up the `f32` steps' errors: with `u = 2^-24`,
+//!   `P = s q` (exact scale times exact accumulator), `b` the bias, `L` the activation's
+//!   slope bound ([`Activation::lipschitz`](crate::Activation::lipschitz)), and `E_acc` the
+//!   bf16 accumulator's bound ([`bf16_tolerance`]; 0 for int8, whose accumulator is exact):
+//!
+//!   ```text
+//!   E_pre = 6u (|P| + |b|) + 1.01 |s| E_acc + 3 * 2^-126      (steps 2-4: 5 roundings)
+//!   E_act = L E_pre + 2^-20 (1 + |X| + E_pre)                 (step 5, X = P + b)
+//!   E     = E_act + 3u (|act(X)| + E_act + |beta R|)           (step 6: 2 roundings, and f32 out)
+//!   bf16 output: E + 2^-8 (|Y| + E);   u8 / i8: q within rne((Y +- E) / scale) + zp, saturated
+//!   ```
 
 use std::fmt;
 
+use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
 use crate::error::{check_slice, GemmError, Operand};
 use crate::gemm::Mode;
 use crate::precision::{DType, Element, Precision};
@@ -587,4 +609,251 @@ mod tests {
             assert!(may_overflow(k, 1.0));
         }
     }
+}
+
+/// The step-by-step `f32` model of a fused epilogue (see the [module docs](self)):
+/// `out[i][n]` for an `m x n` accumulator `acc` (leading dimension `ldacc`; the exact product
+/// for int8, the plain GEMM's output for bf16), with the weights' column sums `col_sums` (needed
+/// when the epilogue has a zero point). The fused path equals it bit for bit.
+///
+/// # Errors
+/// Slice errors for the accumulator, the output or the residual; a missing column sum or
+/// parameter is an [`GemmError::InvalidEpilogue`].
+#[allow(clippy::too_many_arguments)]
+pub fn linear_model<P: Precision, O: Output>(
+    m: usize,
+    n: usize,
+    acc: &[P::C],
+    ldacc: usize,
+    col_sums: Option<&[i32]>,
+    epilogue: &Epilogue<'_>,
+    out: &mut [O],
+    ldo: usize,
+) -> Result<(), GemmError> {
+    check_slice(Operand::C, m, n, ldacc, acc.len())?;
+    check_slice(Operand::C, m, n, ldo, out.len())?;
+    let params = Params::new(epilogue, m, n)?;
+    let int_acc = P::DTYPE != DType::Bf16;
+    for i in 0..m {
+        for j in 0..n {
+            let sum = match (epilogue.a_zero_point, col_sums) {
+                (0, _) => 0,
+                // No sums are stored when K = 0: every one is 0.
+                (_, Some([])) => 0,
+                (_, Some(s)) => *s.get(j).ok_or_else(|| missing("column sums"))?,
+                (_, None) => return Err(missing("column sums")),
+            };
+            let r = params.residual(i, j).map(|(r, _)| r as f32);
+            out[i * ldo + j] =
+                epilogue::model_one::<O>(epilogue, int_acc, acc[i * ldacc + j].to_f64(), sum, j, r);
+        }
+    }
+    Ok(())
+}
+
+fn missing(what: &str) -> GemmError {
+    GemmError::InvalidEpilogue(format!("the reference needs {what}"))
+}
+
+/// An epilogue's inputs, checked, for the references.
+struct Params<'e, 'a> {
+    e: &'e Epilogue<'a>,
+}
+
+impl<'e, 'a> Params<'e, 'a> {
+    fn new(e: &'e Epilogue<'a>, m: usize, n: usize) -> Result<Self, GemmError> {
+        if let WeightScale::Channel(s) = e.w_scale {
+            if s.len() < n {
+                return Err(missing("a weight scale per channel"));
+            }
+        }
+        if e.bias.is_some_and(|b| b.len() < n) {
+            return Err(missing("a bias per channel"));
+        }
+        if let Some((r, _)) = e.residual {
+            let (len, ld) = match r {
+                Residual::F32 { data, ld } => (data.len(), ld),
+                Residual::Bf16 { data, ld } => (data.len(), ld),
+            };
+            check_slice(Operand::Residual, m, n, ld, len)?;
+        }
+        Ok(Params { e })
+    }
+
+    /// The residual element (exact, as `f64`) and beta.
+    fn residual(&self, i: usize, j: usize) -> Option<(f64, f64)> {
+        let (r, beta) = self.e.residual?;
+        let x = match r {
+            Residual::F32 { data, ld } => f64::from(data[i * ld + j]),
+            Residual::Bf16 { data, ld } => f64::from(data[i * ld + j].to_f32()),
+        };
+        Some((x, f64::from(beta)))
+    }
+
+    /// The exact scale of column `j`: `alpha * a_scale * w_scale[j]` in `f64`.
+    fn scale(&self, j: usize) -> f64 {
+        let w = match self.e.w_scale {
+            WeightScale::Tensor(w) => w,
+            WeightScale::Channel(w) => w[j],
+        };
+        f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(w)
+    }
+
+    fn bias(&self, j: usize) -> f64 {
+        self.e.bias.map_or(0.0, |b| f64::from(b[j]))
+    }
+}
+
+/// One output of a linear layer computed in `f64`, and the bound on the fused path's error
+/// ([module docs](self)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinearExpected {
+    /// The value before the output conversion (`act(X) + beta R`), in `f64`.
+    pub value: f64,
+    /// The bound on `|computed - value|` before the output conversion.
+    pub tolerance: f64,
+}
+
+/// The bound of the [module docs](self) for one output: `p` the exact scaled accumulator
+/// `s q`, `scale` = `s`, `acc_err` the accumulator's own bound (0 for int8), `bias`, the
+/// activation, and the residual term `beta R`.
+pub fn linear_tolerance(
+    p: f64,
+    scale: f64,
+    acc_err: f64,
+    bias: f64,
+    activation: Activation,
+    residual: f64,
+) -> LinearExpected {
+    let u = 2f64.powi(-24);
+    let x = p + bias;
+    let e_pre = 6.0 * u * (p.abs() + bias.abs()) + 1.01 * scale.abs() * acc_err + 3.0 * MIN_NORMAL;
+    let act = activation.exact(x);
+    let e_act = activation.lipschitz() * e_pre + Activation::TOLERANCE * (1.0 + x.abs() + e_pre);
+    let tolerance = e_act + 3.0 * u * (act.abs() + e_act + residual.abs());
+    LinearExpected {
+        value: act + residual,
+        tolerance: tolerance * EVALUATION,
+    }
+}
+
+/// An output of [`verify_linear`] outside its bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearMismatch {
+    /// Row and column.
+    pub at: (usize, usize),
+    /// The output, as `f64`.
+    pub got: f64,
+    /// The `f64` reference and its bound (before the output conversion).
+    pub expected: LinearExpected,
+}
+
+impl fmt::Display for LinearMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "output ({}, {}) is {}; the f64 reference gives {} within {:e}",
+            self.at.0, self.at.1, self.got, self.expected.value, self.expected.tolerance
+        )
+    }
+}
+
+impl std::error::Error for LinearMismatch {}
+
+/// Checks the output of [`Gemm::run_with`](crate::Gemm::run_with) for `A` (`m x k`,
+/// leading dimension `lda`) times `B` (`k x n` row-major, leading dimension `ldb`) with
+/// `epilogue` against the `f64` reference within [`linear_tolerance`]. Returns the largest
+/// ratio of error to bound (at most 1 when it passes). Finite inputs are assumed (a NaN or
+/// infinite output where the reference is finite is a mismatch).
+///
+/// # Errors
+/// `Ok(Err(mismatch))` for the first output outside its bound; `Err` for inputs the reference
+/// cannot read (slices too short, missing parameters).
+#[allow(clippy::too_many_arguments)]
+pub fn verify_linear<P: Precision, O: Output>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[P::A],
+    lda: usize,
+    b: &[P::B],
+    ldb: usize,
+    epilogue: &Epilogue<'_>,
+    out: &[O],
+    ldo: usize,
+) -> Result<Result<f64, LinearMismatch>, GemmError> {
+    check_slice(Operand::A, m, k, lda, a.len())?;
+    check_slice(Operand::B, k, n, ldb, b.len())?;
+    check_slice(Operand::C, m, n, ldo, out.len())?;
+    let params = Params::new(epilogue, m, n)?;
+    if m == 0 || n == 0 {
+        return Ok(Ok(0.0));
+    }
+    let widened = Widened::new::<P>(k, n, b, ldb);
+    let int = P::DTYPE != DType::Bf16;
+    // Column sums of B, exact, for the zero point.
+    let mut col_sums = vec![0f64; n];
+    for kk in 0..k {
+        for (s, x) in col_sums
+            .iter_mut()
+            .zip(&widened.values[kk * n..(kk + 1) * n])
+        {
+            *s += x;
+        }
+    }
+    let zp = f64::from(epilogue.a_zero_point);
+    let out_int = matches!(O::CODE, 2 | 3);
+    let (lo, hi) = if O::CODE == 2 {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    let mut worst = 0f64;
+    for i in 0..m {
+        let row = widened.row::<P>(&a[i * lda..i * lda + k], None);
+        for j in 0..n {
+            let (q, acc_err) = if int {
+                // The exact integer, wrapped to i32 as the tiles wrap it.
+                let q = row.exact[j] as i64 - (zp * col_sums[j]) as i64;
+                (f64::from(q as i32), 0.0)
+            } else {
+                (row.exact[j], bf16_tolerance(k, row.magnitude[j]))
+            };
+            let s = params.scale(j);
+            let res = params.residual(i, j).map_or(0.0, |(r, beta)| r * beta);
+            let mut expected =
+                linear_tolerance(s * q, s, acc_err, params.bias(j), epilogue.activation, res);
+            let got = out[i * ldo + j].to_f64();
+            let ok = if out_int {
+                let scale = f64::from(epilogue.out_scale);
+                let v = expected.value / scale;
+                let e = expected.tolerance / scale + 3.0 * 2f64.powi(-24) * v.abs();
+                let z = f64::from(epilogue.out_zero_point);
+                let q_lo = ((v - e).round_ties_even() + z).clamp(lo, hi);
+                let q_hi = ((v + e).round_ties_even() + z).clamp(lo, hi);
+                let ratio = if q_lo == q_hi { 0.0 } else { 1.0 };
+                worst = worst.max(ratio * f64::from(got != q_lo && got != q_hi));
+                (q_lo..=q_hi).contains(&got)
+            } else {
+                if O::CODE == 1 {
+                    // bf16 output: one more rounding, to 8 significant bits.
+                    expected.tolerance +=
+                        2f64.powi(-8) * (expected.value.abs() + expected.tolerance);
+                }
+                let err = (got - expected.value).abs();
+                if expected.tolerance > 0.0 {
+                    worst = worst.max(err / expected.tolerance);
+                }
+                err <= expected.tolerance
+            };
+            if !ok {
+                return Ok(Err(LinearMismatch {
+                    at: (i, j),
+                    got,
+                    expected,
+                }));
+            }
+        }
+    }
+    Ok(Ok(worst))
 }

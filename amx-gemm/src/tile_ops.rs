@@ -76,6 +76,11 @@ impl MemMut {
             len: bytes.len(),
         }
     }
+
+    /// The buffer's first byte.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
 }
 
 impl From<MemMut> for Mem {

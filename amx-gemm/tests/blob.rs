@@ -35,7 +35,8 @@ fn round_trip<P: Precision>() {
     for (k, n) in [(0, 5), (7, 0), (1, 1), (64, 32), (100, 45), (300, 97)] {
         let (_, packed) = weights::<P>(k, n);
         let blob = packed.to_bytes();
-        assert_eq!(blob.len(), 64 + packed.packed_bytes(), "{k}x{n}");
+        let sums = packed.col_sums().map_or(0, |s| 4 * s.len());
+        assert_eq!(blob.len(), 64 + packed.packed_bytes() + sums, "{k}x{n}");
         let back = PackedB::<P>::from_bytes(&blob).unwrap();
         assert_eq!((back.k(), back.n()), (k, n));
         assert_eq!(back.view().packed_bytes(), packed.view().packed_bytes());

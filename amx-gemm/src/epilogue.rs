@@ -1,0 +1,884 @@
+//! Fused epilogues: what an inference linear layer computes after the product, applied to each
+//! micro-tile of C while it is in L1, before the result is written once.
+//!
+//! [`Gemm::run_with`](crate::Gemm::run_with) computes, for every output `(i, n)`,
+//!
+//! ```text
+//! y[i][n] = out( act( s[n] * (acc[i][n] - zp_a * colsum[n]) + bias[n] ) + beta * R[i][n] )
+//! ```
+//!
+//! where `acc = A x B` is the tile unit's accumulator (exact `i32` for int8, `f32` for bf16),
+//! `colsum[n] = sum_k B[k][n]` was computed when B was packed ([`PackedB::col_sums`](crate::PackedB::col_sums)), `R` is an
+//! optional residual input of C's shape and `out` converts to the output type.
+//!
+//! # Order of operations and rounding
+//!
+//! Every step is one IEEE-754 `f32` operation rounded to nearest even (no fused multiply-add,
+//! no reassociation), in this order; a step whose parameter is absent is skipped or is an exact
+//! identity, so an epilogue with nothing set stores the accumulator unchanged (as `f32`):
+//!
+//! 1. **int8 only, in `i32` with wraparound** (as the accumulator itself):
+//!    `q = acc - zp_a * colsum[n]`. Exact whenever the true value fits `i32`.
+//! 2. `x = f32(q)` (int8; exact for `|q| <= 2^24`) or `x = acc` (bf16).
+//! 3. `s[n] = (alpha * scale_a) * scale_w[n]`: two `f32` products, left to right (`scale_w` per
+//!    channel, or one per tensor); then `x = x * s[n]`.
+//! 4. `x = x + bias[n]` (no bias: nothing is added, so `-0.0` stays `-0.0`).
+//! 5. `x = act(x)` ([`Activation`]; each computed in `f32` by this crate's own functions,
+//!    within the bound documented on [`Activation`], and the same on every backend).
+//! 6. With a residual: `t = beta * R[i][n]` (bf16 residuals widened exactly), then
+//!    `x = x + t`.
+//! 7. Output: `f32` as is; bf16 rounded to nearest even (NaN stays a quiet NaN);
+//!    `u8`/`i8` requantized: `v = x / scale_out` (correctly rounded `f32` division), rounded
+//!    half to even to an integer, `+ zp_out`, saturated to the type's range; NaN gives `zp_out`.
+//!
+//! Because every step is a fixed sequence of correctly rounded operations, the result is the
+//! same bit for bit on the silicon and on the emulator, for any thread count and blocking, and
+//! int8 results are exact up to the documented `f32` steps: the reference
+//! [`reference::linear_model`](crate::reference::linear_model) performs the same steps on the
+//! exact integer product and the tests compare the two for equality.
+//!
+//! # Where it runs
+//!
+//! The micro-kernel stores the last K block of each micro-tile (at most 32 x 32) to a 4 KiB
+//! scratch block that stays in L1, the epilogue reads it, and the final output is written once.
+//! When K is split into several blocks (M above 32 with K above the blocking's `kc`), the
+//! earlier blocks accumulate in a per-worker buffer of the worker's rows times one `nc` block of
+//! columns (`i32`/`f32`), allocated before the worker configures its tiles; with M <= 32 K is
+//! never split and no such buffer is used. No second pass over the output is made.
+//!
+//! # Group-quantized weights
+//!
+//! Per-K-group weight scales (one scale per group of K rows and output channel) are not
+//! supported: they would have to be applied inside the K loop, storing and rescaling the four
+//! C tiles after every group. A C tile is 16 rows of 64 bytes; with a group of 64 int8 (one
+//! k-step, four dot products of 16 cycles each) every 64 cycles of tile work would be followed
+//! by storing and rescaling 4 KiB of accumulators, which costs more than the dot products
+//! themselves; only groups of several hundred K keep the tile unit busy.
+
+use half::bf16;
+
+use crate::error::{check_slice, GemmError, Operand};
+use crate::pack::NR;
+use crate::precision::{DType, Element};
+use crate::tile_ops::MemMut;
+
+/// The activation function of an [`Epilogue`], computed in `f32`.
+///
+/// The transcendental ones use this crate's own branch-free `f32` approximations (so that they
+/// vectorize and give the same bits everywhere): for every finite `x`, the computed value is
+/// within `ACTIVATION_TOLERANCE * (1 + |x|)` of the exact function
+/// ([`Activation::TOLERANCE`]), which the tests check against `f64` over a dense sweep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Activation {
+    /// `x`.
+    #[default]
+    Identity,
+    /// `max(x, 0)`; NaN gives 0.
+    Relu,
+    /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`.
+    GeluTanh,
+    /// GELU, erf form: `0.5 x (1 + erf(x / sqrt(2)))`.
+    GeluErf,
+    /// SiLU (swish): `x / (1 + exp(-x))`.
+    Silu,
+}
+
+impl Activation {
+    /// The bound on the computed activation: `|act_f32(x) - act(x)| <= TOLERANCE * (1 + |x|)`
+    /// for finite `x` (`2^-20`).
+    pub const TOLERANCE: f64 = 1.0 / (1u64 << 20) as f64;
+
+    /// The largest slope of the exact function (a Lipschitz constant), which error bounds
+    /// propagate an input error through: 1 for identity and ReLU, 1.13 for GELU, 1.1 for SiLU.
+    pub const fn lipschitz(self) -> f64 {
+        match self {
+            Activation::Identity | Activation::Relu => 1.0,
+            Activation::GeluTanh | Activation::GeluErf => 1.13,
+            Activation::Silu => 1.1,
+        }
+    }
+
+    /// The function as the epilogue computes it (step 5 of the [module docs](self)).
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => relu(x),
+            Activation::GeluTanh => gelu_tanh(x),
+            Activation::GeluErf => gelu_erf(x),
+            Activation::Silu => silu(x),
+        }
+    }
+
+    /// The exact function in `f64` (erf and tanh to about 1e-15), for references.
+    pub fn exact(self, x: f64) -> f64 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => {
+                if x > 0.0 {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            Activation::GeluTanh => {
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+                0.5 * x * (1.0 + u.tanh())
+            }
+            Activation::GeluErf => 0.5 * x * (1.0 + erf_f64(x / std::f64::consts::SQRT_2)),
+            Activation::Silu => x / (1.0 + (-x).exp()),
+        }
+    }
+}
+
+#[inline(always)]
+fn relu(x: f32) -> f32 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// `exp(x)` in `f32`, branch-free: `x` clamped to `[-87, 88]` (a NaN stays NaN), `2^n e^r` with
+/// `n = rne(x / ln 2)` and a degree-7 Taylor polynomial for `|r| <= ln 2 / 2` (truncation below
+/// `5e-9`), so within a few ulp.
+#[inline(always)]
+fn exp_f32(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting rounds to an integer
+    const LN2_HI: f32 = 0.693_359_4; // few significant bits: n * LN2_HI is exact
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0 / 5040.0;
+    let p = p * r + 1.0 / 720.0;
+    let p = p * r + 1.0 / 120.0;
+    let p = p * r + 1.0 / 24.0;
+    let p = p * r + 1.0 / 6.0;
+    let p = p * r + 0.5;
+    let p = p * r + 1.0;
+    let p = p * r + 1.0;
+    // n is an integer in [-126, 127]: 2^n is a normal f32 built from its exponent bits.
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    p * scale
+}
+
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    const K0: f32 = 0.797_884_6; // sqrt(2 / pi)
+    let u = K0 * (x + 0.044715 * (x * x * x));
+    // tanh(u) = 1 - 2 / (exp(2u) + 1): saturates to +-1 without branches.
+    let t = 1.0 - 2.0 / (exp_f32(2.0 * u) + 1.0);
+    0.5 * x * (1.0 + t)
+}
+
+/// `erf` in `f32` (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7 before rounding).
+#[inline(always)]
+fn erf_f32(x: f32) -> f32 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let p = 1.061_405_4;
+    let p = p * t - 1.453_152;
+    let p = p * t + 1.421_413_8;
+    let p = p * t - 0.284_496_72;
+    let p = p * t + 0.254_829_6;
+    let y = 1.0 - p * t * exp_f32(-(z * z));
+    y.copysign(x)
+}
+
+#[inline(always)]
+fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+#[inline(always)]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + exp_f32(-x))
+}
+
+/// `erf` in `f64` to about 1e-15: `2/sqrt(pi) e^(-x^2) sum 2^j x^(2j+1) / (1 3 5 .. (2j+1))`,
+/// a series of positive terms (no cancellation); 1 beyond 6.
+fn erf_f64(x: f64) -> f64 {
+    let z = x.abs();
+    if z.is_nan() {
+        return x;
+    }
+    if z > 6.0 {
+        return 1f64.copysign(x);
+    }
+    let mut term = z;
+    let mut sum = z;
+    let mut j = 0.0;
+    while term > sum * 1e-17 {
+        j += 1.0;
+        term *= 2.0 * z * z / (2.0 * j + 1.0);
+        sum += term;
+    }
+    let y = 2.0 / std::f64::consts::PI.sqrt() * (-z * z).exp() * sum;
+    y.min(1.0).copysign(x)
+}
+
+/// The per-output-channel or per-tensor weight scale of an [`Epilogue`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WeightScale<'a> {
+    /// One scale for all of B.
+    Tensor(f32),
+    /// One scale per output channel `n` (at least N of them).
+    Channel(&'a [f32]),
+}
+
+/// A residual input of C's shape (`m x n`, row-major, leading dimension `ld`), added after the
+/// activation ([`Epilogue::residual`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Residual<'a> {
+    /// `f32` elements.
+    F32 {
+        /// The elements, `R[i][n]` at `data[i * ld + n]`.
+        data: &'a [f32],
+        /// The leading dimension, at least N.
+        ld: usize,
+    },
+    /// bf16 elements (widened exactly to `f32`).
+    Bf16 {
+        /// The elements, `R[i][n]` at `data[i * ld + n]`.
+        data: &'a [bf16],
+        /// The leading dimension, at least N.
+        ld: usize,
+    },
+}
+
+/// What [`Gemm::run_with`](crate::Gemm::run_with) applies to the product before it writes the
+/// output: dequantization, bias, activation, residual, requantization. The semantics, step by
+/// step with their rounding, are in the [module docs](self).
+///
+/// ```
+/// use amx_gemm::{Activation, Backend, Epilogue, Gemm, PackedB, WeightScale, U8S8};
+///
+/// // A quantized linear layer: u8 activations (scale 0.02, zero point 128), s8 weights with
+/// // per-channel scales, f32 bias, GELU, bf16 output.
+/// let (m, n, k) = (2, 3, 64);
+/// let x: Vec<u8> = (0..m * k).map(|i| (i * 37 % 256) as u8).collect();
+/// let w: Vec<i8> = (0..k * n).map(|i| (i * 11 % 15) as i8 - 7).collect();
+/// let weights = PackedB::<U8S8>::pack(&w, k, n, n)?; // column sums computed here, once
+/// let scales = [0.01f32, 0.02, 0.03];
+/// let bias = [0.5f32, -0.5, 0.0];
+/// let epilogue = Epilogue::new()
+///     .quantized(0.02, 128, WeightScale::Channel(&scales))
+///     .bias(&bias)
+///     .activation(Activation::GeluTanh);
+/// let mut y = vec![amx_gemm::bf16::ZERO; m * n];
+/// Gemm::new().backend(Backend::Emulated).run_with(m, &x, k, &weights, &mut y, n, &epilogue)?;
+/// # Ok::<(), amx_gemm::GemmError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Epilogue<'a> {
+    pub(crate) alpha: f32,
+    pub(crate) a_scale: f32,
+    pub(crate) a_zero_point: i32,
+    pub(crate) w_scale: WeightScale<'a>,
+    pub(crate) bias: Option<&'a [f32]>,
+    pub(crate) activation: Activation,
+    pub(crate) residual: Option<(Residual<'a>, f32)>,
+    pub(crate) out_scale: f32,
+    pub(crate) out_zero_point: i32,
+}
+
+impl Default for Epilogue<'_> {
+    fn default() -> Self {
+        Epilogue::new()
+    }
+}
+
+impl<'a> Epilogue<'a> {
+    /// Nothing applied: the output is the accumulator converted to the output type.
+    pub const fn new() -> Epilogue<'a> {
+        Epilogue {
+            alpha: 1.0,
+            a_scale: 1.0,
+            a_zero_point: 0,
+            w_scale: WeightScale::Tensor(1.0),
+            bias: None,
+            activation: Activation::Identity,
+            residual: None,
+            out_scale: 1.0,
+            out_zero_point: 0,
+        }
+    }
+
+    /// Dequantization: activations `A = a_scale * (A_q - a_zero_point)` (per tensor), weights
+    /// `W = w_scale * W_q` (per tensor or per output channel). A non-zero zero point is
+    /// compensated with the packed weights' column sums (int8 precisions only).
+    pub const fn quantized(
+        mut self,
+        a_scale: f32,
+        a_zero_point: i32,
+        w_scale: WeightScale<'a>,
+    ) -> Epilogue<'a> {
+        self.a_scale = a_scale;
+        self.a_zero_point = a_zero_point;
+        self.w_scale = w_scale;
+        self
+    }
+
+    /// The product's factor for a plain GEMM, `y = alpha A B + beta R` (default 1); it is
+    /// folded into the scale (step 3).
+    pub const fn alpha(mut self, alpha: f32) -> Epilogue<'a> {
+        self.alpha = alpha;
+        self
+    }
+
+    /// A bias per output channel (at least N values), added before the activation.
+    pub const fn bias(mut self, bias: &'a [f32]) -> Epilogue<'a> {
+        self.bias = Some(bias);
+        self
+    }
+
+    /// The activation function (default [`Activation::Identity`]).
+    pub const fn activation(mut self, activation: Activation) -> Epilogue<'a> {
+        self.activation = activation;
+        self
+    }
+
+    /// A residual of C's shape, scaled by `beta`, added after the activation: the `beta C` of
+    /// `alpha A B + beta C` (with C read from `residual`, not from the output).
+    pub const fn residual(mut self, residual: Residual<'a>, beta: f32) -> Epilogue<'a> {
+        self.residual = Some((residual, beta));
+        self
+    }
+
+    /// Requantization for `u8` and `i8` outputs: `q = sat(rne(x / scale) + zero_point)`.
+    /// `scale` must be positive and finite and the zero point inside the output type's range.
+    /// Float outputs ignore it.
+    pub const fn requantize(mut self, scale: f32, zero_point: i32) -> Epilogue<'a> {
+        self.out_scale = scale;
+        self.out_zero_point = zero_point;
+        self
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// The kind of an [`Output`] element (its `Output::CODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum OutKind {
+    F32,
+    Bf16,
+    U8,
+    I8,
+}
+
+impl OutKind {
+    fn of<O: Output>() -> OutKind {
+        match O::CODE {
+            0 => OutKind::F32,
+            1 => OutKind::Bf16,
+            2 => OutKind::U8,
+            _ => OutKind::I8,
+        }
+    }
+}
+
+/// An element type [`Gemm::run_with`](crate::Gemm::run_with) writes: `f32`, [`bf16`], or
+/// requantized `u8` / `i8`. Sealed.
+pub trait Output: Element + sealed::Sealed {
+    /// Which of the four types this is (0 `f32`, 1 bf16, 2 `u8`, 3 `i8`).
+    #[doc(hidden)]
+    const CODE: u8;
+
+    /// Step 7 for one value: `scale` and `zero_point` are the requantization's (ignored by the
+    /// float types).
+    fn convert(x: f32, scale: f32, zero_point: i32) -> Self;
+}
+
+impl sealed::Sealed for f32 {}
+impl sealed::Sealed for bf16 {}
+impl sealed::Sealed for u8 {}
+impl sealed::Sealed for i8 {}
+
+impl Output for f32 {
+    const CODE: u8 = 0;
+    #[inline(always)]
+    fn convert(x: f32, _: f32, _: i32) -> f32 {
+        x
+    }
+}
+
+impl Output for bf16 {
+    const CODE: u8 = 1;
+    #[inline(always)]
+    fn convert(x: f32, _: f32, _: i32) -> bf16 {
+        bf16::from_bits(to_bf16_bits(x))
+    }
+}
+
+impl Output for u8 {
+    const CODE: u8 = 2;
+    #[inline(always)]
+    fn convert(x: f32, scale: f32, zero_point: i32) -> u8 {
+        requantize(x, scale, zero_point, 0, 255) as u8
+    }
+}
+
+impl Output for i8 {
+    const CODE: u8 = 3;
+    #[inline(always)]
+    fn convert(x: f32, scale: f32, zero_point: i32) -> i8 {
+        requantize(x, scale, zero_point, -128, 127) as i8
+    }
+}
+
+/// `f32` to bf16 bits, rounded to nearest even; a NaN stays a (quiet) NaN.
+#[inline(always)]
+fn to_bf16_bits(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+    if x.is_nan() {
+        ((b >> 16) as u16) | 0x0040
+    } else {
+        rounded
+    }
+}
+
+/// Step 7 for integers: `sat(rne(x / scale) + zero_point)` into `lo..=hi`; NaN gives the zero
+/// point. `zero_point` lies in `lo..=hi` (checked when the call is prepared).
+#[inline(always)]
+fn requantize(x: f32, scale: f32, zero_point: i32, lo: i32, hi: i32) -> i32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LIMIT: f32 = 4_194_304.0; // 2^22: beyond it every value saturates anyway
+    let v = x / scale;
+    let v = if v.is_nan() { 0.0 } else { v };
+    // Clamped to +-2^22, `v + 1.5 * 2^23` lies in [2^23, 2^24), where the f32 spacing is 1: the
+    // addition rounds v half to even, and the subtraction is exact.
+    let v = v.clamp(-LIMIT, LIMIT);
+    let r = (v + MAGIC) - MAGIC;
+    (r as i32 + zero_point).clamp(lo, hi)
+}
+
+/// An epilogue checked and prepared for one call: per-column parameters padded to whole panels
+/// of 32 columns, so the per-row loop runs over fixed 32-element arrays (and vectorizes).
+pub(crate) struct Prepared<'a> {
+    /// `zp_a * colsum[n]` (wrapping), 0 past N.
+    offset: Vec<i32>,
+    /// `s[n]`, step 3.
+    scale: Vec<f32>,
+    /// `bias[n]`, or -0.0 (an exact identity for the addition) when absent or past N.
+    bias: Vec<f32>,
+    activation: Activation,
+    residual: Option<(Residual<'a>, f32)>,
+    out_scale: f32,
+    out_zero_point: i32,
+    /// The accumulator is `i32` (int8 precisions) rather than `f32`.
+    int_acc: bool,
+    out: MemMut,
+    out_kind: OutKind,
+    ldo: usize,
+    out_len: usize,
+}
+
+impl<'a> Prepared<'a> {
+    /// Checks `e` for an `m x n x k` product of `dtype` written to `out` (leading dimension
+    /// `ldo`) and prepares it; allocates the per-column parameters.
+    pub(crate) fn new<O: Output>(
+        e: &Epilogue<'a>,
+        dtype: DType,
+        (m, n, k): (usize, usize, usize),
+        col_sums: Option<&[i32]>,
+        out: &mut [O],
+        ldo: usize,
+    ) -> Result<Prepared<'a>, GemmError> {
+        let int_acc = dtype != DType::Bf16;
+        if e.a_zero_point != 0 && !int_acc {
+            return Err(GemmError::InvalidEpilogue(
+                "a zero point applies to int8 activations, not bf16".into(),
+            ));
+        }
+        let sums = match (e.a_zero_point, col_sums) {
+            (0, _) => None,
+            (_, Some(s)) if s.len() == n => Some(s),
+            // K = 0: every column sum is 0, and none is stored.
+            (_, Some([])) if k == 0 => None,
+            (_, _) => {
+                return Err(GemmError::InvalidEpilogue(
+                    "the activations' zero point needs the weights' column sums, which this \
+                     packed B lacks (a view of a version-1 blob): load it with \
+                     PackedB::from_bytes, or repack"
+                        .into(),
+                ))
+            }
+        };
+        if let WeightScale::Channel(s) = e.w_scale {
+            if s.len() < n {
+                return Err(GemmError::DimensionMismatch {
+                    what: "per-channel weight scales and N",
+                    expected: n,
+                    found: s.len(),
+                });
+            }
+        }
+        if let Some(b) = e.bias {
+            if b.len() < n {
+                return Err(GemmError::DimensionMismatch {
+                    what: "bias values and N",
+                    expected: n,
+                    found: b.len(),
+                });
+            }
+        }
+        if let Some((r, _)) = e.residual {
+            let (len, ld) = match r {
+                Residual::F32 { data, ld } => (data.len(), ld),
+                Residual::Bf16 { data, ld } => (data.len(), ld),
+            };
+            check_slice(Operand::Residual, m, n, ld, len)?;
+        }
+        if matches!(OutKind::of::<O>(), OutKind::U8 | OutKind::I8) {
+            let (lo, hi) = if OutKind::of::<O>() == OutKind::U8 {
+                (0, 255)
+            } else {
+                (-128, 127)
+            };
+            if !(e.out_scale.is_finite() && e.out_scale > 0.0) {
+                return Err(GemmError::InvalidEpilogue(format!(
+                    "the requantization scale must be positive and finite, not {}",
+                    e.out_scale
+                )));
+            }
+            if !(lo..=hi).contains(&e.out_zero_point) {
+                return Err(GemmError::InvalidEpilogue(format!(
+                    "the output zero point {} is outside {lo}..={hi}",
+                    e.out_zero_point
+                )));
+            }
+        }
+        let padded = n.div_ceil(NR).checked_mul(NR).ok_or(GemmError::TooLarge {
+            operand: Operand::C,
+        })?;
+        let alloc_err = || GemmError::OutOfMemory {
+            bytes: padded.saturating_mul(4),
+        };
+        let mut offset = try_filled(padded, 0i32).ok_or_else(alloc_err)?;
+        let mut scale = try_filled(padded, 0f32).ok_or_else(alloc_err)?;
+        let mut bias = try_filled(padded, -0f32).ok_or_else(alloc_err)?;
+        if let Some(sums) = sums {
+            for (o, &s) in offset.iter_mut().zip(sums) {
+                *o = e.a_zero_point.wrapping_mul(s);
+            }
+        }
+        let common = e.alpha * e.a_scale;
+        for (j, s) in scale.iter_mut().take(n).enumerate() {
+            *s = match e.w_scale {
+                WeightScale::Tensor(w) => common * w,
+                WeightScale::Channel(w) => common * w[j],
+            };
+        }
+        if let Some(b) = e.bias {
+            bias[..n].copy_from_slice(&b[..n]);
+        }
+        let out_len = out.len();
+        Ok(Prepared {
+            offset,
+            scale,
+            bias,
+            activation: e.activation,
+            residual: e.residual,
+            out_scale: e.out_scale,
+            out_zero_point: e.out_zero_point,
+            int_acc,
+            out: MemMut::new(crate::precision::bytes_of_mut(out)),
+            out_kind: OutKind::of::<O>(),
+            ldo,
+            out_len,
+        })
+    }
+
+    /// Applies the epilogue to a micro-tile of `rows x cols` accumulators at `tile` (row `r`
+    /// at byte `128 r`, little-endian `i32` or `f32`), output rows `i0..` and columns `j0..`,
+    /// and writes the output.
+    ///
+    /// `i0 + rows <= m` and `j0 + cols <= n`, and no other thread writes those outputs (the
+    /// driver hands each worker its own rectangle of C); checked again here, so a driver bug is
+    /// an error, not a write out of bounds.
+    #[inline]
+    pub(crate) fn apply(
+        &self,
+        tile: &[u8],
+        rows: usize,
+        cols: usize,
+        i0: usize,
+        j0: usize,
+    ) -> Result<(), GemmError> {
+        let cols = cols.min(NR);
+        let (Some(offset), Some(scale), Some(bias)) = (
+            panel(&self.offset, j0),
+            panel(&self.scale, j0),
+            panel(&self.bias, j0),
+        ) else {
+            return Err(out_of_bounds(j0));
+        };
+        let mut x = [0f32; NR];
+        for r in 0..rows {
+            let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
+            let Some(acc) = row.and_then(|s| <&[u8; 4 * NR]>::try_from(s).ok()) else {
+                return Err(out_of_bounds(r));
+            };
+            // Steps 1 and 2.
+            if self.int_acc {
+                for j in 0..NR {
+                    let a = i32::from_le_bytes([
+                        acc[4 * j],
+                        acc[4 * j + 1],
+                        acc[4 * j + 2],
+                        acc[4 * j + 3],
+                    ]);
+                    x[j] = a.wrapping_sub(offset[j]) as f32;
+                }
+            } else {
+                for j in 0..NR {
+                    x[j] = f32::from_le_bytes([
+                        acc[4 * j],
+                        acc[4 * j + 1],
+                        acc[4 * j + 2],
+                        acc[4 * j + 3],
+                    ]);
+                }
+            }
+            // Steps 3 and 4.
+            for j in 0..NR {
+                x[j] = x[j] * scale[j] + bias[j];
+            }
+            // Step 5, one loop per function so that each vectorizes.
+            match self.activation {
+                Activation::Identity => {}
+                Activation::Relu => x.iter_mut().for_each(|v| *v = relu(*v)),
+                Activation::GeluTanh => x.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
+                Activation::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
+                Activation::Silu => x.iter_mut().for_each(|v| *v = silu(*v)),
+            }
+            // Step 6.
+            let i = i0 + r;
+            if let Some((residual, beta)) = self.residual {
+                match residual {
+                    Residual::F32 { data, ld } => {
+                        let row = data.get(i * ld + j0..i * ld + j0 + cols);
+                        let row = row.ok_or_else(|| out_of_bounds(i))?;
+                        for (v, &r) in x.iter_mut().zip(row) {
+                            *v += beta * r;
+                        }
+                    }
+                    Residual::Bf16 { data, ld } => {
+                        let row = data.get(i * ld + j0..i * ld + j0 + cols);
+                        let row = row.ok_or_else(|| out_of_bounds(i))?;
+                        for (v, &r) in x.iter_mut().zip(row) {
+                            *v += beta * r.to_f32();
+                        }
+                    }
+                }
+            }
+            // Step 7.
+            match self.out_kind {
+                OutKind::F32 => self.store::<f32>(&x, i, j0, cols)?,
+                OutKind::Bf16 => self.store::<bf16>(&x, i, j0, cols)?,
+                OutKind::U8 => self.store::<u8>(&x, i, j0, cols)?,
+                OutKind::I8 => self.store::<i8>(&x, i, j0, cols)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Converts `x[..cols]` to `O` and writes it to output row `i`, columns `j0..j0 + cols`.
+    #[inline(always)]
+    fn store<O: Output>(
+        &self,
+        x: &[f32; NR],
+        i: usize,
+        j0: usize,
+        cols: usize,
+    ) -> Result<(), GemmError> {
+        let mut converted = [O::default(); NR];
+        for (o, &v) in converted.iter_mut().zip(x) {
+            *o = O::convert(v, self.out_scale, self.out_zero_point);
+        }
+        let start = i
+            .checked_mul(self.ldo)
+            .and_then(|s| s.checked_add(j0))
+            .filter(|&s| {
+                s.saturating_add(cols) <= self.out_len && OutKind::of::<O>() == self.out_kind
+            })
+            .ok_or_else(|| out_of_bounds(i))?;
+        // SAFETY: `out` is the caller's `&mut [O]` of `out_len` elements (its bytes as a
+        // `MemMut`), alive for the call; `start + cols <= out_len` was just checked and `O` is
+        // the type the buffer was made from (`out_kind`); the elements of row `i`, columns
+        // `j0..j0 + cols` belong to this worker's rectangle of C, which no other thread reads
+        // or writes during the call.
+        unsafe {
+            let dst = self.out.ptr().cast::<O>().add(start);
+            std::ptr::copy_nonoverlapping(converted.as_ptr(), dst, cols);
+        }
+        Ok(())
+    }
+}
+
+/// The `NR` elements of `v` from `at`, as an array (so loops over it need no bounds checks).
+#[inline(always)]
+fn panel<T>(v: &[T], at: usize) -> Option<&[T; NR]> {
+    v.get(at..at.checked_add(NR)?)
+        .and_then(|s| <&[T; NR]>::try_from(s).ok())
+}
+
+/// A write the driver should never ask for, reported instead of made.
+fn out_of_bounds(at: usize) -> GemmError {
+    GemmError::Fault(amx_runtime::Fault::OutOfBounds {
+        tile: 0,
+        needed: at,
+        len: 0,
+    })
+}
+
+/// A vector of `len` copies of `value`, or `None` when it cannot be allocated.
+fn try_filled<T: Copy>(len: usize, value: T) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, value);
+    Some(v)
+}
+
+/// The scalar model of steps 1 to 7 for one output, used by the references: the same
+/// operations in the same order as the fused path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn model_one<O: Output>(
+    e: &Epilogue<'_>,
+    int_acc: bool,
+    acc: f64,
+    col_sum: i32,
+    n: usize,
+    residual: Option<f32>,
+) -> O {
+    let mut x = if int_acc {
+        (acc as i64 as i32).wrapping_sub(e.a_zero_point.wrapping_mul(col_sum)) as f32
+    } else {
+        acc as f32
+    };
+    let w = match e.w_scale {
+        WeightScale::Tensor(w) => w,
+        WeightScale::Channel(w) => w.get(n).copied().unwrap_or(f32::NAN),
+    };
+    let s = (e.alpha * e.a_scale) * w;
+    let b = e.bias.and_then(|b| b.get(n).copied()).unwrap_or(-0.0);
+    x = x * s + b;
+    x = e.activation.apply(x);
+    if let (Some((_, beta)), Some(r)) = (e.residual, residual) {
+        x += beta * r;
+    }
+    O::convert(x, e.out_scale, e.out_zero_point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activations_are_within_their_bound() {
+        let acts = [
+            Activation::Relu,
+            Activation::GeluTanh,
+            Activation::GeluErf,
+            Activation::Silu,
+        ];
+        let mut worst = [0f64; 4];
+        let mut x = -40.0f32;
+        let mut check = |x: f32| {
+            for (w, a) in worst.iter_mut().zip(acts) {
+                let got = f64::from(a.apply(x));
+                let want = a.exact(f64::from(x));
+                let err = (got - want).abs() / (1.0 + f64::from(x).abs());
+                assert!(
+                    err <= Activation::TOLERANCE,
+                    "{a:?}({x}) = {got}, exact {want}"
+                );
+                *w = w.max(err);
+            }
+        };
+        while x < 40.0 {
+            check(x);
+            x += 1.0 / 1024.0;
+        }
+        for e in -30..39 {
+            for m in [1.0f32, 1.37, 1.9999] {
+                check(m * 2f32.powi(e));
+                check(-m * 2f32.powi(e));
+            }
+        }
+        check(f32::MAX);
+        check(f32::MIN);
+        // The bound is not slack by orders of magnitude for the transcendental ones.
+        assert!(worst[1] > Activation::TOLERANCE / 64.0, "{worst:?}");
+        for a in acts {
+            assert!(a.apply(f32::NAN).is_nan() || a == Activation::Relu);
+        }
+    }
+
+    #[test]
+    fn erf_reference_is_accurate() {
+        // Known values of erf.
+        for (x, e) in [
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (3.5, 0.999_999_256_901_627_7),
+        ] {
+            assert!((erf_f64(x) - e).abs() < 4e-15, "{x}");
+            assert!((erf_f64(-x) + e).abs() < 4e-15, "{x}");
+        }
+    }
+
+    #[test]
+    fn bf16_rounding_matches_half() {
+        for bits in (0..=u32::MAX).step_by(65_521) {
+            let x = f32::from_bits(bits);
+            let ours = to_bf16_bits(x);
+            let theirs = bf16::from_f32(x).to_bits();
+            if x.is_nan() {
+                assert!(bf16::from_bits(ours).is_nan());
+            } else {
+                assert_eq!(ours, theirs, "{x:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn requantization_rounds_half_to_even_and_saturates() {
+        let q = |x: f32| requantize(x, 1.0, 0, -128, 127);
+        assert_eq!(
+            [q(0.5), q(1.5), q(2.5), q(-0.5), q(-1.5), q(-2.5)],
+            [0, 2, 2, 0, -2, -2]
+        );
+        assert_eq!(
+            [q(0.49999997), q(0.50000006), q(126.5), q(127.5)],
+            [0, 1, 126, 127]
+        );
+        assert_eq!(
+            [q(-128.5), q(-129.0), q(1e30), q(-1e30)],
+            [-128, -128, 127, -128]
+        );
+        assert_eq!(
+            [q(f32::INFINITY), q(f32::NEG_INFINITY), q(f32::NAN)],
+            [127, -128, 0]
+        );
+        let u = |x: f32| requantize(x, 0.5, 10, 0, 255);
+        // x / 0.5 = 2x, then + 10.
+        assert_eq!(
+            [u(0.25), u(0.75), u(-5.0), u(-5.25), u(-5.5)],
+            [10, 12, 0, 0, 0]
+        );
+        assert_eq!(
+            [u(122.25), u(122.75), u(123.0), u(f32::NAN)],
+            [254, 255, 255, 10]
+        );
+        assert_eq!(<u8 as Output>::convert(-2.75, 0.5, 10), 4);
+        assert_eq!(<i8 as Output>::convert(63.75, 0.5, 0), 127);
+    }
+}

@@ -1,0 +1,344 @@
+//! Fused epilogues: `Gemm::run_with` against the step-by-step `f32` model (bit for bit) and the
+//! `f64` reference (within the documented bound), over shapes, strides, blockings, thread
+//! counts, precisions, outputs, scales, zero points, activations and residuals; the
+//! requantization at its rounding and saturation boundaries; and the typed errors.
+
+use amx_gemm::epilogue::Output;
+use amx_gemm::measure::random;
+use amx_gemm::reference::{self, linear_model, verify_linear};
+use amx_gemm::Bf16;
+use amx_gemm::{
+    bf16, Activation, Backend, Blocking, Epilogue, Gemm, GemmError, Int8, Mode, Operand, PackedB,
+    Precision, Residual, WeightScale, U8S8,
+};
+use proptest::prelude::*;
+
+const ACTIVATIONS: [Activation; 5] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::GeluTanh,
+    Activation::GeluErf,
+    Activation::Silu,
+];
+
+/// One randomized linear-layer case.
+#[derive(Clone, Debug)]
+struct Case {
+    m: usize,
+    n: usize,
+    k: usize,
+    pad: usize,
+    threads: usize,
+    kc_steps: usize,
+    activation: Activation,
+    zero_point: i32,
+    per_channel: bool,
+    bias: bool,
+    residual: u8,
+    out_zero_point: i32,
+    seed: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (1usize..80, 1usize..80, 0usize..300, 0usize..5),
+        (1usize..3, 1usize..3, 0usize..5),
+        (
+            0i32..256,
+            any::<bool>(),
+            any::<bool>(),
+            0u8..3,
+            -20i32..20,
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |(
+                (m, n, k, pad),
+                (threads, kc_steps, act),
+                (zero_point, per_channel, bias, residual, out_zero_point, seed),
+            )| Case {
+                m,
+                n,
+                k,
+                pad,
+                threads,
+                kc_steps,
+                activation: ACTIVATIONS[act],
+                zero_point,
+                per_channel,
+                bias,
+                residual,
+                out_zero_point,
+                seed,
+            },
+        )
+}
+
+/// Runs `case` for precision `P` and output `O`: fused == model bit for bit, and within the
+/// `f64` bound.
+fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError> {
+    let (m, n, k) = (c.m, c.n, c.k);
+    let (lda, ldb, ldo) = (k + c.pad, n + c.pad, n + 2 * c.pad);
+    let a: Vec<P::A> = random(m * lda, c.seed);
+    let b: Vec<P::B> = random(k * ldb, c.seed ^ 1);
+    let int = P::DTYPE != amx_gemm::DType::Bf16;
+    let scales: Vec<f32> = (0..n).map(|j| 0.001 + 0.0003 * (j % 17) as f32).collect();
+    let bias: Vec<f32> = (0..n).map(|j| (j % 11) as f32 * 0.25 - 1.0).collect();
+    let res_f32: Vec<f32> = random::<f32>(m * ldo, c.seed ^ 2)
+        .iter()
+        .map(|x| x * 0.01)
+        .collect();
+    let res_bf16: Vec<bf16> = res_f32.iter().map(|&x| bf16::from_f32(x)).collect();
+    let zp = if int { c.zero_point } else { 0 };
+    let w_scale = if c.per_channel {
+        WeightScale::Channel(&scales)
+    } else {
+        WeightScale::Tensor(0.002)
+    };
+    let mut e = Epilogue::new()
+        .quantized(if int { 0.05 } else { 1.0 }, zp, w_scale)
+        .activation(c.activation)
+        // u8 outputs centre their zero point; i8 outputs keep it near 0.
+        .requantize(0.01, c.out_zero_point + if O::CODE == 2 { 128 } else { 0 });
+    if c.bias {
+        e = e.bias(&bias);
+    }
+    match c.residual {
+        1 => {
+            e = e.residual(
+                Residual::F32 {
+                    data: &res_f32,
+                    ld: ldo,
+                },
+                0.5,
+            )
+        }
+        2 => {
+            e = e.residual(
+                Residual::Bf16 {
+                    data: &res_bf16,
+                    ld: ldo,
+                },
+                -1.5,
+            )
+        }
+        _ => {}
+    }
+    let packed = PackedB::<P>::pack(&b, k, n, ldb).unwrap();
+    let gemm = Gemm::new()
+        .backend(Backend::Emulated)
+        .threads(c.threads)
+        .blocking(Blocking {
+            kc_steps: c.kc_steps,
+            mc: 32,
+            nc: 32,
+            ..Blocking::DEFAULT
+        });
+    let sentinel = O::from_f64(7.0);
+    let mut out = vec![sentinel; m * ldo];
+    gemm.run_with(m, &a, lda, &packed, &mut out, ldo, &e)
+        .map_err(|err| TestCaseError::fail(format!("{err}")))?;
+    // The accumulator: exact for int8, the plain GEMM's for bf16 (same blocking, same sums).
+    let mut acc = vec![P::C::default(); m * n];
+    if int {
+        reference::gemm::<P>(m, n, k, &a, lda, &b, ldb, &mut acc, n, Mode::Overwrite).unwrap();
+    } else {
+        gemm.run(m, &a, lda, &packed, &mut acc, n).unwrap();
+    }
+    let mut model = vec![sentinel; m * ldo];
+    linear_model::<P, O>(m, n, &acc, n, packed.col_sums(), &e, &mut model, ldo).unwrap();
+    for i in 0..m {
+        for j in 0..ldo {
+            let (got, want) = (out[i * ldo + j], model[i * ldo + j]);
+            // Bit for bit (NaN cannot occur: finite inputs).
+            prop_assert!(
+                got.to_f64().to_bits() == want.to_f64().to_bits(),
+                "({i}, {j}) of {m}x{n}x{k}: fused {got:?}, model {want:?}"
+            );
+            if j >= n {
+                prop_assert_eq!(got, sentinel, "padding column written");
+            }
+        }
+    }
+    let check = verify_linear::<P, O>(m, n, k, &a, lda, &b, ldb, &e, &out, ldo).unwrap();
+    prop_assert!(check.is_ok(), "{}", check.unwrap_err());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn u8s8_layers_match_the_model_and_the_f64_reference(c in case()) {
+        check::<U8S8, f32>(&c)?;
+        check::<U8S8, bf16>(&c)?;
+        check::<U8S8, u8>(&c)?;
+    }
+
+    #[test]
+    fn s8s8_layers_match_the_model_and_the_f64_reference(c in case()) {
+        check::<Int8, i8>(&c)?;
+        check::<Int8, f32>(&c)?;
+    }
+
+    #[test]
+    fn bf16_layers_match_the_model_and_the_f64_reference(c in case()) {
+        check::<Bf16, f32>(&c)?;
+        check::<Bf16, bf16>(&c)?;
+    }
+}
+
+/// An int8 layer whose accumulators are chosen so that `x / scale` falls exactly on the
+/// rounding and saturation boundaries of the requantization.
+#[test]
+fn requantization_boundaries_through_the_fused_path() {
+    // A = identity-like rows picking one column of B each: acc[i][j] = B[i][j] (K = 64).
+    let (m, n, k) = (40, 33, 64);
+    let mut a = vec![0i8; m * k];
+    for i in 0..m {
+        a[i * k + i % k] = 1;
+    }
+    // B[i][j] runs through -128..=127; with scale 0.5 (a_scale 1, w 1) and requantization
+    // scale 1: x = 0.5 acc, so odd accumulators land on .5 exactly.
+    let b: Vec<i8> = (0..k * n).map(|x| (x * 7 % 256) as u8 as i8).collect();
+    let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+    for (zp, lo, hi) in [(0, -128, 127), (100, -128, 127), (-100, -128, 127)] {
+        let e = Epilogue::new()
+            .quantized(1.0, 0, WeightScale::Tensor(0.5))
+            .requantize(1.0, zp);
+        let mut out = vec![0i8; m * n];
+        Gemm::new()
+            .backend(Backend::Emulated)
+            .threads(1)
+            .run_with(m, &a, k, &packed, &mut out, n, &e)
+            .unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let acc = i32::from(b[(i % k) * n + j]);
+                let half = f64::from(acc) * 0.5;
+                let want = (half.round_ties_even() as i32 + zp).clamp(lo, hi);
+                assert_eq!(i32::from(out[i * n + j]), want, "acc {acc}, zp {zp}");
+            }
+        }
+    }
+    // u8: saturation at 0 and 255 exactly.
+    let e = Epilogue::new()
+        .quantized(1.0, 0, WeightScale::Tensor(1.0))
+        .requantize(0.5, 128);
+    let mut out = vec![0u8; m * n];
+    Gemm::new()
+        .backend(Backend::Emulated)
+        .run_with(m, &a, k, &packed, &mut out, n, &e)
+        .unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let acc = i32::from(b[(i % k) * n + j]);
+            assert_eq!(i32::from(out[i * n + j]), (2 * acc + 128).clamp(0, 255));
+        }
+    }
+}
+
+#[test]
+fn an_empty_k_still_applies_the_epilogue() {
+    let (m, n) = (3, 40);
+    let packed = PackedB::<U8S8>::pack(&[], 0, n, n).unwrap();
+    let bias: Vec<f32> = (0..n).map(|j| j as f32 - 20.0).collect();
+    let e = Epilogue::new()
+        .quantized(0.5, 7, WeightScale::Tensor(2.0))
+        .bias(&bias)
+        .activation(Activation::Relu);
+    let mut out = vec![f32::NAN; m * n];
+    Gemm::new()
+        .backend(Backend::Emulated)
+        .run_with(m, &[], 0, &packed, &mut out, n, &e)
+        .unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            assert_eq!(out[i * n + j], (j as f32 - 20.0).max(0.0));
+        }
+    }
+}
+
+#[test]
+fn an_empty_epilogue_is_the_plain_gemm() {
+    let (m, n, k) = (70, 45, 600);
+    let a: Vec<bf16> = random(m * k, 5);
+    let b: Vec<bf16> = random(k * n, 6);
+    let packed = PackedB::<Bf16>::pack(&b, k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated).threads(2);
+    let mut plain = vec![0f32; m * n];
+    gemm.run(m, &a, k, &packed, &mut plain, n).unwrap();
+    let mut fused = vec![0f32; m * n];
+    gemm.run_with(m, &a, k, &packed, &mut fused, n, &Epilogue::new())
+        .unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&plain), bits(&fused));
+}
+
+#[test]
+fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
+    let (m, n, k) = (2, 5, 64);
+    let a = vec![1u8; m * k];
+    let packed = PackedB::<U8S8>::pack(&vec![1i8; k * n], k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let short = [1.0f32; 4];
+    let run = |e: &Epilogue<'_>| {
+        let mut out = vec![9u8; m * n];
+        let r = gemm.run_with(m, &a, k, &packed, &mut out, n, e);
+        assert!(out.iter().all(|&x| x == 9), "{r:?}");
+        r.unwrap_err()
+    };
+    assert!(matches!(
+        run(&Epilogue::new().bias(&short)),
+        GemmError::DimensionMismatch {
+            expected: 5,
+            found: 4,
+            ..
+        }
+    ));
+    assert!(matches!(
+        run(&Epilogue::new().quantized(1.0, 0, WeightScale::Channel(&short))),
+        GemmError::DimensionMismatch { .. }
+    ));
+    assert!(matches!(
+        run(&Epilogue::new().requantize(0.0, 0)),
+        GemmError::InvalidEpilogue(_)
+    ));
+    assert!(matches!(
+        run(&Epilogue::new().requantize(f32::NAN, 0)),
+        GemmError::InvalidEpilogue(_)
+    ));
+    assert!(matches!(
+        run(&Epilogue::new().requantize(1.0, 256)),
+        GemmError::InvalidEpilogue(_)
+    ));
+    let r = [0f32; 9];
+    assert!(matches!(
+        run(&Epilogue::new().residual(Residual::F32 { data: &r, ld: n }, 1.0)),
+        GemmError::SliceTooShort {
+            operand: Operand::Residual,
+            ..
+        }
+    ));
+    // A zero point with bf16 has nothing to compensate with.
+    let pb = PackedB::<Bf16>::pack(&vec![bf16::ONE; k * n], k, n, n).unwrap();
+    let mut out = vec![0f32; m * n];
+    let e = Epilogue::new().quantized(1.0, 3, WeightScale::Tensor(1.0));
+    let err = gemm
+        .run_with(m, &vec![bf16::ONE; m * k], k, &pb, &mut out, n, &e)
+        .unwrap_err();
+    assert!(matches!(err, GemmError::InvalidEpilogue(_)));
+    // A short output is refused as C.
+    let mut out = vec![0f32; m * n - 1];
+    let err = gemm
+        .run_with(m, &a, k, &packed, &mut out, n, &Epilogue::new())
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        GemmError::SliceTooShort {
+            operand: Operand::C,
+            ..
+        }
+    ));
+}
