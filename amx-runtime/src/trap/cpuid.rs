@@ -139,7 +139,7 @@ pub(crate) fn set_cpuid_enabled(enabled: bool) -> Result<(), i32> {
 }
 
 /// The host's CPUID.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn host_cpuid(leaf: u32, subleaf: u32) -> [u32; 4] {
     #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
     // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.

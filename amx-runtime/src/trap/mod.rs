@@ -185,6 +185,7 @@ pub(crate) fn cpuid_reader() -> cpuid::ModelReader {
 }
 
 /// XCR0 as the modelled CPU reports it, or `None` when the engine is inactive.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn modelled_xcr0(real: u64) -> Option<u64> {
     is_active().then(|| model().xcr0(real))
 }
@@ -261,6 +262,8 @@ impl Drop for HandlerScope {
             state::leave_handler();
             deliver::set_mask(libc::SIG_SETMASK, mask);
         }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = self.open;
     }
 }
 
