@@ -303,6 +303,19 @@ fn fork_keeps_state_and_permission() {
 }
 
 #[test]
+fn trapped_backend_choice_is_the_hardware_backend() {
+    if !engine("trapped_backend_choice_is_the_hardware_backend") {
+        return;
+    }
+    use amx_runtime::{Backend, BackendChoice};
+    assert_eq!(
+        BackendChoice::parse(" Trapped "),
+        Ok(BackendChoice::Trapped)
+    );
+    assert_eq!(BackendChoice::Trapped.resolve(), Ok(Backend::Hardware));
+}
+
+#[test]
 fn detect_reports_the_modelled_cpu() {
     if !engine("detect_reports_the_modelled_cpu") {
         return;
