@@ -20,8 +20,8 @@
 //!   `ARCH_REQ_XCOMP_PERM` for XTILEDATA (18) is granted and `ARCH_GET_XCOMP_PERM` reports bits
 //!   17 and 18 as Linux on AMX does; before the request the first tile-data instruction raises
 //!   SIGILL (`ILL_ILLOPC`), as XFD does.
-//! - **Signals** through the interposed `sigaction`, `signal` and `bsd_signal`: the engine
-//!   stays first in line for SIGILL and SIGSEGV while the program's handlers for them are
+//! - **Signals** through the interposed `sigaction`, `signal`, `bsd_signal` and `sigset`: the
+//!   engine stays first in line for SIGILL and SIGSEGV while the program's handlers for them are
 //!   recorded and receive exactly what the kernel would send on the silicon (a #GP as SIGSEGV
 //!   with `SI_KERNEL` and REG_TRAPNO 13, a #UD as SIGILL with REG_TRAPNO 6, an inaccessible
 //!   operand as the page fault's SIGSEGV), so they may `siglongjmp` out; without handlers the
@@ -31,7 +31,7 @@
 //! Not covered: XGETBV (it cannot be trapped: code reading XCR0 sees the host's, without bits
 //! 17 and 18), a raw `syscall` instruction that bypasses the C library (no seccomp filter is
 //! installed: a filter would outlive `exec` and kill children that run without the library),
-//! `sigset`, and timing (each instruction costs a signal round trip).
+//! and timing (each instruction costs a signal round trip).
 //!
 //! Where the CPU has AMX itself, the library installs nothing and every interposed function
 //! forwards to the C library.

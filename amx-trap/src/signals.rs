@@ -1,4 +1,4 @@
-//! `sigaction`, `signal` and `bsd_signal`, interposed.
+//! `sigaction`, `signal`, `bsd_signal` and `sigset`, interposed.
 //!
 //! For SIGILL and SIGSEGV, which the engine occupies, the program's action is recorded with the
 //! engine (which delivers to it as the kernel would) and the kernel's table keeps the engine's
@@ -177,4 +177,47 @@ pub unsafe extern "C" fn bsd_signal(
 ) -> libc::sighandler_t {
     // SAFETY: forwarded.
     unsafe { signal(sig, handler) }
+}
+
+/// `SIG_HOLD`: `sigset`'s "block the signal" disposition.
+const SIG_HOLD: libc::sighandler_t = 2;
+
+/// `sigset(3)` (System V): installs `disp` and unblocks `sig`, or with `SIG_HOLD` blocks it;
+/// returns `SIG_HOLD` when `sig` was blocked, else the previous disposition.
+///
+/// # Safety
+/// As the C library's `sigset`.
+#[no_mangle]
+pub unsafe extern "C" fn sigset(sig: libc::c_int, disp: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: all-zero sigset_t and sigaction values are valid plain C structs.
+    let (mut set, mut was, mut old): (libc::sigset_t, libc::sigset_t, libc::sigaction) =
+        unsafe { std::mem::zeroed() };
+    // SAFETY: every pointer is to a live local of the right type.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        if libc::sigaddset(&mut set, sig) != 0 {
+            return libc::SIG_ERR;
+        }
+        if disp == SIG_HOLD {
+            if sigaction(sig, std::ptr::null(), &mut old) != 0
+                || libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut was) != 0
+            {
+                return libc::SIG_ERR;
+            }
+        } else {
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = disp;
+            libc::sigemptyset(&mut new.sa_mask);
+            if sigaction(sig, &new, &mut old) != 0
+                || libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut was) != 0
+            {
+                return libc::SIG_ERR;
+            }
+        }
+        if libc::sigismember(&was, sig) == 1 {
+            SIG_HOLD
+        } else {
+            old.sa_sigaction
+        }
+    }
 }

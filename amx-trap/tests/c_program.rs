@@ -165,6 +165,11 @@ fn c_program_results_and_handlers() {
         "1, state restored 1",
         "a handler using AMX: {text}"
     );
+    assert_eq!(
+        line(&text, "sigset handler saw init"),
+        "1, state restored 1",
+        "a handler installed with sigset: {text}"
+    );
 
     // docs/semantics.md section 1, read by the program's own handlers.
     assert_eq!(

@@ -156,6 +156,14 @@ static int run(void) {
     _tile_stored(1, out, 64);
     printf("handler saw init %d, state restored %d\n", handler_saw_init,
            memcmp(&shown, &cfg, 64) == 0 && memcmp(out, a, 1024) == 0);
+    /* The same through System V's sigset. */
+    handler_saw_init = 0;
+    sigset(SIGUSR2, on_usr1);
+    raise(SIGUSR2);
+    store_config(&shown);
+    _tile_stored(1, out, 64);
+    printf("sigset handler saw init %d, state restored %d\n", handler_saw_init,
+           memcmp(&shown, &cfg, 64) == 0 && memcmp(out, a, 1024) == 0);
 
     handle(SIGSEGV);
     handle(SIGILL);
