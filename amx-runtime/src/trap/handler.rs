@@ -3,7 +3,7 @@
 //! past it, delivers the exception the instruction raised, or chains a signal that is not the
 //! engine's to the program's action.
 
-use super::decode::{self, Decoded, MAX_LEN};
+use super::decode::{self, Decoded, Instruction, MAX_LEN};
 use super::deliver::{self, deliver};
 use super::exec::{execute, Exception, Outcome};
 use super::memory;
@@ -72,6 +72,30 @@ unsafe fn raise(e: Exception, uc: *mut libc::ucontext_t, rip: u64) {
     unsafe { deliver(sig, &mut info, uc, true) };
 }
 
+/// Executes `insn`, the instruction at `rip` (the context's RIP), for the thread interrupted
+/// at `uc`: completes it and moves RIP past it, or delivers the exception it raised.
+///
+/// # Safety
+/// `uc` is the running handler's context.
+pub(crate) unsafe fn emulate(insn: &Instruction, uc: *mut libc::ucontext_t, rip: u64) {
+    // SAFETY: the caller passes the handler's own context.
+    let ctx = unsafe { &mut *uc };
+    let mut regs = context::read(ctx);
+    let outcome = state::with_unit(|unit| execute(insn, &mut regs, unit));
+    match outcome {
+        Some(Outcome::Completed) => context::set_rip(ctx, regs.rip),
+        Some(Outcome::Fault(e)) => {
+            // SAFETY: `uc` is this handler's context.
+            unsafe { raise(e, uc, rip) }
+        }
+        // The thread is exiting: its tile state is gone, as after TILERELEASE.
+        None => {
+            // SAFETY: `uc` is this handler's context.
+            unsafe { raise(Exception::InvalidOpcode, uc, rip) }
+        }
+    }
+}
+
 /// The SIGILL handler.
 pub(crate) extern "C" fn on_sigill(
     sig: libc::c_int,
@@ -90,24 +114,26 @@ pub(crate) extern "C" fn on_sigill(
         return;
     }
     let rip = context::rip(ctx);
+    // A patched site's stub resuming at its fault exit: the exception is raised at the site.
+    if let Some((site, insn)) = super::patch::fault_exit(rip) {
+        context::set_rip(ctx, site);
+        // SAFETY: `uc` is this handler's context, its RIP the site's.
+        unsafe { emulate(&insn, uc, site) };
+        return;
+    }
     let mut code = [0u8; MAX_LEN];
     let n = memory::read_prefix(rip, &mut code);
+    // The site was patched after this thread trapped on it: the instruction is the table's.
+    if let Some(insn) = super::patch::patched_since(rip, &code[..n]) {
+        // SAFETY: `uc` is this handler's context.
+        unsafe { emulate(&insn, uc, rip) };
+        return;
+    }
     match decode::decode(&code[..n]) {
         Decoded::Amx(insn) => {
-            let mut regs = context::read(ctx);
-            let outcome = state::with_unit(|unit| execute(&insn, &mut regs, unit));
-            match outcome {
-                Some(Outcome::Completed) => context::set_rip(ctx, regs.rip),
-                Some(Outcome::Fault(e)) => {
-                    // SAFETY: `uc` is this handler's context.
-                    unsafe { raise(e, uc, rip) }
-                }
-                // The thread is exiting: its tile state is gone, as after TILERELEASE.
-                None => {
-                    // SAFETY: `uc` is this handler's context.
-                    unsafe { raise(Exception::InvalidOpcode, uc, rip) }
-                }
-            }
+            super::patch::trapped(rip, &insn);
+            // SAFETY: `uc` is this handler's context.
+            unsafe { emulate(&insn, uc, rip) }
         }
         // #UD on the silicon too: what the kernel reported is exactly that.
         Decoded::Invalid => {
@@ -131,6 +157,10 @@ pub(crate) extern "C" fn on_sigsegv(
     let uc = uc.cast::<libc::ucontext_t>();
     // SAFETY: as in `on_sigill`.
     let (info, ctx) = unsafe { (&mut *info, &mut *uc) };
+    // A fault inside the fast path's direct copy (fastcopy.rs) is the engine's to recover.
+    if super::fastcopy::recover(info, ctx) {
+        return;
+    }
     if info.si_code == SI_KERNEL {
         let rip = context::rip(ctx);
         let mut code = [0u8; 2];

@@ -118,6 +118,10 @@ fn fault_at(spans: &[Span], copied: usize, write: bool) -> (usize, PageFault) {
 /// bytes). On a fault, the spans before the faulting one are complete; returns its index and
 /// the page fault.
 pub(crate) fn read_spans(spans: &[Span], out: &mut [&mut [u8]]) -> Result<(), (usize, PageFault)> {
+    // A patched site's fast path copies directly; a fault there is redone here.
+    if super::fastcopy::try_read(spans, out) {
+        return Ok(());
+    }
     let n = spans.len().min(MAX_SPANS).min(out.len());
     let empty = libc::iovec {
         iov_base: std::ptr::null_mut(),
@@ -159,6 +163,10 @@ pub(crate) fn read_spans(spans: &[Span], out: &mut [&mut [u8]]) -> Result<(), (u
 
 /// Writes `data[i]` to `spans[i]`, in order; on a fault, as [`read_spans`].
 pub(crate) fn write_spans(spans: &[Span], data: &[&[u8]]) -> Result<(), (usize, PageFault)> {
+    // As in `read_spans`.
+    if super::fastcopy::try_write(spans, data) {
+        return Ok(());
+    }
     let n = spans.len().min(MAX_SPANS).min(data.len());
     let empty = libc::iovec {
         iov_base: std::ptr::null_mut(),

@@ -48,9 +48,13 @@
 //! Limits: the engine must stay SIGILL's handler (install it after the program's own SIGILL
 //! handler, or use the preload, which keeps it first); AMX code must not run with SIGILL
 //! blocked (the kernel then kills the process, as it would for any #UD); a handler asking for
-//! its alternate stack (`SA_ONSTACK`) runs on the stack the engine's handler runs on. Each
-//! trapped instruction costs a signal round trip (a few microseconds) and the emulator's work;
-//! timing measurements are meaningless under the engine.
+//! its alternate stack (`SA_ONSTACK`) runs on the stack the engine's handler runs on. The
+//! first executions of an instruction cost a signal round trip each (microseconds) and the
+//! emulator's work; after [`PATCH_AFTER`] of them the engine patches the instruction's site
+//! into a jump to a stub that runs it through a function call, at a small multiple of the
+//! emulator's own cost ([`patching`]; `AMX_TRAP_PATCH=0` turns it off; the design is described
+//! in the `patch` module's source). Timings under the engine measure the emulator, not the
+//! silicon.
 
 pub mod decode;
 
@@ -62,11 +66,17 @@ mod deliver;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod exec;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod fastcopy;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod handler;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod memory;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod patch;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod state;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stub;
 
 pub use cpuid::Model;
 pub use regs::Regs;
@@ -75,6 +85,8 @@ pub use regs::Regs;
 pub use exec::{execute, Exception, Outcome};
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub use memory::PageFault;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub use state::SAVE_SLOTS;
 
@@ -360,6 +372,8 @@ mod linux {
                 cpuid::FAULTING.store(true, Ordering::Relaxed);
             }
         }
+        // Hot sites run without a signal (patch.rs), or on the slow path alone if they cannot.
+        super::patch::prepare();
         Ok(())
     }
 }
