@@ -20,6 +20,9 @@ const REGS32: [&str; 16] = [
     "r13d", "r14d", "r15d",
 ];
 
+/// A memory-operand instruction: mnemonic, operation for a tile, whether the tile comes last.
+type MemoryOp = (&'static str, fn(u8) -> Operation, bool);
+
 /// One instruction: its source line and what the decoder must return.
 struct Case {
     line: String,
@@ -63,7 +66,7 @@ fn operand(regs: &[&str; 16], base: Option<u8>, index: Option<u8>, scale: u8, di
 
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
-    let memory_ops: [(&str, fn(u8) -> Operation, bool); 3] = [
+    let memory_ops: [MemoryOp; 3] = [
         ("tileloadd", Operation::Tileloadd, false),
         ("tileloaddt1", Operation::Tileloaddt1, false),
         ("tilestored", Operation::Tilestored, true),
