@@ -1,8 +1,8 @@
 //! Each thread's emulated AMX state, and the save area that gives a signal handler the INIT
 //! state and the interrupted code its own state back.
 //!
-//! The state (about 90 KiB: the work stack below and three emulators) is mapped with `mmap`
-//! on a thread's first trapped instruction or handler entry, and found through a one-word
+//! The state (about 155 KiB: the two work stacks below and three emulators) is mapped with
+//! `mmap` on a thread's first trapped instruction or handler entry, and found through a one-word
 //! thread-local with a constant initializer and no destructor: reaching it from a signal handler
 //! takes no lock and registers nothing (`mmap` is a plain system call, safe in a handler), and a
 //! program that links the runtime but never traps pays one word of thread-local storage per
@@ -38,8 +38,12 @@ struct WorkStack([u8; WORK]);
 
 struct ThreadState {
     work: UnsafeCell<WorkStack>,
-    /// Whether the work stack is in use (a nested use runs where it is).
-    working: Cell<bool>,
+    /// A second work stack, for the engine's work in a signal handler that interrupted the
+    /// engine working on the first (a patched site's fast path runs with signals unblocked,
+    /// and a handler may itself execute AMX instructions).
+    nested: UnsafeCell<WorkStack>,
+    /// Work stacks in use (a use beyond the two runs where it is).
+    working: Cell<u8>,
     unit: UnsafeCell<Emulator>,
     saved: UnsafeCell<[Emulator; SAVE_SLOTS]>,
     /// Stack pointer of each open level (0: the level saved nothing).
@@ -132,17 +136,23 @@ extern "C" fn trampoline(data: *mut std::ffi::c_void) {
     f();
 }
 
-/// Runs `f` on the thread's work stack (or where it is, when the work stack is in use).
+/// Runs `f` on the thread's first free work stack (or where it is, when both are in use).
 fn on_work_stack(s: &ThreadState, f: &mut dyn FnMut()) {
-    if s.working.replace(true) {
-        f();
-        return;
-    }
-    let top = s.work.get() as usize + WORK;
+    let level = s.working.get();
+    let stack = match level {
+        0 => s.work.get(),
+        1 => s.nested.get(),
+        _ => {
+            f();
+            return;
+        }
+    };
+    s.working.set(level + 1);
+    let top = stack as usize + WORK;
     let mut f: &mut dyn FnMut() = f;
     let data = &mut f as *mut &mut dyn FnMut() as *mut std::ffi::c_void;
     // SAFETY: the work stack is this thread's, 16-byte aligned at `top`, and unused (the
-    // `working` flag); the callee is a C-ABI function that returns normally (nothing in the
+    // `working` count: a signal handler interrupting its user gets the next one); the callee is a C-ABI function that returns normally (nothing in the
     // engine unwinds), after which RSP comes back from r12, callee-saved.
     unsafe {
         core::arch::asm!(
@@ -157,7 +167,7 @@ fn on_work_stack(s: &ThreadState, f: &mut dyn FnMut()) {
             clobber_abi("C"),
         );
     }
-    s.working.set(false);
+    s.working.set(level);
 }
 
 /// A tile's 1024 bytes on this thread (for `Hardware::tile_data`: XSAVE cannot be trapped).
