@@ -56,6 +56,9 @@ mod reference;
 mod report;
 #[path = "amx_info/stats.rs"]
 mod stats;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[path = "amx_info/trap.rs"]
+mod trap;
 
 use caps::CapsInfo;
 use emu::Event;
@@ -106,6 +109,8 @@ fn main() -> ExitCode {
     let hardware = Hardware::measure(&info, &opts, &clocks);
     let syscalls = permission_costs(&info, opts.quick);
     let emulator = emu::run(opts.quick);
+    // Last: the engine, once installed, answers detection for the rest of the process.
+    let trapped = trap_costs(opts.quick);
 
     if opts.json {
         let out = Json::obj()
@@ -121,13 +126,15 @@ fn main() -> ExitCode {
                 "permission_syscalls",
                 Json::Arr(syscalls.iter().map(Event::json).collect()),
             )
-            .with("emulator", emulator_json(&emulator, &info));
+            .with("emulator", emulator_json(&emulator, &info))
+            .with("trap_engine", trap_json(&trapped));
         println!("{out}");
     } else {
         print!(
             "{}",
             human(&info, &clocks, &hardware, &syscalls, &emulator, &opts)
         );
+        print!("{}", trap_human(&trapped));
     }
     ExitCode::SUCCESS
 }
@@ -645,6 +652,75 @@ fn wrap(text: &str, width: usize) -> String {
         }
         out += word;
         line += len;
+    }
+    out
+}
+
+/// The trap engine's rows, or why it was not timed.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+type TrapCosts = Result<Vec<trap::TrapRow>, String>;
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+type TrapCosts = Result<Vec<()>, String>;
+
+fn trap_costs(quick: bool) -> TrapCosts {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        trap::run(quick)
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        let _ = quick;
+        Err("the trap engine runs only on x86-64 Linux".into())
+    }
+}
+
+fn trap_json(costs: &TrapCosts) -> Json {
+    match costs {
+        Err(why) => Json::obj().with("skipped", why.clone()),
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        Ok(rows) => Json::obj()
+            .with("patching", amx_runtime::trap::patching())
+            .with(
+                "rows",
+                Json::Arr(rows.iter().map(trap::TrapRow::json).collect()),
+            ),
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        Ok(_) => Json::obj(),
+    }
+}
+
+fn trap_human(costs: &TrapCosts) -> String {
+    let mut out =
+        String::from("\nTrap engine: the silicon code path on a CPU without AMX (trap::install)\n");
+    match costs {
+        Err(why) => out += &format!("  not timed: {}\n", wrap(why, 76).replace('\n', "\n  ")),
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        Ok(rows) => {
+            let mut t = Table::new(&[
+                "instruction",
+                ">emulator ns",
+                ">trapped first ns",
+                ">trapped repeat ns",
+                ">repeat/emulator",
+            ]);
+            for r in rows {
+                let med = |s: Option<Sample>| num(s.map(|s| s.median));
+                t.row(vec![
+                    r.instruction.into(),
+                    med(r.emulator),
+                    med(r.first),
+                    med(r.repeat),
+                    r.ratio().map_or("-".into(), |x| format!("{x:.1}x")),
+                ]);
+            }
+            out += &t.render("  ", true);
+            out +=
+                "  first: a signal round trip per instruction (patching off); repeat: the site\n";
+            out +=
+                "  patched into a jump to a stub that calls the emulator (AMX_TRAP_PATCH=0: off)\n";
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        Ok(_) => {}
     }
     out
 }

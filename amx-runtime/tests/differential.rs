@@ -219,6 +219,35 @@ fn emulator_and_silicon_agree() {
     hw.tilerelease();
 }
 
+/// The comparison again in a child process with the trap engine's patching off
+/// (`AMX_TRAP_PATCH=0`): every instruction of the silicon code path then takes the signal
+/// path, where [`emulator_and_silicon_agree`] ran the hot ones through patched sites.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[test]
+fn emulator_and_silicon_agree_unpatched() {
+    if std::env::var_os("AMX_TRAP_PATCH").is_some() {
+        // Already chosen for the whole run (or this is the child).
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "emulator_and_silicon_agree",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("AMX_TRAP_PATCH", "0")
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stdout}{stderr}", out.status);
+    assert!(
+        stdout.contains("1 passed"),
+        "the child ran no test: {stdout}"
+    );
+}
+
 /// The same sequences on the emulator alone: no panic, no overflow, and the state invariants
 /// hold after every instruction (a loaded configuration passes the load rules; unconfigured
 /// means all-zero configuration and tile data after a release).

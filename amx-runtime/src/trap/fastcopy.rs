@@ -42,7 +42,7 @@ static OWN_HANDLER: AtomicBool = AtomicBool::new(false);
 const RECOVER: u64 = 2;
 
 /// Copies `len` bytes from `src` to `dst`; returns 0, or 1 when an access faulted (the copy is
-/// then partial).
+/// then partial). Uses AVX (the fast path exists only where the OS enables AVX state).
 ///
 /// # Safety
 /// `dst..dst+len` is writable memory of the caller's that nothing else accesses meanwhile; an
@@ -53,25 +53,24 @@ unsafe extern "C" fn copy(dst: *mut u8, src: *const u8, len: usize) -> u64 {
         "jmp 3f",
         // The recovery label, at offset RECOVER.
         "mov eax, 1",
+        "vzeroupper",
         "ret",
         "3:",
         // 64 bytes at a time (a tile row), then 16, then single bytes.
         "cmp rdx, 64",
         "jb 8f",
         "9:",
-        "movdqu xmm0, [rsi]",
-        "movdqu xmm1, [rsi + 16]",
-        "movdqu xmm2, [rsi + 32]",
-        "movdqu xmm3, [rsi + 48]",
-        "movdqu [rdi], xmm0",
-        "movdqu [rdi + 16], xmm1",
-        "movdqu [rdi + 32], xmm2",
-        "movdqu [rdi + 48], xmm3",
+        "vmovdqu ymm0, [rsi]",
+        "vmovdqu ymm1, [rsi + 32]",
+        "vmovdqu [rdi], ymm0",
+        "vmovdqu [rdi + 32], ymm1",
         "add rsi, 64",
         "add rdi, 64",
         "sub rdx, 64",
         "cmp rdx, 64",
         "jae 9b",
+        // Clean upper halves again for the SSE code the caller runs.
+        "vzeroupper",
         "8:",
         "cmp rdx, 16",
         "jb 5f",
