@@ -48,6 +48,7 @@ pub enum Mode {
 pub struct Gemm {
     threads: usize,
     mode: Mode,
+    a_transposed: bool,
     backend: Option<Backend>,
     blocking: Blocking,
     pool: Option<CallerPool>,
@@ -120,6 +121,7 @@ impl Gemm {
         Gemm {
             threads: 0,
             mode: Mode::Overwrite,
+            a_transposed: false,
             backend: None,
             blocking: Blocking::DEFAULT,
             pool: None,
@@ -158,6 +160,36 @@ impl Gemm {
     pub fn pool(mut self, pool: Arc<ThreadPool>) -> Gemm {
         self.pool = Some(CallerPool(pool));
         self
+    }
+
+    /// A is given transposed (column-major): element `(i, k)` of A at `a[k * lda + i]`, with
+    /// `lda >= m` (e.g. activations stored feature-major, or the `A^T` of an attention
+    /// product). The default is row-major, `a[i * lda + k]` with `lda >= k`. Packing A gathers
+    /// the columns, so a call costs the same but for that copy.
+    ///
+    /// ```
+    /// use amx_gemm::{Backend, Gemm, Int8, PackedB};
+    ///
+    /// let (m, n, k) = (2, 2, 3);
+    /// let at: Vec<i8> = vec![1, 4, 2, 5, 3, 6]; // A = [[1, 2, 3], [4, 5, 6]], column-major
+    /// let packed = PackedB::<Int8>::pack(&[1, 0, 0, 1, 1, 1], k, n, n).unwrap();
+    /// let mut c = vec![0i32; m * n];
+    /// let gemm = Gemm::new().backend(Backend::Emulated).a_transposed(true);
+    /// gemm.run(m, &at, m, &packed, &mut c, n).unwrap();
+    /// assert_eq!(c, [4, 5, 10, 11]);
+    /// ```
+    pub fn a_transposed(mut self, transposed: bool) -> Gemm {
+        self.a_transposed = transposed;
+        self
+    }
+
+    /// Checks A, `m x k` with leading dimension `lda` in the call's layout.
+    fn check_a(&self, m: usize, k: usize, lda: usize, len: usize) -> Result<(), GemmError> {
+        if self.a_transposed {
+            check_slice(Operand::A, k, m, lda, len)
+        } else {
+            check_slice(Operand::A, m, k, lda, len)
+        }
     }
 
     /// Overwrite or accumulate into C.
@@ -243,7 +275,7 @@ impl Gemm {
         ldc: usize,
     ) -> Result<RunStats, GemmError> {
         let (k, n) = (b.k(), b.n());
-        check_slice(Operand::A, m, k, lda, a.len())?;
+        self.check_a(m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldc, c.len())?;
         let threads = self.checked_thread_count()?;
         let backend = self.resolved_backend()?;
@@ -333,7 +365,7 @@ impl Gemm {
         epilogue: &Epilogue<'_>,
     ) -> Result<RunStats, GemmError> {
         let (k, n) = (b.k(), b.n());
-        check_slice(Operand::A, m, k, lda, a.len())?;
+        self.check_a(m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldo, out.len())?;
         let threads = self.checked_thread_count()?;
         let backend = self.resolved_backend()?;
@@ -385,8 +417,14 @@ impl Gemm {
             n,
             a: ASource {
                 bytes: bytes_of(a),
-                ld_bytes: byte_stride(m, lda, a_size, Operand::A)?,
+                // Transposed, A's rows are its K columns: a single one has no stride either.
+                ld_bytes: if self.a_transposed {
+                    byte_stride(k, lda, a_size, Operand::A)?
+                } else {
+                    byte_stride(m, lda, a_size, Operand::A)?
+                },
                 row_bytes: k * a_size,
+                transposed_element: if self.a_transposed { a_size } else { 0 },
             },
             b,
             target,
@@ -428,7 +466,7 @@ impl Gemm {
         ldc: usize,
     ) -> Result<RunStats, GemmError> {
         // Check A, C and the thread count before the (possibly long) packing.
-        check_slice(Operand::A, m, k, lda, a.len())?;
+        self.check_a(m, k, lda, a.len())?;
         check_slice(Operand::C, m, n, ldc, c.len())?;
         self.checked_thread_count()?;
         let packed = PackedB::<P>::pack(b, k, n, ldb)?;
@@ -458,6 +496,142 @@ enum Target<'a> {
     /// Through a fused epilogue: each micro-tile's last K block is stored to a scratch tile in
     /// L1, and the epilogue writes the output from there.
     Fused(Prepared<'a>),
+}
+
+/// How the B of a batched call is given ([`Gemm::run_batched`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BLayout {
+    /// `K x N` row-major: element `(k, n)` at `b[k * ldb + n]`, `ldb >= n`.
+    #[default]
+    KxN,
+    /// `N x K` row-major (B transposed, e.g. the keys of `Q K^T`): element `(k, n)` at
+    /// `b[n * ldb + k]`, `ldb >= k`.
+    NxK,
+}
+
+/// What a batched call ([`Gemm::run_batched`]) did: the products, and the time spent packing
+/// B on the fly apart from the time multiplying.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchStats {
+    /// Per product, in batch order.
+    pub runs: Vec<RunStats>,
+    /// Seconds spent packing the B operands (all batches together).
+    pub pack_seconds: f64,
+    /// Seconds spent in the products themselves (all batches together).
+    pub run_seconds: f64,
+}
+
+/// The elements a batch of `batch` matrices at `stride` apart, each spanning `extent`
+/// elements, needs; checked against `len`.
+fn check_batch(
+    operand: Operand,
+    batch: usize,
+    stride: usize,
+    extent: usize,
+    len: usize,
+) -> Result<(), GemmError> {
+    if batch == 0 || extent == 0 {
+        return Ok(());
+    }
+    let needed = (batch - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(extent))
+        .ok_or(GemmError::TooLarge { operand })?;
+    if needed > len {
+        return Err(GemmError::SliceTooShort {
+            operand,
+            needed,
+            len,
+        });
+    }
+    Ok(())
+}
+
+impl Gemm {
+    /// `batch` independent products `C_i (+)= A_i x B_i` where B is not prepacked (attention's
+    /// `Q K^T` and `P V`): A_i starts at `a[i * stride_a]` (`m x k`, leading dimension `lda`, in
+    /// the layout of [`Gemm::a_transposed`]), B_i at `b[i * stride_b]` (`k x n` or `n x k` as
+    /// `b_layout` says, leading dimension `ldb`), C_i at `c[i * stride_c]` (`m x n`, row-major,
+    /// leading dimension `ldc`). Each B_i is packed on the fly; [`BatchStats`] reports the
+    /// packing time apart. Batches are computed in order, so C batches that overlap (a stride
+    /// smaller than C's extent) end with the later batch's values.
+    ///
+    /// ```
+    /// use amx_gemm::{Backend, BLayout, Gemm, Int8};
+    ///
+    /// // Two 2 x 2 x 3 products; B given N x K (transposed).
+    /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
+    /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
+    /// let mut c = vec![0i32; 8];
+    /// let gemm = Gemm::new().backend(Backend::Emulated);
+    /// let stats = gemm
+    ///     .run_batched::<Int8>(2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut c, 2, 4)
+    ///     .unwrap();
+    /// assert_eq!(c, [1, 2, 4, 5, 3, 1, 6, 2]);
+    /// assert_eq!(stats.runs.len(), 2);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Checked before C is written: slice and leading-dimension errors of A, B and C (the
+    /// last batch must fit), then the thread count. Then those of [`PackedB::pack`] and
+    /// [`Gemm::run`] per batch (earlier batches are then already written).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_batched<P: Precision>(
+        &self,
+        batch: usize,
+        (m, n, k): (usize, usize, usize),
+        a: &[P::A],
+        lda: usize,
+        stride_a: usize,
+        b: &[P::B],
+        ldb: usize,
+        stride_b: usize,
+        b_layout: BLayout,
+        c: &mut [P::C],
+        ldc: usize,
+        stride_c: usize,
+    ) -> Result<BatchStats, GemmError> {
+        let a_extent = if self.a_transposed {
+            crate::error::extent(Operand::A, k, m, lda)?
+        } else {
+            crate::error::extent(Operand::A, m, k, lda)?
+        };
+        let b_extent = match b_layout {
+            BLayout::KxN => crate::error::extent(Operand::B, k, n, ldb)?,
+            BLayout::NxK => crate::error::extent(Operand::B, n, k, ldb)?,
+        };
+        let c_extent = crate::error::extent(Operand::C, m, n, ldc)?;
+        check_batch(Operand::A, batch, stride_a, a_extent, a.len())?;
+        check_batch(Operand::B, batch, stride_b, b_extent, b.len())?;
+        check_batch(Operand::C, batch, stride_c, c_extent, c.len())?;
+        self.checked_thread_count()?;
+        let mut stats = BatchStats {
+            runs: Vec::with_capacity(batch.min(1 << 16)),
+            pack_seconds: 0.0,
+            run_seconds: 0.0,
+        };
+        for i in 0..batch {
+            // In bounds when the operand has elements (checked above for the last batch); an
+            // empty operand may lie past the slice, and is then an empty slice.
+            let a_i = a.get(i.saturating_mul(stride_a)..).unwrap_or(&[]);
+            let b_i = b.get(i.saturating_mul(stride_b)..).unwrap_or(&[]);
+            let c_i = match c.get_mut(i.saturating_mul(stride_c)..) {
+                Some(c_i) => c_i,
+                None => &mut [],
+            };
+            let start = std::time::Instant::now();
+            let packed = match b_layout {
+                BLayout::KxN => PackedB::<P>::pack(b_i, k, n, ldb)?,
+                BLayout::NxK => PackedB::<P>::pack_transposed(b_i, k, n, ldb)?,
+            };
+            let packed_at = std::time::Instant::now();
+            stats.pack_seconds += (packed_at - start).as_secs_f64();
+            stats.runs.push(self.run(m, a_i, lda, &packed, c_i, ldc)?);
+            stats.run_seconds += packed_at.elapsed().as_secs_f64();
+        }
+        Ok(stats)
+    }
 }
 
 /// Everything a worker needs; shared read-only by the workers of one call.

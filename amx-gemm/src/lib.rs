@@ -106,7 +106,7 @@ pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
 pub use error::{GemmError, Operand};
-pub use gemm::{Gemm, Mode, RunStats, WorkerStats};
+pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;

@@ -531,13 +531,18 @@ impl<'a, P: Precision> PackedBView<'a, P> {
     }
 }
 
-/// Where a block of A lives in the caller's memory: row `i`, k-step `s` starts at byte
-/// `i * ld_bytes + s * 64`; each row has `row_bytes` bytes (K elements).
+/// Where a block of A lives in the caller's memory. Row-major: row `i`, k-step `s` starts at
+/// byte `i * ld_bytes + s * 64`; each row has `row_bytes` bytes (K elements). Transposed
+/// (column-major A, i.e. A^T row-major): element `(i, k)` is at byte
+/// `k * ld_bytes + i * element`, where `element` is the element's size; `row_bytes` is still
+/// K elements' bytes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ASource<'a> {
     pub bytes: &'a [u8],
     pub ld_bytes: usize,
     pub row_bytes: usize,
+    /// A is given transposed, with elements of `element` bytes (0: row-major).
+    pub transposed_element: usize,
 }
 
 /// Bytes of a packed A block of `rows` rows and `steps` k-steps.
@@ -564,6 +569,10 @@ pub(crate) fn pack_a(
         let panel_end = (panel_start + MR).min(rows.end);
         let step_bytes = packed_a_step(panel_end - panel_start);
         let panel = &mut dst[q * steps * STEP..][..steps * step_bytes];
+        if src.transposed_element > 0 {
+            pack_transposed_panel(src, panel_start..panel_end, first_step, steps, panel);
+            continue;
+        }
         for row in panel_start..panel_end {
             let within = row - panel_start;
             let line = &src.bytes[row * src.ld_bytes..row * src.ld_bytes + src.row_bytes];
@@ -574,6 +583,38 @@ pub(crate) fn pack_a(
                 let have = line.len().saturating_sub(from).min(ROW_BYTES);
                 out[..have].copy_from_slice(&line[from..from + have]);
                 out[have..].fill(0);
+            }
+        }
+    }
+}
+
+/// One micro-panel of a transposed A: for each k, the panel's rows are consecutive elements of
+/// row k of A^T, read front to back and written to their 64-byte rows of the panel.
+fn pack_transposed_panel(
+    src: ASource<'_>,
+    rows: std::ops::Range<usize>,
+    first_step: usize,
+    steps: usize,
+    panel: &mut [u8],
+) {
+    let size = src.transposed_element;
+    let per_step = ROW_BYTES / size;
+    let k = src.row_bytes / size;
+    let step_bytes = packed_a_step(rows.len());
+    for t in 0..steps {
+        let block = &mut panel[t * step_bytes..(t + 1) * step_bytes];
+        for e in 0..per_step {
+            let kk = (first_step + t) * per_step + e;
+            if kk >= k {
+                // The K tail: zero, as for row-major A.
+                for within in 0..rows.len() {
+                    block[within * ROW_BYTES + e * size..][..size].fill(0);
+                }
+                continue;
+            }
+            let line = &src.bytes[kk * src.ld_bytes + rows.start * size..][..rows.len() * size];
+            for (within, element) in line.chunks_exact(size).enumerate() {
+                block[within * ROW_BYTES + e * size..][..size].copy_from_slice(element);
             }
         }
     }
@@ -647,6 +688,7 @@ mod tests {
             bytes: &a,
             ld_bytes: k,
             row_bytes: k,
+            transposed_element: 0,
         };
         pack_a(src, 0..m, 0, steps, &mut dst);
         // Row 17 is tile 1 row 1 of panel 0 (at +1024 in each 2 KiB k-step); k-step 1 holds

@@ -1,6 +1,7 @@
 //! Fused epilogues: `Gemm::run_with` against the step-by-step `f32` model (bit for bit) and the
-//! `f64` reference (within the documented bound), over shapes, strides, blockings, thread
-//! counts, precisions, outputs, scales, zero points, activations and residuals; the
+//! `f64` reference (within the documented bound), over shapes, strides, A row-major or
+//! transposed, blockings, thread counts, precisions, outputs, scales, zero points, activations
+//! and residuals; the
 //! requantization at its rounding and saturation boundaries; and the typed errors.
 
 use amx_gemm::epilogue::Output;
@@ -126,8 +127,19 @@ fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError> {
         _ => {}
     }
     let packed = PackedB::<P>::pack(&b, k, n, ldb).unwrap();
+    // Half the cases give A transposed (column-major, leading dimension m + pad).
+    let transposed = c.seed.is_multiple_of(2);
+    let ldt = m + c.pad;
+    let mut at = vec![P::A::default(); k.saturating_sub(1) * ldt + m];
+    for i in 0..m {
+        for kk in 0..k {
+            at[kk * ldt + i] = a[i * lda + kk];
+        }
+    }
+    let (a_in, lda_in) = if transposed { (&at, ldt) } else { (&a, lda) };
     let gemm = Gemm::new()
         .backend(Backend::Emulated)
+        .a_transposed(transposed)
         .threads(c.threads)
         .blocking(Blocking {
             kc_steps: c.kc_steps,
@@ -137,14 +149,14 @@ fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError> {
         });
     let sentinel = O::from_f64(7.0);
     let mut out = vec![sentinel; m * ldo];
-    gemm.run_with(m, &a, lda, &packed, &mut out, ldo, &e)
+    gemm.run_with(m, a_in, lda_in, &packed, &mut out, ldo, &e)
         .map_err(|err| TestCaseError::fail(format!("{err}")))?;
     // The accumulator: exact for int8, the plain GEMM's for bf16 (same blocking, same sums).
     let mut acc = vec![P::C::default(); m * n];
     if int {
         reference::gemm::<P>(m, n, k, &a, lda, &b, ldb, &mut acc, n, Mode::Overwrite).unwrap();
     } else {
-        gemm.run(m, &a, lda, &packed, &mut acc, n).unwrap();
+        gemm.run(m, a_in, lda_in, &packed, &mut acc, n).unwrap();
     }
     let mut model = vec![sentinel; m * ldo];
     linear_model::<P, O>(m, n, &acc, n, packed.col_sums(), &e, &mut model, ldo).unwrap();
@@ -338,6 +350,133 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
         err,
         GemmError::SliceTooShort {
             operand: Operand::C,
+            ..
+        }
+    ));
+}
+
+/// Batched products with B packed on the fly (both B layouts, A transposed or not) equal the
+/// reference, batch by batch; bad strides are errors before anything is written.
+#[test]
+fn batched_products_match_the_reference() {
+    use amx_gemm::BLayout;
+    let (batch, m, n, k) = (3, 33, 20, 70);
+    let (lda, ldb, ldc) = (k + 1, n + 2, n + 3);
+    let (sa, sb, sc) = (m * lda + 5, k * ldb + 7, m * ldc + 1);
+    let a: Vec<i8> = random(batch * sa, 21);
+    let b: Vec<i8> = random(batch * sb, 22);
+    for transposed in [false, true] {
+        for layout in [BLayout::KxN, BLayout::NxK] {
+            // The same matrices in the layouts asked for.
+            let ldt = m + 1;
+            let sat = k * ldt;
+            let mut at = vec![0i8; batch * sat];
+            let ldbt = k + 4;
+            let sbt = n * ldbt;
+            let mut bt = vec![0i8; batch * sbt];
+            for q in 0..batch {
+                for i in 0..m {
+                    for kk in 0..k {
+                        at[q * sat + kk * ldt + i] = a[q * sa + i * lda + kk];
+                    }
+                }
+                for kk in 0..k {
+                    for j in 0..n {
+                        bt[q * sbt + j * ldbt + kk] = b[q * sb + kk * ldb + j];
+                    }
+                }
+            }
+            let (a_in, lda_in, sa_in) = if transposed {
+                (&at, ldt, sat)
+            } else {
+                (&a, lda, sa)
+            };
+            let (b_in, ldb_in, sb_in) = match layout {
+                BLayout::KxN => (&b, ldb, sb),
+                BLayout::NxK => (&bt, ldbt, sbt),
+            };
+            let mut c = vec![0i32; batch * sc];
+            let gemm = Gemm::new()
+                .backend(Backend::Emulated)
+                .a_transposed(transposed);
+            let stats = gemm
+                .run_batched::<Int8>(
+                    batch,
+                    (m, n, k),
+                    a_in,
+                    lda_in,
+                    sa_in,
+                    b_in,
+                    ldb_in,
+                    sb_in,
+                    layout,
+                    &mut c,
+                    ldc,
+                    sc,
+                )
+                .unwrap();
+            assert_eq!(stats.runs.len(), batch);
+            assert!(stats.pack_seconds >= 0.0 && stats.run_seconds > 0.0);
+            for q in 0..batch {
+                let mut want = vec![0i32; m * ldc];
+                reference::gemm::<Int8>(
+                    m,
+                    n,
+                    k,
+                    &a[q * sa..],
+                    lda,
+                    &b[q * sb..],
+                    ldb,
+                    &mut want,
+                    ldc,
+                    Mode::Overwrite,
+                )
+                .unwrap();
+                for i in 0..m {
+                    assert_eq!(
+                        &c[q * sc + i * ldc..][..n],
+                        &want[i * ldc..][..n],
+                        "batch {q} row {i}, transposed {transposed}, {layout:?}"
+                    );
+                }
+            }
+            // A stride that puts the last C past the slice: refused, C untouched.
+            let mut c = vec![1i32; batch * sc];
+            let err = gemm
+                .run_batched::<Int8>(
+                    batch,
+                    (m, n, k),
+                    a_in,
+                    lda_in,
+                    sa_in,
+                    b_in,
+                    ldb_in,
+                    sb_in,
+                    layout,
+                    &mut c,
+                    ldc,
+                    2 * sc,
+                )
+                .unwrap_err();
+            assert!(matches!(
+                err,
+                GemmError::SliceTooShort {
+                    operand: Operand::C,
+                    ..
+                }
+            ));
+            assert!(c.iter().all(|&x| x == 1));
+        }
+    }
+    // Transposed A needs lda >= m.
+    let gemm = Gemm::new().backend(Backend::Emulated).a_transposed(true);
+    let packed = PackedB::<Int8>::pack(&b[..k * n], k, n, n).unwrap();
+    let mut c = vec![0i32; m * n];
+    let err = gemm.run(m, &a, m - 1, &packed, &mut c, n).unwrap_err();
+    assert!(matches!(
+        err,
+        GemmError::LeadingDimension {
+            operand: Operand::A,
             ..
         }
     ));
