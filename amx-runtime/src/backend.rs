@@ -87,6 +87,36 @@ impl BackendChoice {
     }
 }
 
+impl std::str::FromStr for BackendChoice {
+    type Err = BackendError;
+
+    /// As [`BackendChoice::parse`]: `"emulated".parse::<BackendChoice>()`.
+    fn from_str(text: &str) -> Result<BackendChoice, BackendError> {
+        BackendChoice::parse(text)
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = BackendError;
+
+    /// `hardware` or `emulated` (any case, blanks around ignored), as [`Backend`] prints.
+    ///
+    /// ```
+    /// use amx_runtime::Backend;
+    ///
+    /// assert_eq!("Emulated".parse::<Backend>().unwrap(), Backend::Emulated);
+    /// assert_eq!(Backend::Hardware.to_string().parse::<Backend>().unwrap(), Backend::Hardware);
+    /// assert!("auto".parse::<Backend>().is_err());
+    /// ```
+    fn from_str(text: &str) -> Result<Backend, BackendError> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "hardware" => Ok(Backend::Hardware),
+            "emulated" => Ok(Backend::Emulated),
+            _ => Err(BackendError::InvalidChoice(text.to_owned())),
+        }
+    }
+}
+
 /// Why no backend could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendError {
