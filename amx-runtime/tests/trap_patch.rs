@@ -493,3 +493,42 @@ fn two_threads_on_sites_being_patched() {
         );
     }
 }
+
+#[test]
+fn fork_inherits_patched_sites() {
+    if !engine("fork_inherits_patched_sites") {
+        return;
+    }
+    // Its own data: the sites are the test's, run hot before the fork.
+    let data = bytes(11, 1024);
+    let mut out = vec![0u8; 1024];
+    // SAFETY: a valid configuration image.
+    unsafe { _tile_loadconfig(CONFIG_16X64.as_ptr()) };
+    for _ in 0..4 {
+        load_site(data.as_ptr() as usize, 64);
+        store_site(out.as_mut_ptr() as usize, 64);
+    }
+    assert_eq!(out, data);
+    out.fill(0);
+    let again = bytes(12, 1024);
+    // SAFETY: the child only runs the two patched sites on memory it owns, compares and
+    // leaves with _exit; no allocation, no lock.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        load_site(again.as_ptr() as usize, 64);
+        store_site(out.as_mut_ptr() as usize, 64);
+        // SAFETY: ends the child without running the parent's destructors or test harness.
+        unsafe { libc::_exit(i32::from(out != again)) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "the child's patched sites gave wrong data"
+    );
+    // SAFETY: releases this thread's configuration.
+    unsafe { _tile_release() };
+}

@@ -174,6 +174,14 @@ pub(crate) fn direct<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Runs `f` with this thread's memory accesses made by system calls (the slow path's).
+pub(crate) fn indirect<R>(f: impl FnOnce() -> R) -> R {
+    let was = DIRECT.with(|d| d.replace(false));
+    let r = f();
+    DIRECT.with(|d| d.set(was));
+    r
+}
+
 fn active() -> bool {
     DIRECT.with(|d| d.get())
 }

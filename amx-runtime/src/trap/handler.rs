@@ -81,7 +81,10 @@ pub(crate) unsafe fn emulate(insn: &Instruction, uc: *mut libc::ucontext_t, rip:
     // SAFETY: the caller passes the handler's own context.
     let ctx = unsafe { &mut *uc };
     let mut regs = context::read(ctx);
-    let outcome = state::with_unit(|unit| execute(insn, &mut regs, unit));
+    // System-call copies even when this handler interrupted a patched site's fast path: a
+    // direct copy faulting here, with SIGSEGV blocked, would kill the process.
+    let outcome =
+        super::fastcopy::indirect(|| state::with_unit(|unit| execute(insn, &mut regs, unit)));
     match outcome {
         Some(Outcome::Completed) => context::set_rip(ctx, regs.rip),
         Some(Outcome::Fault(e)) => {
