@@ -4,7 +4,7 @@
 //! 2 threads.
 //!
 //! `cargo bench -p amx-gemm --bench linear`. Criterion times each pair; the bench then prints
-//! each shape's fused time over the plain time, the epilogue's overhead.
+//! each shape's fused time over the plain time (best samples), the epilogue's overhead.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -16,15 +16,16 @@ use amx_gemm::{
 };
 use criterion::{BenchmarkId, Criterion, Throughput};
 
-/// Median seconds per call, by label.
+/// Best seconds per call, by label.
 type Times = Arc<Mutex<Vec<(String, f64)>>>;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+/// The least of the samples' times per call: the sample least disturbed by other load, which
+/// is what comparing two kernels needs (criterion's own report has the full distribution).
+fn best(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
-/// Times `f` under criterion as `group/label`, and records the median time per call.
+/// Times `f` under criterion as `group/label`, and records the best time per call.
 fn timed(
     group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     label: String,
@@ -49,7 +50,7 @@ fn timed(
     });
     let s = samples.lock().map(|s| s.clone()).unwrap_or_default();
     if let Ok(mut t) = times.lock() {
-        t.push((label, median(s)));
+        t.push((label, best(&s)));
     }
 }
 
@@ -110,7 +111,7 @@ fn main() {
     }
     c.final_summary();
     let times = times.lock().map(|t| t.clone()).unwrap_or_default();
-    println!("epilogue overhead (fused time / plain time - 1, medians of the same run):");
+    println!("epilogue overhead (fused time / plain time - 1, best samples of the same run):");
     for pair in times.chunks(2) {
         if let [(plain, tp), (_, tf)] = pair {
             let label = plain.trim_end_matches(" plain");

@@ -38,6 +38,14 @@
 //! # Ok::<(), amx_gemm::GemmError>(())
 //! ```
 //!
+//! # Linear layers
+//!
+//! [`Gemm::run_with`] fuses an [`Epilogue`] into the product's write-back: dequantization
+//! (activation scale and zero point, per-tensor or per-channel weight scales), bias,
+//! activation, residual, and `f32`, bf16 or requantized `u8` / `i8` output, with every step's
+//! rounding specified ([`epilogue`]). [`Gemm::a_transposed`] takes A column-major and
+//! [`Gemm::run_batched`] runs strided batches with B packed on the fly.
+//!
 //! # The loop nest
 //!
 //! The driver is the BLIS loop nest (Goto and van de Geijn; Van Zee and van de Geijn), labelled
