@@ -6,11 +6,12 @@
 //! later executions run the instruction through a function call instead of a signal:
 //!
 //! 1. **The stub** (one page per site, mapped within ±2 GiB of it, made read+execute before
-//!    the jump to it exists) steps over the red zone (`lea rsp, [rsp-128]`), pushes the site's
-//!    number and jumps to the engine's common entry ([`super::stub`]). The entry saves every
-//!    general-purpose register and RFLAGS, the x87/SSE/AVX (and AVX-512 where present) state
-//!    with `XSAVE` into a 64-byte aligned area below them, loads the default MXCSR (the one a
-//!    signal handler gets, so results are those of the slow path bit for bit), and calls
+//!    the jump to it exists) steps over the red zone (`lea rsp, [rsp-128]`) and calls the
+//!    engine's common entry ([`super::stub`]). The entry saves every general-purpose register
+//!    and RFLAGS, the vector state the compiled code can change (ymm0-15 and MXCSR; with
+//!    `XSAVE`, x87 to AVX-512, where the OS enables AVX-512 state) in an aligned area below
+//!    them, loads the default MXCSR (the one a signal handler gets, so results are those of
+//!    the slow path bit for bit), and calls
 //!    [`fast`] with the saved registers. [`fast`] takes the instruction the site table holds,
 //!    decoded when the site was patched, and runs [`execute`] on the thread's emulator (on the
 //!    engine's work stack, allocation-free, lock-free). Memory operands are copied directly
@@ -46,13 +47,13 @@
 //!
 //! Inherited and unusual cases: `fork` copies the patched code and the stubs, so a child runs
 //! them as its parent did; `exec` discards them. Code unloaded and replaced at a patched
-//! address traps as new code (the table's instruction is never used for a SIGILL at the site
-//! itself). A signal arriving while a thread is in a stub runs its handler on the thread's
+//! address traps as new code and stays on the slow path (the table's instruction serves a SIGILL
+//! at the site only while the bytes there are the engine's `int3` or jump). A signal arriving while a thread is in a stub runs its handler on the thread's
 //! stack below the stub's frame; a handler that runs AMX instructions there opens a
 //! [`HandlerScope`](super::HandlerScope) (the preload does it for every handler), as on the
 //! slow path. A handler that leaves a stub by `siglongjmp` abandons the instruction midway
-//! (the silicon would have completed or not started it). The stub needs about 3.5 KiB of the
-//! program's stack.
+//! (the silicon would have completed or not started it). The stub needs about 1.5 KiB of the
+//! program's stack (about 4 KiB with `XSAVE`).
 //!
 //! Limits: a SIGTRAP handler the program installs after the engine receives the `int3` of a
 //! thread that reaches a site in the microseconds it is being patched. Without the preload, a
@@ -420,7 +421,7 @@ pub(crate) fn fault_exit(rip: u64) -> Option<(u64, Instruction)> {
 /// The fast path: called by the stub's common entry with the site's number and the
 /// interrupted registers (RIP set here); executes the instruction and returns the address to resume at (past
 /// the instruction, or the stub's fault exit).
-pub(crate) fn fast(index: u64, regs: &mut Regs) -> u64 {
+pub(crate) fn fast(index: u32, regs: &mut Regs) -> u64 {
     // Every stub carries its own site's number, always in range.
     let site = &SITES[index as usize % MAX_SITES];
     let stub = site.stub.load(Ordering::Acquire);

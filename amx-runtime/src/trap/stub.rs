@@ -4,15 +4,17 @@
 //!
 //! ```text
 //!  0: 48 8D 64 24 80      lea rsp, [rsp-128]     ; the interrupted code's red zone stays intact
-//!  5: 68 <site>           push site              ; the site's number in the table
-//! 10: FF 25 00 00 00 00   jmp [rip+0]            ; to the common entry, wherever it is mapped
-//! 16: <entry address>
-//! 24: 0F 0B               ud2                    ; the fault exit
+//!  5: FF 15 02 00 00 00   call [rip+2]           ; the common entry, wherever it is mapped
+//! 11: 0F 0B               ud2                    ; the fault exit (the pushed return address)
+//! 13: <entry address>
+//! 24: <site number>       (u32)
 //! ```
 //!
-//! The common entry saves the registers, calls [`super::patch::fast`] and resumes where it
-//! says with `ret 128`: the slot that held the site's number holds the resume address, and the
-//! 128 bytes skipped for the red zone are given back in the same instruction.
+//! The common entry saves the registers, calls [`super::patch::fast`] with the site number the
+//! stub holds, and resumes where it says with `ret 128`: the slot that held the return address
+//! holds the resume address, and the 128 bytes skipped for the red zone are given back in the
+//! same instruction. Entering by `call` keeps the processor's return-address predictions in
+//! step: only this `ret` mispredicts, not every `ret` of the interrupted code after it.
 //!
 //! Two entries, chosen once: where the OS enables AVX-512 state the emulator's AVX-512 paths
 //! may change any vector or mask register, so [`entry_xsave`] saves the x87, SSE, AVX and
@@ -29,8 +31,11 @@ use super::regs::Regs;
 /// The common entry the stubs jump to (0: not chosen yet).
 static ENTRY: AtomicU64 = AtomicU64::new(0);
 
-/// Offset in a stub of its fault exit (`ud2`).
-pub(crate) const FAULT_EXIT: u64 = 24;
+/// Offset in a stub of its fault exit (`ud2`), the return address its `call` pushes.
+pub(crate) const FAULT_EXIT: u64 = 11;
+
+/// Offset in a stub of its site's number.
+const SITE_NUMBER: usize = 24;
 
 /// Bytes reserved below the saved registers for `XSAVE` (aligned down to 64 within them).
 const AREA: usize = 3072;
@@ -91,11 +96,10 @@ pub(crate) fn build(site: u64, index: u32) -> Option<u64> {
     let page = map_near(site)?;
     let mut code = [0xCCu8; 32];
     code[..5].copy_from_slice(&[0x48, 0x8D, 0x64, 0x24, 0x80]);
-    code[5] = 0x68;
-    code[6..10].copy_from_slice(&index.to_le_bytes());
-    code[10..16].copy_from_slice(&[0xFF, 0x25, 0, 0, 0, 0]);
-    code[16..24].copy_from_slice(&entry.to_le_bytes());
+    code[5..11].copy_from_slice(&[0xFF, 0x15, 2, 0, 0, 0]);
     code[FAULT_EXIT as usize..FAULT_EXIT as usize + 2].copy_from_slice(&[0x0F, 0x0B]);
+    code[13..21].copy_from_slice(&entry.to_le_bytes());
+    code[SITE_NUMBER..SITE_NUMBER + 4].copy_from_slice(&index.to_le_bytes());
     // SAFETY: `page` is a fresh, private, writable mapping of PAGE bytes, no one else's.
     let ok = unsafe {
         std::ptr::copy_nonoverlapping(code.as_ptr(), page as *mut u8, code.len());
@@ -170,7 +174,7 @@ struct Frame {
     rcx: u64,
     rax: u64,
     rflags: u64,
-    /// The site's number on entry, the resume address on return.
+    /// The stub's return address (its fault exit) on entry, the resume address on return.
     slot: u64,
 }
 
@@ -205,12 +209,15 @@ extern "C" fn fast_path(frame: *mut Frame) {
         ],
         rip: 0,
     };
-    f.slot = patch::fast(r(&f.slot), &mut regs);
+    let stub = r(&f.slot) - FAULT_EXIT;
+    // SAFETY: the stub's own page (read+execute), which holds its site's number.
+    let index = unsafe { ((stub as usize + SITE_NUMBER) as *const u32).read_unaligned() };
+    f.slot = patch::fast(index, &mut regs);
 }
 
-/// The common entry of every stub (entered by `jmp` with the site's number pushed below the
-/// skipped red zone) where AVX-512 state may be live. Preserves every register, RFLAGS and the
-/// x87, SSE, AVX and AVX-512 state.
+/// The common entry of every stub (entered by `call`, below the skipped red zone) where
+/// AVX-512 state may be live. Preserves every register, RFLAGS and the x87, SSE, AVX and
+/// AVX-512 state.
 #[unsafe(naked)]
 extern "C" fn entry_xsave() {
     core::arch::naked_asm!(
