@@ -805,7 +805,10 @@ fn kc_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
 /// runs: the unchecked silicon path trusts that the loaded configuration is the one it asked
 /// for, and a global allocator (or anything else a user supplies) could load another through
 /// the runtime's safe API. So everything that allocates, and every check that may fail, is done
-/// here first: the limits of this thread's unit and the packed-A scratch of every region.
+/// here first: the limits of this thread's unit, the packed-A scratch of every region and, with
+/// a fused epilogue, the partial-sum buffer and the scratch tile (the epilogue's own per-column
+/// parameters were prepared before the workers started). The epilogue that runs under the
+/// configuration is this crate's code: it allocates nothing and calls nothing of the user's.
 fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, GemmError> {
     let mut stats = WorkerStats::default();
     let regions = regions(p, index);
