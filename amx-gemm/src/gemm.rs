@@ -236,8 +236,9 @@ impl Gemm {
         }
     }
 
-    /// `C (+)= A x B` with B packed: A is `m x b.k()` row-major with leading dimension `lda`,
-    /// C is `m x b.n()` row-major with leading dimension `ldc`.
+    /// `C (+)= A x B` with B packed: A is `m x b.k()` row-major with leading dimension `lda`
+    /// (column-major with [`Gemm::a_transposed`]), C is `m x b.n()` row-major with leading
+    /// dimension `ldc`.
     ///
     /// # Errors
     ///
