@@ -7,7 +7,7 @@
 //! [`DType::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
 //! panel is stored contiguously, k-step after k-step; each k-step is two 1 KiB tiles (columns
 //! 0..16 and 16..32 of the panel), each tile 16 rows of 64 bytes in the VNNI layout of
-//! SEMANTICS.md section 8:
+//! docs/semantics.md section 8:
 //!
 //! ```text
 //! tile row r, bytes 4j..4j+4 = B[s*kt + g*r + i][32p + 16h + j], i < g   (g = 4 int8, 2 bf16)
@@ -638,7 +638,7 @@ mod tests {
         for kk in 0..k {
             for nn in 0..n {
                 assert_eq!(p.get(kk, nn), Some(b[kk * n + nn]));
-                // SEMANTICS.md 8: B.row[k].byte[4n+i] = B_math[4k+i][n], per tile.
+                // docs/semantics.md 8: B.row[k].byte[4n+i] = B_math[4k+i][n], per tile.
                 let (s, r, i) = (kk / 64, (kk % 64) / 4, kk % 4);
                 let (pp, h, j) = (nn / 32, (nn % 32) / 16, nn % 16);
                 let at = pp * p.panel_stride() + s * STEP + h * TILE + r * 64 + 4 * j + i;

@@ -10,7 +10,7 @@ use super::memory;
 use super::regs::context;
 use super::state;
 
-/// Linux's `si_code` values for the exceptions (SEMANTICS.md section 1).
+/// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
 const ILL_ILLOPC: i32 = 1;
 const ILL_ILLOPN: i32 = 2;
 const SEGV_MAPERR: i32 = 1;
@@ -18,10 +18,10 @@ const SEGV_ACCERR: i32 = 2;
 const SI_KERNEL: i32 = 0x80;
 
 /// Restores errno on every way out of a handler (the interrupted code must see its own).
-struct Errno(i32);
+pub(super) struct Errno(i32);
 
 impl Errno {
-    fn save() -> Errno {
+    pub(super) fn save() -> Errno {
         // SAFETY: __errno_location returns this thread's errno slot.
         Errno(unsafe { *libc::__errno_location() })
     }

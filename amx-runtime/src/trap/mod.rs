@@ -9,7 +9,7 @@
 //! the GEMM micro-kernels, C code built with `-mamx-tile`) then runs unchanged, at the cost of
 //! one signal per instruction.
 //!
-//! What the program sees is the silicon's (SEMANTICS.md section 1):
+//! What the program sees is the silicon's (docs/semantics.md section 1):
 //!
 //! | the instruction raises | the program gets |
 //! |---|---|

@@ -69,6 +69,7 @@ use super::decode::{self, Decoded, Instruction, Operation, MAX_LEN};
 use super::deliver::{self, deliver, Action};
 use super::exec::{execute, Outcome};
 use super::regs::{context, Regs};
+use super::handler::Errno;
 use super::{fastcopy, handler, memory, state, stub};
 
 /// Traps at one address after which the site is patched: the second execution patches it, so
@@ -153,23 +154,6 @@ pub fn patching() -> bool {
 /// How many instruction sites are patched in this process.
 pub fn patched_sites() -> usize {
     PATCHED_COUNT.load(Ordering::Relaxed)
-}
-
-/// Restores errno on every way out of a handler.
-struct Errno(i32);
-
-impl Errno {
-    fn save() -> Errno {
-        // SAFETY: __errno_location returns this thread's errno slot.
-        Errno(unsafe { *libc::__errno_location() })
-    }
-}
-
-impl Drop for Errno {
-    fn drop(&mut self) {
-        // SAFETY: as in `save`.
-        unsafe { *libc::__errno_location() = self.0 };
-    }
 }
 
 /// Prepares patching when the engine is installed: reads `AMX_TRAP_PATCH`, checks the stub's
