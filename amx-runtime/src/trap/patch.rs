@@ -68,8 +68,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 use super::decode::{self, Decoded, Instruction, Operation, MAX_LEN};
 use super::deliver::{self, deliver, Action};
 use super::exec::{execute, Outcome};
-use super::regs::{context, Regs};
 use super::handler::Errno;
+use super::regs::{context, Regs};
 use super::{fastcopy, handler, memory, state, stub};
 
 /// Traps at one address after which the site is patched: the second execution patches it, so
