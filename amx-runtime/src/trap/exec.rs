@@ -222,43 +222,40 @@ fn load(
     let base = effective_address(m, regs, next);
     let mut spans = [Span { addr: 0, len: 0 }; 16];
     let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
-    // Memory rows packed at a stride of one tile row, as the emulator's slice form reads them.
-    let mut rows = [0u8; TILE_BYTES];
+    let colsb = usize::from(shape.colsb);
+    let rows = usize::from(shape.rows).min(16);
+    let Some(tile) = unit.tile_mut(t) else {
+        return Err(Exception::InvalidOpcode);
+    };
+    // The memory rows go straight into the tile's rows (rows below start_row are not read:
+    // they keep their bytes, T4). A row that faults may be left partly read: the silicon leaves
+    // it unspecified, and resuming reads it again (T6).
     let result = {
         let mut out: [&mut [u8]; 16] = Default::default();
-        for (i, chunk) in rows
+        for (i, row) in tile
             .chunks_exact_mut(ROW_BYTES)
             .skip(start)
             .take(n)
             .enumerate()
         {
-            out[i] = chunk;
+            out[i] = &mut row[..colsb];
         }
         memory::read_spans(&spans[..n], &mut out[..n])
     };
-    let stop = match (result, bad_row) {
-        (Ok(()), None) => {
-            // Rows below start_row are not read: the emulator keeps them (T4).
-            return unit
-                .tileloadd(t, &rows, ROW_BYTES)
-                .map_err(|_| Exception::InvalidOpcode);
-        }
-        (Ok(()), Some(row)) => (row, Exception::GeneralProtection),
-        (Err((i, f)), _) => (start + i, pf(f)),
+    // Up to where the load got: rows read (or, on success, every row up to `rows`).
+    let (end, outcome) = match (result, bad_row) {
+        (Ok(()), None) => (rows, Ok(())),
+        (Ok(()), Some(row)) => (row, Err(Exception::GeneralProtection)),
+        (Err((i, f)), _) => (start + i, Err(pf(f))),
     };
-    // The rows before the faulting one are loaded; start_row records where to resume (T6).
-    let (row, exception) = stop;
-    let mut tile = unit.tile(t).copied().unwrap_or([0; TILE_BYTES]);
-    let colsb = usize::from(shape.colsb);
-    for r in start..row {
-        let at = r * ROW_BYTES;
-        tile[at..at + colsb].copy_from_slice(&rows[at..at + colsb]);
-        tile[at + colsb..at + ROW_BYTES].fill(0);
+    // TILELOADD's zeroing (T3): past colsb in each row read, and every row past `rows`.
+    for row in tile.chunks_exact_mut(ROW_BYTES).take(end).skip(start) {
+        row[colsb..].fill(0);
     }
-    tile[usize::from(shape.rows) * ROW_BYTES..].fill(0);
-    unit.set_tile(t, &tile);
-    unit.set_start_row(row as u8);
-    Err(exception)
+    tile[rows * ROW_BYTES..].fill(0);
+    // start_row records where to resume after a fault (T6), and is 0 after a completed load.
+    unit.set_start_row(if outcome.is_ok() { 0 } else { end as u8 });
+    outcome
 }
 
 fn store(

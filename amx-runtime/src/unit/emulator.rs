@@ -200,6 +200,13 @@ impl Emulator {
         self.tiles.get(t as usize)
     }
 
+    /// Tile `t`'s 1024 bytes, writable: the trap engine reads a load's memory rows straight
+    /// into them (a copy less per trapped TILELOADD) and then applies TILELOADD's zeroing.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pub(crate) fn tile_mut(&mut self, t: u8) -> Option<&mut [u8; TILE_BYTES]> {
+        self.tiles.get_mut(t as usize)
+    }
+
     /// Sets start_row as XRSTOR can (docs/semantics.md X2), to reproduce the silicon's restart state
     /// in tests. Has no effect when unconfigured.
     pub fn set_start_row(&mut self, row: u8) {
