@@ -597,7 +597,7 @@ fn hw_human(r: &hw::HwReport, clocks: &Clocks) -> String {
         ">tput TSC",
         ">core",
         ">ns",
-        "reference (these machines)",
+        "reference (SPR-class silicon)",
         "vs reference",
     ]);
     let cells = |s: Option<Sample>| -> [String; 3] {

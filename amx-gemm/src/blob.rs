@@ -78,7 +78,7 @@ pub enum BlobError {
         /// Offset in the header.
         offset: usize,
     },
-    /// K and N do not give the stated data size, or the size does not fit this machine's
+    /// K and N do not give the stated data size, or the size does not fit the process's
     /// address space.
     InconsistentSize {
         /// K in the header.

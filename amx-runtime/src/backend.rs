@@ -69,7 +69,7 @@ impl BackendChoice {
         }
     }
 
-    /// Resolves the choice on this machine.
+    /// Resolves the choice on the CPU and OS the process runs on.
     pub fn resolve(self) -> Result<Backend, BackendError> {
         match self {
             BackendChoice::Emulated => Ok(Backend::Emulated),

@@ -143,7 +143,7 @@ fn steps() -> usize {
 }
 
 /// Whether this core executes TDPFP16PS, tried in a forked child so that a #UD kills only the
-/// child (docs/semantics.md F1: these machines execute it although CPUID hides AMX-FP16).
+/// child (docs/semantics.md F1: some hosts execute it although their CPUID hides AMX-FP16).
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn fp16_executes(hw: &Hardware) -> bool {
     if hw.amx_fp16() {
@@ -191,7 +191,7 @@ fn emulator_and_silicon_agree() {
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     let fp16 = false;
     if fp16 {
-        // SAFETY: the forked probe just executed TDPFP16PS on this machine.
+        // SAFETY: the forked probe just executed TDPFP16PS on this CPU.
         unsafe { hw.assume_amx_fp16() };
     } else {
         eprintln!("TDPFP16PS does not execute here: left out of the comparison");

@@ -849,7 +849,7 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
             hw.tilerelease();
             return;
         }
-        // SAFETY: the probe just executed TDPFP16PS on this machine (a homogeneous server).
+        // SAFETY: the probe just executed TDPFP16PS on this CPU (a homogeneous server).
         unsafe { hw.assume_amx_fp16() };
         assert!(hw.amx_fp16());
     }

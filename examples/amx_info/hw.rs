@@ -243,7 +243,7 @@ pub fn run(caps: &Capabilities, quick: bool, tsc_ghz: f64) -> Result<HwReport, S
         probe_fp16(&bench.full)
     };
     if fp16.executes() && !caps.amx_fp16 {
-        // SAFETY: the forked child just executed TDPFP16PS on this machine and exited normally;
+        // SAFETY: the forked child just executed TDPFP16PS on this CPU and exited normally;
         // the cores of one machine are alike (AMX exists only on server parts, which have no
         // hybrid cores), so every core this thread may run on executes it.
         unsafe { bench.hw.assume_amx_fp16() };

@@ -1,4 +1,4 @@
-//! The reference figures measured on these machines, read back from their text ("117-142 TSC
+//! The reference figures measured on Sapphire Rapids-class silicon, read back from their text ("117-142 TSC
 //! (45-55 ns)", "~20 us") so that each measurement says whether it lands within 20% of its
 //! reference. The text stays the one source: what the table prints is what is checked.
 
