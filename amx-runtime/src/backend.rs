@@ -33,6 +33,7 @@ impl fmt::Display for Backend {
 
 /// What the user asked for: a backend, or `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BackendChoice {
     /// The hardware when it is usable, else the emulator.
     Auto,
@@ -119,6 +120,7 @@ impl std::str::FromStr for Backend {
 
 /// Why no backend could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BackendError {
     /// `AMX_BACKEND` holds something other than `hardware`, `emulated`, `trapped` or `auto`.
     InvalidChoice(String),

@@ -91,6 +91,7 @@ fn set_busy(busy: bool) -> bool {
 
 /// Why a configuration could not be put in place.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigureError {
     /// No backend could be chosen (bad `AMX_BACKEND`, or hardware asked for but unusable).
     Backend(BackendError),

@@ -88,6 +88,7 @@ impl std::error::Error for ConfigError {}
 /// Both backends return the same `Fault` for the same state and operands: the hardware backend
 /// checks every condition before it executes, so a safe call never raises a real exception.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fault {
     /// #GP(0): LDTILECFG of an image that breaks a load-time rule (SIGSEGV on Linux).
     GeneralProtection(String),

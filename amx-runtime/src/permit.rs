@@ -61,6 +61,7 @@ pub const ARCH_REQ_XCOMP_PERM: i32 = 0x1023;
 
 /// The process's permission to use AMX tile data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PermissionState {
     /// Not Linux or not x86-64: there is nothing to ask.
     NotApplicable,

@@ -62,6 +62,7 @@ impl DotKind {
 
 /// Why a dot product's operands do not fit (each one is a #UD on the silicon).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DotMismatch {
     /// Two operands name the same tile register.
     Aliased {

@@ -311,6 +311,7 @@ fn short_permission(p: PermissionState) -> String {
         PermissionState::Unknown { errno } => {
             format!("unknown (ARCH_GET_XCOMP_PERM errno {errno})")
         }
+        other => format!("{other:?}"),
     }
 }
 
@@ -321,6 +322,7 @@ fn permission_name(p: PermissionState) -> String {
         PermissionState::NotRequested => "not_requested".into(),
         PermissionState::Granted => "granted".into(),
         PermissionState::Unknown { errno } => format!("unknown (errno {errno})"),
+        other => format!("{other:?}").to_lowercase(),
     }
 }
 

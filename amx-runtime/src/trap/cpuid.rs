@@ -5,6 +5,7 @@
 
 /// The AMX CPU the engine models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Model {
     /// Sapphire Rapids: AMX-TILE, AMX-INT8, AMX-BF16 (`AMX_TRAP_CPU=spr`, the default).
     SapphireRapids,

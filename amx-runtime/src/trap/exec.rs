@@ -16,6 +16,7 @@ use crate::unit::{check, Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
 
 /// The exception an instruction raised instead of completing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Exception {
     /// #UD: SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6.
     InvalidOpcode,

@@ -98,6 +98,7 @@ use crate::unit::Hardware;
 
 /// Why [`install`] did not install the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InstallError {
     /// The engine exists only on x86-64 Linux.
     Unsupported,
