@@ -154,12 +154,14 @@ impl fmt::Display for GemmError {
     }
 }
 
+// Display already prints the wrapped error's message, so `source` continues the chain below
+// it: a reporter that prints every level (anyhow, eyre) prints each message once.
 impl std::error::Error for GemmError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            GemmError::Configure(e) => Some(e),
-            GemmError::Config(e) => Some(e),
-            GemmError::Fault(e) => Some(e),
+            GemmError::Configure(e) => e.source(),
+            GemmError::Config(e) => e.source(),
+            GemmError::Fault(e) => e.source(),
             _ => None,
         }
     }

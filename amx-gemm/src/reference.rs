@@ -372,11 +372,13 @@ impl fmt::Display for VerifyError {
     }
 }
 
+// Display prints the wrapped error's message, so `source` continues below it (each message
+// once in a printed chain).
 impl std::error::Error for VerifyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            VerifyError::Input(e) => Some(e),
-            VerifyError::Mismatch(m) => Some(m),
+            VerifyError::Input(e) => e.source(),
+            VerifyError::Mismatch(m) => m.source(),
         }
     }
 }

@@ -149,3 +149,33 @@ fn hardware_request_without_hardware_is_an_error() {
         "{err}"
     );
 }
+
+/// Printing an error's chain (as anyhow and eyre do) prints each message once: an error whose
+/// Display includes the wrapped one does not also return it from `source`.
+#[test]
+fn error_chains_print_each_message_once() {
+    use std::error::Error;
+    let configure = amx_runtime::ConfigureError::Busy;
+    let errors: Vec<Box<dyn Error>> = vec![
+        Box::new(GemmError::Configure(configure.clone())),
+        Box::new(amx_gemm::reference::VerifyError::Input(
+            GemmError::Configure(configure),
+        )),
+        Box::new(GemmError::TooLarge {
+            operand: Operand::A,
+        }),
+    ];
+    for e in errors {
+        let mut seen = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(inner) = next {
+            let text = inner.to_string();
+            assert!(
+                !seen.iter().any(|outer| outer.contains(&text)),
+                "{text:?} is printed by an outer level too: {seen:?}"
+            );
+            seen.push(text);
+            next = inner.source();
+        }
+    }
+}

@@ -130,7 +130,19 @@ impl fmt::Display for ConfigureError {
     }
 }
 
-impl std::error::Error for ConfigureError {}
+// Display prints the wrapped error's message, so `source` continues the chain below it: a
+// reporter that prints every level prints each message once.
+impl std::error::Error for ConfigureError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigureError::Backend(e) => e.source(),
+            ConfigureError::Unavailable(e) => e.source(),
+            ConfigureError::Config(e) => e.source(),
+            ConfigureError::Fault(e) => e.source(),
+            _ => None,
+        }
+    }
+}
 
 impl From<BackendError> for ConfigureError {
     fn from(e: BackendError) -> Self {
