@@ -8,47 +8,13 @@
 //! that the visible tests run in a child process of this test binary.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-use std::process::Command;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use amx_runtime::intrinsics::*;
 use amx_runtime::{trap, Emulator, TileUnit};
 
-/// Installs the engine, or says why the test is skipped (the CPU has AMX itself).
-fn engine(test: &str) -> bool {
-    match trap::install() {
-        Ok(()) => {
-            amx_runtime::permit::request_permission().expect("the engine grants the permission");
-            true
-        }
-        Err(why) => {
-            println!("skipping {test}: {why}");
-            false
-        }
-    }
-}
-
-/// Whether this process runs a child body (set by [`child`]).
-fn in_child() -> bool {
-    std::env::var_os("AMX_TRAP_ENGINE_CHILD").is_some()
-}
-
-/// Runs the ignored test `name` in a child process; returns its exit status and stdout.
-fn child(name: &str) -> (std::process::ExitStatus, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            name,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("AMX_TRAP_ENGINE_CHILD", "1")
-        .output()
-        .expect("run the test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out.status, stdout)
-}
+mod trap_support;
+use trap_support::*;
 
 /// A palette-1 image with tiles (t, rows, colsb).
 fn cfg(tiles: &[(usize, u8, u16)]) -> [u8; 64] {
@@ -59,18 +25,6 @@ fn cfg(tiles: &[(usize, u8, u16)]) -> [u8; 64] {
         img[48 + t] = rows;
     }
     img
-}
-
-fn bytes(seed: u32, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 /// This thread's tile `t` as the engine holds it (via the safe API's XSAVE replacement).
@@ -121,18 +75,6 @@ fn intrinsics_give_the_emulators_results() {
     emu.tilestored(3, &mut expect[1], 64).unwrap();
     assert_eq!(out, expect);
 }
-
-static CONFIG_16X64: [u8; 64] = {
-    let mut img = [0u8; 64];
-    img[0] = 1;
-    let mut t = 0;
-    while t < 8 {
-        img[16 + 2 * t] = 64;
-        img[48 + t] = 16;
-        t += 1;
-    }
-    img
-};
 
 #[test]
 fn every_memory_operand_form() {
@@ -337,60 +279,6 @@ fn detect_reports_the_modelled_cpu() {
 // ---------------------------------------------------------------------------------------------
 // Faults, in child processes
 
-/// What the handlers saw: signal, si_code, REG_TRAPNO, si_addr, REG_ERR.
-static SEEN_SIG: AtomicI32 = AtomicI32::new(0);
-static SEEN_CODE: AtomicI32 = AtomicI32::new(0);
-static SEEN_TRAPNO: AtomicI64 = AtomicI64::new(-1);
-static SEEN_ADDR: AtomicU64 = AtomicU64::new(0);
-static SEEN_ERR: AtomicI64 = AtomicI64::new(-1);
-/// Bytes the handler moves RIP on by (0: return to retry).
-static SKIP: AtomicUsize = AtomicUsize::new(0);
-/// A page the handler makes readable before retrying.
-static UNPROTECT: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn record(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the siginfo and context of an SA_SIGINFO handler.
-    unsafe {
-        let uc = &mut *ctx.cast::<libc::ucontext_t>();
-        SEEN_SIG.store(sig, Ordering::SeqCst);
-        SEEN_CODE.store((*info).si_code, Ordering::SeqCst);
-        SEEN_ADDR.store((*info).si_addr() as u64, Ordering::SeqCst);
-        SEEN_TRAPNO.store(
-            uc.uc_mcontext.gregs[libc::REG_TRAPNO as usize],
-            Ordering::SeqCst,
-        );
-        SEEN_ERR.store(
-            uc.uc_mcontext.gregs[libc::REG_ERR as usize],
-            Ordering::SeqCst,
-        );
-        uc.uc_mcontext.gregs[libc::REG_RIP as usize] += SKIP.load(Ordering::SeqCst) as i64;
-        let page = UNPROTECT.swap(0, Ordering::SeqCst);
-        if page != 0 {
-            libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ);
-        }
-    }
-}
-
-fn handle(sig: libc::c_int) {
-    // SAFETY: an all-zero sigaction is valid; the handler only uses atomics and mprotect.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = record as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
-}
-
-fn seen() -> (i32, i32, i64, u64, i64) {
-    (
-        SEEN_SIG.swap(0, Ordering::SeqCst),
-        SEEN_CODE.load(Ordering::SeqCst),
-        SEEN_TRAPNO.load(Ordering::SeqCst),
-        SEEN_ADDR.load(Ordering::SeqCst),
-        SEEN_ERR.load(Ordering::SeqCst),
-    )
-}
-
 #[test]
 #[ignore = "run by faults_reach_the_programs_handlers in a child process"]
 fn child_faults() {
@@ -407,7 +295,7 @@ fn child_faults() {
         _tile_loadconfig(CONFIG_16X64.as_ptr());
         _tile_zero::<0>();
     }
-    let (sig, code, trapno, _, _) = seen();
+    let (sig, code, trapno, _, _, _) = seen();
     println!("xfd {sig} {code} {trapno}");
     amx_runtime::permit::request_permission().unwrap();
     // #UD: TILEZERO unconfigured, and a non-AMX ud2 (2 bytes) chained to the handler.
@@ -416,12 +304,12 @@ fn child_faults() {
         _tile_release();
         _tile_zero::<0>();
     }
-    let (sig, code, trapno, addr, _) = seen();
+    let (sig, code, trapno, addr, _, _) = seen();
     println!("ud {sig} {code} {trapno} {}", addr != 0);
     SKIP.store(2, Ordering::SeqCst);
     // SAFETY: as above.
     unsafe { core::arch::asm!("ud2") };
-    let (sig, code, trapno, _, _) = seen();
+    let (sig, code, trapno, _, _, _) = seen();
     println!("ud2 {sig} {code} {trapno}");
     // #GP: a reserved byte set (LDTILECFG [rdi]: 5 bytes).
     let mut bad = CONFIG_16X64;
@@ -429,7 +317,7 @@ fn child_faults() {
     SKIP.store(5, Ordering::SeqCst);
     // SAFETY: as above.
     unsafe { core::arch::asm!(".byte 0xc4, 0xe2, 0x78, 0x49, 0x07", in("rdi") bad.as_ptr()) };
-    let (sig, code, trapno, addr, err) = seen();
+    let (sig, code, trapno, addr, err, _) = seen();
     println!("gp {sig} {code} {trapno} {addr} {err}");
     // #PF: row 4 of a load lies in a PROT_NONE page; the handler unprotects it and retries,
     // and the load resumes at row 4 (T6).
@@ -462,7 +350,7 @@ fn child_faults() {
             in("rsi") 512usize,
         );
     }
-    let (sig, code, trapno, addr, err) = seen();
+    let (sig, code, trapno, addr, err, _) = seen();
     println!(
         "pf {sig} {code} {trapno} {} {err}",
         addr.wrapping_sub(pages as u64)
@@ -486,7 +374,7 @@ fn child_faults() {
             in("rsi") 64usize,
         );
     }
-    let (sig, code, trapno, addr, err) = seen();
+    let (sig, code, trapno, addr, err, _) = seen();
     println!(
         "maperr {sig} {code} {trapno} {} {err}",
         addr.wrapping_sub(pages as u64)
@@ -499,7 +387,7 @@ fn child_faults() {
             in("rsi") 64usize,
         );
     }
-    let (sig, code, trapno, addr, err) = seen();
+    let (sig, code, trapno, addr, err, _) = seen();
     println!(
         "store {sig} {code} {trapno} {} {err}",
         addr.wrapping_sub(pages as u64)
@@ -512,7 +400,7 @@ fn child_faults() {
             in("rsi") 64usize,
         );
     }
-    let (sig, code, trapno, addr, _) = seen();
+    let (sig, code, trapno, addr, _, _) = seen();
     println!("noncanonical {sig} {code} {trapno} {addr}");
 }
 
@@ -521,7 +409,7 @@ fn faults_reach_the_programs_handlers() {
     if !engine("faults_reach_the_programs_handlers") {
         return;
     }
-    let (status, out) = child("child_faults");
+    let (status, out) = child("child_faults", &[]);
     assert!(status.success(), "{status}: {out}");
     let lines: Vec<&str> = out.lines().collect();
     let has = |l: &str| assert!(lines.iter().any(|x| x.ends_with(l)), "no {l:?} in {out}");
@@ -570,7 +458,7 @@ fn an_unhandled_fault_kills_with_its_signal() {
         return;
     }
     use std::os::unix::process::ExitStatusExt;
-    let (status, out) = child("child_unhandled_gp");
+    let (status, out) = child("child_unhandled_gp", &[]);
     assert_eq!(status.signal(), Some(libc::SIGSEGV), "{status}: {out}");
 }
 
@@ -629,7 +517,7 @@ fn a_handler_gets_its_mask_and_resethand() {
         return;
     }
     use std::os::unix::process::ExitStatusExt;
-    let (status, out) = child("child_resethand");
+    let (status, out) = child("child_resethand", &[]);
     assert!(out.contains("handled once, masked 1"), "{status}: {out}");
     assert!(!out.contains("survived"), "{out}");
     assert_eq!(status.signal(), Some(libc::SIGILL), "{status}: {out}");

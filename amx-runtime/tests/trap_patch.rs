@@ -7,73 +7,13 @@
 //! Bodies that need a process of their own are `#[ignore]`d and run in a child process.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
-use std::process::Command;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use amx_runtime::intrinsics::*;
 use amx_runtime::{trap, Emulator, TileUnit};
 
-fn engine(test: &str) -> bool {
-    match trap::install() {
-        Ok(()) => {
-            amx_runtime::permit::request_permission().expect("the engine grants the permission");
-            true
-        }
-        Err(why) => {
-            println!("skipping {test}: {why}");
-            false
-        }
-    }
-}
-
-fn in_child() -> bool {
-    std::env::var_os("AMX_TRAP_PATCH_CHILD").is_some()
-}
-
-/// Runs the ignored test `name` in a child process with `env` set; its status and stdout.
-fn child(name: &str, env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        name,
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("AMX_TRAP_PATCH_CHILD", "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run the test binary");
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
-fn bytes(seed: u32, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
-static CONFIG_16X64: [u8; 64] = {
-    let mut img = [0u8; 64];
-    img[0] = 1;
-    let mut t = 0;
-    while t < 8 {
-        img[16 + 2 * t] = 64;
-        img[48 + t] = 16;
-        t += 1;
-    }
-    img
-};
+mod trap_support;
+use trap_support::*;
 
 /// One round of every instruction kind on the silicon code path (the engine): its stored
 /// tiles.
@@ -186,64 +126,6 @@ fn patched_and_unpatched_give_identical_results() {
     } else {
         println!("patching unavailable here: only the unpatched path was compared");
     }
-}
-
-static SEEN_SIG: AtomicI32 = AtomicI32::new(0);
-static SEEN_CODE: AtomicI32 = AtomicI32::new(0);
-static SEEN_TRAPNO: AtomicI64 = AtomicI64::new(-1);
-static SEEN_ADDR: AtomicU64 = AtomicU64::new(0);
-static SEEN_ERR: AtomicI64 = AtomicI64::new(-1);
-static SEEN_RIP: AtomicU64 = AtomicU64::new(0);
-static SEEN_RSI: AtomicU64 = AtomicU64::new(0);
-/// Bytes the handler moves RIP on by (0: return to retry).
-static SKIP: AtomicUsize = AtomicUsize::new(0);
-/// A page the handler makes readable and writable before retrying.
-static UNPROTECT: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn record(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the siginfo and context of an SA_SIGINFO handler.
-    unsafe {
-        let uc = &mut *ctx.cast::<libc::ucontext_t>();
-        let g = &mut uc.uc_mcontext.gregs;
-        SEEN_SIG.store(sig, Ordering::SeqCst);
-        SEEN_CODE.store((*info).si_code, Ordering::SeqCst);
-        SEEN_ADDR.store((*info).si_addr() as u64, Ordering::SeqCst);
-        SEEN_TRAPNO.store(g[libc::REG_TRAPNO as usize], Ordering::SeqCst);
-        SEEN_ERR.store(g[libc::REG_ERR as usize], Ordering::SeqCst);
-        SEEN_RIP.store(g[libc::REG_RIP as usize] as u64, Ordering::SeqCst);
-        SEEN_RSI.store(g[libc::REG_RSI as usize] as u64, Ordering::SeqCst);
-        g[libc::REG_RIP as usize] += SKIP.load(Ordering::SeqCst) as i64;
-        let page = UNPROTECT.swap(0, Ordering::SeqCst);
-        if page != 0 {
-            libc::mprotect(
-                page as *mut libc::c_void,
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-            );
-        }
-    }
-}
-
-fn handle(sig: libc::c_int) {
-    // SAFETY: an all-zero sigaction is valid; the handler only uses atomics and mprotect.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = record as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
-}
-
-/// (signal, code, trapno, addr, err, rip), clearing the signal.
-fn seen() -> (i32, i32, i64, u64, i64, u64) {
-    (
-        SEEN_SIG.swap(0, Ordering::SeqCst),
-        SEEN_CODE.load(Ordering::SeqCst),
-        SEEN_TRAPNO.load(Ordering::SeqCst),
-        SEEN_ADDR.load(Ordering::SeqCst),
-        SEEN_ERR.load(Ordering::SeqCst),
-        SEEN_RIP.load(Ordering::SeqCst),
-    )
 }
 
 /// TILELOADD tmm0, [rdi + rsi]: one site; returns its address.

@@ -1,0 +1,139 @@
+//! What the trap engine's test binaries share: installing the engine, re-running one ignored
+//! test in a child process, test data, and a fault handler that records what it was given.
+// Each test binary uses part of this module.
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use amx_runtime::trap;
+
+/// Installs the engine and takes the permission, or says why the test is skipped (the CPU has
+/// AMX itself).
+pub fn engine(test: &str) -> bool {
+    match trap::install() {
+        Ok(()) => {
+            amx_runtime::permit::request_permission().expect("the engine grants the permission");
+            true
+        }
+        Err(why) => {
+            println!("skipping {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Whether this process runs a child body (set by [`child`]).
+pub fn in_child() -> bool {
+    std::env::var_os(CHILD).is_some()
+}
+
+const CHILD: &str = "AMX_TRAP_TEST_CHILD";
+
+/// Runs the ignored test `name` in a child process with `env` set; its status and stdout.
+pub fn child(name: &str, env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the test binary");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// `n` pseudo-random bytes from `seed` (xorshift).
+pub fn bytes(seed: u32, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// Palette 1 with every tile 16 rows of 64 bytes.
+pub static CONFIG_16X64: [u8; 64] = {
+    let mut img = [0u8; 64];
+    img[0] = 1;
+    let mut t = 0;
+    while t < 8 {
+        img[16 + 2 * t] = 64;
+        img[48 + t] = 16;
+        t += 1;
+    }
+    img
+};
+
+// What the handlers saw: signal, si_code, REG_TRAPNO, si_addr, REG_ERR, RIP, RSI.
+pub static SEEN_SIG: AtomicI32 = AtomicI32::new(0);
+pub static SEEN_CODE: AtomicI32 = AtomicI32::new(0);
+pub static SEEN_TRAPNO: AtomicI64 = AtomicI64::new(-1);
+pub static SEEN_ADDR: AtomicU64 = AtomicU64::new(0);
+pub static SEEN_ERR: AtomicI64 = AtomicI64::new(-1);
+pub static SEEN_RIP: AtomicU64 = AtomicU64::new(0);
+pub static SEEN_RSI: AtomicU64 = AtomicU64::new(0);
+/// Bytes the handler moves RIP on by (0: return to retry).
+pub static SKIP: AtomicUsize = AtomicUsize::new(0);
+/// A page the handler makes readable and writable before retrying.
+pub static UNPROTECT: AtomicUsize = AtomicUsize::new(0);
+
+/// Records what the handler was given, moves RIP on by [`SKIP`] and unprotects [`UNPROTECT`].
+pub extern "C" fn record(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the siginfo and context of an SA_SIGINFO handler.
+    unsafe {
+        let uc = &mut *ctx.cast::<libc::ucontext_t>();
+        let g = &mut uc.uc_mcontext.gregs;
+        SEEN_SIG.store(sig, Ordering::SeqCst);
+        SEEN_CODE.store((*info).si_code, Ordering::SeqCst);
+        SEEN_ADDR.store((*info).si_addr() as u64, Ordering::SeqCst);
+        SEEN_TRAPNO.store(g[libc::REG_TRAPNO as usize], Ordering::SeqCst);
+        SEEN_ERR.store(g[libc::REG_ERR as usize], Ordering::SeqCst);
+        SEEN_RIP.store(g[libc::REG_RIP as usize] as u64, Ordering::SeqCst);
+        SEEN_RSI.store(g[libc::REG_RSI as usize] as u64, Ordering::SeqCst);
+        g[libc::REG_RIP as usize] += SKIP.load(Ordering::SeqCst) as i64;
+        let page = UNPROTECT.swap(0, Ordering::SeqCst);
+        if page != 0 {
+            libc::mprotect(
+                page as *mut libc::c_void,
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+            );
+        }
+    }
+}
+
+/// Makes [`record`] the handler of `sig`.
+pub fn handle(sig: libc::c_int) {
+    // SAFETY: an all-zero sigaction is valid; the handler only uses atomics and mprotect.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = record as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// (signal, code, trapno, addr, err, rip), clearing the signal.
+pub fn seen() -> (i32, i32, i64, u64, i64, u64) {
+    (
+        SEEN_SIG.swap(0, Ordering::SeqCst),
+        SEEN_CODE.load(Ordering::SeqCst),
+        SEEN_TRAPNO.load(Ordering::SeqCst),
+        SEEN_ADDR.load(Ordering::SeqCst),
+        SEEN_ERR.load(Ordering::SeqCst),
+        SEEN_RIP.load(Ordering::SeqCst),
+    )
+}
