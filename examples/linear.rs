@@ -24,13 +24,13 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use amx_gemm::epilogue::Output;
-use amx_gemm::measure::random;
 use amx_gemm::reference::verify_linear;
 use amx_gemm::{
     bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, PackedB, Precision, WeightScale,
     U8S8,
 };
 use amx_runtime::BackendChoice;
+use amx_test_support::random;
 
 #[derive(Debug, Default, PartialEq)]
 struct Args {
@@ -172,7 +172,12 @@ fn layer<P: Precision, O: Output>(
     gemm: &Gemm,
     reps: usize,
     make: impl for<'x> Fn(&'x [f32], &'x [f32]) -> Epilogue<'x>,
-) -> Result<Report, GemmError> {
+) -> Result<Report, GemmError>
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let a: Vec<P::A> = random(m * k, 11);
     let b: Vec<P::B> = random(k * n, 12);
     let scales: Vec<f32> = (0..n).map(|j| 0.002 + 0.0001 * (j % 13) as f32).collect();

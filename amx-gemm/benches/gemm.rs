@@ -9,9 +9,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use amx_gemm::measure::{random, Harness};
+use amx_gemm::measure::Harness;
 use amx_gemm::reference::{self, Sample};
 use amx_gemm::{Backend, DType, Gemm, GemmError, PackedB, Precision};
+use amx_test_support::random;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use plotters::prelude::*;
 
@@ -44,7 +45,12 @@ fn bench_shape<P: Precision>(
     (m, n, k): (usize, usize, usize),
     threads: usize,
     points: &Arc<Mutex<Vec<Point>>>,
-) -> Result<(), GemmError> {
+) -> Result<(), GemmError>
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let a: Vec<P::A> = random(m * k, 1);
     let b: Vec<P::B> = random(k * n, 2);
     let packed = PackedB::<P>::pack(&b, k, n, n)?;

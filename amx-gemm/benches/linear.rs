@@ -9,11 +9,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use amx_gemm::measure::random;
 use amx_gemm::{
     bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, PackedB, Precision, WeightScale,
     U8S8,
 };
+use amx_test_support::random;
 use criterion::{BenchmarkId, Criterion, Throughput};
 
 /// Best seconds per call, by label.
@@ -61,7 +61,12 @@ fn pair<P: Precision, O: amx_gemm::Output>(
     (m, n, k): (usize, usize, usize),
     times: &Times,
     make: impl for<'x> Fn(&'x [f32], &'x [f32]) -> Epilogue<'x>,
-) -> Result<(), GemmError> {
+) -> Result<(), GemmError>
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let a: Vec<P::A> = random(m * k, 1);
     let b: Vec<P::B> = random(k * n, 2);
     let scales: Vec<f32> = (0..n).map(|j| 0.002 + 0.0001 * (j % 13) as f32).collect();

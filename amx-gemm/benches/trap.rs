@@ -12,9 +12,9 @@
 mod linux {
     use std::time::Instant;
 
-    use amx_gemm::measure::random;
     use amx_gemm::{Backend, Gemm, Int8, PackedB};
     use amx_runtime::trap;
+    use amx_test_support::random;
     use criterion::{criterion_group, Criterion};
 
     const N: usize = 256;

@@ -37,12 +37,13 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use amx_gemm::measure::{random, splitmix, Case, Harness};
+use amx_gemm::measure::{Case, Harness};
 use amx_gemm::reference::{self, Sample, VerifyError};
 use amx_gemm::{
     bf16, release_tiles, Backend, Bf16, Blocking, DType, Element, Gemm, GemmError, Int8, Mode,
     Operand, PackedB, Precision, U8S8,
 };
+use amx_test_support::{random, splitmix};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -335,7 +336,7 @@ fn blocking() -> impl Strategy<Value = Blocking> {
 /// Which values fill the inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Flavor {
-    /// `measure::random`: integers over their range, bf16 in [-1, 1) (no denormals).
+    /// `amx_test_support::random`: integers over their range, bf16 in [-1, 1) (no denormals).
     Plain,
     /// A third of the elements at the extremes: integer minimum and maximum, bf16 NaN,
     /// infinities, denormals, the largest finite values, signed zeros.
@@ -343,7 +344,7 @@ enum Flavor {
 }
 
 /// `len` elements from `seed` of the flavor.
-fn values<T: Element>(len: usize, seed: u64, flavor: Flavor) -> Vec<T> {
+fn values<T: Element + amx_test_support::Random>(len: usize, seed: u64, flavor: Flavor) -> Vec<T> {
     const SPECIAL: [f64; 11] = [
         f64::NAN,
         f64::INFINITY,
@@ -481,7 +482,11 @@ fn check_product<P: Precision>(
     b: &[P::B],
     c0: &[P::C],
     c: &[P::C],
-) {
+) where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let (m, n, k, lda, ldb, ldc) = (t.m, t.n, t.k, t.lda, t.ldb, t.ldc);
     assert_eq!(c.len(), c0.len());
     for (idx, (x, y)) in c0.iter().zip(c).enumerate() {
@@ -610,7 +615,12 @@ fn few_cells(k: usize, n: usize) -> bool {
 }
 
 /// `get` reads back every element of B (when there are few) and `None` outside it.
-fn check_get<P: Precision>(t: &str, p: &PackedB<P>, b: &[P::B], k: usize, n: usize, ldb: usize) {
+fn check_get<P: Precision>(t: &str, p: &PackedB<P>, b: &[P::B], k: usize, n: usize, ldb: usize)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     assert_eq!((p.k(), p.n()), (k, n), "{t}");
     for (kk, nn) in [(k, 0), (0, n), (k, n), (usize::MAX, 0), (0, usize::MAX)] {
         assert_eq!(p.get(kk, nn), None, "{t}: get({kk}, {nn})");
@@ -652,7 +662,12 @@ fn check_outcome<T: std::fmt::Debug, C: Element>(
 }
 
 /// The whole API on one set of arguments.
-fn gemm_property<P: Precision>(t: &Args) {
+fn gemm_property<P: Precision>(t: &Args)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let (m, n, k) = (t.m, t.n, t.k);
     let a: Vec<P::A> = values(t.a_len, t.seed, t.flavor);
     let b: Vec<P::B> = values(t.b_len, t.seed ^ 1, t.flavor);
@@ -782,7 +797,11 @@ fn pack_property<P: Precision>(
     (b_len, bt_len): (usize, usize),
     flavor: Flavor,
     seed: u64,
-) {
+) where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let t = format!("k {k} n {n} ldb {ldb} ({b_len}) ldbt {ldbt} ({bt_len})");
     let b: Vec<P::B> = values(b_len, seed, flavor);
     let mut bt: Vec<P::B> = values(bt_len, seed ^ 1, flavor);

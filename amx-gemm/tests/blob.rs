@@ -25,13 +25,23 @@ fn aligned(blob: &[u8]) -> Aligned {
     Aligned { buf, at }
 }
 
-fn weights<P: Precision>(k: usize, n: usize) -> (Vec<P::B>, PackedB<P>) {
-    let b = amx_gemm::measure::random::<P::B>(k * n, 9);
+fn weights<P: Precision>(k: usize, n: usize) -> (Vec<P::B>, PackedB<P>)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    let b = amx_test_support::random::<P::B>(k * n, 9);
     let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
     (b, packed)
 }
 
-fn round_trip<P: Precision>() {
+fn round_trip<P: Precision>()
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     for (k, n) in [(0, 5), (7, 0), (1, 1), (64, 32), (100, 45), (300, 97)] {
         let (_, packed) = weights::<P>(k, n);
         let blob = packed.to_bytes();
@@ -57,7 +67,7 @@ fn blobs_read_back_to_the_same_weights() {
 fn a_gemm_from_a_borrowed_blob_equals_one_from_the_packed_weights() {
     let (m, n, k) = (37, 70, 200);
     let (_, packed) = weights::<Int8>(k, n);
-    let a = amx_gemm::measure::random::<i8>(m * k, 3);
+    let a = amx_test_support::random::<i8>(m * k, 3);
     let gemm = Gemm::new().threads(2).backend(Backend::Emulated);
     let mut want = vec![0i32; m * n];
     gemm.run(m, &a, k, &packed, &mut want, n).unwrap();

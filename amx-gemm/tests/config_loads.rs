@@ -4,8 +4,8 @@
 
 mod common;
 
-use amx_gemm::measure::random;
 use amx_gemm::{Gemm, Int8, PackedB};
+use amx_test_support::random;
 use common::backends;
 
 /// The two tests share the worker pools, and one releases them: run them one at a time.

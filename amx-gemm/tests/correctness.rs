@@ -4,15 +4,20 @@
 
 mod common;
 
-use amx_gemm::measure::{random, splitmix};
 use amx_gemm::reference::{verify, Sample};
 use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, U8S8};
+use amx_test_support::{random, splitmix};
 use common::{backends, check};
 
 const EDGES: [usize; 6] = [1, 15, 16, 17, 33, 64];
 
 /// Every combination of the small edge sizes in M, N and K, alternating modes and padding.
-fn edge_combinations<P: Precision>(test: &str) {
+fn edge_combinations<P: Precision>(test: &str)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     for backend in backends(test) {
         let mut i = 0;
         for m in EDGES {
@@ -48,7 +53,12 @@ fn edge_combinations_bf16() {
 
 /// 1000 in one, two or all three dimensions (the others edge sizes), and the skinny shapes of
 /// the benchmark (M = 1 and 16 with N = K = 4096), on 2 threads.
-fn thousand<P: Precision>(test: &str) {
+fn thousand<P: Precision>(test: &str)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let shapes = [
         (1000, 17, 33),
         (17, 1000, 33),

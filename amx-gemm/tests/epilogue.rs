@@ -5,13 +5,13 @@
 //! requantization at its rounding and saturation boundaries; and the typed errors.
 
 use amx_gemm::epilogue::Output;
-use amx_gemm::measure::random;
 use amx_gemm::reference::{self, linear_model, verify_linear};
 use amx_gemm::Bf16;
 use amx_gemm::{
     bf16, Activation, Backend, Blocking, Epilogue, Gemm, GemmError, Int8, Mode, Operand, PackedB,
     Precision, Residual, WeightScale, U8S8,
 };
+use amx_test_support::random;
 use proptest::prelude::*;
 
 const ACTIVATIONS: [Activation; 5] = [
@@ -78,7 +78,12 @@ fn case() -> impl Strategy<Value = Case> {
 
 /// Runs `case` for precision `P` and output `O`: fused == model bit for bit, and within the
 /// `f64` bound.
-fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError> {
+fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError>
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let (m, n, k) = (c.m, c.n, c.k);
     let (lda, ldb, ldo) = (k + c.pad, n + c.pad, n + 2 * c.pad);
     let a: Vec<P::A> = random(m * lda, c.seed);

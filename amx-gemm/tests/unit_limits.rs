@@ -73,9 +73,14 @@ static ATTACK: amx_runtime::TileConfig = amx_runtime::tilecfg! {
 };
 
 /// `m x n x k` of `P` on this thread's emulator: the result of the call, and C.
-fn gemm<P: Precision>(m: usize, n: usize, k: usize) -> (Result<(), GemmError>, Vec<P::C>, bool) {
-    let a = amx_gemm::measure::random::<P::A>(m * k, 1);
-    let b = amx_gemm::measure::random::<P::B>(k * n, 2);
+fn gemm<P: Precision>(m: usize, n: usize, k: usize) -> (Result<(), GemmError>, Vec<P::C>, bool)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    let a = amx_test_support::random::<P::A>(m * k, 1);
+    let b = amx_test_support::random::<P::B>(k * n, 2);
     let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
     let mut c = vec![P::C::default(); m * n];
     let ran = Gemm::new()
@@ -91,7 +96,12 @@ fn gemm<P: Precision>(m: usize, n: usize, k: usize) -> (Result<(), GemmError>, V
 /// Full micro-tiles only, edges only, and both.
 const SHAPES: [(usize, usize, usize); 4] = [(64, 64, 128), (20, 31, 64), (40, 40, 96), (1, 7, 5)];
 
-fn refused_under_small_limits<P: Precision>() {
+fn refused_under_small_limits<P: Precision>()
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let small = TmulLimits { maxk: 8, maxn: 32 };
     set_thread_emulator(Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap())
         .unwrap();
@@ -169,8 +179,8 @@ fn an_allocator_that_reconfigures_cannot_reach_the_silicon_path() {
     std::thread::spawn(|| {
         // Edges only, so every micro-kernel runs on the unchecked silicon path.
         for (m, n, k) in [(20, 31, 64), (9, 12, 70)] {
-            let a = amx_gemm::measure::random::<i8>(m * k, 1);
-            let b = amx_gemm::measure::random::<i8>(k * n, 2);
+            let a = amx_test_support::random::<i8>(m * k, 1);
+            let b = amx_test_support::random::<i8>(k * n, 2);
             let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
             // C exactly as large as it must be: a store of too many rows would run past it.
             let mut c = vec![0i32; m * n];

@@ -2,11 +2,11 @@
 
 #![allow(dead_code)] // Each test binary uses a different part.
 
-use amx_gemm::measure::random;
 use amx_gemm::reference::{verify, Sample};
 use amx_gemm::{Backend, Element, Gemm, Mode, PackedB, Precision};
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 use amx_runtime::Hardware;
+use amx_test_support::random;
 
 /// The backends every correctness test runs on: the emulator always, the silicon code path
 /// where it can run (the silicon, or the trap engine on x86-64 Linux without AMX; otherwise a
@@ -48,7 +48,11 @@ pub fn check<P: Precision>(
     mode: Mode,
     pad: usize,
     seed: u64,
-) {
+) where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
     let (lda, ldb, ldc) = (k + pad, n + pad, n + pad);
     let what = format!(
         "{} {m}x{n}x{k} threads {threads} {mode:?} pad {pad} on {backend}",
