@@ -415,6 +415,7 @@ impl<'a, P: Precision> PackedBView<'a, P> {
             panel_stride,
             data,
             col_sums,
+            step_sums: None,
             _precision: std::marker::PhantomData,
         })
     }

@@ -48,12 +48,28 @@
 //!
 //! # Group-quantized weights
 //!
-//! Per-K-group weight scales (one scale per group of K rows and output channel) are not
-//! supported: they would have to be applied inside the K loop, storing and rescaling the four
-//! C tiles after every group. A C tile is 16 rows of 64 bytes; with a group of 64 int8 (one
-//! k-step, four dot products of 16 cycles each) every 64 cycles of tile work would be followed
-//! by storing and rescaling 4 KiB of accumulators, which costs more than the dot products
-//! themselves; only groups of several hundred K keep the tile unit busy.
+//! With [`WeightScale::Group`] each group of `group` consecutive rows of K (a multiple of 64)
+//! has its own scale per output channel, and steps 1 to 3 become, for groups `g = 0, 1, ...`
+//! in order of K:
+//!
+//! ```text
+//! q_g = acc_g - zp_a * colsum_g[n]          (i32, wrapping; acc_g = the product over the group)
+//! d_g = f32(q_g) * ((alpha * scale_a) * scale_w[g][n])
+//! x   = ((d_0 + d_1) + d_2) + ...            (f32, left to right)
+//! ```
+//!
+//! then steps 4 to 7 as above. Each group's accumulator starts from zero in the tiles; after
+//! the group the four C tiles are stored to the L1 scratch block and folded into a per-worker
+//! `f32` partial sum, so the cost of a group is one store of 4 KiB of accumulators and 2048
+//! multiply-adds in `f32` per 32 x 32 micro-tile. A group of 64 int8 is one k-step: four tile
+//! dot products (16 cycles each on the silicon, 64 cycles in all), after which the tile unit
+//! waits for that store and fold, which take longer than the dot products themselves. Groups of
+//! 128 and up halve that overhead at every doubling; this is why the group size must be a
+//! multiple of 64 (a group smaller than one k-step would need masked partial dot products) and
+//! why large groups are the fast case. The column sums per group (for a zero point) come from
+//! per-k-step sums that a [`PackedB`](crate::PackedB) computes once, on the first such call, and
+//! keeps; a [`PackedBView`](crate::PackedBView) of a blob computes them on every call (one extra
+//! read of B).
 
 use half::bf16;
 
@@ -228,13 +244,25 @@ fn erf_f64(x: f64) -> f64 {
     y.min(1.0).copysign(x)
 }
 
-/// The per-output-channel or per-tensor weight scale of an [`Epilogue`].
+/// The weight scale of an [`Epilogue`]: per tensor, per output channel, or per group of K
+/// rows and output channel.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum WeightScale<'a> {
     /// One scale for all of B.
     Tensor(f32),
     /// One scale per output channel `n` (at least N of them).
     Channel(&'a [f32]),
+    /// Group-quantized weights (int8 precisions): the scale of rows `g * group..(g + 1) * group`
+    /// of K and output channel `n` is `scales[g * N + n]`, for `g < ceil(K / group)` (the
+    /// layout of GPTQ/AWQ-style `[K / group, N]` scale tensors). `group` is a positive multiple
+    /// of 64; see [Group-quantized weights](self#group-quantized-weights) for the semantics
+    /// and the cost.
+    Group {
+        /// `ceil(K / group) * N` scales, group-major.
+        scales: &'a [f32],
+        /// Rows of K per group: a positive multiple of 64.
+        group: usize,
+    },
 }
 
 /// A residual input of C's shape (`m x n`, row-major, leading dimension `ld`), added after the
@@ -487,16 +515,88 @@ pub(crate) struct Prepared<'a> {
     out_kind: OutKind,
     ldo: usize,
     out_len: usize,
+    /// Per-K-group weight scales, when the epilogue has them.
+    grouped: Option<Grouped<'a>>,
 }
+
+/// The per-K-group part of a [`Prepared`] epilogue: steps 1 to 3 per group.
+struct Grouped<'a> {
+    /// k-steps (64 int8 of K) per group.
+    steps: usize,
+    /// `scale_w[g][n]` at `scales[g * n_total + n]`.
+    scales: &'a [f32],
+    n: usize,
+    /// `alpha * scale_a`.
+    common: f32,
+    zero_point: i32,
+    /// `colsum_g[n]` at `sums[g * n + n]`; empty when the zero point is 0.
+    sums: Vec<i32>,
+}
+
+impl<'a> Grouped<'a> {
+    /// Checks per-K-group scales for an `n x k` B and gathers what the fold needs.
+    fn new(
+        e: &Epilogue<'a>,
+        int_acc: bool,
+        (n, k): (usize, usize),
+        scales: &'a [f32],
+        group: usize,
+        group_sums: impl FnOnce(usize) -> Result<Vec<i32>, GemmError>,
+    ) -> Result<Grouped<'a>, GemmError> {
+        if !int_acc {
+            return Err(GemmError::InvalidEpilogue(
+                "per-K-group weight scales apply to int8 weights, not bf16".into(),
+            ));
+        }
+        if group == 0 || group % GROUP_QUANTUM != 0 {
+            return Err(GemmError::InvalidEpilogue(format!(
+                "the weight-scale group must be a positive multiple of {GROUP_QUANTUM} rows of K \
+                 (one k-step of the tiles), not {group}"
+            )));
+        }
+        let groups = k.div_ceil(group);
+        let needed = groups.checked_mul(n).ok_or(GemmError::TooLarge {
+            operand: Operand::C,
+        })?;
+        if scales.len() < needed {
+            return Err(GemmError::DimensionMismatch {
+                what: "per-group weight scales and ceil(K / group) * N",
+                expected: needed,
+                found: scales.len(),
+            });
+        }
+        let steps = group / GROUP_QUANTUM;
+        let sums = if e.a_zero_point != 0 && k > 0 {
+            group_sums(steps)?
+        } else {
+            Vec::new()
+        };
+        Ok(Grouped {
+            steps,
+            scales,
+            n,
+            common: e.alpha * e.a_scale,
+            zero_point: e.a_zero_point,
+            sums,
+        })
+    }
+}
+
+/// The group size of per-K-group weight scales is a multiple of this: one k-step of int8.
+const GROUP_QUANTUM: usize = 64;
 
 impl<'a> Prepared<'a> {
     /// Checks `e` for an `m x n x k` product of `dtype` written to `out` (leading dimension
     /// `ldo`) and prepares it; allocates the per-column parameters.
+    ///
+    /// `group_sums(steps)` gives B's column sums per group of `steps` k-steps (called only for
+    /// per-K-group scales with a zero point).
     pub(crate) fn new<O: Output>(
         e: &Epilogue<'a>,
         dtype: DType,
         (m, n, k): (usize, usize, usize),
         col_sums: Option<&[i32]>,
+        group_sums: impl FnOnce(usize) -> Result<Vec<i32>, GemmError>,
         out: &mut [O],
         ldo: usize,
     ) -> Result<Prepared<'a>, GemmError> {
@@ -506,8 +606,16 @@ impl<'a> Prepared<'a> {
                 "a zero point applies to int8 activations, not bf16".into(),
             ));
         }
+        let grouped = match e.w_scale {
+            WeightScale::Group { scales, group } => {
+                Some(Grouped::new(e, int_acc, (n, k), scales, group, group_sums)?)
+            }
+            _ => None,
+        };
         let sums = match (e.a_zero_point, col_sums) {
             (0, _) => None,
+            // Compensated per group instead.
+            (_, _) if grouped.is_some() => None,
             (_, Some(s)) if s.len() == n => Some(s),
             // K = 0: every column sum is 0, and none is stored.
             (_, Some([])) if k == 0 => None,
@@ -583,6 +691,8 @@ impl<'a> Prepared<'a> {
             *s = match e.w_scale {
                 WeightScale::Tensor(w) => common * w,
                 WeightScale::Channel(w) => common * w[j],
+                // Applied per group; 1 keeps K = 0 (no groups, x = 0) exact.
+                WeightScale::Group { .. } => 1.0,
             };
         }
         if let Some(b) = e.bias {
@@ -602,7 +712,13 @@ impl<'a> Prepared<'a> {
             out_kind: OutKind::of::<O>(),
             ldo,
             out_len,
+            grouped,
         })
+    }
+
+    /// Whether the epilogue has per-K-group weight scales, and the k-steps per group.
+    pub(crate) fn group_steps(&self) -> Option<usize> {
+        self.grouped.as_ref().map(|g| g.steps)
     }
 
     /// Applies the epilogue to a micro-tile of `rows x cols` accumulators at `tile` (row `r`
@@ -645,35 +761,114 @@ impl<'a> Prepared<'a> {
             } else {
                 dequantize_float(&acc, scale, bias, &mut x);
             }
-            // Step 5.
-            activate(self.activation, &mut x);
-            // Step 6.
-            let i = i0 + r;
-            if let Some((residual, beta)) = self.residual {
-                match residual {
-                    Residual::F32 { data, ld } => {
-                        let row = data.get(i * ld + j0..i * ld + j0 + cols);
-                        let row = row.ok_or_else(|| out_of_bounds(i))?;
-                        for (v, &r) in x.iter_mut().zip(row) {
-                            *v += beta * r;
-                        }
+            self.finish_row(&mut x, i0 + r, j0, cols)?;
+        }
+        Ok(())
+    }
+
+    /// Per-K-group scales: folds group `g`'s accumulators at `tile` (as in [`Prepared::apply`])
+    /// into the `f32` partial sums at `partial` (row `r` at byte `r * partial_ld`, 32 values),
+    /// steps 1 to 3 of the group and the sum; `first` starts the sums, `last` finishes them
+    /// (step 4 on) and writes the output rows `i0..`, columns `j0..`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn fold(
+        &self,
+        tile: &[u8],
+        partial: &mut [u8],
+        partial_ld: usize,
+        (rows, cols): (usize, usize),
+        g: usize,
+        (first, last): (bool, bool),
+        (i0, j0): (usize, usize),
+    ) -> Result<(), GemmError> {
+        let Some(gr) = &self.grouped else {
+            return Err(out_of_bounds(g));
+        };
+        let cols = cols.min(NR);
+        let Some(bias) = panel(&self.bias, j0) else {
+            return Err(out_of_bounds(j0));
+        };
+        // This group's scales and offsets for the panel, padded to 32 lanes (1 and 0 past N).
+        let mut scale = [1f32; NR];
+        let mut offset = [0i32; NR];
+        let base = g.checked_mul(gr.n).ok_or_else(|| out_of_bounds(g))?;
+        let w = gr.scales.get(base + j0..base + j0 + cols);
+        for (s, &w) in scale.iter_mut().zip(w.ok_or_else(|| out_of_bounds(g))?) {
+            *s = gr.common * w;
+        }
+        if !gr.sums.is_empty() {
+            let sums = gr.sums.get(base + j0..base + j0 + cols);
+            for (o, &c) in offset.iter_mut().zip(sums.ok_or_else(|| out_of_bounds(g))?) {
+                *o = gr.zero_point.wrapping_mul(c);
+            }
+        }
+        for r in 0..rows {
+            let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
+            let Some(acc) = row.and_then(|s| <&[u8; 4 * NR]>::try_from(s).ok()) else {
+                return Err(out_of_bounds(r));
+            };
+            // SAFETY: as in `apply`: 128 readable bytes read unaligned as 32 `i32`.
+            let acc: [i32; NR] = unsafe { std::ptr::read_unaligned(acc.as_ptr().cast()) };
+            let at = r * partial_ld;
+            let Some(sums) = partial
+                .get_mut(at..at + 4 * NR)
+                .and_then(|s| <&mut [u8; 4 * NR]>::try_from(s).ok())
+            else {
+                return Err(out_of_bounds(r));
+            };
+            // SAFETY: 128 readable bytes read unaligned as 32 `f32` (any bit pattern is one).
+            let mut x: [f32; NR] = unsafe { std::ptr::read_unaligned(sums.as_ptr().cast()) };
+            fold_group(&acc, &offset, &scale, first, &mut x);
+            if last {
+                for (v, &b) in x.iter_mut().zip(bias) {
+                    *v += b;
+                }
+                self.finish_row(&mut x, i0 + r, j0, cols)?;
+            } else {
+                // SAFETY: `sums` is 128 writable bytes; 32 `f32` written unaligned.
+                unsafe { std::ptr::write_unaligned(sums.as_mut_ptr().cast(), x) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps 5 to 7 for output row `i`, columns `j0..j0 + cols`, from the values after step 4.
+    #[inline]
+    fn finish_row(
+        &self,
+        x: &mut [f32; NR],
+        i: usize,
+        j0: usize,
+        cols: usize,
+    ) -> Result<(), GemmError> {
+        // Step 5.
+        activate(self.activation, x);
+        // Step 6.
+        if let Some((residual, beta)) = self.residual {
+            match residual {
+                Residual::F32 { data, ld } => {
+                    let row = data.get(i * ld + j0..i * ld + j0 + cols);
+                    let row = row.ok_or_else(|| out_of_bounds(i))?;
+                    for (v, &r) in x.iter_mut().zip(row) {
+                        *v += beta * r;
                     }
-                    Residual::Bf16 { data, ld } => {
-                        let row = data.get(i * ld + j0..i * ld + j0 + cols);
-                        let row = row.ok_or_else(|| out_of_bounds(i))?;
-                        for (v, &r) in x.iter_mut().zip(row) {
-                            *v += beta * r.to_f32();
-                        }
+                }
+                Residual::Bf16 { data, ld } => {
+                    let row = data.get(i * ld + j0..i * ld + j0 + cols);
+                    let row = row.ok_or_else(|| out_of_bounds(i))?;
+                    for (v, &r) in x.iter_mut().zip(row) {
+                        *v += beta * r.to_f32();
                     }
                 }
             }
-            // Step 7.
-            match self.out_kind {
-                OutKind::F32 => self.store::<f32>(&x, i, j0, cols)?,
-                OutKind::Bf16 => self.store::<bf16>(&x, i, j0, cols)?,
-                OutKind::U8 => self.store::<u8>(&x, i, j0, cols)?,
-                OutKind::I8 => self.store::<i8>(&x, i, j0, cols)?,
-            }
+        }
+        // Step 7.
+        match self.out_kind {
+            OutKind::F32 => self.store::<f32>(x, i, j0, cols)?,
+            OutKind::Bf16 => self.store::<bf16>(x, i, j0, cols)?,
+            OutKind::U8 => self.store::<u8>(x, i, j0, cols)?,
+            OutKind::I8 => self.store::<i8>(x, i, j0, cols)?,
         }
         Ok(())
     }
@@ -724,6 +919,27 @@ fn dequantize_int(
 ) {
     for j in 0..NR {
         x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j];
+    }
+}
+
+/// Steps 1 to 3 of one group and the running sum, for `i32` accumulators: `first` starts the
+/// sum (`x = d`, so no `0.0 + d` turns a `-0.0` into `+0.0`).
+#[inline(never)]
+fn fold_group(
+    acc: &[i32; NR],
+    offset: &[i32; NR],
+    scale: &[f32; NR],
+    first: bool,
+    x: &mut [f32; NR],
+) {
+    if first {
+        for j in 0..NR {
+            x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+        }
+    } else {
+        for j in 0..NR {
+            x[j] += acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+        }
     }
 }
 
@@ -836,10 +1052,44 @@ pub(crate) fn model_one<O: Output>(
     let w = match e.w_scale {
         WeightScale::Tensor(w) => w,
         WeightScale::Channel(w) => w.get(n).copied().unwrap_or(f32::NAN),
+        // A grouped epilogue has its own model (`model_grouped`).
+        WeightScale::Group { .. } => f32::NAN,
     };
     let s = (e.alpha * e.a_scale) * w;
     let b = e.bias.and_then(|b| b.get(n).copied()).unwrap_or(-0.0);
     x = x * s + b;
+    x = e.activation.apply(x);
+    if let (Some((_, beta)), Some(r)) = (e.residual, residual) {
+        x += beta * r;
+    }
+    O::convert(x, e.out_scale, e.out_zero_point)
+}
+
+/// The scalar model of an epilogue with per-K-group scales for one output: `groups` yields,
+/// per group in order of K, its exact accumulator (wrapped to `i32` as the tiles do) and its
+/// column sum; then the same operations in the same order as the fused path.
+pub(crate) fn model_grouped<O: Output>(
+    e: &Epilogue<'_>,
+    groups: impl Iterator<Item = (i32, i32)>,
+    n: usize,
+    n_total: usize,
+    residual: Option<f32>,
+) -> O {
+    let WeightScale::Group { scales, .. } = e.w_scale else {
+        return O::convert(f32::NAN, e.out_scale, e.out_zero_point);
+    };
+    let common = e.alpha * e.a_scale;
+    let mut x: Option<f32> = None;
+    for (g, (acc, sum)) in groups.enumerate() {
+        let w = scales.get(g * n_total + n).copied().unwrap_or(f32::NAN);
+        let d = acc.wrapping_sub(e.a_zero_point.wrapping_mul(sum)) as f32 * (common * w);
+        x = Some(match x {
+            None => d,
+            Some(x) => x + d,
+        });
+    }
+    let b = e.bias.and_then(|b| b.get(n).copied()).unwrap_or(-0.0);
+    let mut x = x.unwrap_or(0.0) + b;
     x = e.activation.apply(x);
     if let (Some((_, beta)), Some(r)) = (e.residual, residual) {
         x += beta * r;

@@ -373,7 +373,15 @@ impl Gemm {
         if m == 0 || n == 0 {
             return Ok(RunStats::empty(backend, threads));
         }
-        let prepared = Prepared::new(epilogue, P::DTYPE, (m, n, k), b.col_sums(), out, ldo)?;
+        let prepared = Prepared::new(
+            epilogue,
+            P::DTYPE,
+            (m, n, k),
+            b.col_sums(),
+            |steps| b.group_sums(steps),
+            out,
+            ldo,
+        )?;
         if k == 0 {
             // An empty sum: every accumulator is 0, and the epilogue still applies (bias,
             // residual, ...), here on the calling thread, with no tile work.
@@ -775,7 +783,8 @@ const TILE_ROW: usize = 4 * NR;
 
 /// Bytes per row of the partial-sum buffer of `region`, and its size (0 when K is not split).
 fn acc_layout<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<(usize, usize)> {
-    if !matches!(p.target, Target::Fused(_)) || kc_steps(p, region) >= p.b.steps {
+    let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
+    if !grouped && (!matches!(p.target, Target::Fused(_)) || kc_steps(p, region) >= p.b.steps) {
         return Some((0, 0));
     }
     let panels = region.panels.len().min(p.blocking.nc / NR);
@@ -793,6 +802,12 @@ fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<us
 /// tiles over all of K.
 fn kc_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
     let steps = p.b.steps;
+    // Per-K-group scales: one K block per group, whose accumulators are folded after it.
+    if let Target::Fused(e) = &p.target {
+        if let Some(group) = e.group_steps() {
+            return group.min(steps).max(1);
+        }
+    }
     if region.rows.len() <= MR {
         steps
     } else {
@@ -995,6 +1010,7 @@ fn nest<P: Precision, K: MicroKernel>(
     };
     let acc = MemMut::new(acc);
     let tile_mem = MemMut::new(tile);
+    let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
     let (rows, cols) = region.shape.dims();
     // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
     for jc in region.panels.clone().step_by(nc) {
@@ -1042,7 +1058,11 @@ fn nest<P: Precision, K: MicroKernel>(
                                     let at =
                                         (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
                                     let src = Mem::from(acc);
-                                    if last {
+                                    if grouped {
+                                        // Each group starts from zero; `fold` adds it to the
+                                        // partial sums at `at`.
+                                        (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
+                                    } else if last {
                                         (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
                                     } else {
                                         (acc, at, acc_ld, pc > 0, src, at, acc_ld)
@@ -1079,7 +1099,37 @@ fn nest<P: Precision, K: MicroKernel>(
                         // run, none of which calls code outside the crate or allocates (`work`
                         // reserved the buffers first, `Prepared::new` the epilogue's).
                         unsafe { kernel.run(&task)? };
-                        if last {
+                        if grouped {
+                            if let Target::Fused(e) = &p.target {
+                                let at = (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
+                                // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
+                                // `scratch.acc`, alive for this function and used by this thread
+                                // only: in this mode the micro-kernel writes `tile_mem`, never
+                                // `acc`, so this is the only access to it while the slice lives
+                                // (it is dropped at the end of this block).
+                                let (stored, partial) = unsafe {
+                                    (
+                                        std::slice::from_raw_parts(
+                                            tile_mem.ptr().cast_const(),
+                                            tile_need,
+                                        ),
+                                        std::slice::from_raw_parts_mut(acc.ptr(), acc_need),
+                                    )
+                                };
+                                let partial = partial.get_mut(at..).ok_or(GemmError::TooLarge {
+                                    operand: Operand::C,
+                                })?;
+                                e.fold(
+                                    stored,
+                                    partial,
+                                    acc_ld,
+                                    (rows, cols),
+                                    pc / kc,
+                                    (pc == 0, last),
+                                    (ir, jr * NR),
+                                )?;
+                            }
+                        } else if last {
                             if let Target::Fused(e) = &p.target {
                                 // SAFETY: `tile_mem` is the `tile_need` bytes of
                                 // `scratch.tile`, alive for this function and touched by this

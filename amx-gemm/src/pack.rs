@@ -36,6 +36,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::OnceLock;
 
 use crate::error::{check_slice, GemmError, Operand};
 use crate::precision::{bytes_of, DType, Element, Precision, ROW_BYTES};
@@ -135,6 +136,10 @@ pub struct PackedB<P: Precision> {
     /// zero point of the activations is compensated with (see
     /// [`Epilogue`](crate::Epilogue)).
     col_sums: Vec<i32>,
+    /// Per k-step (64 rows of K) and column, the sum of B's elements in it, `[step][n]`
+    /// (int8 precisions): computed from the packed data on the first call with per-K-group
+    /// weight scales and a zero point, then kept, so later calls pay nothing for it.
+    step_sums: OnceLock<Vec<i32>>,
     _precision: PhantomData<P>,
 }
 
@@ -297,6 +302,7 @@ impl<P: Precision> PackedB<P> {
                 operand: Operand::B,
             })?,
             col_sums,
+            step_sums: OnceLock::new(),
             _precision: PhantomData,
         })
     }
@@ -421,6 +427,7 @@ impl<P: Precision> PackedB<P> {
             panel_stride: self.panel_stride,
             data: self.data.as_bytes(),
             col_sums: self.col_sums(),
+            step_sums: Some(&self.step_sums),
             _precision: PhantomData,
         }
     }
@@ -494,6 +501,9 @@ pub struct PackedBView<'a, P: Precision> {
     pub(crate) data: &'a [u8],
     /// The column sums (int8 precisions; `None` for bf16 and for blobs without them).
     pub(crate) col_sums: Option<&'a [i32]>,
+    /// Where the per-k-step column sums are kept between calls (`None`: a borrowed blob, for
+    /// which they are computed on every call that needs them).
+    pub(crate) step_sums: Option<&'a OnceLock<Vec<i32>>>,
     pub(crate) _precision: PhantomData<P>,
 }
 
@@ -529,6 +539,83 @@ impl<'a, P: Precision> PackedBView<'a, P> {
     pub fn col_sums(&self) -> Option<&'a [i32]> {
         self.col_sums
     }
+
+    /// Per group of `group_steps` k-steps and column, the sum of B's elements, `[group][n]`
+    /// (the last group may be shorter): what a zero point is compensated with under per-K-group
+    /// weight scales. Taken from the per-step sums kept with a [`PackedB`] (computed from the
+    /// packed data on first use), or computed from the data for a borrowed blob.
+    pub(crate) fn group_sums(&self, group_steps: usize) -> Result<Vec<i32>, GemmError> {
+        let computed;
+        let steps_sums: &[i32] = match self.step_sums.and_then(OnceLock::get) {
+            Some(cached) => cached,
+            None => {
+                computed = step_col_sums(self.data, self.panel_stride, self.steps, self.n)?;
+                match self.step_sums {
+                    // Another thread may have set it meanwhile: both computed the same sums.
+                    Some(cell) => cell.get_or_init(|| computed),
+                    None => &computed,
+                }
+            }
+        };
+        let n = self.n;
+        let groups = self.steps.div_ceil(group_steps.max(1));
+        let mut out = try_vec_filled(groups.saturating_mul(n)).ok_or(GemmError::OutOfMemory {
+            bytes: groups.saturating_mul(n).saturating_mul(4),
+        })?;
+        for (s, row) in steps_sums.chunks_exact(n.max(1)).enumerate() {
+            let g = s / group_steps.max(1);
+            for (o, &v) in out[g * n..(g + 1) * n].iter_mut().zip(row) {
+                *o = o.wrapping_add(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `len` zeros, or `None` when they cannot be allocated.
+fn try_vec_filled(len: usize) -> Option<Vec<i32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, 0);
+    Some(v)
+}
+
+/// The sums of int8 packed data per k-step and column, `[step][n]`: every byte of a column's
+/// tiles in a step is one of its elements or zero padding, so summing the bytes is exact.
+fn step_col_sums(
+    data: &[u8],
+    panel_stride: usize,
+    steps: usize,
+    n: usize,
+) -> Result<Vec<i32>, GemmError> {
+    let len = steps.saturating_mul(n);
+    let mut sums = try_vec_filled(len).ok_or(GemmError::OutOfMemory {
+        bytes: len.saturating_mul(4),
+    })?;
+    // Walks the data in memory order: panel, step, half (16 columns), row, column, element.
+    for p in 0..n.div_ceil(NR) {
+        for s in 0..steps {
+            for h in 0..2 {
+                for r in 0..16 {
+                    let at = p * panel_stride + s * STEP + h * TILE + r * ROW_BYTES;
+                    let Some(row) = data.get(at..at + ROW_BYTES) else {
+                        return Err(GemmError::TooLarge {
+                            operand: Operand::B,
+                        });
+                    };
+                    for (j, quad) in row.chunks_exact(4).enumerate() {
+                        let nn = p * NR + h * 16 + j;
+                        if nn < n {
+                            let q: i32 = quad.iter().map(|&x| i32::from(x as i8)).sum();
+                            let sum = &mut sums[s * n + nn];
+                            *sum = sum.wrapping_add(q);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(sums)
 }
 
 /// Where a block of A lives in the caller's memory. Row-major: row `i`, k-step `s` starts at

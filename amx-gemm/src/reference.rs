@@ -443,6 +443,15 @@ impl fmt::Display for Verified {
     }
 }
 
+/// One SplitMix64 step, to spread the sampled outputs over C: written here because a published
+/// crate cannot depend on the workspace's unpublished test-support crate, which has the RNG.
+fn mix(state: u64) -> u64 {
+    let mut z = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// Compares `c` (the result of `C (+)= A x B` from `c0`, or from nothing with
 /// [`Mode::Overwrite`]) with the reference: exact for int8; for bf16, by class (NaN, infinity,
 /// finite) and finite outputs within [`bf16_tolerance`], as the [module docs](self) derive.
@@ -494,7 +503,7 @@ pub fn verify<P: Precision>(
             }
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..count {
-                seed = crate::measure::splitmix(seed);
+                seed = mix(seed);
                 cols[(seed >> 32) as usize % m].push((seed & 0xFFFF_FFFF) as usize % n);
             }
             // Each output once: the corners coincide on small shapes, random picks repeat.
@@ -634,6 +643,13 @@ pub fn linear_model<P: Precision, O: Output>(
 ) -> Result<(), GemmError> {
     check_slice(Operand::C, m, n, ldacc, acc.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
+    if matches!(epilogue.w_scale, WeightScale::Group { .. }) {
+        return Err(GemmError::InvalidEpilogue(
+            "per-K-group weight scales need each group's product: use \
+             reference::linear_model_grouped"
+                .into(),
+        ));
+    }
     let params = Params::new(epilogue, m, n)?;
     let int_acc = P::DTYPE != DType::Bf16;
     for i in 0..m {
@@ -653,6 +669,125 @@ pub fn linear_model<P: Precision, O: Output>(
     Ok(())
 }
 
+/// [`linear_model`] for an epilogue with per-K-group weight scales
+/// ([`WeightScale::Group`], int8 precisions): computes each group's exact integer product of
+/// `A` (`m x k`, leading dimension `lda`) and `B` (`k x n` row-major, leading dimension `ldb`)
+/// and its column sums, then performs the fused path's steps on them. The fused path equals it
+/// bit for bit.
+///
+/// # Errors
+/// Slice errors for A, B, the output or the residual; [`GemmError::InvalidEpilogue`] for an
+/// epilogue without group scales, bf16, or a group that is not a positive multiple of 64;
+/// missing scales or parameters.
+#[allow(clippy::too_many_arguments)]
+pub fn linear_model_grouped<P: Precision, O: Output>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[P::A],
+    lda: usize,
+    b: &[P::B],
+    ldb: usize,
+    epilogue: &Epilogue<'_>,
+    out: &mut [O],
+    ldo: usize,
+) -> Result<(), GemmError> {
+    check_slice(Operand::A, m, k, lda, a.len())?;
+    check_slice(Operand::B, k, n, ldb, b.len())?;
+    check_slice(Operand::C, m, n, ldo, out.len())?;
+    let WeightScale::Group { group, .. } = epilogue.w_scale else {
+        return Err(GemmError::InvalidEpilogue(
+            "linear_model_grouped needs per-K-group weight scales".into(),
+        ));
+    };
+    if P::DTYPE == DType::Bf16 || group == 0 || group % 64 != 0 {
+        return Err(missing("int8 weights and a group that is a multiple of 64"));
+    }
+    let params = Params::new(epilogue, m, n)?;
+    let groups = exact_groups::<P>(m, n, k, a, lda, b, ldb, group);
+    let g_count = k.div_ceil(group);
+    for i in 0..m {
+        for j in 0..n {
+            let r = params.residual(i, j).map(|(r, _)| r as f32);
+            let per_group = (0..g_count).map(|g| groups.at(i, g, j));
+            out[i * ldo + j] = epilogue::model_grouped::<O>(epilogue, per_group, j, n, r);
+        }
+    }
+    Ok(())
+}
+
+/// Every group's exact product and column sum, wrapped to `i32` as the tiles wrap them.
+struct GroupProducts {
+    n: usize,
+    groups: usize,
+    /// `[i][g][j]`.
+    acc: Vec<i32>,
+    /// `[g][j]`.
+    sums: Vec<i32>,
+}
+
+impl GroupProducts {
+    fn at(&self, i: usize, g: usize, j: usize) -> (i32, i32) {
+        (
+            self.acc[(i * self.groups + g) * self.n + j],
+            self.sums[g * self.n + j],
+        )
+    }
+}
+
+/// The products of each group of `group` rows of K (the `f64` sums are exact: each product is
+/// below 2^15 in magnitude).
+#[allow(clippy::too_many_arguments)]
+fn exact_groups<P: Precision>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[P::A],
+    lda: usize,
+    b: &[P::B],
+    ldb: usize,
+    group: usize,
+) -> GroupProducts {
+    let groups = k.div_ceil(group);
+    let widened = Widened::new::<P>(k, n, b, ldb);
+    let mut acc = vec![0i32; m * groups * n];
+    let mut sums = vec![0i32; groups * n];
+    let mut row = vec![0f64; n];
+    for g in 0..groups {
+        let ks = g * group..((g + 1) * group).min(k);
+        row.iter_mut().for_each(|x| *x = 0.0);
+        for kk in ks.clone() {
+            for (s, x) in row.iter_mut().zip(&widened.values[kk * n..(kk + 1) * n]) {
+                *s += x;
+            }
+        }
+        for (s, &x) in sums[g * n..(g + 1) * n].iter_mut().zip(&row) {
+            *s = x as i64 as i32;
+        }
+        for i in 0..m {
+            row.iter_mut().for_each(|x| *x = 0.0);
+            for kk in ks.clone() {
+                let av = a[i * lda + kk].to_f64();
+                if av != 0.0 {
+                    for (s, x) in row.iter_mut().zip(&widened.values[kk * n..(kk + 1) * n]) {
+                        *s += av * x;
+                    }
+                }
+            }
+            let at = (i * groups + g) * n;
+            for (o, &x) in acc[at..at + n].iter_mut().zip(&row) {
+                *o = x as i64 as i32;
+            }
+        }
+    }
+    GroupProducts {
+        n,
+        groups,
+        acc,
+        sums,
+    }
+}
+
 fn missing(what: &str) -> GemmError {
     GemmError::InvalidEpilogue(format!("the reference needs {what}"))
 }
@@ -669,6 +804,7 @@ impl<'e, 'a> Params<'e, 'a> {
                 return Err(missing("a weight scale per channel"));
             }
         }
+        // Group scales are checked against K where K is known (`group_scale`).
         if e.bias.is_some_and(|b| b.len() < n) {
             return Err(missing("a bias per channel"));
         }
@@ -692,13 +828,27 @@ impl<'e, 'a> Params<'e, 'a> {
         Some((x, f64::from(beta)))
     }
 
-    /// The exact scale of column `j`: `alpha * a_scale * w_scale[j]` in `f64`.
+    /// The exact scale of column `j`: `alpha * a_scale * w_scale[j]` in `f64` (1 with group
+    /// scales, which [`Params::group_scale`] gives).
     fn scale(&self, j: usize) -> f64 {
         let w = match self.e.w_scale {
             WeightScale::Tensor(w) => w,
             WeightScale::Channel(w) => w[j],
+            WeightScale::Group { .. } => return 1.0,
         };
         f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(w)
+    }
+
+    /// The exact scale of group `g` and column `j` of an `n`-column product, or a missing
+    /// parameter error.
+    fn group_scale(&self, g: usize, j: usize, n: usize) -> Result<f64, GemmError> {
+        let WeightScale::Group { scales, .. } = self.e.w_scale else {
+            return Ok(self.scale(j));
+        };
+        let w = scales
+            .get(g * n + j)
+            .ok_or_else(|| missing("a weight scale per group and channel"))?;
+        Ok(f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(*w))
     }
 
     fn bias(&self, j: usize) -> f64 {
@@ -804,16 +954,40 @@ pub fn verify_linear<P: Precision, O: Output>(
         }
     }
     let zp = f64::from(epilogue.a_zero_point);
-    let out_int = matches!(O::CODE, 2 | 3);
-    let (lo, hi) = if O::CODE == 2 {
-        (0.0, 255.0)
-    } else {
-        (-128.0, 127.0)
+    let grouped = match epilogue.w_scale {
+        WeightScale::Group { group, .. } if int && group > 0 && group % 64 == 0 => {
+            Some(exact_groups::<P>(m, n, k, a, lda, b, ldb, group))
+        }
+        WeightScale::Group { .. } => return Err(missing("int8 weights and a group of 64 k")),
+        _ => None,
     };
     let mut worst = 0f64;
     for i in 0..m {
         let row = widened.row::<P>(&a[i * lda..i * lda + k], None);
         for j in 0..n {
+            let res = params.residual(i, j).map_or(0.0, |(r, beta)| r * beta);
+            if let Some(groups) = &grouped {
+                // sum_g s_g q_g, each q_g exact; every d_g is rounded three times (f32 of q_g,
+                // of s_g, of the product) and each of the G - 1 additions once: the sum's
+                // error is below (G + 3) u sum_g |s_g q_g|, carried as the accumulator's bound.
+                let (mut p, mut mag) = (0f64, 0f64);
+                for g in 0..groups.groups {
+                    let (acc, sum) = groups.at(i, g, j);
+                    let q = f64::from(acc.wrapping_sub(epilogue.a_zero_point.wrapping_mul(sum)));
+                    let d = params.group_scale(g, j, n)? * q;
+                    p += d;
+                    mag += d.abs();
+                }
+                let err = (groups.groups as f64 + 3.0) * 2f64.powi(-24) * mag;
+                let expected =
+                    linear_tolerance(p, 1.0, err, params.bias(j), epilogue.activation, res);
+                let got = out[i * ldo + j].to_f64();
+                if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst)
+                {
+                    return Ok(Err(mismatch));
+                }
+                continue;
+            }
             let (q, acc_err) = if int {
                 // The exact integer, wrapped to i32 as the tiles wrap it.
                 let q = row.exact[j] as i64 - (zp * col_sums[j]) as i64;
@@ -822,40 +996,52 @@ pub fn verify_linear<P: Precision, O: Output>(
                 (row.exact[j], bf16_tolerance(k, row.magnitude[j]))
             };
             let s = params.scale(j);
-            let res = params.residual(i, j).map_or(0.0, |(r, beta)| r * beta);
-            let mut expected =
+            let expected =
                 linear_tolerance(s * q, s, acc_err, params.bias(j), epilogue.activation, res);
             let got = out[i * ldo + j].to_f64();
-            let ok = if out_int {
-                let scale = f64::from(epilogue.out_scale);
-                let v = expected.value / scale;
-                let e = expected.tolerance / scale + 3.0 * 2f64.powi(-24) * v.abs();
-                let z = f64::from(epilogue.out_zero_point);
-                let q_lo = ((v - e).round_ties_even() + z).clamp(lo, hi);
-                let q_hi = ((v + e).round_ties_even() + z).clamp(lo, hi);
-                let ratio = if q_lo == q_hi { 0.0 } else { 1.0 };
-                worst = worst.max(ratio * f64::from(got != q_lo && got != q_hi));
-                (q_lo..=q_hi).contains(&got)
-            } else {
-                if O::CODE == 1 {
-                    // bf16 output: one more rounding, to 8 significant bits.
-                    expected.tolerance +=
-                        2f64.powi(-8) * (expected.value.abs() + expected.tolerance);
-                }
-                let err = (got - expected.value).abs();
-                if expected.tolerance > 0.0 {
-                    worst = worst.max(err / expected.tolerance);
-                }
-                err <= expected.tolerance
-            };
-            if !ok {
-                return Ok(Err(LinearMismatch {
-                    at: (i, j),
-                    got,
-                    expected,
-                }));
+            if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst) {
+                return Ok(Err(mismatch));
             }
         }
     }
     Ok(Ok(worst))
+}
+
+/// One output of [`verify_linear`] against its expectation: `None` when within the bound
+/// (updating `worst`, the largest ratio of error to bound), else the mismatch.
+fn check_one<O: Output>(
+    epilogue: &Epilogue<'_>,
+    mut expected: LinearExpected,
+    got: f64,
+    at: (usize, usize),
+    worst: &mut f64,
+) -> Option<LinearMismatch> {
+    let out_int = matches!(O::CODE, 2 | 3);
+    let (lo, hi) = if O::CODE == 2 {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    let ok = if out_int {
+        let scale = f64::from(epilogue.out_scale);
+        let v = expected.value / scale;
+        let e = expected.tolerance / scale + 3.0 * 2f64.powi(-24) * v.abs();
+        let z = f64::from(epilogue.out_zero_point);
+        let q_lo = ((v - e).round_ties_even() + z).clamp(lo, hi);
+        let q_hi = ((v + e).round_ties_even() + z).clamp(lo, hi);
+        let ratio = if q_lo == q_hi { 0.0 } else { 1.0 };
+        *worst = worst.max(ratio * f64::from(got != q_lo && got != q_hi));
+        (q_lo..=q_hi).contains(&got)
+    } else {
+        if O::CODE == 1 {
+            // bf16 output: one more rounding, to 8 significant bits.
+            expected.tolerance += 2f64.powi(-8) * (expected.value.abs() + expected.tolerance);
+        }
+        let err = (got - expected.value).abs();
+        if expected.tolerance > 0.0 {
+            *worst = worst.max(err / expected.tolerance);
+        }
+        err <= expected.tolerance
+    };
+    (!ok).then_some(LinearMismatch { at, got, expected })
 }
