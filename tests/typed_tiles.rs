@@ -260,7 +260,9 @@ fn typed_tiles_are_refused_on_an_emulator_with_small_tmul_limits() {
         set_thread_emulator(Emulator::with_limits(PaletteTable::ARCHITECTURAL, small).unwrap())
             .unwrap();
         match configure_typed_on::<Int8Block>(Backend::Emulated) {
-            Err(ConfigureError::Unsupported(why)) => assert!(why.contains("tmul_maxk 8"), "{why}"),
+            Err(ConfigureError::Unsupported(why)) => {
+                assert!(why.to_string().contains("tmul_maxk 8"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
         set_thread_emulator(Emulator::new()).unwrap();

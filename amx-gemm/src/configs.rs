@@ -30,7 +30,7 @@
 use std::sync::OnceLock;
 
 use amx_runtime::rules::{check_dot, TileShape, TmulLimits};
-use amx_runtime::{tilecfg, Fault, TileConfig};
+use amx_runtime::{tilecfg, TileConfig};
 
 use crate::error::GemmError;
 
@@ -244,11 +244,8 @@ fn check_table() -> Result<(), GemmError> {
             let shape = MicroShape { rows, cols };
             let cfg = &TABLE[rows as usize - 1][cols as usize - 1];
             let tiles = shape.tiles();
-            let wrong = |why: String| {
-                GemmError::Fault(Fault::InvalidOpcode(format!(
-                    "micro-tile {rows}x{cols}: {why}"
-                )))
-            };
+            let wrong =
+                |why: String| GemmError::Internal(format!("micro-tile {rows}x{cols}: {why}"));
             for (t, want) in tiles.iter().enumerate() {
                 let have = cfg.tile(t).unwrap_or(TileShape::new(0, 0));
                 if have != *want || cfg.start_row() != 0 {

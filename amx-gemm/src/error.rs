@@ -74,6 +74,10 @@ pub enum GemmError {
     /// A tile instruction faulted (on the emulator; the silicon path never executes an
     /// instruction that would). Means a bug in this crate, reported instead of a crash.
     Fault(Fault),
+    /// One of this crate's own consistency checks failed (its configuration table against the
+    /// micro-kernel, or the typed layout against the tiles the kernel names): a bug in this
+    /// crate, described, reported instead of a crash.
+    Internal(String),
     /// An [`Epilogue`](crate::Epilogue) that cannot apply to this call (what and why).
     InvalidEpilogue(String),
     /// The backend cannot run this precision, e.g. a CPU without AMX-BF16.
@@ -131,6 +135,7 @@ impl fmt::Display for GemmError {
             GemmError::Configure(e) => write!(f, "tile configuration failed: {e}"),
             GemmError::Config(e) => write!(f, "invalid tile configuration (bug): {e}"),
             GemmError::Fault(e) => write!(f, "tile instruction faulted (bug): {e}"),
+            GemmError::Internal(what) => write!(f, "internal inconsistency (bug): {what}"),
             GemmError::InvalidEpilogue(why) => write!(f, "invalid epilogue: {why}"),
             GemmError::Unsupported(why) => write!(f, "unsupported: {why}"),
             GemmError::ThreadPool(why) => write!(f, "cannot create the worker threads: {why}"),

@@ -545,10 +545,10 @@ impl<'t, L: Full2x2> Typed<'t, L> {
     }
 }
 
-/// A register or operand triple the typed layout has no handle for: the #UD the silicon would
-/// raise, reported instead (the micro-kernel never names one).
+/// A register or operand triple the typed layout has no handle for, reported instead of
+/// issued (the micro-kernel never names one).
 fn wrong_layout(what: String) -> GemmError {
-    GemmError::Fault(Fault::InvalidOpcode(format!("typed 2x2 kernel: {what}")))
+    GemmError::Internal(format!("typed 2x2 kernel: {what}"))
 }
 
 // Common to the methods below: `Typed::new` tied `L` to the precision, and the guard inside

@@ -142,7 +142,16 @@ impl fmt::Display for BackendError {
     }
 }
 
-impl std::error::Error for BackendError {}
+// Display prints the wrapped reason's message, so `source` continues the chain below it: a
+// reporter that prints every level prints each message once.
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BackendError::HardwareUnavailable(why) => why.source(),
+            BackendError::InvalidChoice(_) => None,
+        }
+    }
+}
 
 /// The backend of this process: `AMX_BACKEND` resolved once, on first use, and kept, so every
 /// thread of a process runs on the same unit.

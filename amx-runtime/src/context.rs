@@ -33,7 +33,7 @@ use std::ops::{Deref, DerefMut};
 use crate::backend::{backend, Backend, BackendError};
 use crate::config::TileConfig;
 use crate::detect::Unavailable;
-use crate::error::{ConfigError, Fault};
+use crate::error::{ConfigError, Fault, Feature};
 use crate::unit::{Emulator, Hardware, TileUnit};
 use amx_tilecfg::TmulLimits;
 
@@ -106,7 +106,7 @@ pub enum ConfigureError {
     Busy,
     /// The hardware lacks an instruction or limit a typed layer relies on (see
     /// [`configure_typed`](crate::typed::configure_typed)); nothing stays loaded.
-    Unsupported(String),
+    Unsupported(Unsupported),
     /// The thread is exiting and its emulator is already torn down (a `configure` on the
     /// emulator from the destructor of another thread-local).
     ThreadExiting,
@@ -122,7 +122,7 @@ impl fmt::Display for ConfigureError {
             ConfigureError::Busy => f.write_str(
                 "a tile guard is already alive on this thread; drop it before configuring again",
             ),
-            ConfigureError::Unsupported(why) => f.write_str(why),
+            ConfigureError::Unsupported(why) => why.fmt(f),
             ConfigureError::ThreadExiting => {
                 f.write_str("this thread is exiting and its tile state is already torn down")
             }
@@ -142,6 +142,99 @@ impl std::error::Error for ConfigureError {
             _ => None,
         }
     }
+}
+
+/// What the typed layer needs that a tile unit lacks: the payload of
+/// [`ConfigureError::Unsupported`].
+///
+/// ```
+/// use amx_runtime::{Backend, Feature, Requirement, TmulLimits, Unsupported};
+///
+/// let why = Unsupported::new(Backend::Hardware, vec![Requirement::Feature(Feature::AmxBf16)]);
+/// assert_eq!(why.missing(), &[Requirement::Feature(Feature::AmxBf16)]);
+/// assert!(why.to_string().starts_with("typed tiles on the silicon need AMX-BF16"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    backend: Backend,
+    missing: Vec<Requirement>,
+}
+
+impl Unsupported {
+    /// `missing`, on `backend`.
+    pub fn new(backend: Backend, missing: Vec<Requirement>) -> Unsupported {
+        Unsupported { backend, missing }
+    }
+
+    /// The backend that lacks them.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Everything it lacks, in the order: features, then TMUL limits.
+    pub fn missing(&self) -> &[Requirement] {
+        &self.missing
+    }
+}
+
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let arch = TmulLimits::ARCHITECTURAL;
+        match self.backend {
+            Backend::Hardware => {
+                f.write_str("typed tiles on the silicon need ")?;
+                for (i, need) in self.missing.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" and ")?;
+                    }
+                    match need {
+                        Requirement::Feature(feature) => write!(f, "{feature}")?,
+                        Requirement::TmulLimits(have) => write!(
+                            f,
+                            "the architectural TMUL limits (this CPU reports tmul_maxk {}, \
+                             tmul_maxn {}; typed operands are proven against {} and {})",
+                            have.maxk, have.maxn, arch.maxk, arch.maxn
+                        )?,
+                    }
+                }
+                f.write_str(
+                    ", which this CPU does not report; use the untyped `Tiles` (whose \
+                     instructions return a `Fault`) or AMX_BACKEND=emulated",
+                )
+            }
+            Backend::Emulated => {
+                f.write_str("typed tiles need ")?;
+                for (i, need) in self.missing.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" and ")?;
+                    }
+                    match need {
+                        Requirement::Feature(feature) => {
+                            write!(f, "{feature}, which this emulator does not model")?
+                        }
+                        Requirement::TmulLimits(have) => write!(
+                            f,
+                            "the architectural TMUL limits (tmul_maxk {}, tmul_maxn {}), and \
+                             this emulator models tmul_maxk {}, tmul_maxn {}",
+                            arch.maxk, arch.maxn, have.maxk, have.maxn
+                        )?,
+                    }
+                }
+                f.write_str("; use the untyped `Tiles`, whose instructions return a `Fault`")
+            }
+        }
+    }
+}
+
+/// One thing the typed layer relies on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Requirement {
+    /// An instruction set extension the unit does not report.
+    Feature(Feature),
+    /// At least the architectural TMUL limits ([`TmulLimits::ARCHITECTURAL`]); the unit has
+    /// these smaller ones.
+    TmulLimits(TmulLimits),
 }
 
 impl From<BackendError> for ConfigureError {
@@ -197,19 +290,14 @@ impl Tiles {
     /// Why the typed layer cannot run on this unit, or `None` when it can (see
     /// `Hardware::typed_unsupported`): on the emulator, only limits below the architectural
     /// ones stop it.
-    pub(crate) fn typed_unsupported(&mut self) -> Option<String> {
+    pub(crate) fn typed_unsupported(&mut self) -> Option<Unsupported> {
         match &mut self.unit {
             Unit::Hardware(h) => h.typed_unsupported(),
             Unit::Emulated(e) => {
                 let limits = e.tmul_limits();
                 let arch = TmulLimits::ARCHITECTURAL;
                 (limits.maxk < arch.maxk || limits.maxn < arch.maxn).then(|| {
-                    format!(
-                        "typed tiles need the architectural TMUL limits (tmul_maxk {}, \
-                         tmul_maxn {}), and this emulator models tmul_maxk {}, tmul_maxn {}; \
-                         use the untyped `Tiles`, whose instructions return a `Fault`",
-                        arch.maxk, arch.maxn, limits.maxk, limits.maxn
-                    )
+                    Unsupported::new(Backend::Emulated, vec![Requirement::TmulLimits(limits)])
                 })
             }
         }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use amx_tilecfg::{NoSuchTile, Violation};
+use amx_tilecfg::{DotKind, DotMismatch, NoSuchTile, Rule, Violation};
 
 /// A tile configuration broke one or more rules.
 ///
@@ -87,14 +87,29 @@ impl std::error::Error for ConfigError {}
 ///
 /// Both backends return the same `Fault` for the same state and operands: the hardware backend
 /// checks every condition before it executes, so a safe call never raises a real exception.
+/// Each variant carries the cause as data (the broken rules, the operand mismatch, the missing
+/// feature), and `Display` words it.
+///
+/// ```
+/// use amx_runtime::{Emulator, Fault, Mnemonic, TileUnit, UdReason};
+///
+/// let mut emu = Emulator::new();
+/// let Err(Fault::InvalidOpcode(ud)) = emu.tilezero(3) else { unreachable!() };
+/// assert_eq!(ud.instruction(), Mnemonic::Tilezero);
+/// assert_eq!(ud.reason(), UdReason::NotConfigured);
+/// assert_eq!(
+///     Fault::InvalidOpcode(ud).to_string(),
+///     "#UD: TILEZERO with no tile configuration loaded (TILES_CONFIGURED = 0)"
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
     /// #GP(0): LDTILECFG of an image that breaks a load-time rule (SIGSEGV on Linux).
-    GeneralProtection(String),
-    /// #UD: a tile instruction on an unconfigured or unused tile, or with operands that do not
-    /// fit (SIGILL on Linux).
-    InvalidOpcode(String),
+    GeneralProtection(GeneralProtection),
+    /// #UD: a tile instruction on an unconfigured or unused tile, with operands that do not
+    /// fit, or on a CPU without the instruction (SIGILL on Linux).
+    InvalidOpcode(InvalidOpcode),
     /// Not a CPU exception: the rows the instruction would touch do not lie inside the slice
     /// passed to a safe load or store (on the silicon this would read or write out of bounds).
     OutOfBounds {
@@ -110,8 +125,8 @@ pub enum Fault {
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Fault::GeneralProtection(why) => write!(f, "#GP: {why}"),
-            Fault::InvalidOpcode(why) => write!(f, "#UD: {why}"),
+            Fault::GeneralProtection(gp) => write!(f, "#GP: {gp}"),
+            Fault::InvalidOpcode(ud) => write!(f, "#UD: {ud}"),
             Fault::OutOfBounds { tile, needed, len } => write!(
                 f,
                 "tile t{tile} would touch {needed} bytes of memory, but the slice has only {len}"
@@ -120,4 +135,448 @@ impl fmt::Display for Fault {
     }
 }
 
+// The message words the cause itself (the rules, the mismatch), so there is no `source` below
+// it: a printed chain shows each sentence once.
 impl std::error::Error for Fault {}
+
+impl From<GeneralProtection> for Fault {
+    fn from(gp: GeneralProtection) -> Fault {
+        Fault::GeneralProtection(gp)
+    }
+}
+
+impl From<InvalidOpcode> for Fault {
+    fn from(ud: InvalidOpcode) -> Fault {
+        Fault::InvalidOpcode(ud)
+    }
+}
+
+/// Why LDTILECFG raises #GP: the load-time rules the image breaks, in the order
+/// [`amx_tilecfg::validate`] reports them (never empty).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneralProtection {
+    violations: Vec<Violation>,
+}
+
+impl GeneralProtection {
+    /// The #GP of an image that breaks `violations`, or `None` when there are none (the image
+    /// loads).
+    pub fn new(violations: Vec<Violation>) -> Option<GeneralProtection> {
+        (!violations.is_empty()).then_some(GeneralProtection { violations })
+    }
+
+    /// Every load-time rule the image breaks, each naming the tile, field, byte offset, value
+    /// and limit.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+}
+
+impl fmt::Display for GeneralProtection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, v) in self.violations.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a tile instruction raises #UD: the instruction, and the condition that fails.
+///
+/// A plain value (`Copy`, no allocation): the trap engine decides #UD in a signal handler with
+/// the same conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InvalidOpcode {
+    instruction: Mnemonic,
+    reason: UdReason,
+}
+
+impl InvalidOpcode {
+    /// The #UD of `instruction` for `reason`.
+    pub const fn new(instruction: Mnemonic, reason: UdReason) -> InvalidOpcode {
+        InvalidOpcode {
+            instruction,
+            reason,
+        }
+    }
+
+    /// The instruction that faults.
+    pub const fn instruction(&self) -> Mnemonic {
+        self.instruction
+    }
+
+    /// The condition that makes it fault.
+    pub const fn reason(&self) -> UdReason {
+        self.reason
+    }
+}
+
+impl fmt::Display for InvalidOpcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.instruction;
+        match self.reason {
+            UdReason::NotConfigured => {
+                write!(
+                    f,
+                    "{m} with no tile configuration loaded (TILES_CONFIGURED = 0)"
+                )
+            }
+            UdReason::NoSuchTile { tile } => {
+                write!(f, "{m} names tile t{tile}; there are only t0 to t7")
+            }
+            UdReason::Unused { tile } => write!(
+                f,
+                "{m} on tile t{tile}, which the loaded configuration leaves unused"
+            ),
+            UdReason::ColsbNotMultipleOf4 { tile, colsb } => write!(
+                f,
+                "{m} on tile t{tile}, whose {colsb} bytes per row (colsb) are not a multiple of 4"
+            ),
+            UdReason::StartRowNotBelowRows {
+                tile,
+                start_row,
+                rows,
+            } => write!(
+                f,
+                "{m} on tile t{tile} with start_row {start_row}, not below its {rows} rows"
+            ),
+            UdReason::Dot(mismatch) => write!(f, "{m}: {mismatch}"),
+            UdReason::MissingFeature(Feature::XsaveTileData) => write!(
+                f,
+                "{m}: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)"
+            ),
+            UdReason::MissingFeature(feature) => {
+                write!(f, "{m}: this CPU does not report {feature}")
+            }
+        }
+    }
+}
+
+/// The condition under which a tile instruction raises #UD (see docs/semantics.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UdReason {
+    /// No tile configuration is loaded (TILES_CONFIGURED = 0).
+    NotConfigured,
+    /// A tile number past t7.
+    NoSuchTile {
+        /// The tile number.
+        tile: u8,
+    },
+    /// The tile is unused in the loaded configuration.
+    Unused {
+        /// The tile number.
+        tile: u8,
+    },
+    /// The tile's colsb is not a multiple of 4 (rule
+    /// [`Rule::ColsbNotMultipleOf4`](amx_tilecfg::Rule::ColsbNotMultipleOf4)).
+    ColsbNotMultipleOf4 {
+        /// The tile number.
+        tile: u8,
+        /// Its bytes per row.
+        colsb: u16,
+    },
+    /// start_row is not below the tile's rows (rule
+    /// [`Rule::StartRowNotBelowRows`](amx_tilecfg::Rule::StartRowNotBelowRows)).
+    StartRowNotBelowRows {
+        /// The tile number.
+        tile: u8,
+        /// The loaded start_row.
+        start_row: u8,
+        /// The tile's rows.
+        rows: u8,
+    },
+    /// The dot product's operands do not fit.
+    Dot(DotMismatch),
+    /// The CPU does not implement the instruction (or, for XSAVE, does not describe the tile
+    /// data's place in its save area).
+    MissingFeature(Feature),
+}
+
+impl UdReason {
+    /// The configuration rule behind this #UD, for the two use-time rules of
+    /// [`amx_tilecfg`]; `None` for the other conditions.
+    pub const fn rule(&self) -> Option<Rule> {
+        match self {
+            UdReason::ColsbNotMultipleOf4 { .. } => Some(Rule::ColsbNotMultipleOf4),
+            UdReason::StartRowNotBelowRows { .. } => Some(Rule::StartRowNotBelowRows),
+            _ => None,
+        }
+    }
+}
+
+/// The instructions a [`Fault`] can be about, spelled as in Intel's manual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Mnemonic {
+    /// LDTILECFG.
+    Ldtilecfg,
+    /// STTILECFG.
+    Sttilecfg,
+    /// TILERELEASE.
+    Tilerelease,
+    /// TILEZERO.
+    Tilezero,
+    /// TILELOADD.
+    Tileloadd,
+    /// TILELOADDT1.
+    Tileloaddt1,
+    /// TILESTORED.
+    Tilestored,
+    /// One of the dot products.
+    Dot(DotKind),
+    /// XSAVE of the tile data ([`TileUnit::tile_data`](crate::TileUnit::tile_data)).
+    Xsave,
+}
+
+impl Mnemonic {
+    /// The mnemonic, upper case as in the manual.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mnemonic::Ldtilecfg => "LDTILECFG",
+            Mnemonic::Sttilecfg => "STTILECFG",
+            Mnemonic::Tilerelease => "TILERELEASE",
+            Mnemonic::Tilezero => "TILEZERO",
+            Mnemonic::Tileloadd => "TILELOADD",
+            Mnemonic::Tileloaddt1 => "TILELOADDT1",
+            Mnemonic::Tilestored => "TILESTORED",
+            Mnemonic::Dot(kind) => kind.mnemonic(),
+            Mnemonic::Xsave => "XSAVE",
+        }
+    }
+}
+
+impl fmt::Display for Mnemonic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A CPU feature a tile instruction needs, with the CPUID bit that reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Feature {
+    /// AMX-INT8 (CPUID.(7,0):EDX\[25\]): TDPBSSD, TDPBSUD, TDPBUSD, TDPBUUD.
+    AmxInt8,
+    /// AMX-BF16 (CPUID.(7,0):EDX\[22\]): TDPBF16PS.
+    AmxBf16,
+    /// AMX-FP16 (CPUID.(7,1):EAX\[21\]): TDPFP16PS.
+    AmxFp16,
+    /// The tile data's place in the XSAVE area (CPUID.(0xD,18)), which reading a whole tile
+    /// needs.
+    XsaveTileData,
+}
+
+impl fmt::Display for Feature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Feature::AmxInt8 => "AMX-INT8 (CPUID.(7,0):EDX[25])",
+            Feature::AmxBf16 => "AMX-BF16 (CPUID.(7,0):EDX[22])",
+            Feature::AmxFp16 => "AMX-FP16 (CPUID.(7,1):EAX[21])",
+            Feature::XsaveTileData => "the XSAVE layout of the tile data (CPUID.(0xD,18))",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Emulator, TileConfig, TileUnit};
+    use amx_tilecfg::{Rule, TmulLimits};
+
+    fn emulator_with(config: &TileConfig) -> Emulator {
+        let mut emu = Emulator::new();
+        emu.ldtilecfg(config.as_bytes()).unwrap();
+        emu
+    }
+
+    #[test]
+    fn invalid_opcode_carries_instruction_and_reason() {
+        let mut emu = Emulator::new();
+        let ud = |r: Result<(), Fault>| match r {
+            Err(Fault::InvalidOpcode(ud)) => (ud.instruction(), ud.reason()),
+            other => panic!("not #UD: {other:?}"),
+        };
+        assert_eq!(
+            ud(emu.tilezero(2)),
+            (Mnemonic::Tilezero, UdReason::NotConfigured)
+        );
+        let config = TileConfig::builder()
+            .tile(0, 16, 64)
+            .tile(1, 16, 64)
+            .tile(2, 8, 64)
+            .build()
+            .unwrap();
+        let mut emu = emulator_with(&config);
+        assert_eq!(
+            ud(emu.tilezero(5)),
+            (Mnemonic::Tilezero, UdReason::Unused { tile: 5 })
+        );
+        assert_eq!(
+            ud(emu.tileloadd(9, &[0; 1024], 64)),
+            (Mnemonic::Tileloadd, UdReason::NoSuchTile { tile: 9 })
+        );
+        let (m, why) = ud(emu.tdpbssd(0, 1, 2));
+        assert_eq!(m, Mnemonic::Dot(DotKind::Tdpbssd));
+        assert!(
+            matches!(
+                why,
+                UdReason::Dot(DotMismatch::KMismatch { tiles: (1, 2), .. })
+            ),
+            "{why:?}"
+        );
+        // colsb 6 loads (a use-time rule) and is refused on use, naming the rule.
+        let mut bytes = [0u8; 64];
+        bytes[0] = 1;
+        bytes[16] = 6;
+        bytes[48] = 2;
+        let mut emu = emulator_with(&TileConfig::from_bytes(&bytes).unwrap());
+        let mut out = [0u8; 64];
+        let (m, why) = ud(emu.tilestored(0, &mut out, 8));
+        assert_eq!(m, Mnemonic::Tilestored);
+        assert_eq!(why, UdReason::ColsbNotMultipleOf4 { tile: 0, colsb: 6 });
+        assert_eq!(why.rule(), Some(Rule::ColsbNotMultipleOf4));
+        assert_eq!(UdReason::NotConfigured.rule(), None);
+    }
+
+    #[test]
+    fn general_protection_carries_every_load_violation() {
+        let mut bytes = [0u8; 64];
+        bytes[0] = 1;
+        bytes[5] = 1; // reserved
+        bytes[16] = 80; // t0 colsb past 64
+        bytes[48] = 17; // t0 rows past 16
+        let fault = Emulator::new().ldtilecfg(&bytes).unwrap_err();
+        let Fault::GeneralProtection(gp) = &fault else {
+            panic!("not #GP: {fault:?}")
+        };
+        let rules: Vec<Rule> = gp.violations().iter().map(|v| v.rule).collect();
+        assert_eq!(
+            rules,
+            [
+                Rule::ReservedNonZero,
+                Rule::ColsbTooLarge,
+                Rule::RowsTooLarge
+            ]
+        );
+        // One sentence per violation, as before the cause became data.
+        assert_eq!(
+            fault.to_string(),
+            "#GP: byte 5 is reserved and must be 0, but holds 0x01; tile t0 has 80 bytes per \
+             row (colsb); palette 1 allows at most 64 (bytes_per_row); tile t0 has 17 rows; \
+             palette 1 allows at most 16 (max_rows)"
+        );
+        assert_eq!(GeneralProtection::new(Vec::new()), None);
+    }
+
+    #[test]
+    fn messages_word_each_reason() {
+        let ud = |m, r| Fault::InvalidOpcode(InvalidOpcode::new(m, r)).to_string();
+        assert_eq!(
+            ud(
+                Mnemonic::Tileloaddt1,
+                UdReason::StartRowNotBelowRows {
+                    tile: 3,
+                    start_row: 9,
+                    rows: 4
+                }
+            ),
+            "#UD: TILELOADDT1 on tile t3 with start_row 9, not below its 4 rows"
+        );
+        assert_eq!(
+            ud(
+                Mnemonic::Dot(DotKind::Tdpfp16ps),
+                UdReason::MissingFeature(Feature::AmxFp16)
+            ),
+            "#UD: TDPFP16PS: this CPU does not report AMX-FP16 (CPUID.(7,1):EAX[21])"
+        );
+        assert_eq!(
+            ud(
+                Mnemonic::Xsave,
+                UdReason::MissingFeature(Feature::XsaveTileData)
+            ),
+            "#UD: XSAVE: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)"
+        );
+    }
+
+    #[test]
+    fn a_smaller_emulator_refuses_typed_tiles_with_its_limits() {
+        use crate::{Backend, ConfigureError, Requirement};
+        crate::tilecfg! {
+            struct Int8;
+            palette 1;
+            t0 as c: 16x16 i32;
+            t4 as a: 16x64 i8;
+            t6 as b: 16x64 i8;
+        }
+        let small = TmulLimits { maxk: 8, maxn: 64 };
+        let table = amx_tilecfg::PaletteTable::ARCHITECTURAL;
+        std::thread::spawn(move || {
+            crate::set_thread_emulator(Emulator::with_limits(table, small).unwrap()).unwrap();
+            let err = match crate::configure_typed_on::<Int8>(Backend::Emulated) {
+                Err(ConfigureError::Unsupported(why)) => why,
+                Err(other) => panic!("{other}"),
+                Ok(_) => panic!("typed tiles accepted tmul_maxk 8"),
+            };
+            assert_eq!(err.backend(), Backend::Emulated);
+            assert_eq!(err.missing(), &[Requirement::TmulLimits(small)]);
+            assert!(err.to_string().contains("models tmul_maxk 8"), "{err}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn permission_errors_convert_to_io_errors() {
+        use crate::permit::PermissionError;
+        let refused = PermissionError { errno: libc::EPERM };
+        assert_eq!(refused.raw_os_error(), Some(libc::EPERM));
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        let io: std::io::Error = refused.into();
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        assert_eq!(io.to_string(), refused.to_string());
+        let inner = io
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<PermissionError>());
+        assert_eq!(inner, Some(&refused));
+    }
+
+    /// Printing an error's chain prints each message once.
+    #[test]
+    fn error_chains_print_each_message_once() {
+        use crate::detect::Unavailable;
+        use crate::{BackendError, ConfigureError};
+        use std::error::Error;
+        let unavailable = Unavailable::PermissionRefused {
+            errno: libc::ENOSPC,
+        };
+        let errors: Vec<Box<dyn Error>> = vec![
+            Box::new(ConfigureError::Backend(BackendError::HardwareUnavailable(
+                unavailable.clone(),
+            ))),
+            Box::new(ConfigureError::Unavailable(unavailable)),
+            Box::new(ConfigureError::Fault(
+                Emulator::new().tilezero(0).unwrap_err(),
+            )),
+            Box::new(ConfigureError::Config(
+                TileConfig::builder().tile(0, 17, 64).build().unwrap_err(),
+            )),
+        ];
+        for e in errors {
+            let mut seen = vec![e.to_string()];
+            let mut next = e.source();
+            while let Some(inner) = next {
+                let text = inner.to_string();
+                assert!(
+                    !seen.iter().any(|outer| outer.contains(&text)),
+                    "{text:?} is printed by an outer level too: {seen:?}"
+                );
+                seen.push(text);
+                next = inner.source();
+            }
+        }
+    }
+}

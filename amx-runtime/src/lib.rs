@@ -42,10 +42,12 @@ pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
 pub use context::{
     configure, configure_on, counters, release, release_on, set_thread_emulator, tmul_limits_on,
-    ConfigureError, Counters, Tiles,
+    ConfigureError, Counters, Requirement, Tiles, Unsupported,
 };
 pub use detect::{detect, Capabilities, Unavailable};
-pub use error::{ConfigError, Fault};
+pub use error::{
+    ConfigError, Fault, Feature, GeneralProtection, InvalidOpcode, Mnemonic, UdReason,
+};
 /// The trait [`detect_with`](detect::detect_with) takes, and the result its reader returns,
 /// from `raw-cpuid`: a CPUID dump replays without a dependency of its own. (Only these two are
 /// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,

@@ -45,6 +45,7 @@
 //! a later call (for example after the small alternate stacks were removed) asks again.
 
 use std::fmt;
+use std::io;
 
 /// XSAVE feature number of the tile configuration (XTILECFG, XCR0 bit 17).
 pub const XFEATURE_XTILECFG: u32 = 17;
@@ -114,6 +115,43 @@ impl PermissionError {
     /// The likely cause of the refusal and what to do about it, in the user's terms.
     pub fn cause(&self) -> &'static str {
         errno_cause(self.errno)
+    }
+
+    /// The errno, as [`std::io::Error::raw_os_error`] gives it: always `Some`, so code written
+    /// against `io::Error` reads this error the same way.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        Some(self.errno)
+    }
+
+    /// The [`io::ErrorKind`] of the errno (`ENOSPC` is `StorageFull`, `EPERM` is
+    /// `PermissionDenied`, ...), as `io::Error::from_raw_os_error` classifies it.
+    pub fn kind(&self) -> io::ErrorKind {
+        io::Error::from_raw_os_error(self.errno).kind()
+    }
+}
+
+/// An `io::Error` of the errno's [kind](PermissionError::kind) that keeps the message with its
+/// cause, so `?` works in a function returning `io::Result`. The `PermissionError` stays
+/// inside: `io_error.get_ref()` and `downcast_ref::<PermissionError>()` give it back, errno
+/// included (`io_error.raw_os_error()` is `None`, as for every `io::Error` made with
+/// `io::Error::new`).
+///
+/// ```
+/// use amx_runtime::permit::PermissionError;
+///
+/// fn setup() -> std::io::Result<()> {
+///     Err(PermissionError { errno: 28 })?; // ENOSPC on Linux
+///     Ok(())
+/// }
+/// let err = setup().unwrap_err();
+/// let inner = err.get_ref().and_then(|e| e.downcast_ref::<PermissionError>()).unwrap();
+/// assert_eq!(inner.raw_os_error(), Some(28));
+/// assert_eq!(err.kind(), inner.kind());
+/// assert_eq!(err.to_string(), inner.to_string());
+/// ```
+impl From<PermissionError> for io::Error {
+    fn from(e: PermissionError) -> io::Error {
+        io::Error::new(e.kind(), e)
     }
 }
 

@@ -828,9 +828,10 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
     if !hw.amx_fp16() {
         assert_eq!(
             hw.tdpfp16ps(0, 1, 2),
-            Err(Fault::InvalidOpcode(
-                "TDPFP16PS: this CPU does not report AMX-FP16 (CPUID.(7,1):EAX[21])".into()
-            ))
+            Err(Fault::InvalidOpcode(amx_runtime::InvalidOpcode::new(
+                amx_runtime::Mnemonic::Dot(amx_runtime::rules::DotKind::Tdpfp16ps),
+                amx_runtime::UdReason::MissingFeature(amx_runtime::Feature::AmxFp16)
+            )))
         );
         assert_same_state(&mut hw, &mut emu, "refused TDPFP16PS");
         // Does this core execute it anyway (docs/semantics.md F1)? Ask a child.

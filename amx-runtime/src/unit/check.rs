@@ -4,115 +4,80 @@
 //! when unconfigured) and returns the fault the silicon would raise. Configuration rules come from
 //! `amx-tilecfg`, so the compile-time checks, these run-time checks and the emulator are one code.
 
-use amx_tilecfg::{check_dot, image, PaletteTable, TileShape, TmulLimits};
+use amx_tilecfg::{check_dot, image, DotKind, PaletteTable, TileShape, TmulLimits};
 
-use crate::error::Fault;
+use crate::error::{Fault, GeneralProtection, InvalidOpcode, Mnemonic, UdReason};
+
+/// The #UD of `instruction` for `reason`.
+pub(crate) fn ud(instruction: Mnemonic, reason: UdReason) -> Fault {
+    Fault::InvalidOpcode(InvalidOpcode::new(instruction, reason))
+}
 
 /// #GP unless LDTILECFG accepts `image` on a CPU with palette table `table`.
 pub(crate) fn ldtilecfg(image: &[u8; 64], table: &PaletteTable) -> Result<(), Fault> {
     let report = amx_tilecfg::validate(image, table);
-    let mut reasons = report.load_violations().map(|v| v.to_string());
-    match reasons.next() {
+    match GeneralProtection::new(report.load_violations().copied().collect()) {
         None => Ok(()),
-        Some(first) => Err(Fault::GeneralProtection(
-            reasons.fold(first, |acc, r| acc + "; " + &r),
-        )),
+        Some(gp) => Err(Fault::GeneralProtection(gp)),
     }
 }
 
-fn ud(reason: String) -> Fault {
-    Fault::InvalidOpcode(reason)
-}
-
-/// Why a tile instruction is #UD, without the words: the trap engine checks in a signal handler,
-/// where formatting a message (an allocation) is not allowed. [`Refusal::fault`] words it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    /// TILES_CONFIGURED = 0.
-    NotConfigured,
-    /// A tile number past 7.
-    NoSuchTile(u8),
-    /// The tile is unused in the loaded configuration.
-    Unused(u8),
-    /// The tile's colsb is not a multiple of 4.
-    Colsb(u8, u16),
-    /// start_row is not below the tile's rows: (tile, start_row, rows).
-    StartRow(u8, u8, u8),
-    /// The dot product's operands do not fit.
-    Dot(amx_tilecfg::DotMismatch),
-}
-
-impl Refusal {
-    /// The #UD fault with its message.
-    pub(crate) fn fault(self, mnemonic: &str) -> Fault {
-        ud(match self {
-            Refusal::NotConfigured => {
-                format!("{mnemonic} with no tile configuration loaded (TILES_CONFIGURED = 0)")
-            }
-            Refusal::NoSuchTile(t) => format!("{mnemonic} names tile t{t}; there are only t0 to t7"),
-            Refusal::Unused(t) => format!(
-                "{mnemonic} on tile t{t}, which the loaded configuration leaves unused"
-            ),
-            Refusal::Colsb(t, colsb) => format!(
-                "{mnemonic} on tile t{t}, whose {colsb} bytes per row (colsb) are not a multiple of 4"
-            ),
-            Refusal::StartRow(t, start_row, rows) => format!(
-                "{mnemonic} on tile t{t} with start_row {start_row}, not below its {rows} rows"
-            ),
-            Refusal::Dot(m) => format!("{mnemonic}: {m}"),
-        })
-    }
-}
-
-fn configured(cfg: &[u8; 64]) -> Result<(), Refusal> {
+fn configured(cfg: &[u8; 64]) -> Result<(), UdReason> {
     if image::palette_id(cfg) == 0 {
-        Err(Refusal::NotConfigured)
+        Err(UdReason::NotConfigured)
     } else {
         Ok(())
     }
 }
 
 /// The shape of used tile `t`, or the #UD for a tile number past 7 or an unused tile.
-fn used_tile(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
+fn used_tile(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
     if t as usize >= image::TILE_SLOTS {
-        return Err(Refusal::NoSuchTile(t));
+        return Err(UdReason::NoSuchTile { tile: t });
     }
     let shape = image::shape(cfg, t as usize);
     if shape.rows == 0 || shape.colsb == 0 {
-        return Err(Refusal::Unused(t));
+        return Err(UdReason::Unused { tile: t });
     }
     Ok(shape)
 }
 
-/// TILEZERO's #UD conditions, without a message.
-pub(crate) fn tilezero_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
+/// TILEZERO's #UD conditions, as the bare reason (the trap engine names no instruction).
+pub(crate) fn tilezero_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
     configured(cfg)?;
     used_tile(cfg, t)
 }
 
 /// TILEZERO: configured and a used tile (no colsb or start_row check, Z1/Z2/Z4).
 pub(crate) fn tilezero(cfg: &[u8; 64], t: u8) -> Result<TileShape, Fault> {
-    tilezero_refusal(cfg, t).map_err(|r| r.fault("TILEZERO"))
+    tilezero_refusal(cfg, t).map_err(|r| ud(Mnemonic::Tilezero, r))
 }
 
-/// The #UD conditions of the tile loads and the store, without a message.
-pub(crate) fn tile_memory_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, Refusal> {
+/// The #UD conditions of the tile loads and the store, as the bare reason.
+pub(crate) fn tile_memory_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
     configured(cfg)?;
     let shape = used_tile(cfg, t)?;
     if shape.colsb % 4 != 0 {
-        return Err(Refusal::Colsb(t, shape.colsb));
+        return Err(UdReason::ColsbNotMultipleOf4 {
+            tile: t,
+            colsb: shape.colsb,
+        });
     }
     let start_row = image::start_row(cfg);
     if start_row >= shape.rows {
-        return Err(Refusal::StartRow(t, start_row, shape.rows));
+        return Err(UdReason::StartRowNotBelowRows {
+            tile: t,
+            start_row,
+            rows: shape.rows,
+        });
     }
     Ok(shape)
 }
 
 /// TILELOADD/TILELOADDT1/TILESTORED: configured, a used tile, colsb a multiple of 4 and
 /// start_row below the tile's rows (T1/W1).
-pub(crate) fn tile_memory(cfg: &[u8; 64], t: u8, mnemonic: &str) -> Result<TileShape, Fault> {
-    tile_memory_refusal(cfg, t).map_err(|r| r.fault(mnemonic))
+pub(crate) fn tile_memory(cfg: &[u8; 64], t: u8, mnemonic: Mnemonic) -> Result<TileShape, Fault> {
+    tile_memory_refusal(cfg, t).map_err(|r| ud(mnemonic, r))
 }
 
 /// The tiles of a dot product, after the D1/D2 checks: C, A, B shapes.
@@ -125,20 +90,20 @@ pub(crate) struct DotShapes {
     pub k: usize,
 }
 
-/// The dot product's #UD conditions, without a message.
+/// The dot product's #UD conditions, as the bare reason.
 pub(crate) fn dot_refusal(
     cfg: &[u8; 64],
     (c, a, b): (u8, u8, u8),
     limits: TmulLimits,
-) -> Result<DotShapes, Refusal> {
+) -> Result<DotShapes, UdReason> {
     configured(cfg)?;
     for t in [c, a, b] {
         if t as usize >= image::TILE_SLOTS {
-            return Err(Refusal::NoSuchTile(t));
+            return Err(UdReason::NoSuchTile { tile: t });
         }
     }
     let shape = |t: u8| image::shape(cfg, t as usize);
-    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits).map_err(Refusal::Dot)?;
+    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits).map_err(UdReason::Dot)?;
     Ok(DotShapes {
         m: shape(c).rows as usize,
         n: shape(c).colsb as usize / 4,
@@ -151,9 +116,9 @@ pub(crate) fn dot(
     cfg: &[u8; 64],
     tiles: (u8, u8, u8),
     limits: TmulLimits,
-    mnemonic: &str,
+    kind: DotKind,
 ) -> Result<DotShapes, Fault> {
-    dot_refusal(cfg, tiles, limits).map_err(|r| r.fault(mnemonic))
+    dot_refusal(cfg, tiles, limits).map_err(|r| ud(Mnemonic::Dot(kind), r))
 }
 
 /// Whether LDTILECFG accepts `image` (no message: callable from a signal handler).

@@ -1,9 +1,9 @@
 //! The software tile unit: the architectural state and every instruction, bit for bit.
 
-use amx_tilecfg::{image, PaletteTable, TileShape, TmulLimits};
+use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
 use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
-use crate::error::Fault;
+use crate::error::{Fault, Mnemonic, UdReason};
 
 /// A software model of one thread's AMX state: the 64-byte configuration, TILES_CONFIGURED, and
 /// eight tiles of 16 x 64 bytes. Behaves as the silicon does, faults included (docs/semantics.md).
@@ -265,7 +265,7 @@ impl Emulator {
         t: u8,
         src: &[u8],
         stride: usize,
-        mnemonic: &str,
+        mnemonic: Mnemonic,
     ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
         check::bounds(t, shape, stride, src.len())?;
@@ -293,7 +293,7 @@ impl Emulator {
         t: u8,
         src: *const u8,
         stride: isize,
-        mnemonic: &str,
+        mnemonic: Mnemonic,
     ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
         self.load_rows(t, shape, |r, dst| {
@@ -315,7 +315,7 @@ impl Emulator {
     fn dot(
         &mut self,
         (c, a, b): (u8, u8, u8),
-        mnemonic: &str,
+        kind: DotKind,
         kernel: impl FnOnce(
             &mut [u8; TILE_BYTES],
             &[u8; TILE_BYTES],
@@ -325,12 +325,19 @@ impl Emulator {
             usize,
         ),
     ) -> Result<(), Fault> {
-        let s = check::dot(&self.config, (c, a, b), self.limits, mnemonic)?;
-        // check::dot proved c, a, b distinct and below 8.
+        let s = check::dot(&self.config, (c, a, b), self.limits, kind)?;
+        // check::dot proved c, a, b distinct and below 8, so this cannot fail; were it to, the
+        // operands would alias, which is the #UD check::dot reports for that.
         let [ct, at, bt] = self
             .tiles
             .get_disjoint_mut([c as usize, a as usize, b as usize])
-            .map_err(|_| Fault::InvalidOpcode(format!("{mnemonic}: operands alias")))?;
+            .map_err(|_| {
+                let aliased = DotMismatch::Aliased {
+                    roles: ("C", "A"),
+                    tile: c,
+                };
+                check::ud(Mnemonic::Dot(kind), UdReason::Dot(aliased))
+            })?;
         kernel(ct, at, bt, s.m, s.n, s.k);
         // D4: C bytes past colsb and rows past M are zeroed.
         for (r, row) in ct.chunks_exact_mut(ROW_BYTES).enumerate() {
@@ -380,15 +387,15 @@ impl TileUnit for Emulator {
     }
 
     fn tileloadd(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
-        self.load_slice(t, src, stride, "TILELOADD")
+        self.load_slice(t, src, stride, Mnemonic::Tileloadd)
     }
 
     fn tileloaddt1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
-        self.load_slice(t, src, stride, "TILELOADDT1")
+        self.load_slice(t, src, stride, Mnemonic::Tileloaddt1)
     }
 
     fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault> {
-        let shape = check::tile_memory(&self.config, t, "TILESTORED")?;
+        let shape = check::tile_memory(&self.config, t, Mnemonic::Tilestored)?;
         check::bounds(t, shape, stride, dst.len())?;
         self.store_rows(t, shape, |r, row| {
             let at = r * stride;
@@ -399,7 +406,7 @@ impl TileUnit for Emulator {
 
     unsafe fn tileloadd_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault> {
         // SAFETY: forwarded from this function's own contract.
-        unsafe { self.load_ptr(t, src, stride, "TILELOADD") }
+        unsafe { self.load_ptr(t, src, stride, Mnemonic::Tileloadd) }
     }
 
     unsafe fn tileloaddt1_ptr(
@@ -409,11 +416,11 @@ impl TileUnit for Emulator {
         stride: isize,
     ) -> Result<(), Fault> {
         // SAFETY: forwarded from this function's own contract.
-        unsafe { self.load_ptr(t, src, stride, "TILELOADDT1") }
+        unsafe { self.load_ptr(t, src, stride, Mnemonic::Tileloaddt1) }
     }
 
     unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault> {
-        let shape = check::tile_memory(&self.config, t, "TILESTORED")?;
+        let shape = check::tile_memory(&self.config, t, Mnemonic::Tilestored)?;
         self.store_rows(t, shape, |r, row| {
             // SAFETY: the caller guarantees that colsb bytes at dst + r * stride are writable and
             // unaliased for every stored row; `row` is this emulator's own buffer.
@@ -429,40 +436,41 @@ impl TileUnit for Emulator {
     }
 
     fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPBSSD", |c, a, b, m, n, k| {
+        self.dot((c, a, b), DotKind::Tdpbssd, |c, a, b, m, n, k| {
             numerics::dot_int8(c, a, b, m, n, k, true, true)
         })
     }
 
     fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPBSUD", |c, a, b, m, n, k| {
+        self.dot((c, a, b), DotKind::Tdpbsud, |c, a, b, m, n, k| {
             numerics::dot_int8(c, a, b, m, n, k, true, false)
         })
     }
 
     fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPBUSD", |c, a, b, m, n, k| {
+        self.dot((c, a, b), DotKind::Tdpbusd, |c, a, b, m, n, k| {
             numerics::dot_int8(c, a, b, m, n, k, false, true)
         })
     }
 
     fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPBUUD", |c, a, b, m, n, k| {
+        self.dot((c, a, b), DotKind::Tdpbuud, |c, a, b, m, n, k| {
             numerics::dot_int8(c, a, b, m, n, k, false, false)
         })
     }
 
     fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPBF16PS", numerics::dot_bf16)
+        self.dot((c, a, b), DotKind::Tdpbf16ps, numerics::dot_bf16)
     }
 
     fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), "TDPFP16PS", numerics::dot_fp16)
+        self.dot((c, a, b), DotKind::Tdpfp16ps, numerics::dot_fp16)
     }
 
     fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault> {
-        self.tiles.get(t as usize).copied().ok_or_else(|| {
-            Fault::InvalidOpcode(format!("tile t{t} does not exist; there are only t0 to t7"))
-        })
+        self.tiles
+            .get(t as usize)
+            .copied()
+            .ok_or(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }))
     }
 }

@@ -11,8 +11,10 @@ use std::sync::OnceLock;
 use amx_tilecfg::{image, DotKind, PaletteTable, TmulLimits};
 
 use super::{asm, check, TileUnit, TILES, TILE_BYTES};
+use crate::backend::Backend;
+use crate::context::{Requirement, Unsupported};
 use crate::detect::Unavailable;
-use crate::error::Fault;
+use crate::error::{Fault, Feature, Mnemonic, UdReason};
 
 /// What the process learned about the silicon on the first successful [`Hardware::new`].
 #[derive(Debug)]
@@ -244,7 +246,7 @@ impl Hardware {
     /// may issue must exist here: AMX-INT8 and AMX-BF16 with at least the architectural TMUL
     /// limits, as on every AMX CPU to date. A CPU or VM that hides one of them gets a typed
     /// error from the typed `configure`, never an instruction that silently does nothing.
-    pub(crate) fn typed_unsupported(&self) -> Option<String> {
+    pub(crate) fn typed_unsupported(&self) -> Option<Unsupported> {
         typed_unsupported(
             self.silicon.amx_int8,
             self.silicon.amx_bf16,
@@ -336,23 +338,27 @@ impl Hardware {
         // The opcode is decoded before any tile state is looked at: without the feature it is
         // #UD whatever the operands.
         let (present, feature) = match kind {
-            DotKind::Tdpbf16ps => (self.silicon.amx_bf16, "AMX-BF16 (CPUID.(7,0):EDX[22])"),
-            DotKind::Tdpfp16ps => (self.amx_fp16(), "AMX-FP16 (CPUID.(7,1):EAX[21])"),
-            _ => (self.silicon.amx_int8, "AMX-INT8 (CPUID.(7,0):EDX[25])"),
+            DotKind::Tdpbf16ps => (self.silicon.amx_bf16, Feature::AmxBf16),
+            DotKind::Tdpfp16ps => (self.amx_fp16(), Feature::AmxFp16),
+            _ => (self.silicon.amx_int8, Feature::AmxInt8),
         };
         if present {
             Ok(())
         } else {
-            Err(Fault::InvalidOpcode(format!(
-                "{}: this CPU does not report {feature}",
-                kind.mnemonic()
-            )))
+            Err(check::ud(
+                Mnemonic::Dot(kind),
+                UdReason::MissingFeature(feature),
+            ))
         }
     }
 
     /// TILELOADD or TILELOADDT1 from a slice, after the checks.
     fn load_slice(&mut self, t: u8, src: &[u8], stride: usize, t1: bool) -> Result<(), Fault> {
-        let mnemonic = if t1 { "TILELOADDT1" } else { "TILELOADD" };
+        let mnemonic = if t1 {
+            Mnemonic::Tileloaddt1
+        } else {
+            Mnemonic::Tileloadd
+        };
         let shape = check::tile_memory(&tracked(), t, mnemonic)?;
         check::bounds(t, shape, stride, src.len())?;
         // `stride as isize` keeps the bits: the CPU computes row r at base + r * stride modulo
@@ -384,7 +390,11 @@ impl Hardware {
         stride: isize,
         t1: bool,
     ) -> Result<(), Fault> {
-        let mnemonic = if t1 { "TILELOADDT1" } else { "TILELOADD" };
+        let mnemonic = if t1 {
+            Mnemonic::Tileloaddt1
+        } else {
+            Mnemonic::Tileloadd
+        };
         check::tile_memory(&tracked(), t, mnemonic)?;
         // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
         // guarantees that every row read is readable.
@@ -403,7 +413,7 @@ impl Hardware {
     /// A dot product, after the checks.
     fn dot(&mut self, kind: DotKind, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.feature(kind)?;
-        check::dot(&tracked(), (c, a, b), self.silicon.tmul, kind.mnemonic())?;
+        check::dot(&tracked(), (c, a, b), self.silicon.tmul, kind)?;
         // SAFETY: the CPU implements the instruction (checked above, or vouched for through
         // `assume_amx_fp16`); check::dot proved c, a, b distinct, below 8, used, and of shapes
         // the instruction accepts under this CPU's TMUL limits.
@@ -420,33 +430,18 @@ pub(crate) fn typed_unsupported(
     amx_int8: bool,
     amx_bf16: bool,
     tmul: Result<(), TmulLimits>,
-) -> Option<String> {
+) -> Option<Unsupported> {
     let mut missing = Vec::new();
     if !amx_int8 {
-        missing.push("AMX-INT8 (CPUID.(7,0):EDX[25])".to_string());
+        missing.push(Requirement::Feature(Feature::AmxInt8));
     }
     if !amx_bf16 {
-        missing.push("AMX-BF16 (CPUID.(7,0):EDX[22])".to_string());
+        missing.push(Requirement::Feature(Feature::AmxBf16));
     }
     if let Err(limits) = tmul {
-        missing.push(format!(
-            "the architectural TMUL limits (this CPU reports tmul_maxk {}, tmul_maxn {}; \
-             typed operands are proven against {} and {})",
-            limits.maxk,
-            limits.maxn,
-            TmulLimits::ARCHITECTURAL.maxk,
-            TmulLimits::ARCHITECTURAL.maxn
-        ));
+        missing.push(Requirement::TmulLimits(limits));
     }
-    if missing.is_empty() {
-        None
-    } else {
-        Some(format!(
-            "typed tiles on the silicon need {}, which this CPU does not report; use the \
-             untyped `Tiles` (whose instructions return a `Fault`) or AMX_BACKEND=emulated",
-            missing.join(" and ")
-        ))
-    }
+    (!missing.is_empty()).then(|| Unsupported::new(Backend::Hardware, missing))
 }
 
 impl TileUnit for Hardware {
@@ -500,7 +495,7 @@ impl TileUnit for Hardware {
     }
 
     fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault> {
-        let shape = check::tile_memory(&tracked(), t, "TILESTORED")?;
+        let shape = check::tile_memory(&tracked(), t, Mnemonic::Tilestored)?;
         check::bounds(t, shape, stride, dst.len())?;
         // The stride cast keeps the bits; see `load_slice`.
         // SAFETY: check::tile_memory proved the instruction legal on tile t, check::bounds that
@@ -527,7 +522,7 @@ impl TileUnit for Hardware {
     }
 
     unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault> {
-        check::tile_memory(&tracked(), t, "TILESTORED")?;
+        check::tile_memory(&tracked(), t, Mnemonic::Tilestored)?;
         // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
         // guarantees that every row written is writable and unaliased.
         let done = unsafe { asm::tilestored_dyn(t, dst, stride) };
@@ -562,17 +557,16 @@ impl TileUnit for Hardware {
 
     fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault> {
         if t as usize >= TILES {
-            return Err(Fault::InvalidOpcode(format!(
-                "tile t{t} does not exist; there are only t0 to t7"
-            )));
+            return Err(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }));
         }
         // XSAVE cannot be trapped: under the trap engine the tiles live in its state.
         if let Some(tile) = crate::trap::tile_data(t) {
             return Ok(tile);
         }
         let Some(layout) = self.silicon.xsave else {
-            return Err(Fault::InvalidOpcode(
-                "XSAVE: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)".into(),
+            return Err(check::ud(
+                Mnemonic::Xsave,
+                UdReason::MissingFeature(Feature::XsaveTileData),
             ));
         };
         /// 64 bytes aligned as XSAVE requires; a `Vec` of these is a zeroed, aligned buffer.
@@ -609,17 +603,28 @@ mod tests {
     #[test]
     fn typed_layer_names_each_missing_feature() {
         let why = typed_unsupported(false, true, Ok(())).unwrap();
+        assert_eq!(why.missing(), &[Requirement::Feature(Feature::AmxInt8)]);
+        let why = why.to_string();
         assert!(
             why.contains("AMX-INT8") && !why.contains("AMX-BF16"),
             "{why}"
         );
-        let why = typed_unsupported(true, false, Ok(())).unwrap();
+        let why = typed_unsupported(true, false, Ok(())).unwrap().to_string();
         assert!(
             why.contains("AMX-BF16") && !why.contains("AMX-INT8"),
             "{why}"
         );
         let small = TmulLimits { maxk: 8, maxn: 32 };
         let why = typed_unsupported(false, false, Err(small)).unwrap();
+        assert_eq!(
+            why.missing(),
+            &[
+                Requirement::Feature(Feature::AmxInt8),
+                Requirement::Feature(Feature::AmxBf16),
+                Requirement::TmulLimits(small)
+            ]
+        );
+        let why = why.to_string();
         assert!(
             why.contains("AMX-INT8 (CPUID.(7,0):EDX[25]) and AMX-BF16")
                 && why.contains("tmul_maxk 8, tmul_maxn 32")
