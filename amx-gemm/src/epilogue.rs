@@ -285,6 +285,30 @@ pub enum Residual<'a> {
     },
 }
 
+impl<'a> Residual<'a> {
+    /// The data's length in elements and the leading dimension.
+    pub(crate) fn len_and_ld(&self) -> (usize, usize) {
+        match *self {
+            Residual::F32 { data, ld } => (data.len(), ld),
+            Residual::Bf16 { data, ld } => (data.len(), ld),
+        }
+    }
+
+    /// The residual whose data starts `offset` elements later (empty past the end).
+    fn offset(self, offset: usize) -> Residual<'a> {
+        match self {
+            Residual::F32 { data, ld } => Residual::F32 {
+                data: data.get(offset..).unwrap_or(&[]),
+                ld,
+            },
+            Residual::Bf16 { data, ld } => Residual::Bf16 {
+                data: data.get(offset..).unwrap_or(&[]),
+                ld,
+            },
+        }
+    }
+}
+
 /// What [`Gemm::run_with`](crate::Gemm::run_with) applies to the product before it writes the
 /// output: dequantization, bias, activation, residual, requantization. The semantics, step by
 /// step with their rounding, are in the [module docs](self).
@@ -382,6 +406,13 @@ impl<'a> Epilogue<'a> {
     pub const fn residual(mut self, residual: Residual<'a>, beta: f32) -> Epilogue<'a> {
         self.residual = Some((residual, beta));
         self
+    }
+
+    /// The epilogue of one batch of a batched call: the residual starts `offset` elements in.
+    pub(crate) fn for_batch(&self, offset: usize) -> Epilogue<'a> {
+        let mut e = *self;
+        e.residual = e.residual.map(|(r, beta)| (r.offset(offset), beta));
+        e
     }
 
     /// Requantization for `u8` and `i8` outputs: `q = sat(rne(x / scale) + zero_point)`.
@@ -548,7 +579,7 @@ impl<'a> Grouped<'a> {
                 "per-K-group weight scales apply to int8 weights, not bf16".into(),
             ));
         }
-        if group == 0 || group % GROUP_QUANTUM != 0 {
+        if group == 0 || !group.is_multiple_of(GROUP_QUANTUM) {
             return Err(GemmError::InvalidEpilogue(format!(
                 "the weight-scale group must be a positive multiple of {GROUP_QUANTUM} rows of K \
                  (one k-step of the tiles), not {group}"
@@ -647,10 +678,7 @@ impl<'a> Prepared<'a> {
             }
         }
         if let Some((r, _)) = e.residual {
-            let (len, ld) = match r {
-                Residual::F32 { data, ld } => (data.len(), ld),
-                Residual::Bf16 { data, ld } => (data.len(), ld),
-            };
+            let (len, ld) = r.len_and_ld();
             check_slice(Operand::Residual, m, n, ld, len)?;
         }
         if matches!(OutKind::of::<O>(), OutKind::U8 | OutKind::I8) {

@@ -601,12 +601,114 @@ impl Gemm {
         ldc: usize,
         stride_c: usize,
     ) -> Result<BatchStats, GemmError> {
+        let operands = Batch::<P> {
+            count: batch,
+            dims: (m, n, k),
+            a,
+            lda,
+            stride_a,
+            b,
+            ldb,
+            stride_b,
+            b_layout,
+        };
+        self.batched(&operands, c, ldc, stride_c, |a_i, packed, c_i| {
+            self.run(m, a_i, lda, packed, c_i, ldc)
+        })
+    }
+
+    /// [`Gemm::run_batched`] with a fused [`Epilogue`] applied to every product, written to
+    /// `out` (batch `i` at `out[i * stride_o]`, `m x n`, leading dimension `ldo`) as
+    /// [`Gemm::run_with`] writes it: e.g. attention's `softmax` input `alpha Q K^T` in bf16, or
+    /// `P V` with a residual. The epilogue's per-channel parameters (scales, bias) are shared by
+    /// all batches; a residual has the output's batch layout: batch `i`'s residual starts
+    /// `i * stride_o` elements into the residual's data (with the residual's own leading
+    /// dimension). A zero point is compensated with the column sums computed while each B is
+    /// packed.
+    ///
+    /// ```
+    /// use amx_gemm::{bf16, Backend, BLayout, Epilogue, Gemm, Int8};
+    ///
+    /// // Two 2 x 2 x 3 products, B given N x K, scaled by alpha = 0.5, written as bf16.
+    /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
+    /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
+    /// let mut out = vec![bf16::ZERO; 8];
+    /// let e = Epilogue::new().alpha(0.5);
+    /// Gemm::new()
+    ///     .backend(Backend::Emulated)
+    ///     .run_batched_with::<Int8, bf16>(
+    ///         2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut out, 2, 4, &e,
+    ///     )
+    ///     .unwrap();
+    /// let got: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
+    /// assert_eq!(got, [0.5, 1.0, 2.0, 2.5, 1.5, 0.5, 3.0, 1.0]);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Gemm::run_batched`] (with the output as C), a residual too short for the
+    /// last batch ([`Operand::Residual`]), then those of [`Gemm::run_with`] per batch: an
+    /// invalid epilogue is refused by the first batch, before any output is written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_batched_with<P: Precision, O: Output>(
+        &self,
+        batch: usize,
+        (m, n, k): (usize, usize, usize),
+        a: &[P::A],
+        lda: usize,
+        stride_a: usize,
+        b: &[P::B],
+        ldb: usize,
+        stride_b: usize,
+        b_layout: BLayout,
+        out: &mut [O],
+        ldo: usize,
+        stride_o: usize,
+        epilogue: &Epilogue<'_>,
+    ) -> Result<BatchStats, GemmError> {
+        if let Some((r, _)) = epilogue.residual {
+            let (len, ld) = r.len_and_ld();
+            let extent = crate::error::extent(Operand::Residual, m, n, ld)?;
+            check_batch(Operand::Residual, batch, stride_o, extent, len)?;
+        }
+        let operands = Batch::<P> {
+            count: batch,
+            dims: (m, n, k),
+            a,
+            lda,
+            stride_a,
+            b,
+            ldb,
+            stride_b,
+            b_layout,
+        };
+        let mut index = 0usize;
+        self.batched(&operands, out, ldo, stride_o, |a_i, packed, out_i| {
+            let e = epilogue.for_batch(index.saturating_mul(stride_o));
+            index += 1;
+            self.run_with(m, a_i, lda, packed, out_i, ldo, &e)
+        })
+    }
+
+    /// The driver of the batched calls: checks every operand's last batch, then per batch
+    /// packs B (timed apart) and calls `run` with A_i, the packed B_i and C_i.
+    fn batched<P: Precision, C>(
+        &self,
+        ops: &Batch<'_, P>,
+        c: &mut [C],
+        ldc: usize,
+        stride_c: usize,
+        mut run: impl FnMut(&[P::A], &PackedB<P>, &mut [C]) -> Result<RunStats, GemmError>,
+    ) -> Result<BatchStats, GemmError> {
+        let (m, n, k) = ops.dims;
+        let (batch, stride_a, stride_b) = (ops.count, ops.stride_a, ops.stride_b);
+        let (a, b, lda, ldb) = (ops.a, ops.b, ops.lda, ops.ldb);
         let a_extent = if self.a_transposed {
             crate::error::extent(Operand::A, k, m, lda)?
         } else {
             crate::error::extent(Operand::A, m, k, lda)?
         };
-        let b_extent = match b_layout {
+        let b_extent = match ops.b_layout {
             BLayout::KxN => crate::error::extent(Operand::B, k, n, ldb)?,
             BLayout::NxK => crate::error::extent(Operand::B, n, k, ldb)?,
         };
@@ -630,17 +732,30 @@ impl Gemm {
                 None => &mut [],
             };
             let start = std::time::Instant::now();
-            let packed = match b_layout {
+            let packed = match ops.b_layout {
                 BLayout::KxN => PackedB::<P>::pack(b_i, k, n, ldb)?,
                 BLayout::NxK => PackedB::<P>::pack_transposed(b_i, k, n, ldb)?,
             };
             let packed_at = std::time::Instant::now();
             stats.pack_seconds += (packed_at - start).as_secs_f64();
-            stats.runs.push(self.run(m, a_i, lda, &packed, c_i, ldc)?);
+            stats.runs.push(run(a_i, &packed, c_i)?);
             stats.run_seconds += packed_at.elapsed().as_secs_f64();
         }
         Ok(stats)
     }
+}
+
+/// The A and B operands of a batched call.
+struct Batch<'a, P: Precision> {
+    count: usize,
+    dims: (usize, usize, usize),
+    a: &'a [P::A],
+    lda: usize,
+    stride_a: usize,
+    b: &'a [P::B],
+    ldb: usize,
+    stride_b: usize,
+    b_layout: BLayout,
 }
 
 /// Everything a worker needs; shared read-only by the workers of one call.

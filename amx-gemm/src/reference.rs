@@ -443,15 +443,6 @@ impl fmt::Display for Verified {
     }
 }
 
-/// One SplitMix64 step, to spread the sampled outputs over C: written here because a published
-/// crate cannot depend on the workspace's unpublished test-support crate, which has the RNG.
-fn mix(state: u64) -> u64 {
-    let mut z = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Compares `c` (the result of `C (+)= A x B` from `c0`, or from nothing with
 /// [`Mode::Overwrite`]) with the reference: exact for int8; for bf16, by class (NaN, infinity,
 /// finite) and finite outputs within [`bf16_tolerance`], as the [module docs](self) derive.
@@ -503,7 +494,7 @@ pub fn verify<P: Precision>(
             }
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..count {
-                seed = mix(seed);
+                seed = crate::measure::splitmix(seed);
                 cols[(seed >> 32) as usize % m].push((seed & 0xFFFF_FFFF) as usize % n);
             }
             // Each output once: the corners coincide on small shapes, random picks repeat.
@@ -700,7 +691,7 @@ pub fn linear_model_grouped<P: Precision, O: Output>(
             "linear_model_grouped needs per-K-group weight scales".into(),
         ));
     };
-    if P::DTYPE == DType::Bf16 || group == 0 || group % 64 != 0 {
+    if P::DTYPE == DType::Bf16 || group == 0 || !group.is_multiple_of(64) {
         return Err(missing("int8 weights and a group that is a multiple of 64"));
     }
     let params = Params::new(epilogue, m, n)?;
@@ -809,10 +800,7 @@ impl<'e, 'a> Params<'e, 'a> {
             return Err(missing("a bias per channel"));
         }
         if let Some((r, _)) = e.residual {
-            let (len, ld) = match r {
-                Residual::F32 { data, ld } => (data.len(), ld),
-                Residual::Bf16 { data, ld } => (data.len(), ld),
-            };
+            let (len, ld) = r.len_and_ld();
             check_slice(Operand::Residual, m, n, ld, len)?;
         }
         Ok(Params { e })
@@ -955,7 +943,7 @@ pub fn verify_linear<P: Precision, O: Output>(
     }
     let zp = f64::from(epilogue.a_zero_point);
     let grouped = match epilogue.w_scale {
-        WeightScale::Group { group, .. } if int && group > 0 && group % 64 == 0 => {
+        WeightScale::Group { group, .. } if int && group > 0 && group.is_multiple_of(64) => {
             Some(exact_groups::<P>(m, n, k, a, lda, b, ldb, group))
         }
         WeightScale::Group { .. } => return Err(missing("int8 weights and a group of 64 k")),
