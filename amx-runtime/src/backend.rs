@@ -15,6 +15,8 @@ use crate::unit::Hardware;
 
 /// Which tile unit executes the instructions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Backend {
     /// The CPU's own AMX unit.
     Hardware,
@@ -33,6 +35,8 @@ impl fmt::Display for Backend {
 
 /// What the user asked for: a backend, or `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum BackendChoice {
     /// The hardware when it is usable, else the emulator.

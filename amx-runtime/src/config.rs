@@ -291,3 +291,237 @@ impl fmt::Debug for TileConfig {
         d.finish()
     }
 }
+
+/// The serialized form of a [`TileConfig`]: its palette, start_row and used tiles, so that a
+/// configuration reads as what it is rather than as 64 bytes.
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Repr {
+    palette: u8,
+    #[serde(default)]
+    start_row: u8,
+    #[serde(default)]
+    tiles: Vec<TileRepr>,
+}
+
+/// One used tile of a [`Repr`].
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TileRepr {
+    tile: u64,
+    rows: u8,
+    colsb: u16,
+}
+
+/// Serializes as `{"palette": 1, "start_row": 0, "tiles": [{"tile": 0, "rows": 16, "colsb":
+/// 64}, ...]}`, listing the used tiles in order.
+///
+/// ```
+/// use amx_runtime::{tilecfg, TileConfig};
+///
+/// let config = tilecfg! { palette 1; t0: 16x64; t3: 8x32 };
+/// let json = serde_json::to_string(&config).unwrap();
+/// assert_eq!(
+///     json,
+///     r#"{"palette":1,"start_row":0,"tiles":[{"tile":0,"rows":16,"colsb":64},{"tile":3,"rows":8,"colsb":32}]}"#
+/// );
+/// assert_eq!(serde_json::from_str::<TileConfig>(&json).unwrap(), config);
+/// ```
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl serde::Serialize for TileConfig {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let tiles = (0..image::TILE_SLOTS).filter_map(|t| {
+            self.tile(t).map(|s| TileRepr {
+                tile: t as u64,
+                rows: s.rows,
+                colsb: s.colsb,
+            })
+        });
+        Repr {
+            palette: self.palette(),
+            start_row: self.start_row(),
+            tiles: tiles.collect(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Deserializes what [`Serialize`](serde::Serialize) writes, through the same rules as
+/// [`TileConfig::from_bytes`] (LDTILECFG's, for the architectural palette table): a
+/// configuration LDTILECFG would reject is a deserialize error naming every broken rule, never
+/// a `TileConfig`. So are a tile past t7, a tile given twice, and a tile or start_row under
+/// palette 0 (INIT has no tiles, as with the builder). A configuration that
+/// [`TileConfig::from_bytes_for`] accepted for a larger palette table than the architectural
+/// one does not deserialize.
+///
+/// ```
+/// use amx_runtime::TileConfig;
+///
+/// let err = serde_json::from_str::<TileConfig>(
+///     r#"{"palette":1,"tiles":[{"tile":2,"rows":17,"colsb":64}]}"#,
+/// )
+/// .unwrap_err();
+/// assert!(err.to_string().starts_with("tile t2 has 17 rows; palette 1 allows at most 16"));
+/// ```
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl<'de> serde::Deserialize<'de> for TileConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let repr = Repr::deserialize(deserializer)?;
+        let mut shapes = [None; image::TILE_SLOTS];
+        let mut missing = Vec::new();
+        for t in &repr.tiles {
+            match shapes.get_mut(t.tile as usize) {
+                Some(Some(_)) => {
+                    return Err(D::Error::custom(format_args!(
+                        "tile t{} is given twice",
+                        t.tile
+                    )))
+                }
+                Some(slot) if t.tile < image::TILE_SLOTS as u64 => {
+                    *slot = Some(TileShape::new(t.rows, t.colsb))
+                }
+                _ => missing.push(t.tile),
+            }
+        }
+        if repr.palette == 0 || !missing.is_empty() {
+            // The tile names the palette lacks, worded as the builder words them.
+            let max_names = if repr.palette == 0 { 0 } else { 8 };
+            let listed = (0..image::TILE_SLOTS as u64).filter(|&t| shapes[t as usize].is_some());
+            let tiles = missing
+                .iter()
+                .copied()
+                .chain(listed.filter(|_| repr.palette == 0))
+                .map(|tile| NoSuchTile {
+                    tile,
+                    palette: repr.palette,
+                    max_names,
+                });
+            let err = ConfigError::with_missing(Vec::new(), tiles.collect());
+            let err = match repr.start_row {
+                row @ 1.. if repr.palette == 0 => err.with_start_row_under_init(row),
+                _ => err,
+            };
+            return if err.is_empty() {
+                Ok(TileConfig::INIT)
+            } else {
+                Err(D::Error::custom(err))
+            };
+        }
+        let bytes = image::encode(repr.palette, repr.start_row, &shapes);
+        TileConfig::from_bytes(&bytes).map_err(D::Error::custom)
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    use super::*;
+    use crate::tilecfg;
+
+    fn round_trip(config: TileConfig) {
+        let json = serde_json::to_string(&config).unwrap();
+        assert_eq!(
+            serde_json::from_str::<TileConfig>(&json).unwrap(),
+            config,
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn configurations_round_trip() {
+        round_trip(TileConfig::INIT);
+        round_trip(tilecfg! { palette 1; t0: 16x16 i32; t4: 16x64; t6: 16x64; t7: 1x4 });
+        // What LDTILECFG accepts but a tile instruction refuses still round-trips: the rules
+        // are from_bytes's.
+        let mut bytes = [0u8; 64];
+        bytes[0] = 1;
+        bytes[1] = 9; // start_row past t2's rows
+        bytes[16 + 4] = 6; // t2 colsb 6
+        bytes[48 + 2] = 3;
+        let odd = TileConfig::from_bytes(&bytes).unwrap();
+        assert!(!odd.use_violations().is_empty());
+        round_trip(odd);
+        assert_eq!(
+            serde_json::to_string(&TileConfig::INIT).unwrap(),
+            r#"{"palette":0,"start_row":0,"tiles":[]}"#
+        );
+    }
+
+    #[test]
+    fn invalid_configurations_do_not_deserialize() {
+        let refused = |json: &str| match serde_json::from_str::<TileConfig>(json) {
+            Ok(config) => panic!("{json} gave {config:?}"),
+            Err(e) => e.to_string(),
+        };
+        let err = refused(r#"{"palette":1,"tiles":[{"tile":0,"rows":16,"colsb":65}]}"#);
+        assert!(err.contains("allows at most 64 (bytes_per_row)"), "{err}");
+        let err = refused(r#"{"palette":2,"tiles":[]}"#);
+        assert!(err.contains("palette 2 is not supported"), "{err}");
+        let err = refused(r#"{"palette":1,"tiles":[{"tile":1,"rows":0,"colsb":64}]}"#);
+        assert!(err.contains("0 rows"), "{err}");
+        let err = refused(r#"{"palette":1,"tiles":[{"tile":8,"rows":16,"colsb":64}]}"#);
+        assert!(
+            err.starts_with("there is no tile t8; palette 1 has 8 tiles"),
+            "{err}"
+        );
+        let err = refused(
+            r#"{"palette":1,"tiles":[{"tile":1,"rows":1,"colsb":4},{"tile":1,"rows":2,"colsb":4}]}"#,
+        );
+        assert!(err.starts_with("tile t1 is given twice"), "{err}");
+        let err = refused(r#"{"palette":0,"tiles":[{"tile":0,"rows":16,"colsb":64}]}"#);
+        assert!(
+            err.starts_with("there is no tile t0; palette 0 (INIT)"),
+            "{err}"
+        );
+        let err = refused(r#"{"palette":0,"start_row":3}"#);
+        assert!(err.starts_with("start_row 3 under palette 0"), "{err}");
+        let err = refused(r#"{"palette":1,"bytes":[]}"#);
+        assert!(err.contains("unknown field `bytes`"), "{err}");
+    }
+
+    #[test]
+    fn reports_round_trip() {
+        use crate::permit::PermissionState;
+        use crate::{Backend, BackendChoice, Capabilities, Counters, Unavailable};
+        let caps: Capabilities = crate::detect();
+        let json = serde_json::to_string(&caps).unwrap();
+        assert_eq!(serde_json::from_str::<Capabilities>(&json).unwrap(), caps);
+        for state in [
+            PermissionState::Granted,
+            PermissionState::Unknown { errno: 22 },
+        ] {
+            let json = serde_json::to_string(&state).unwrap();
+            assert_eq!(
+                serde_json::from_str::<PermissionState>(&json).unwrap(),
+                state
+            );
+        }
+        assert_eq!(
+            serde_json::to_string(&PermissionState::NotRequested).unwrap(),
+            r#""not_requested""#
+        );
+        let why = Unavailable::OsDisabled { xcr0: Some(0xe7) };
+        let json = serde_json::to_string(&why).unwrap();
+        assert_eq!(serde_json::from_str::<Unavailable>(&json).unwrap(), why);
+        // Backends read as `AMX_BACKEND` spells them.
+        assert_eq!(
+            serde_json::to_string(&Backend::Emulated).unwrap(),
+            r#""emulated""#
+        );
+        assert_eq!(
+            serde_json::from_str::<BackendChoice>(r#""trapped""#).unwrap(),
+            BackendChoice::Trapped
+        );
+        let counters = Counters {
+            loads: 3,
+            skipped: 2,
+            releases: 1,
+        };
+        let json = serde_json::to_string(&counters).unwrap();
+        assert_eq!(serde_json::from_str::<Counters>(&json).unwrap(), counters);
+    }
+}

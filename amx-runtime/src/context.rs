@@ -39,6 +39,7 @@ use amx_tilecfg::TmulLimits;
 
 /// How often this thread's configuration requests were served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Counters {
     /// LDTILECFGs issued by [`configure`].
     pub loads: u64,

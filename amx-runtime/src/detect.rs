@@ -53,6 +53,7 @@ const XCR0_XTILEDATA: u64 = 1 << permit::XFEATURE_XTILEDATA;
 
 /// What this CPU and OS offer for AMX.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct Capabilities {
     /// CPUID.(7,0):EDX\[24\] AMX-TILE.
@@ -153,6 +154,8 @@ fn has_palette_1(palettes: &PaletteTable) -> bool {
 
 /// Why AMX cannot be used here: one reason a user can act on.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Unavailable {
     /// The program was not built for x86-64 (AMX exists only in 64-bit mode of x86 CPUs).

@@ -62,6 +62,8 @@ pub const ARCH_REQ_XCOMP_PERM: i32 = 0x1023;
 
 /// The process's permission to use AMX tile data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum PermissionState {
     /// Not Linux or not x86-64: there is nothing to ask.

@@ -25,6 +25,8 @@
 //! );
 //! ```
 #![no_std]
+// docs.rs builds with `--cfg docsrs` on nightly: label the items of the `serde` feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod image;
 pub mod operands;

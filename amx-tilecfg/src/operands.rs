@@ -9,6 +9,7 @@ use crate::shape::TileShape;
 
 /// The TMUL unit's limits (CPUID leaf 0x1E, subleaf 0, EBX).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TmulLimits {
     /// Largest K (rows of B, dwords per row of A): EBX\[7:0\].
     pub maxk: u8,
@@ -31,6 +32,7 @@ impl TmulLimits {
 
 /// The dot-product instructions; they share one operand rule set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum DotKind {
     /// signed A x signed B -> i32.
     Tdpbssd,

@@ -4,6 +4,7 @@ use crate::image::TILE_SLOTS;
 
 /// The limits of one palette (CPUID leaf 0x1D, subleaf = palette id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Palette {
     /// Total bytes of tile storage (EAX\[15:0\]).
     pub total_tile_bytes: u16,
@@ -110,5 +111,121 @@ impl PaletteTable {
         } else {
             Some(&self.palettes[id as usize - 1])
         }
+    }
+}
+
+/// A table serializes as the list of its palettes `1..=max_palette` (palette 0 has no limits);
+/// a list longer than [`MAX_PALETTES`] is a deserialize error rather than cut short.
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl serde::Serialize for PaletteTable {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let count = self.max_palette as usize;
+        let mut seq = serializer.serialize_seq(Some(count))?;
+        for palette in &self.palettes[..count] {
+            seq.serialize_element(palette)?;
+        }
+        seq.end()
+    }
+}
+
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl<'de> serde::Deserialize<'de> for PaletteTable {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Palettes;
+
+        impl<'de> serde::de::Visitor<'de> for Palettes {
+            type Value = PaletteTable;
+
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(
+                    f,
+                    "a list of at most {MAX_PALETTES} palettes (palette 1 first)"
+                )
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<PaletteTable, A::Error> {
+                let mut table = PaletteTable::NONE;
+                while let Some(palette) = seq.next_element::<Palette>()? {
+                    let Some(slot) = table.palettes.get_mut(table.max_palette as usize) else {
+                        return Err(serde::de::Error::invalid_length(MAX_PALETTES + 1, &self));
+                    };
+                    *slot = palette;
+                    table.max_palette += 1;
+                }
+                Ok(table)
+            }
+        }
+
+        deserializer.deserialize_seq(Palettes)
+    }
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod serde_tests {
+    extern crate std;
+
+    use super::*;
+    use crate::{ElemType, Rule, TileShape, TmulLimits, Violation};
+    use std::string::ToString;
+
+    #[test]
+    fn tables_round_trip_as_their_palettes() {
+        let small = Palette {
+            max_rows: 8,
+            ..Palette::PALETTE_1
+        };
+        for table in [
+            PaletteTable::NONE,
+            PaletteTable::ARCHITECTURAL,
+            PaletteTable::new(&[Palette::PALETTE_1, small]),
+            PaletteTable::new(&[small; MAX_PALETTES]),
+        ] {
+            let json = serde_json::to_string(&table).unwrap();
+            assert_eq!(serde_json::from_str::<PaletteTable>(&json).unwrap(), table);
+        }
+        assert_eq!(
+            serde_json::to_string(&PaletteTable::ARCHITECTURAL).unwrap(),
+            r#"[{"total_tile_bytes":8192,"bytes_per_tile":1024,"bytes_per_row":64,"max_names":8,"max_rows":16}]"#
+        );
+    }
+
+    #[test]
+    fn a_table_of_more_palettes_than_fit_is_refused() {
+        let eight: std::vec::Vec<Palette> = std::vec![Palette::PALETTE_1; MAX_PALETTES + 1];
+        let json = serde_json::to_string(&eight).unwrap();
+        let err = serde_json::from_str::<PaletteTable>(&json).unwrap_err();
+        assert!(err.to_string().contains("at most 7 palettes"), "{err}");
+    }
+
+    #[test]
+    fn plain_data_round_trips() {
+        let limits = TmulLimits { maxk: 8, maxn: 32 };
+        let json = serde_json::to_string(&limits).unwrap();
+        assert_eq!(serde_json::from_str::<TmulLimits>(&json).unwrap(), limits);
+        let shape = TileShape::new(16, 64);
+        let json = serde_json::to_string(&shape).unwrap();
+        assert_eq!(json, r#"{"rows":16,"colsb":64}"#);
+        assert_eq!(serde_json::from_str::<TileShape>(&json).unwrap(), shape);
+        assert_eq!(serde_json::to_string(&ElemType::Bf16).unwrap(), r#""bf16""#);
+        assert_eq!(
+            serde_json::from_str::<ElemType>(r#""i32""#).unwrap(),
+            ElemType::I32
+        );
+        let v = Violation {
+            rule: Rule::RowsTooLarge,
+            tile: Some(3),
+            offset: 51,
+            value: 17,
+            limit: 16,
+            palette: 1,
+        };
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(serde_json::from_str::<Violation>(&json).unwrap(), v);
     }
 }

@@ -7,6 +7,7 @@ use core::fmt;
 
 /// When the silicon enforces a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum RuleKind {
     /// LDTILECFG rejects the image with #GP.
     Load,
@@ -16,6 +17,7 @@ pub enum RuleKind {
 
 /// One rule of the tile configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Rule {
     /// palette_id is above the table's max_palette (#GP).
     PaletteUnsupported,
@@ -77,6 +79,7 @@ impl Rule {
 
 /// The field of the image a violation is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Field {
     /// Byte 0.
     PaletteId,
@@ -104,6 +107,7 @@ impl fmt::Display for Field {
 
 /// One broken rule: which rule, on which tile and byte, with the value found and the limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Violation {
     /// The rule that is broken.
     pub rule: Rule,
@@ -202,6 +206,7 @@ impl core::error::Error for Violation {}
 /// A tile number past the palette's tile names (e.g. `t8` with palette 1). The image has no
 /// slot for it, so it is not a [`Violation`] of an image but a mistake in naming a tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct NoSuchTile {
     /// The tile number asked for.
     pub tile: u64,

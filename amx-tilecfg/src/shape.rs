@@ -7,6 +7,7 @@ use core::str::FromStr;
 ///
 /// A shape of `0 x 0` means the tile is unused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TileShape {
     /// Number of rows (byte `48 + t` of the image).
     pub rows: u8,
@@ -39,6 +40,8 @@ impl fmt::Display for TileShape {
 
 /// The element types a tile row can be read as, by the DSL and the typed tile handles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum ElemType {
     /// Signed 8-bit integer (TDPBSSD/TDPBSUD operand).
     I8,
