@@ -21,7 +21,6 @@
 //! ```
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use amx_gemm::epilogue::Output;
 use amx_gemm::reference::verify_linear;
@@ -31,6 +30,8 @@ use amx_gemm::{
 };
 use amx_runtime::BackendChoice;
 use amx_test_support::random;
+use amx_tools::timing::interleaved;
+use serde::Serialize;
 
 #[derive(Debug, Default, PartialEq)]
 struct Args {
@@ -117,50 +118,36 @@ impl Report {
         }
     }
 
-    fn to_json(&self) -> String {
-        format!(
-            "{{\"dtype\":\"{}\",\"m\":{},\"n\":{},\"k\":{},\"backend\":\"{}\",\"threads\":{},\
-             \"gops\":{:.4},\"plain_gemm_gops\":{:.4},\"epilogue_overhead\":{:.4},\
-             \"check\":\"{}\"}}",
-            self.dtype,
-            self.m,
-            self.n,
-            self.k,
-            self.backend,
-            self.threads,
-            self.gops(),
-            self.plain_gops(),
-            self.overhead(),
-            self.check_text().replace('\\', "\\\\").replace('"', "\\\"")
-        )
+    /// The JSON line of `--json` (its field names are what scripts read).
+    fn record(&self) -> Record {
+        Record {
+            dtype: self.dtype,
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            backend: self.backend.to_string(),
+            threads: self.threads,
+            gops: self.gops(),
+            plain_gemm_gops: self.plain_gops(),
+            epilogue_overhead: self.overhead(),
+            check: self.check_text(),
+        }
     }
 }
 
-/// The least of the times: the run least disturbed by other load on the machine, which is
-/// what a comparison of two kernels needs.
-fn best(v: &[f64]) -> f64 {
-    v.iter().copied().fold(f64::INFINITY, f64::min)
-}
-
-/// Times `reps` runs of the plain GEMM and of the fused layer, interleaved (so drifts in clock
-/// or load hit both alike), after one warm-up run of each; returns the best time of each.
-fn time_pair(
-    reps: usize,
-    mut plain: impl FnMut() -> Result<(), GemmError>,
-    mut fused: impl FnMut() -> Result<(), GemmError>,
-) -> Result<(f64, f64), GemmError> {
-    plain()?;
-    fused()?;
-    let (mut p, mut f) = (Vec::new(), Vec::new());
-    for _ in 0..reps {
-        let t = Instant::now();
-        plain()?;
-        p.push(t.elapsed().as_secs_f64());
-        let t = Instant::now();
-        fused()?;
-        f.push(t.elapsed().as_secs_f64());
-    }
-    Ok((best(&p), best(&f)))
+/// One case in `--json`. Non-finite figures print as `null`.
+#[derive(Serialize)]
+struct Record {
+    dtype: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    backend: String,
+    threads: usize,
+    gops: f64,
+    plain_gemm_gops: f64,
+    epilogue_overhead: f64,
+    check: String,
 }
 
 /// Runs one layer of precision `P` with output `O`: `epilogue` built from the per-channel
@@ -192,9 +179,13 @@ where
         let w = &weights;
         let e = &epilogue;
         let a = &a;
-        let mut plain = move || gemm.run(m, a, k, w, acc, n).map(|_| ());
-        let mut fused = move || gemm.run_with(m, a, k, w, out_ref, n, e).map(|_| ());
-        time_pair(reps, &mut plain, &mut fused)?
+        let plain = move || gemm.run(m, a, k, w, acc, n).map(|_| ());
+        let fused = move || gemm.run_with(m, a, k, w, out_ref, n, e).map(|_| ());
+        // Interleaved, so drifts in clock or load hit both alike; compared at their best
+        // runs, the ones least disturbed by other load on the machine.
+        let (plain, fused) = interleaved(reps, plain, fused)?;
+        let best = |s: Option<amx_tools::Sample>| s.map_or(f64::NAN, |s| s.min);
+        (best(plain), best(fused))
     };
     let check = match verify_linear::<P, O>(m, n, k, &a, k, &b, n, &epilogue, &out, n)? {
         Ok(worst) => Ok(worst),
@@ -293,7 +284,13 @@ fn main() -> ExitCode {
             Ok(r) => {
                 failed |= r.check.is_err();
                 if args.json {
-                    println!("{}", r.to_json());
+                    match serde_json::to_string(&r.record()) {
+                        Ok(line) => println!("{line}"),
+                        Err(e) => {
+                            failed = true;
+                            eprintln!("{} {}x{}x{}: {e}", r.dtype, r.m, r.n, r.k);
+                        }
+                    }
                 } else {
                     println!(
                         "{:<5} {:>5} {:>5} {:>5} {:>8.3}ms {:>9.2} {:>8.3}ms {:>9.2} {:>8.1}%  {}",
@@ -374,19 +371,18 @@ mod tests {
             plain_s: 1e-6,
             check: Err("a \"quoted\" reason".into()),
         };
-        let j = r.to_json();
-        for field in [
-            "\"dtype\":\"u8s8\"",
-            "\"m\":1",
-            "\"backend\":\"emulated\"",
-            "\"threads\":2",
-            "\"gops\":",
-            "\"plain_gemm_gops\":",
-            "\"epilogue_overhead\":0.1000",
-            "\"check\":\"FAILED: a \\\"quoted\\\" reason\"",
-        ] {
-            assert!(j.contains(field), "{field} in {j}");
-        }
+        let line = serde_json::to_string(&r.record()).unwrap();
+        let j: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(j["dtype"], "u8s8");
+        assert_eq!((j["m"].as_u64(), j["n"].as_u64(), j["k"].as_u64()), (Some(1), Some(2), Some(3)));
+        assert_eq!(j["backend"], "emulated");
+        assert_eq!(j["threads"], 2);
+        let gops = j["gops"].as_f64().unwrap();
+        assert!((gops - 12.0 / 1.1e-6 / 1e9).abs() < 1e-9, "{gops}");
+        assert!((j["plain_gemm_gops"].as_f64().unwrap() - 0.012).abs() < 1e-12);
+        assert!((j["epilogue_overhead"].as_f64().unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(j["check"], "FAILED: a \"quoted\" reason");
+        assert!(line.contains(r#""check":"FAILED: a \"quoted\" reason""#), "{line}");
     }
 
     #[test]

@@ -93,8 +93,9 @@
 //!
 //! # Measuring
 //!
-//! [`measure`] measures the tile unit's peak (a register-only loop of dot products), the read
-//! bandwidth, and timed, checked runs; the `gemm` example and the benchmark print them.
+//! The workspace's unpublished `amx-tools` package measures this crate against the machine's
+//! roofs (`amx-bench`: the tile unit's peak, the read bandwidth, timed and checked runs),
+//! through the public API only.
 
 pub mod blob;
 mod blocking;
@@ -103,7 +104,6 @@ pub mod epilogue;
 mod error;
 mod gemm;
 mod kernel;
-pub mod measure;
 pub mod pack;
 mod pool;
 mod precision;

@@ -37,7 +37,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use amx_gemm::measure::{Case, Harness};
 use amx_gemm::reference::{self, Sample, VerifyError};
 use amx_gemm::{
     bf16, release_tiles, Backend, Bf16, Blocking, DType, Element, Gemm, GemmError, Int8, Mode,
@@ -1206,58 +1205,6 @@ fn huge_dimensions_fail_before_allocating() {
         "{r:?}"
     );
     assert!(largest < 1 << 16, "allocated {largest} bytes");
-
-    // The measuring harness checks its sizes before it allocates, and allocates fallibly.
-    let mut harness = Harness::new();
-    let case = |m, n, k| Case {
-        dtype: DType::Int8,
-        m,
-        n,
-        k,
-        threads: 1,
-        reps: usize::MAX,
-        backend: Some(Backend::Emulated),
-        mode: Mode::Accumulate,
-    };
-    for (m, n, k, operand) in [
-        (h, 3, 4, Operand::A),
-        (3, h, 4, Operand::B),
-        (h, h, 0, Operand::C),
-    ] {
-        let r = no_panic("Harness::run", || harness.run(&case(m, n, k)));
-        assert_eq!(
-            r.unwrap_err(),
-            GemmError::TooLarge { operand },
-            "{m}x{n}x{k}"
-        );
-    }
-    // Addressable but more than any machine has (a PiB of A): refused before allocating, by
-    // the footprint check where the OS reports its available memory, else by the allocator.
-    for (m, n, k, bytes) in [
-        (1 << 20, 3, 1 << 30, 1 << 50),
-        (1 << 40, 1 << 10, 0, 1 << 52),
-    ] {
-        let r = no_panic("Harness::run", || harness.run(&case(m, n, k)));
-        assert!(
-            matches!(
-                r,
-                Err(GemmError::InsufficientMemory { needed, .. }) if needed > bytes as u64
-            ) || r == Err(GemmError::OutOfMemory { bytes }),
-            "{m}x{n}x{k}: {r:?}"
-        );
-    }
-    // 256 MiB of A: available on any test machine, but above ALLOC_LIMIT, so `Limited`
-    // refuses it. The harness must take that as an error, not abort.
-    let r = no_panic("Harness::run", || harness.run(&case(1 << 14, 3, 1 << 14)));
-    assert!(
-        matches!(r, Err(GemmError::InsufficientMemory { .. }))
-            || r == Err(GemmError::OutOfMemory { bytes: 1 << 28 }),
-        "{r:?}"
-    );
-    for bytes in [usize::MAX, 1 << 50] {
-        let r = no_panic("Harness::bandwidth", || harness.bandwidth(bytes, 1));
-        assert_eq!(r, Err(GemmError::OutOfMemory { bytes }));
-    }
 }
 
 /// Thread counts: 0 is one per core, and more than `Gemm::MAX_THREADS` is refused before any
@@ -1295,12 +1242,6 @@ fn thread_counts_zero_and_huge() {
         );
         assert!(c.iter().all(|&x| x == 5));
         assert!(err.to_string().contains("at most"), "{err}");
-        let mut harness = Harness::new();
-        assert_eq!(
-            harness.peak(DType::Int8, threads, Some(Backend::Emulated)),
-            Err(err.clone())
-        );
-        assert_eq!(harness.bandwidth(1 << 20, threads), Err(err));
     }
 }
 
@@ -1508,22 +1449,6 @@ fn other_entry_points() {
         }
     }
     let _: Vec<i32> = random(0, 0);
-    // A tiny timed case through the harness (emulated, a short peak loop).
-    let mut harness = Harness::new();
-    harness.peak_time = std::time::Duration::from_millis(1);
-    let case = Case {
-        dtype: DType::U8S8,
-        m: 3,
-        n: 5,
-        k: 7,
-        threads: 1,
-        reps: 2,
-        backend: Some(Backend::Emulated),
-        mode: Mode::Accumulate,
-    };
-    let report = harness.run(&case).unwrap();
-    assert!(report.check.is_ok(), "{:?}", report.check);
-    assert!(!report.to_json().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ use crate::clock::{add_block, add_chain, per_op, spin_ticks, tsc, ADDS_PER_BLOCK
 /// Dependent ADDs per TDPBSSD in the clock-under-AMX-load loop.
 const ADDS_PER_TDP: u64 = 32;
 use crate::emu::{bench_configs, bench_data, configure_costs, Event};
-use crate::stats::Sample;
+use amx_tools::Sample;
 
 /// One instruction's cost, in TSC ticks.
 pub struct Row {

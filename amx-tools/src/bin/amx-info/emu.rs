@@ -3,12 +3,14 @@
 //! `configure()`.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use amx_runtime::{configure_on, Backend, Emulator, Fault, TileConfig, TileUnit};
+use amx_tools::timing::per_call_ns as time_ns;
+use amx_tools::Sample;
+use serde::{Serialize, Serializer};
 
-use crate::json::Json;
-use crate::stats::Sample;
+use crate::reference::Verdict;
 
 /// A per-call cost in nanoseconds.
 pub struct Event {
@@ -19,18 +21,30 @@ pub struct Event {
 }
 
 impl Event {
-    pub fn json(&self) -> Json {
-        Json::obj()
-            .with("name", self.name.clone())
-            .with("method", self.method.clone())
-            .with("ns", self.ns.map(|s| s.json()))
-            .with("reference", self.reference)
-            .with("reference_check", crate::verdict_json(self.verdict()))
-    }
-
     /// How the median compares with the reference figure, where there is one.
-    pub fn verdict(&self) -> Option<crate::reference::Verdict> {
+    pub fn verdict(&self) -> Option<Verdict> {
         crate::reference::check(self.reference, None, self.ns.map(|s| s.median))
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            name: &'a str,
+            method: &'a str,
+            ns: Option<Sample>,
+            reference: &'a str,
+            reference_check: Option<Verdict>,
+        }
+        Json {
+            name: &self.name,
+            method: &self.method,
+            ns: self.ns,
+            reference: self.reference,
+            reference_check: self.verdict(),
+        }
+        .serialize(serializer)
     }
 }
 
@@ -51,15 +65,28 @@ impl EmuRow {
     pub fn gops(&self) -> Option<f64> {
         Some(self.ops? / self.ns?.median)
     }
+}
 
-    pub fn json(&self) -> Json {
-        Json::obj()
-            .with("instruction", self.instruction)
-            .with("method", self.method)
-            .with("ns", self.ns.map(|s| s.json()))
-            .with("ops_per_instruction", self.ops)
-            .with("gops", self.gops())
-            .with("error", self.error.clone())
+impl Serialize for EmuRow {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            instruction: &'a str,
+            method: &'a str,
+            ns: Option<Sample>,
+            ops_per_instruction: Option<f64>,
+            gops: Option<f64>,
+            error: Option<&'a str>,
+        }
+        Json {
+            instruction: self.instruction,
+            method: self.method,
+            ns: self.ns,
+            ops_per_instruction: self.ops,
+            gops: self.gops(),
+            error: self.error.as_deref(),
+        }
+        .serialize(serializer)
     }
 }
 
@@ -88,25 +115,6 @@ pub fn bench_data(salt: usize) -> [u8; 1024] {
             ((i / 2) * 7 + salt * 13) as u8
         }
     })
-}
-
-/// Nanoseconds per call of `op`: the call count is calibrated so that one sample lasts about
-/// `target`; one warm-up sample, then the median of `reps`.
-pub fn time_ns(target: Duration, reps: usize, mut op: impl FnMut()) -> Option<Sample> {
-    let start = Instant::now();
-    op();
-    let one = start.elapsed().max(Duration::from_nanos(20));
-    let calls = (target.as_nanos() / one.as_nanos()).clamp(1, 10_000_000) as u32;
-    let mut sample = || {
-        let start = Instant::now();
-        for _ in 0..calls {
-            op();
-        }
-        start.elapsed().as_nanos() as f64 / f64::from(calls)
-    };
-    sample();
-    let v: Vec<f64> = (0..reps).map(|_| sample()).collect();
-    Sample::of(&v)
 }
 
 /// `configure_on(backend, ..)` per call: the configuration already loaded (no LDTILECFG), the

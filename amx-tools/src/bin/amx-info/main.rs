@@ -1,9 +1,10 @@
 //! `amx-info`: can this process use Intel AMX here, and what does each instruction cost?
 //!
 //! ```text
-//! cargo run --release --example amx-info             # human report
-//! cargo run --release --example amx-info -- --json   # one JSON object on stdout
-//! cargo run --release --example amx-info -- --quick  # fewer repetitions (CI speed)
+//! cargo run --release -p amx-tools --bin amx-info             # human report
+//! cargo run --release -p amx-tools --bin amx-info -- --json   # one JSON object on stdout
+//! cargo run --release -p amx-tools --bin amx-info -- --quick  # fewer repetitions (CI speed)
+//! cargo install --path amx-tools; amx-info                    # installed
 //! ```
 //!
 //! It prints, in this order:
@@ -19,8 +20,8 @@
 //! 4. **The silicon's cost per instruction**, when AMX is usable: latency (a dependent chain,
 //!    e.g. dot products accumulating into one C tile) and reciprocal throughput (independent
 //!    instructions, e.g. four C tiles round robin), in TSC cycles, core cycles at the AMX clock
-//!    and nanoseconds, beside reference figures measured on the machines this crate was
-//!    developed on; then one-off costs: the first tile-data instruction of the process and of a
+//!    and nanoseconds, beside reference figures measured on Sapphire Rapids-class silicon;
+//!    then one-off costs: the first tile-data instruction of the process and of a
 //!    new thread, the wake-up after the AMX unit idled, `configure()` with and without LDTILECFG.
 //!    TDPFP16PS is measured when CPUID reports AMX-FP16, or when a forked child executed it
 //!    without SIGILL (a hypervisor may hide the bit of a core that has it).
@@ -37,34 +38,24 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use amx_runtime::permit;
+use amx_tools::timing::per_call_ns;
+use amx_tools::Sample;
+use serde::Serialize;
 
-#[path = "amx_info/caps.rs"]
 mod caps;
 #[cfg(target_arch = "x86_64")]
-#[path = "amx_info/clock.rs"]
 mod clock;
-#[path = "amx_info/emu.rs"]
 mod emu;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[path = "amx_info/hw.rs"]
 mod hw;
-#[path = "amx_info/json.rs"]
-mod json;
-#[path = "amx_info/reference.rs"]
 mod reference;
-#[path = "amx_info/report.rs"]
 mod report;
-#[path = "amx_info/stats.rs"]
-mod stats;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[path = "amx_info/trap.rs"]
 mod trap;
 
 use caps::CapsInfo;
 use emu::Event;
-use json::Json;
 use report::{num, Table};
-use stats::Sample;
 
 const USAGE: &str = "usage: amx-info [--json] [--quick]
   --json    print one JSON object on stdout instead of the tables
@@ -113,22 +104,26 @@ fn main() -> ExitCode {
     let trapped = trap_costs(opts.quick);
 
     if opts.json {
-        let out = Json::obj()
-            .with("tool", "amx-info")
-            .with("version", env!("CARGO_PKG_VERSION"))
-            .with("quick", opts.quick)
-            .with("usable", info.unavailable.is_none())
-            .with("verdict", info.verdict())
-            .with("capabilities", info.json())
-            .with("clock", clocks.json())
-            .with("hardware", hardware.json(&clocks))
-            .with(
-                "permission_syscalls",
-                Json::Arr(syscalls.iter().map(Event::json).collect()),
-            )
-            .with("emulator", emulator_json(&emulator, &info))
-            .with("trap_engine", trap_json(&trapped));
-        println!("{out}");
+        let out = Output {
+            tool: "amx-info",
+            version: env!("CARGO_PKG_VERSION"),
+            quick: opts.quick,
+            usable: info.unavailable.is_none(),
+            verdict: info.verdict(),
+            capabilities: info.json(),
+            clock: clocks.json(),
+            hardware: hardware.json(&clocks),
+            permission_syscalls: &syscalls,
+            emulator: emulator_json(&emulator, &info),
+            trap_engine: trap_json(&trapped),
+        };
+        match serde_json::to_string_pretty(&out) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("amx-info: the report did not serialize: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     } else {
         print!(
             "{}",
@@ -137,6 +132,22 @@ fn main() -> ExitCode {
         print!("{}", trap_human(&trapped));
     }
     ExitCode::SUCCESS
+}
+
+/// The whole `--json` report.
+#[derive(Serialize)]
+struct Output<'a> {
+    tool: &'static str,
+    version: &'static str,
+    quick: bool,
+    usable: bool,
+    verdict: String,
+    capabilities: caps::CapsJson<'a>,
+    clock: ClockJson,
+    hardware: HardwareJson<'a>,
+    permission_syscalls: &'a [Event],
+    emulator: EmulatorJson<'a>,
+    trap_engine: TrapJson<'a>,
 }
 
 /// The TSC frequency and the core clock ratios.
@@ -187,21 +198,26 @@ impl Clocks {
         Some(self.tsc_ghz()? / ticks_per_cycle?.median)
     }
 
-    fn json(&self) -> Json {
-        Json::obj()
-            .with("tsc_ghz", self.tsc_ghz.map(|s| s.json()))
-            .with("tsc_method", self.method)
-            .with("core_ghz_scalar", self.core_ghz(self.idle_ticks_per_cycle))
-            .with(
-                "core_scalar_method",
-                "a chain of dependent one-cycle register ADDs, alone: GHz = TSC GHz / TSC ticks \
-                 per ADD",
-            )
-            .with(
-                "core_ghz_scalar_imul_check",
-                self.core_ghz(self.imul_ticks_per_cycle),
-            )
+    fn json(&self) -> ClockJson {
+        ClockJson {
+            tsc_ghz: self.tsc_ghz,
+            tsc_method: self.method,
+            core_ghz_scalar: self.core_ghz(self.idle_ticks_per_cycle),
+            core_scalar_method: "a chain of dependent one-cycle register ADDs, alone: GHz = TSC \
+                                 GHz / TSC ticks per ADD",
+            core_ghz_scalar_imul_check: self.core_ghz(self.imul_ticks_per_cycle),
+        }
     }
+}
+
+/// The clock section of `--json`.
+#[derive(Serialize)]
+struct ClockJson {
+    tsc_ghz: Option<Sample>,
+    tsc_method: &'static str,
+    core_ghz_scalar: Option<f64>,
+    core_scalar_method: &'static str,
+    core_ghz_scalar_imul_check: Option<f64>,
 }
 
 /// The hardware section: measured, or why not.
@@ -233,18 +249,67 @@ impl Hardware {
         }
     }
 
-    fn json(&self, clocks: &Clocks) -> Json {
+    fn json(&self, clocks: &Clocks) -> HardwareJson<'_> {
         match self {
             Hardware::Skipped(why) => {
                 let _ = clocks;
-                Json::obj()
-                    .with("measured", false)
-                    .with("reason", why.clone())
+                HardwareJson::Skipped {
+                    measured: false,
+                    reason: why,
+                }
             }
             #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-            Hardware::Measured(r) => hw_json(r, clocks),
+            Hardware::Measured(r) => HardwareJson::Measured(Box::new(hw_json(r, clocks))),
         }
     }
+}
+
+/// The hardware section of `--json`: `measured` says which form it has.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum HardwareJson<'a> {
+    Skipped {
+        measured: bool,
+        reason: &'a str,
+    },
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    Measured(Box<HwJson<'a>>),
+}
+
+/// The silicon's measurements in `--json`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[derive(Serialize)]
+struct HwJson<'a> {
+    measured: bool,
+    core_ghz_amx_interleaved: Option<f64>,
+    core_ghz_amx_after_burst: Option<f64>,
+    core_ghz_for_core_cycles: f64,
+    core_clock_method: String,
+    tdpfp16ps: String,
+    instructions: Vec<InstructionJson<'a>>,
+    events: &'a [Event],
+    skipped: &'a [String],
+}
+
+/// One instruction's costs in `--json`.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[derive(Serialize)]
+struct InstructionJson<'a> {
+    instruction: &'a str,
+    method: &'a str,
+    latency: Option<CostJson>,
+    reciprocal_throughput: Option<CostJson>,
+    reference: &'a str,
+    reference_check: Option<reference::Verdict>,
+}
+
+/// A cost in TSC cycles (median and spread), core cycles and ns (at the median).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[derive(Serialize)]
+struct CostJson {
+    tsc_cycles: Sample,
+    core_cycles: f64,
+    ns: f64,
 }
 
 /// TSC ticks per core cycle at the AMX clock, and how it was estimated.
@@ -272,51 +337,40 @@ fn amx_ratio(r: &hw::HwReport, clocks: &Clocks) -> (Option<f64>, String) {
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn hw_json(r: &hw::HwReport, clocks: &Clocks) -> Json {
+fn hw_json<'a>(r: &'a hw::HwReport, clocks: &Clocks) -> HwJson<'a> {
     let tsc_ghz = clocks.tsc_ghz().unwrap_or(f64::NAN);
     let (ratio, how) = amx_ratio(r, clocks);
     let ratio = ratio.unwrap_or(f64::NAN);
-    let cost = |s: Option<Sample>| -> Json {
-        match s {
-            None => Json::Null,
-            Some(s) => Json::obj()
-                .with("tsc_cycles", s.json())
-                .with("core_cycles", s.median / ratio)
-                .with("ns", s.median / tsc_ghz),
-        }
+    let cost = |s: Option<Sample>| {
+        s.map(|s| CostJson {
+            tsc_cycles: s,
+            core_cycles: s.median / ratio,
+            ns: s.median / tsc_ghz,
+        })
     };
-    let rows: Vec<Json> = r
+    let instructions = r
         .rows
         .iter()
-        .map(|row| {
-            Json::obj()
-                .with("instruction", row.instruction)
-                .with("method", row.method)
-                .with("latency", cost(row.latency))
-                .with("reciprocal_throughput", cost(row.throughput))
-                .with("reference", row.reference)
-                .with("reference_check", verdict_json(row.verdict(tsc_ghz)))
+        .map(|row| InstructionJson {
+            instruction: row.instruction,
+            method: row.method,
+            latency: cost(row.latency),
+            reciprocal_throughput: cost(row.throughput),
+            reference: row.reference,
+            reference_check: row.verdict(tsc_ghz),
         })
         .collect();
-    Json::obj()
-        .with("measured", true)
-        .with(
-            "core_ghz_amx_interleaved",
-            clocks.core_ghz(r.clock.interleaved),
-        )
-        .with(
-            "core_ghz_amx_after_burst",
-            clocks.core_ghz(r.clock.after_burst),
-        )
-        .with("core_ghz_for_core_cycles", tsc_ghz / ratio)
-        .with("core_clock_method", how)
-        .with("tdpfp16ps", r.fp16.text())
-        .with("instructions", Json::Arr(rows))
-        .with(
-            "events",
-            Json::Arr(r.events.iter().map(Event::json).collect()),
-        )
-        .with("skipped", r.skipped.clone())
+    HwJson {
+        measured: true,
+        core_ghz_amx_interleaved: clocks.core_ghz(r.clock.interleaved),
+        core_ghz_amx_after_burst: clocks.core_ghz(r.clock.after_burst),
+        core_ghz_for_core_cycles: tsc_ghz / ratio,
+        core_clock_method: how,
+        tdpfp16ps: r.fp16.text(),
+        instructions,
+        events: &r.events,
+        skipped: &r.skipped,
+    }
 }
 
 /// The permission system calls, timed on every machine (they answer even without AMX).
@@ -341,7 +395,7 @@ fn permission_costs(info: &CapsInfo, quick: bool) -> Vec<Event> {
     out.push(Event {
         name: "ARCH_GET_XCOMP_PERM".into(),
         method: "permission_state(), repeated".into(),
-        ns: emu::time_ns(target, reps, || {
+        ns: per_call_ns(target, reps, || {
             std::hint::black_box(permit::permission_state());
         }),
         reference: "-",
@@ -349,7 +403,7 @@ fn permission_costs(info: &CapsInfo, quick: bool) -> Vec<Event> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         let mut rc = 0;
-        let ns = emu::time_ns(target, reps, || {
+        let ns = per_call_ns(target, reps, || {
             // SAFETY: ARCH_REQ_XCOMP_PERM takes the feature number by value and touches no user
             // memory; asking again for a feature already granted (or refused) changes nothing.
             rc = unsafe {
@@ -377,35 +431,36 @@ fn permission_costs(info: &CapsInfo, quick: bool) -> Vec<Event> {
     out
 }
 
-fn emulator_json(
-    emulator: &Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
-    info: &CapsInfo,
-) -> Json {
-    let base = Json::obj().with(
-        "is_process_backend",
-        matches!(info.process_backend, Ok(amx_runtime::Backend::Emulated)),
-    );
-    match emulator {
-        Err(e) => base.with("error", e.clone()),
-        Ok((rows, events)) => base
-            .with(
-                "instructions",
-                Json::Arr(rows.iter().map(emu::EmuRow::json).collect()),
-            )
-            .with(
-                "events",
-                Json::Arr(events.iter().map(Event::json).collect()),
-            ),
-    }
+/// The emulator section of `--json`: its rows and events, or the error.
+#[derive(Serialize)]
+struct EmulatorJson<'a> {
+    is_process_backend: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a [emu::EmuRow]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<&'a [Event]>,
 }
 
-/// The verdict as JSON: `{"within_20pct": bool, "deviation": x}`, or null without a figure.
-fn verdict_json(v: Option<reference::Verdict>) -> Json {
-    match v {
-        None => Json::Null,
-        Some(v) => Json::obj()
-            .with("within_20pct", v.within())
-            .with("deviation", v.deviation),
+fn emulator_json<'a>(
+    emulator: &'a Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
+    info: &CapsInfo,
+) -> EmulatorJson<'a> {
+    let is_process_backend = matches!(info.process_backend, Ok(amx_runtime::Backend::Emulated));
+    match emulator {
+        Err(e) => EmulatorJson {
+            is_process_backend,
+            error: Some(e),
+            instructions: None,
+            events: None,
+        },
+        Ok((rows, events)) => EmulatorJson {
+            is_process_backend,
+            error: None,
+            instructions: Some(rows),
+            events: Some(events),
+        },
     }
 }
 
@@ -674,18 +729,32 @@ fn trap_costs(quick: bool) -> TrapCosts {
     }
 }
 
-fn trap_json(costs: &TrapCosts) -> Json {
+/// The trap engine section of `--json`: why it was not timed, or its rows.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum TrapJson<'a> {
+    Skipped {
+        skipped: &'a str,
+    },
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    Timed {
+        patching: bool,
+        rows: &'a [trap::TrapRow],
+    },
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    Timed {},
+}
+
+fn trap_json(costs: &TrapCosts) -> TrapJson<'_> {
     match costs {
-        Err(why) => Json::obj().with("skipped", why.clone()),
+        Err(why) => TrapJson::Skipped { skipped: why },
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        Ok(rows) => Json::obj()
-            .with("patching", amx_runtime::trap::patching())
-            .with(
-                "rows",
-                Json::Arr(rows.iter().map(trap::TrapRow::json).collect()),
-            ),
+        Ok(rows) => TrapJson::Timed {
+            patching: amx_runtime::trap::patching(),
+            rows,
+        },
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-        Ok(_) => Json::obj(),
+        Ok(_) => TrapJson::Timed {},
     }
 }
 
@@ -710,7 +779,8 @@ fn trap_human(costs: &TrapCosts) -> String {
                     med(r.emulator),
                     med(r.first),
                     med(r.repeat),
-                    r.ratio().map_or("-".into(), |x| format!("{x:.1}x")),
+                    r.repeat_over_emulator
+                        .map_or("-".into(), |x| format!("{x:.1}x")),
                 ]);
             }
             out += &t.render("  ", true);

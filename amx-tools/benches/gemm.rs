@@ -1,18 +1,19 @@
 //! GEMM throughput against the in-process tile peak: square sizes 256 to 4096 and the skinny
 //! inference shapes M = 1 and M = 16 with N = K = 4096, int8 and bf16, on 1 and 2 threads.
 //!
-//! `cargo bench -p amx-gemm --bench gemm`. Criterion times every case; the bench then prints a
-//! summary (median GOP/s, percent of the measured peak, percent of the bandwidth roofline for
-//! the skinny shapes) and draws `amx-gemm/docs/gemm.svg` (throughput against size, with the peak
-//! lines). On the emulator the square sizes stop at 1024 so that the run takes a few minutes.
+//! `cargo bench -p amx-tools --bench gemm`. Criterion times every case; the bench then prints a
+//! summary (median GOP/s, percent of the peak and of the bandwidth roofline that
+//! `amx_tools::measure` measures in the same process) and draws `amx-gemm/docs/gemm.svg`
+//! (throughput against size, with the peak lines). On the emulator the square sizes stop at
+//! 1024 so that the run takes a few minutes.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use amx_gemm::measure::Harness;
 use amx_gemm::reference::{self, Sample};
 use amx_gemm::{Backend, DType, Gemm, GemmError, PackedB, Precision};
 use amx_test_support::random;
+use amx_tools::measure::Harness;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use plotters::prelude::*;
 
@@ -31,11 +32,6 @@ impl Point {
     fn gops(&self) -> f64 {
         2.0 * (self.m * self.n * self.k) as f64 / self.median_s / 1e9
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// Benchmarks one shape and records its median time.
@@ -81,7 +77,7 @@ where
         panic!("{label} {m}x{n}x{k}: wrong result: {e}");
     }
     let times = samples.lock().map(|s| s.clone()).unwrap_or_default();
-    if !times.is_empty() {
+    if let Some(median_s) = amx_tools::median(&times) {
         if let Ok(mut p) = points.lock() {
             p.push(Point {
                 dtype: P::DTYPE,
@@ -89,7 +85,7 @@ where
                 m,
                 n,
                 k,
-                median_s: median(times),
+                median_s,
             });
         }
     }
@@ -192,7 +188,8 @@ fn main() {
             roof_text
         );
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/gemm.svg");
+    // The chart documents amx-gemm, so it lives beside that crate.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../amx-gemm/docs/gemm.svg");
     match chart(path, backend, &points, &peaks) {
         Ok(()) => println!("chart: {path}"),
         Err(e) => eprintln!("chart: {e}"),

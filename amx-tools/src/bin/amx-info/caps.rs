@@ -8,7 +8,8 @@ use amx_runtime::{
     detect, Backend, BackendChoice, BackendError, Capabilities, Hardware, Unavailable,
 };
 
-use crate::json::Json;
+use serde::Serialize;
+
 use crate::report::{yes_no, Table};
 
 /// One CPUID query and its answer.
@@ -218,88 +219,139 @@ impl CapsInfo {
     }
 
     /// The JSON object.
-    pub fn json(&self) -> Json {
+    pub fn json(&self) -> CapsJson<'_> {
         let c = &self.caps;
-        let palettes: Vec<Json> = (1..=c.palettes.max_palette())
+        let palettes = (1..=c.palettes.max_palette())
             .filter_map(|id| c.palettes.get(id).map(|p| (id, p)))
-            .map(|(id, p)| {
-                Json::obj()
-                    .with("id", u32::from(id))
-                    .with("total_tile_bytes", u32::from(p.total_tile_bytes))
-                    .with("bytes_per_tile", u32::from(p.bytes_per_tile))
-                    .with("bytes_per_row", u32::from(p.bytes_per_row))
-                    .with("max_names", u32::from(p.max_names))
-                    .with("max_rows", u32::from(p.max_rows))
+            .map(|(id, p)| PaletteJson {
+                id,
+                total_tile_bytes: p.total_tile_bytes,
+                bytes_per_tile: p.bytes_per_tile,
+                bytes_per_row: p.bytes_per_row,
+                max_names: p.max_names,
+                max_rows: p.max_rows,
             })
             .collect();
-        let raw: Vec<Json> = self
+        let hex = |x: u32| format!("{x:#010x}");
+        let raw_cpuid = self
             .raw
             .iter()
-            .map(|r| {
-                Json::obj()
-                    .with("leaf", format!("{:#x}", r.leaf))
-                    .with("subleaf", r.subleaf)
-                    .with("eax", format!("{:#010x}", r.regs[0]))
-                    .with("ebx", format!("{:#010x}", r.regs[1]))
-                    .with("ecx", format!("{:#010x}", r.regs[2]))
-                    .with("edx", format!("{:#010x}", r.regs[3]))
+            .map(|r| LeafJson {
+                leaf: format!("{:#x}", r.leaf),
+                subleaf: r.subleaf,
+                eax: hex(r.regs[0]),
+                ebx: hex(r.regs[1]),
+                ecx: hex(r.regs[2]),
+                edx: hex(r.regs[3]),
             })
             .collect();
-        Json::obj()
-            .with("cpu", self.cpu_name.clone())
-            .with("cpuid_1_eax", self.signature.map(|s| format!("{s:#010x}")))
-            .with("kernel", self.kernel.clone())
-            .with("amx_tile", c.amx_tile)
-            .with("amx_int8", c.amx_int8)
-            .with("amx_bf16", c.amx_bf16)
-            .with("amx_fp16_cpuid", c.amx_fp16)
-            .with("amx_complex", c.amx_complex)
-            .with("osxsave", c.osxsave)
-            .with("xcr0", c.xcr0.map(|x| format!("{x:#x}")))
-            .with("xcr0_xtilecfg", c.xtilecfg_enabled())
-            .with("xcr0_xtiledata", c.xtiledata_enabled())
-            .with("max_palette", u32::from(c.palettes.max_palette()))
-            .with("palettes", Json::Arr(palettes))
-            .with(
-                "tmul",
-                Json::obj()
-                    .with("maxk", u32::from(c.tmul.maxk))
-                    .with("maxn", u32::from(c.tmul.maxn)),
-            )
-            .with(
-                "permission",
-                Json::obj()
-                    .with("before", permission_name(self.permission_before))
-                    .with(
-                        "request",
-                        match &self.request {
-                            Ok(()) => "granted".to_owned(),
-                            Err(e) => e.to_string(),
-                        },
-                    )
-                    .with("request_ns", self.request_ns)
-                    .with("after", permission_name(self.permission_after)),
-            )
-            .with(
-                "backend",
-                Json::obj()
-                    .with("auto", self.auto_backend.clone())
-                    .with("amx_backend_env", self.env_backend.clone())
-                    .with(
-                        "process",
-                        match &self.process_backend {
-                            Ok(b) => b.to_string(),
-                            Err(e) => format!("none: {e}"),
-                        },
-                    ),
-            )
-            .with("usable", self.unavailable.is_none())
-            .with(
-                "unavailable",
-                self.unavailable.as_ref().map(|u| u.to_string()),
-            )
-            .with("raw_cpuid", Json::Arr(raw))
+        CapsJson {
+            cpu: self.cpu_name.as_deref(),
+            cpuid_1_eax: self.signature.map(hex),
+            kernel: self.kernel.as_deref(),
+            amx_tile: c.amx_tile,
+            amx_int8: c.amx_int8,
+            amx_bf16: c.amx_bf16,
+            amx_fp16_cpuid: c.amx_fp16,
+            amx_complex: c.amx_complex,
+            osxsave: c.osxsave,
+            xcr0: c.xcr0.map(|x| format!("{x:#x}")),
+            xcr0_xtilecfg: c.xtilecfg_enabled(),
+            xcr0_xtiledata: c.xtiledata_enabled(),
+            max_palette: c.palettes.max_palette(),
+            palettes,
+            tmul: TmulJson {
+                maxk: c.tmul.maxk,
+                maxn: c.tmul.maxn,
+            },
+            permission: PermissionJson {
+                before: permission_name(self.permission_before),
+                request: match &self.request {
+                    Ok(()) => "granted".to_owned(),
+                    Err(e) => e.to_string(),
+                },
+                request_ns: self.request_ns,
+                after: permission_name(self.permission_after),
+            },
+            backend: BackendJson {
+                auto: &self.auto_backend,
+                amx_backend_env: self.env_backend.as_deref(),
+                process: match &self.process_backend {
+                    Ok(b) => b.to_string(),
+                    Err(e) => format!("none: {e}"),
+                },
+            },
+            usable: self.unavailable.is_none(),
+            unavailable: self.unavailable.as_ref().map(|u| u.to_string()),
+            raw_cpuid,
+        }
     }
+}
+
+/// The capabilities section of `--json`.
+#[derive(Serialize)]
+pub struct CapsJson<'a> {
+    cpu: Option<&'a str>,
+    cpuid_1_eax: Option<String>,
+    kernel: Option<&'a str>,
+    amx_tile: bool,
+    amx_int8: bool,
+    amx_bf16: bool,
+    amx_fp16_cpuid: bool,
+    amx_complex: bool,
+    osxsave: bool,
+    xcr0: Option<String>,
+    xcr0_xtilecfg: bool,
+    xcr0_xtiledata: bool,
+    max_palette: u8,
+    palettes: Vec<PaletteJson>,
+    tmul: TmulJson,
+    permission: PermissionJson,
+    backend: BackendJson<'a>,
+    usable: bool,
+    unavailable: Option<String>,
+    raw_cpuid: Vec<LeafJson>,
+}
+
+#[derive(Serialize)]
+struct PaletteJson {
+    id: u8,
+    total_tile_bytes: u16,
+    bytes_per_tile: u16,
+    bytes_per_row: u16,
+    max_names: u16,
+    max_rows: u16,
+}
+
+#[derive(Serialize)]
+struct TmulJson {
+    maxk: u8,
+    maxn: u16,
+}
+
+#[derive(Serialize)]
+struct PermissionJson {
+    before: String,
+    request: String,
+    request_ns: f64,
+    after: String,
+}
+
+#[derive(Serialize)]
+struct BackendJson<'a> {
+    auto: &'a str,
+    amx_backend_env: Option<&'a str>,
+    process: String,
+}
+
+#[derive(Serialize)]
+struct LeafJson {
+    leaf: String,
+    subleaf: u32,
+    eax: String,
+    ebx: String,
+    ecx: String,
+    edx: String,
 }
 
 /// A short description of a permission state for the table.
@@ -342,42 +394,37 @@ fn palettes_text(c: &Capabilities) -> String {
     list.join("; ")
 }
 
-/// CPUID (leaf, subleaf) when the leaf exists (not above the maximum basic leaf).
-#[cfg(target_arch = "x86_64")]
+/// CPUID (leaf, subleaf) through `raw-cpuid`'s reader, when the leaf exists (not above the
+/// maximum basic or extended leaf: a CPU answers those with its highest leaf's data).
+#[cfg(all(target_arch = "x86_64", not(target_env = "sgx")))]
 pub fn leaf(leaf: u32, subleaf: u32) -> Option<[u32; 4]> {
-    let query = |leaf: u32, subleaf: u32| {
-        #[allow(unused_unsafe)] // `__cpuid_count` is a safe function on newer toolchains.
-        // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
-        let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
+    use amx_runtime::CpuIdReader;
+    let cpuid = raw_cpuid::CpuIdReaderNative;
+    let max = cpuid.cpuid1(leaf & 0x8000_0000).eax;
+    (leaf <= max).then(|| {
+        let r = cpuid.cpuid2(leaf, subleaf);
         [r.eax, r.ebx, r.ecx, r.edx]
-    };
-    let max = if leaf >= 0x8000_0000 {
-        query(0x8000_0000, 0)[0]
-    } else {
-        query(0, 0)[0]
-    };
-    (leaf <= max).then(|| query(leaf, subleaf))
+    })
 }
 
 /// No CPUID off x86-64.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", not(target_env = "sgx"))))]
 pub fn leaf(_leaf: u32, _subleaf: u32) -> Option<[u32; 4]> {
     None
 }
 
-/// The processor brand string (CPUID 0x80000002..4).
+/// The processor brand string (CPUID 0x80000002..4, read by `raw-cpuid`).
 fn cpu_name() -> Option<String> {
-    let mut bytes = Vec::with_capacity(48);
-    for l in 0x8000_0002..=0x8000_0004u32 {
-        for reg in leaf(l, 0)? {
-            bytes.extend_from_slice(&reg.to_le_bytes());
-        }
+    #[cfg(all(target_arch = "x86_64", not(target_env = "sgx")))]
+    {
+        let brand = raw_cpuid::CpuId::new().get_processor_brand_string()?;
+        let name = brand.as_str().trim();
+        (!name.is_empty()).then(|| name.to_owned())
     }
-    let name = String::from_utf8_lossy(&bytes)
-        .trim_matches(char::from(0))
-        .trim()
-        .to_owned();
-    (!name.is_empty()).then_some(name)
+    #[cfg(not(all(target_arch = "x86_64", not(target_env = "sgx"))))]
+    {
+        None
+    }
 }
 
 /// The leaves that describe AMX, as the CPU answers them.

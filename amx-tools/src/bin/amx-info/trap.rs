@@ -11,30 +11,40 @@ use std::time::Duration;
 use amx_runtime::intrinsics::{_tile_dpbssd, _tile_loadconfig, _tile_loadd, _tile_release};
 use amx_runtime::{configure_on, trap, Backend};
 
-use crate::json::Json;
-use crate::stats::Sample;
+use amx_tools::timing::per_call_ns as time_ns;
+use amx_tools::Sample;
+use serde::Serialize;
 
 /// One instruction's costs, nanoseconds per instruction.
+#[derive(Serialize)]
 pub struct TrapRow {
     pub instruction: &'static str,
+    #[serde(rename = "emulator_ns")]
     pub emulator: Option<Sample>,
+    #[serde(rename = "trapped_first_ns")]
     pub first: Option<Sample>,
+    #[serde(rename = "trapped_repeat_ns")]
     pub repeat: Option<Sample>,
+    /// `repeat` over `emulator` at the medians, filled in by [`run`].
+    pub repeat_over_emulator: Option<f64>,
 }
 
 impl TrapRow {
-    /// Repeat executions against the emulator backend, at the medians.
-    pub fn ratio(&self) -> Option<f64> {
-        Some(self.repeat?.median / self.emulator?.median)
-    }
-
-    pub fn json(&self) -> Json {
-        Json::obj()
-            .with("instruction", self.instruction)
-            .with("emulator_ns", self.emulator.map(|s| s.json()))
-            .with("trapped_first_ns", self.first.map(|s| s.json()))
-            .with("trapped_repeat_ns", self.repeat.map(|s| s.json()))
-            .with("repeat_over_emulator", self.ratio())
+    fn new(
+        instruction: &'static str,
+        emulator: Option<Sample>,
+        first: Option<Sample>,
+        repeat: Option<Sample>,
+    ) -> TrapRow {
+        TrapRow {
+            instruction,
+            emulator,
+            first,
+            repeat,
+            repeat_over_emulator: repeat
+                .zip(emulator)
+                .map(|(r, e)| r.median / e.median),
+        }
     }
 }
 
@@ -72,10 +82,10 @@ pub fn run(quick: bool) -> Result<Vec<TrapRow>, String> {
     let (emu_load, emu_dot) = {
         let mut tiles = configure_on(Backend::Emulated, &full).map_err(|e| e.to_string())?;
         tiles.tileloadd(2, &data, 64).map_err(|e| e.to_string())?;
-        let load = crate::emu::time_ns(target, reps, || {
+        let load = time_ns(target, reps, || {
             let _ = tiles.tileloadd(1, std::hint::black_box(&data), 64);
         });
-        let dot = crate::emu::time_ns(target, reps, || {
+        let dot = time_ns(target, reps, || {
             let _ = tiles.tdpbssd(0, 1, 2);
         });
         (load, dot)
@@ -90,14 +100,14 @@ pub fn run(quick: bool) -> Result<Vec<TrapRow>, String> {
     }
     let was = trap::patching();
     trap::set_patching(false);
-    let first_load = crate::emu::time_ns(target, reps, || load_first(&data));
-    let first_dot = crate::emu::time_ns(target, reps, dot_first);
+    let first_load = time_ns(target, reps, || load_first(&data));
+    let first_dot = time_ns(target, reps, dot_first);
     trap::set_patching(was);
     // Without patching a repeat execution is a first one again: no figure.
     let (repeat_load, repeat_dot) = if was {
         (
-            crate::emu::time_ns(target, reps, || load_repeat(&data)),
-            crate::emu::time_ns(target, reps, dot_repeat),
+            time_ns(target, reps, || load_repeat(&data)),
+            time_ns(target, reps, dot_repeat),
         )
     } else {
         (None, None)
@@ -105,17 +115,7 @@ pub fn run(quick: bool) -> Result<Vec<TrapRow>, String> {
     // SAFETY: releases the configuration loaded above.
     unsafe { _tile_release() };
     Ok(vec![
-        TrapRow {
-            instruction: "TILELOADD",
-            emulator: emu_load,
-            first: first_load,
-            repeat: repeat_load,
-        },
-        TrapRow {
-            instruction: "TDPBSSD",
-            emulator: emu_dot,
-            first: first_dot,
-            repeat: repeat_dot,
-        },
+        TrapRow::new("TILELOADD", emu_load, first_load, repeat_load),
+        TrapRow::new("TDPBSSD", emu_dot, first_dot, repeat_dot),
     ])
 }

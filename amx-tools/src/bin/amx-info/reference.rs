@@ -2,6 +2,8 @@
 //! (45-55 ns)", "~20 us") so that each measurement says whether it lands within 20% of its
 //! reference. The text stays the one source: what the table prints is what is checked.
 
+use serde::{Serialize, Serializer};
+
 /// How far a measurement may stray from its reference range and still agree with it.
 pub const TOLERANCE: f64 = 0.20;
 
@@ -46,11 +48,27 @@ pub fn parse(text: &str) -> Option<Figure> {
     (lo <= hi).then_some(Figure { lo, hi, unit })
 }
 
-/// How a measurement compares with its reference.
+/// How a measurement compares with its reference. In JSON:
+/// `{"within_20pct": bool, "deviation": x}`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Verdict {
     /// Relative distance from the reference range: 0 inside it, negative below, positive above.
     pub deviation: f64,
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json {
+            within_20pct: bool,
+            deviation: f64,
+        }
+        Json {
+            within_20pct: self.within(),
+            deviation: self.deviation,
+        }
+        .serialize(serializer)
+    }
 }
 
 impl Verdict {

@@ -6,8 +6,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use amx_gemm::measure::{Case, Harness};
-use amx_gemm::{Backend, DType, GemmError, Mode};
+use amx_gemm::{Backend, DType, Mode};
+use amx_tools::measure::{Case, Harness, MeasureError};
 
 /// Bytes allocated now, and the most at any time since the last reset.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -110,9 +110,9 @@ fn any_dimension_is_an_error_not_a_panic() {
             let c = case(dtype, m, n, k, 1);
             match harness.run(&c) {
                 Err(
-                    GemmError::TooLarge { .. }
-                    | GemmError::InsufficientMemory { .. }
-                    | GemmError::OutOfMemory { .. },
+                    MeasureError::TooLarge { .. }
+                    | MeasureError::InsufficientMemory { .. }
+                    | MeasureError::OutOfMemory { .. },
                 ) => {}
                 other => panic!("{c:?}: {other:?}"),
             }

@@ -5,7 +5,7 @@
 use core::arch::x86_64::{_mm_lfence, _rdtsc};
 use std::time::{Duration, Instant};
 
-use crate::stats::Sample;
+use amx_tools::Sample;
 
 /// Reads the time-stamp counter once every earlier instruction has completed locally, and before
 /// any later one starts (LFENCE on both sides of RDTSC).

@@ -1,0 +1,331 @@
+//! `amx-bench`: `amx-gemm` against the machine's roofs, measured in the same process.
+//!
+//! ```text
+//! cargo run --release -p amx-tools --bin amx-bench [-- options]
+//! ```
+//!
+//! Without a shape it runs a short demo (int8, u8s8 and bf16 on a few shapes; smaller ones on
+//! the emulator) and prints a table: time, GOP/s, percent of the host's measured tile peak,
+//! percent of the bandwidth roofline for shapes bound by reading B, and the check against the
+//! reference. All measuring is [`amx_tools::measure`]; this file parses and prints.
+//!
+//! ```text
+//! --dtype int8|u8s8|bf16   precision (default: all three)
+//! --m M --n N --k K        one shape (missing dimensions default to the others' largest)
+//! --threads T              worker threads (default: one per core)
+//! --reps R                 timed repetitions (default 5 on the silicon, 3 on the emulator)
+//! --backend hardware|emulated|trapped|auto   (default: AMX_BACKEND, else auto)
+//! --accumulate             C += A x B instead of C = A x B
+//! --json                   one JSON object per run instead of the table
+//! ```
+//!
+//! The arguments are parsed by hand: eight flags of the same `--name value` form do not need
+//! an argument-parsing dependency.
+
+use std::process::ExitCode;
+
+use amx_gemm::{Backend, DType, Gemm, Mode};
+use amx_runtime::BackendChoice;
+use amx_tools::measure::{Case, Harness, Report};
+
+#[derive(Debug, Default)]
+struct Args {
+    dtype: Option<DType>,
+    m: Option<usize>,
+    n: Option<usize>,
+    k: Option<usize>,
+    threads: usize,
+    reps: Option<usize>,
+    backend: Option<BackendChoice>,
+    accumulate: bool,
+    json: bool,
+    help: bool,
+}
+
+const USAGE: &str = "usage: amx-bench [--dtype int8|u8s8|bf16] [--m M] [--n N] [--k K] \
+                     [--threads T] [--reps R] [--backend hardware|emulated|trapped|auto] \
+                     [--accumulate] [--json]";
+
+fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut args = Args::default();
+    while let Some(flag) = words.next() {
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
+            None => (flag.clone(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| words.next())
+                .ok_or_else(|| format!("{name} needs {what}"))
+        };
+        let number = |text: String| {
+            text.parse::<usize>()
+                .map_err(|_| format!("{name}: {text:?} is not a non-negative integer"))
+        };
+        match name.as_str() {
+            "--dtype" => args.dtype = Some(value("a dtype")?.parse().map_err(|e| format!("{e}"))?),
+            "--m" => args.m = Some(number(value("a number")?)?),
+            "--n" => args.n = Some(number(value("a number")?)?),
+            "--k" => args.k = Some(number(value("a number")?)?),
+            "--threads" => args.threads = number(value("a number")?)?,
+            "--reps" => args.reps = Some(number(value("a number")?)?.max(1)),
+            "--backend" => {
+                args.backend =
+                    Some(BackendChoice::parse(&value("a backend")?).map_err(|e| e.to_string())?)
+            }
+            "--accumulate" => args.accumulate = true,
+            "--json" => args.json = true,
+            "-h" | "--help" => args.help = true,
+            _ => return Err(format!("unknown option {flag:?}\n{USAGE}")),
+        }
+    }
+    Ok(args)
+}
+
+/// The cases to run: the one shape asked for, or the demo for this backend.
+fn cases(args: &Args, backend: Backend) -> Vec<Case> {
+    let dtypes = args.dtype.map_or(DType::ALL.to_vec(), |d| vec![d]);
+    let given = [args.m, args.n, args.k];
+    let shapes: Vec<(usize, usize, usize)> = if given.iter().any(Option::is_some) {
+        let fill = given.iter().flatten().copied().max().unwrap_or(0);
+        vec![(
+            args.m.unwrap_or(fill),
+            args.n.unwrap_or(fill),
+            args.k.unwrap_or(fill),
+        )]
+    } else if backend == Backend::Hardware {
+        vec![
+            (4096, 4096, 4096),
+            (1000, 1000, 1000),
+            (1, 4096, 4096),
+            (16, 4096, 4096),
+        ]
+    } else {
+        vec![
+            (1024, 1024, 1024),
+            (1000, 1000, 1000),
+            (1, 4096, 4096),
+            (16, 4096, 4096),
+        ]
+    };
+    let reps = args
+        .reps
+        .unwrap_or(if backend == Backend::Hardware { 5 } else { 3 });
+    let mode = if args.accumulate {
+        Mode::Accumulate
+    } else {
+        Mode::Overwrite
+    };
+    let mut out = Vec::new();
+    for dtype in dtypes {
+        for &(m, n, k) in &shapes {
+            out.push(Case {
+                dtype,
+                m,
+                n,
+                k,
+                threads: args.threads,
+                reps,
+                backend: Some(backend),
+                mode,
+            });
+        }
+    }
+    out
+}
+
+fn print_header(backend: Backend, threads: usize) {
+    println!("amx-gemm on the {backend} backend, {threads} thread(s)");
+    if backend == Backend::Emulated {
+        println!(
+            "(no usable AMX hardware, or asked for the emulator: every tile instruction is \
+             emulated in software; peak and GOP/s are the emulator's)"
+        );
+    }
+    println!(
+        "{:<5} {:>16} {:>3} {:>10} {:>9} {:>9} {:>7} {:>8} {:>8}  check",
+        "dtype", "M x N x K", "thr", "median", "GOP/s", "peak", "% peak", "% B-roof", "pack"
+    );
+}
+
+fn print_row(r: &Report) {
+    let c = &r.case;
+    let roof = if r.b_bound() {
+        format!("{:.1}", 100.0 * r.gops / r.bandwidth_roofline_gops)
+    } else {
+        "-".to_owned()
+    };
+    let check = match &r.check {
+        Ok(what) => format!("ok ({what})"),
+        Err(why) => format!("FAILED: {why}"),
+    };
+    println!(
+        "{:<5} {:>16} {:>3} {:>10} {:>9.1} {:>9.1} {:>7.1} {:>8} {:>8}  {check}",
+        c.dtype.name(),
+        format!("{}x{}x{}", c.m, c.n, c.k),
+        r.threads,
+        seconds(r.median_s),
+        r.gops,
+        r.peak_gops,
+        r.percent_of_peak(),
+        roof,
+        seconds(r.pack_s),
+    );
+}
+
+fn seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("{why}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let backend = match args.backend.map_or_else(
+        || amx_runtime::backend().map_err(|e| e.to_string()),
+        |c| c.resolve().map_err(|e| e.to_string()),
+    ) {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("{why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let threads = Gemm::new().threads(args.threads).thread_count();
+    let mut harness = Harness::new();
+    if !args.json {
+        print_header(backend, threads);
+    }
+    let mut failed = false;
+    let mut reports = Vec::new();
+    for case in cases(&args, backend) {
+        match harness.run(&case) {
+            Ok(r) => {
+                failed |= r.check.is_err();
+                if args.json {
+                    match serde_json::to_string(&r) {
+                        Ok(line) => println!("{line}"),
+                        Err(e) => {
+                            failed = true;
+                            eprintln!("{} {}x{}x{}: {e}", r.case.dtype, r.case.m, r.case.n, r.case.k);
+                        }
+                    }
+                } else {
+                    print_row(&r);
+                }
+                reports.push(r);
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("{} {}x{}x{}: {e}", case.dtype, case.m, case.n, case.k);
+            }
+        }
+    }
+    if !args.json && !reports.is_empty() {
+        println!();
+        println!(
+            "peak: register-only TDP loop (4 independent C tiles, A/B loaded once, no memory), \
+             all threads at once, after a warm-up; excluded from the GEMM timings"
+        );
+        for r in &reports {
+            if r.b_bound() {
+                println!(
+                    "{} {}x{}x{}: bound by reading B: {:.1} GB/s read bandwidth -> roofline \
+                     {:.1} GOP/s",
+                    r.case.dtype,
+                    r.case.m,
+                    r.case.n,
+                    r.case.k,
+                    r.bandwidth_gbps,
+                    r.bandwidth_roofline_gops
+                );
+            }
+        }
+        let warm: Vec<String> = reports
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}x{}x{}: first run {}, {} warm-up run(s) in {}",
+                    r.case.dtype,
+                    r.case.m,
+                    r.case.n,
+                    r.case.k,
+                    seconds(r.first_run_s),
+                    r.warmup_runs,
+                    seconds(r.warmup_s)
+                )
+            })
+            .collect();
+        println!("warm-up before timing:");
+        for w in warm {
+            println!("  {w}");
+        }
+        println!(
+            "check: int8/u8s8 exact against an i32 reference; bf16 against an f64 sum of the \
+             same bf16 inputs, |err| <= gamma(ceil(K/32)+16) * (|c0| + sum|a||b|) + tiny, \
+             gamma(h) = h*2^-24/(1-h*2^-24) (derivation: amx_gemm::reference)"
+        );
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Result<Args, String> {
+        parse(text.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn parses_every_option() {
+        let a = args("--dtype bf16 --m 5 --n=6 --k 7 --threads 2 --reps 9 --backend emulated --json --accumulate")
+            .unwrap();
+        assert_eq!(a.dtype, Some(DType::Bf16));
+        assert_eq!((a.m, a.n, a.k), (Some(5), Some(6), Some(7)));
+        assert_eq!((a.threads, a.reps), (2, Some(9)));
+        assert_eq!(a.backend, Some(BackendChoice::Emulated));
+        assert!(a.json && a.accumulate);
+    }
+
+    #[test]
+    fn rejects_bad_options() {
+        assert!(args("--m").is_err());
+        assert!(args("--m -3").is_err());
+        assert!(args("--dtype fp8").is_err());
+        assert!(args("--frobnicate").is_err());
+    }
+
+    #[test]
+    fn help_is_not_an_error() {
+        assert!(args("--help").unwrap().help);
+        assert!(args("--m 3 -h").unwrap().help);
+    }
+
+    #[test]
+    fn one_shape_fills_missing_dimensions() {
+        let a = args("--m 1 --k 4096").unwrap();
+        let c = cases(&a, Backend::Emulated);
+        assert_eq!(c.len(), 3);
+        assert_eq!((c[0].m, c[0].n, c[0].k), (1, 4096, 4096));
+    }
+}

@@ -1,0 +1,891 @@
+//! Measuring the host and `amx-gemm`: the tile unit's peak, the memory bandwidth, and timed,
+//! checked GEMM runs. `amx-bench` and the GEMM benchmark are thin layers over this module.
+//!
+//! - [`Harness::peak`]: a register-only loop of tile dot products (4 independent C tiles, A and
+//!   B loaded once, no memory traffic), after a warm-up, on that many threads at once. This is
+//!   the compute roof: it includes the clock the CPU runs at under AMX load. The loop runs on
+//!   the typed tiles of a `tilecfg!` layout, the path the GEMM's full micro-tiles take (on the
+//!   silicon, unchecked instructions).
+//! - [`Harness::bandwidth`]: read GB/s of a buffer larger than L2 (at least the size of B),
+//!   each thread reading its own part, after a first pass that faults the pages in.
+//! - [`Harness::run`]: random inputs, B packed (timed separately), warm-up (the silicon wakes
+//!   its AMX unit in ~2.8 us after 5 us idle and the first tile instruction of a thread traps
+//!   once), then the median of timed repetitions, and a check against `amx_gemm::reference`.
+//!   A shape whose buffers together exceed the memory the OS reports available is refused
+//!   before anything is allocated ([`MeasureError::InsufficientMemory`]).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use amx_gemm::pack::MR;
+use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
+use amx_gemm::reference::{self, Sample as Check};
+use amx_gemm::{
+    Backend, Bf16, Blocking, DType, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision, U8S8,
+};
+use amx_runtime::{configure_typed_on, ROW_BYTES};
+use amx_test_support::{Random, SplitMix64};
+use serde::{Serialize, Serializer};
+
+use crate::stats::Sample;
+
+/// Why a measurement did not run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MeasureError {
+    /// The GEMM, the packing or the tiles of the peak loop refused or failed.
+    Gemm(GemmError),
+    /// A buffer's size in bytes does not fit the address space.
+    TooLarge {
+        /// The matrix.
+        operand: Operand,
+    },
+    /// More threads than a GEMM accepts ([`Gemm::MAX_THREADS`]).
+    TooManyThreads {
+        /// The thread count asked for.
+        requested: usize,
+        /// The largest thread count allowed.
+        max: usize,
+    },
+    /// The measuring threads could not be started.
+    ThreadPool(String),
+    /// A buffer of this many bytes could not be allocated.
+    OutOfMemory {
+        /// The size asked for, in bytes.
+        bytes: usize,
+    },
+    /// The run needs more memory than the OS reports available, checked before anything is
+    /// allocated: Linux overcommits, so a too-large run would otherwise be killed by the OOM
+    /// killer while its inputs are filled, minutes later, instead of failing at once.
+    InsufficientMemory {
+        /// Bytes the run's buffers need together.
+        needed: u64,
+        /// Bytes the OS reports available (`MemAvailable` on Linux).
+        available: u64,
+    },
+}
+
+impl fmt::Display for MeasureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MeasureError::Gemm(e) => e.fmt(f),
+            MeasureError::TooLarge { operand } => write!(f, "{operand} is too large to address"),
+            MeasureError::TooManyThreads { requested, max } => write!(
+                f,
+                "{requested} worker threads requested; at most {max} are allowed"
+            ),
+            MeasureError::ThreadPool(why) => write!(f, "cannot start the measuring threads: {why}"),
+            MeasureError::OutOfMemory { bytes } => {
+                write!(f, "cannot allocate a buffer of {bytes} bytes")
+            }
+            MeasureError::InsufficientMemory { needed, available } => {
+                let gib = |b: &u64| *b as f64 / (1u64 << 30) as f64;
+                write!(
+                    f,
+                    "the run needs {:.1} GiB of buffers; the system has {:.1} GiB available",
+                    gib(needed),
+                    gib(available)
+                )
+            }
+        }
+    }
+}
+
+// Display prints the GEMM error's own message, so the chain continues below it.
+impl std::error::Error for MeasureError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MeasureError::Gemm(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+impl From<GemmError> for MeasureError {
+    fn from(e: GemmError) -> Self {
+        MeasureError::Gemm(e)
+    }
+}
+
+/// `len` random elements of the test-data stream `seed`, or [`MeasureError::OutOfMemory`]
+/// when they cannot be allocated (a harness input may be as large as the caller asks).
+fn try_random<T: Random>(len: usize, seed: u64) -> Result<Vec<T>, MeasureError> {
+    let mut out = try_vec(len)?;
+    let mut rng = SplitMix64::new(seed);
+    out.extend((0..len).map(|_| T::from_unit(rng.unit())));
+    Ok(out)
+}
+
+/// An empty vector with room for `len` elements, or [`MeasureError::OutOfMemory`].
+fn try_vec<T>(len: usize) -> Result<Vec<T>, MeasureError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len)
+        .map_err(|_| MeasureError::OutOfMemory {
+            bytes: len.saturating_mul(std::mem::size_of::<T>()),
+        })?;
+    Ok(out)
+}
+
+/// Bytes of memory the OS can hand out without swapping (`MemAvailable` of `/proc/meminfo`),
+/// or `None` where that is not known. Read by hand: no small crate reads this one figure.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// [`MeasureError::InsufficientMemory`] when `needed` bytes exceed what the OS reports
+/// available. `try_reserve` cannot see this: Linux overcommits.
+fn check_footprint(needed: u128, available: Option<u64>) -> Result<(), MeasureError> {
+    match available {
+        Some(available) if needed > u128::from(available) => {
+            Err(MeasureError::InsufficientMemory {
+                needed: u64::try_from(needed).unwrap_or(u64::MAX),
+                available,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The thread count of a GEMM configured with `threads` (0: one per core), refused above
+/// [`Gemm::MAX_THREADS`] as a GEMM call refuses it.
+fn thread_count(threads: usize) -> Result<usize, MeasureError> {
+    let requested = Gemm::new().threads(threads).thread_count();
+    if requested > Gemm::MAX_THREADS {
+        return Err(MeasureError::TooManyThreads {
+            requested,
+            max: Gemm::MAX_THREADS,
+        });
+    }
+    Ok(requested)
+}
+
+/// The compute roof of the tile unit, measured.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Peak {
+    /// Operations per second of all threads together, in 10^9.
+    pub gops: f64,
+    /// Threads that ran the loop at once.
+    pub threads: usize,
+    /// Seconds of warm-up before timing.
+    pub warmup_s: f64,
+}
+
+/// One GEMM to time and check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    /// Precision.
+    pub dtype: DType,
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Worker threads (0: one per core).
+    pub threads: usize,
+    /// Timed repetitions (at least 1).
+    pub reps: usize,
+    /// Backend (`None`: the process's).
+    pub backend: Option<Backend>,
+    /// Overwrite or accumulate.
+    pub mode: Mode,
+}
+
+impl Case {
+    /// An upper bound of the bytes [`Harness::run`] allocates for this case (on top of what
+    /// the process already holds): A and B, packed B, C twice (the starting values and the
+    /// result), the reference check's `f64` copy of B and its per-row work, the bandwidth
+    /// buffer, every GEMM worker's packed-A block, and a margin for the small rest (thread
+    /// pools, the peak loop's operands, the report). `Harness::run` refuses a case whose bound
+    /// exceeds the memory available before it allocates anything.
+    ///
+    /// # Errors
+    /// [`MeasureError::TooLarge`] when a buffer's size overflows,
+    /// [`MeasureError::TooManyThreads`] for a thread count a GEMM refuses.
+    pub fn footprint(&self) -> Result<u128, MeasureError> {
+        match self.dtype {
+            DType::Int8 => self.footprint_of::<Int8>(),
+            DType::U8S8 => self.footprint_of::<U8S8>(),
+            DType::Bf16 => self.footprint_of::<Bf16>(),
+        }
+    }
+
+    fn footprint_of<P: Precision>(&self) -> Result<u128, MeasureError> {
+        use std::mem::size_of;
+        let Case { m, n, k, .. } = *self;
+        let threads = thread_count(self.threads)?;
+        // Every product of two `usize` fits u128; sums of a few of them too. Three factors
+        // could not, so each is checked.
+        let bytes = |elements: u128, size: usize, operand| {
+            elements
+                .checked_mul(size as u128)
+                .ok_or(MeasureError::TooLarge { operand })
+        };
+        let (m, n, k) = (m as u128, n as u128, k as u128);
+        let a = bytes(m * k, size_of::<P::A>(), Operand::A)?;
+        let b = bytes(k * n, size_of::<P::B>(), Operand::B)?;
+        // Its one documented error: the packed size does not fit the address space.
+        let packed = PackedB::<P>::bytes_for(self.k, self.n).map_err(|_| MeasureError::TooLarge {
+            operand: Operand::B,
+        })? as u128;
+        let c = bytes(m * n, size_of::<P::C>(), Operand::C)?;
+        // The reference: B widened to f64, and per checked row its results and magnitudes,
+        // the list of columns and the rows' column lists (`reference::verify`).
+        let check = bytes(k * n, size_of::<f64>(), Operand::B)? + 32 * (m + n) + (64 << 10);
+        let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
+        // Each GEMM worker's packed-A block: at most `mc` rows of `kc` k-steps for its full
+        // micro-rows, and one micro-panel (MR rows) of all of K for a last micro-row of its
+        // own. Calls use the default blocking. `tests/footprint.rs` holds the GEMM to this.
+        let blocking = Blocking::DEFAULT;
+        let steps = self.k.div_ceil(P::DTYPE.k_per_step()) as u128;
+        let rows = m.min(blocking.mc as u128);
+        let per_worker = (rows * steps.min(blocking.kc_steps as u128) + MR as u128 * steps)
+            .checked_mul(ROW_BYTES as u128)
+            .ok_or(MeasureError::TooLarge {
+                operand: Operand::A,
+            })?;
+        let scratch = per_worker * threads as u128;
+        Ok(a + b + packed + 2 * c + check + bandwidth + scratch + MARGIN)
+    }
+}
+
+/// What a run allocates besides its buffers (pools, the peak loop's operands, the report).
+const MARGIN: u128 = 4 << 20;
+
+/// What [`Harness::run`] measured for one [`Case`]. Serializes as one flat JSON object (see
+/// the `Serialize` impl), the line `amx-bench --json` prints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The case run.
+    pub case: Case,
+    /// Threads used.
+    pub threads: usize,
+    /// Backend the tiles ran on.
+    pub backend: Backend,
+    /// Seconds to pack B (not part of the multiply's time).
+    pub pack_s: f64,
+    /// Median seconds of one multiply.
+    pub median_s: f64,
+    /// Fastest multiply.
+    pub min_s: f64,
+    /// `2 m n k / median_s`, in 10^9 per second.
+    pub gops: f64,
+    /// The measured compute roof for this precision, backend and thread count.
+    pub peak_gops: f64,
+    /// Read bandwidth of a buffer the size of B (at least 8 MiB), GB/s.
+    pub bandwidth_gbps: f64,
+    /// `bandwidth x (2 m n k) / bytes of B`: the rate if reading B once were the limit.
+    pub bandwidth_roofline_gops: f64,
+    /// The lesser of the compute peak and the bandwidth roofline.
+    pub roofline_gops: f64,
+    /// Multiplies run before timing.
+    pub warmup_runs: usize,
+    /// Seconds they took.
+    pub warmup_s: f64,
+    /// Seconds of the very first multiply (thread start, configuration loads, first-use trap).
+    pub first_run_s: f64,
+    /// LDTILECFGs issued by the timed runs, all together (0 when every worker already held its
+    /// configurations).
+    pub timed_loads: u64,
+    /// `Ok(what was compared)` or the mismatch / error.
+    pub check: Result<String, String>,
+}
+
+impl Report {
+    /// Whether reading B bounds this shape: the bandwidth roofline is below the compute peak.
+    pub fn b_bound(&self) -> bool {
+        self.bandwidth_roofline_gops < self.peak_gops
+    }
+
+    /// `gops` as a percentage of the compute peak.
+    pub fn percent_of_peak(&self) -> f64 {
+        100.0 * self.gops / self.peak_gops
+    }
+
+    /// `gops` as a percentage of the roofline (the lesser roof).
+    pub fn percent_of_roofline(&self) -> f64 {
+        100.0 * self.gops / self.roofline_gops
+    }
+}
+
+/// The JSON form of a [`Report`]: the case's fields and the figures side by side, names
+/// stable for scripts (`scripts/silicon-check` reads them). Non-finite figures print as
+/// `null`.
+#[derive(Serialize)]
+struct Record<'a> {
+    dtype: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    backend: String,
+    mode: &'static str,
+    reps: usize,
+    median_s: f64,
+    min_s: f64,
+    gops: f64,
+    peak_gops: f64,
+    bandwidth_gbps: f64,
+    bandwidth_roofline_gops: f64,
+    roofline_gops: f64,
+    percent_of_peak: f64,
+    percent_of_roofline: f64,
+    b_bound: bool,
+    pack_s: f64,
+    warmup_runs: usize,
+    warmup_s: f64,
+    first_run_s: f64,
+    timed_tile_config_loads: u64,
+    /// `"ok"`, or what failed.
+    check: &'a str,
+    /// What was compared, when the check passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check_detail: Option<&'a str>,
+}
+
+impl Serialize for Report {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let c = &self.case;
+        let (check, check_detail) = match &self.check {
+            Ok(what) => ("ok", Some(what.as_str())),
+            Err(why) => (why.as_str(), None),
+        };
+        Record {
+            dtype: c.dtype.name(),
+            m: c.m,
+            n: c.n,
+            k: c.k,
+            threads: self.threads,
+            backend: self.backend.to_string(),
+            mode: match c.mode {
+                Mode::Overwrite => "overwrite",
+                Mode::Accumulate => "accumulate",
+            },
+            reps: c.reps,
+            median_s: self.median_s,
+            min_s: self.min_s,
+            gops: self.gops,
+            peak_gops: self.peak_gops,
+            bandwidth_gbps: self.bandwidth_gbps,
+            bandwidth_roofline_gops: self.bandwidth_roofline_gops,
+            roofline_gops: self.roofline_gops,
+            percent_of_peak: self.percent_of_peak(),
+            percent_of_roofline: self.percent_of_roofline(),
+            b_bound: self.b_bound(),
+            pack_s: self.pack_s,
+            warmup_runs: self.warmup_runs,
+            warmup_s: self.warmup_s,
+            first_run_s: self.first_run_s,
+            timed_tile_config_loads: self.timed_loads,
+            check,
+            check_detail,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Measures and caches the host's roofs, and times GEMM cases against them.
+#[derive(Debug)]
+pub struct Harness {
+    peaks: HashMap<(DType, usize, Backend), Peak>,
+    bandwidths: HashMap<(usize, usize), f64>,
+    /// The measuring threads of the peak loop and the bandwidth, per thread count.
+    pools: HashMap<usize, Arc<ThreadPool>>,
+    /// How long the peak loop runs after its warm-up, per measurement.
+    pub peak_time: Duration,
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Harness::new()
+    }
+}
+
+/// Buffers smaller than this are not used for the bandwidth roof: it must exceed the L2 of
+/// every core (2 MiB on Sapphire Rapids).
+pub const MIN_BANDWIDTH_BYTES: usize = 8 << 20;
+
+impl Harness {
+    /// A harness with nothing measured yet.
+    pub fn new() -> Harness {
+        Harness {
+            peaks: HashMap::new(),
+            bandwidths: HashMap::new(),
+            pools: HashMap::new(),
+            peak_time: Duration::from_millis(200),
+        }
+    }
+
+    /// `threads` measuring threads (more than one), started once and kept.
+    fn pool(&mut self, threads: usize) -> Result<Arc<ThreadPool>, MeasureError> {
+        if let Some(pool) = self.pools.get(&threads) {
+            return Ok(Arc::clone(pool));
+        }
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("amx-measure-{i}"))
+            .build()
+            .map_err(|e| MeasureError::ThreadPool(e.to_string()))?;
+        let pool = Arc::new(pool);
+        self.pools.insert(threads, Arc::clone(&pool));
+        Ok(pool)
+    }
+
+    /// The tile unit's peak for `dtype` on `threads` threads (0: one per core) and `backend`
+    /// (`None`: the process's), measured once and cached.
+    pub fn peak(
+        &mut self,
+        dtype: DType,
+        threads: usize,
+        backend: Option<Backend>,
+    ) -> Result<Peak, MeasureError> {
+        let threads = thread_count(threads)?;
+        let backend = options(threads, backend).resolved_backend()?;
+        if let Some(p) = self.peaks.get(&(dtype, threads, backend)) {
+            return Ok(*p);
+        }
+        let time = self.peak_time;
+        let warmup = match backend {
+            Backend::Hardware => Duration::from_millis(50),
+            Backend::Emulated => Duration::from_millis(10),
+        };
+        let run = || peak_worker(dtype, backend, warmup, time);
+        let results: Vec<Result<(f64, f64), MeasureError>> = if threads == 1 {
+            vec![run()]
+        } else {
+            self.pool(threads)?.broadcast(|_| run())
+        };
+        let mut peak = Peak {
+            gops: 0.0,
+            threads,
+            warmup_s: 0.0,
+        };
+        for r in results {
+            let (ops_per_s, warm) = r?;
+            peak.gops += ops_per_s / 1e9;
+            peak.warmup_s = peak.warmup_s.max(warm);
+        }
+        self.peaks.insert((dtype, threads, backend), peak);
+        Ok(peak)
+    }
+
+    /// Read bandwidth in GB/s of a buffer of `bytes` (at least [`MIN_BANDWIDTH_BYTES`]) by
+    /// `threads` threads (0: one per core), each reading its own part; the median of 7 passes
+    /// after one that faults the pages in. Cached per size and thread count.
+    ///
+    /// A buffer that cannot be allocated is [`MeasureError::OutOfMemory`] (the check cannot
+    /// see memory the system overcommits: ask for what the machine has).
+    pub fn bandwidth(&mut self, bytes: usize, threads: usize) -> Result<f64, MeasureError> {
+        let threads = thread_count(threads)?;
+        let bytes = bytes.max(MIN_BANDWIDTH_BYTES);
+        if let Some(&bw) = self.bandwidths.get(&(bytes, threads)) {
+            return Ok(bw);
+        }
+        let pool = if threads > 1 {
+            Some(self.pool(threads)?)
+        } else {
+            None
+        };
+        let words = bytes / 8;
+        let mut buffer: Vec<u64> = try_vec(words).map_err(|_| MeasureError::OutOfMemory { bytes })?;
+        buffer.extend(0..words as u64);
+        // `words * (i + 1)` cannot overflow: the buffer holds `words` u64, and `i < threads`
+        // is at most `Gemm::MAX_THREADS`, far below 8.
+        let part = |i: usize| &buffer[words * i / threads..words * (i + 1) / threads];
+        let pass = || -> f64 {
+            let start = Instant::now();
+            let sums = match &pool {
+                Some(pool) => pool.broadcast(|ctx| read_all(part(ctx.index()))),
+                None => vec![read_all(part(0))],
+            };
+            black_box(sums);
+            start.elapsed().as_secs_f64()
+        };
+        pass();
+        let times: Vec<f64> = (0..7).map(|_| pass()).collect();
+        let median = Sample::of(&times).map_or(f64::NAN, |s| s.median);
+        let bw = (words * 8) as f64 / median / 1e9;
+        self.bandwidths.insert((bytes, threads), bw);
+        Ok(bw)
+    }
+
+    /// Times and checks one case (see the [module docs](self)).
+    pub fn run(&mut self, case: &Case) -> Result<Report, MeasureError> {
+        match case.dtype {
+            DType::Int8 => self.run_typed::<Int8>(case),
+            DType::U8S8 => self.run_typed::<U8S8>(case),
+            DType::Bf16 => self.run_typed::<Bf16>(case),
+        }
+    }
+
+    fn run_typed<P: Precision>(&mut self, case: &Case) -> Result<Report, MeasureError>
+    where
+        P::A: Random,
+        P::B: Random,
+        P::C: Random,
+    {
+        let Case { m, n, k, .. } = *case;
+        let gemm = options(case.threads, case.backend).mode(case.mode);
+        let threads = thread_count(case.threads)?;
+        let backend = gemm.resolved_backend()?;
+        // Sizes checked before anything is allocated, and every allocation fallible.
+        let elements = |rows: usize, cols: usize, operand| {
+            rows.checked_mul(cols)
+                .ok_or(MeasureError::TooLarge { operand })
+        };
+        let (a_len, b_len, c_len) = (
+            elements(m, k, Operand::A)?,
+            elements(k, n, Operand::B)?,
+            elements(m, n, Operand::C)?,
+        );
+        check_footprint(case.footprint()?, available_memory())?;
+        let a: Vec<P::A> = try_random(a_len, 1)?;
+        let b: Vec<P::B> = try_random(b_len, 2)?;
+        let c0: Vec<P::C> = match case.mode {
+            Mode::Overwrite => {
+                let mut c0 = try_vec(c_len)?;
+                c0.resize(c_len, P::C::default());
+                c0
+            }
+            Mode::Accumulate => try_random(c_len, 3)?,
+        };
+
+        let start = Instant::now();
+        let packed = PackedB::<P>::pack(&b, k, n, n)?;
+        let pack_s = start.elapsed().as_secs_f64();
+
+        // Warm-up: the first run pays thread start, configuration loads and the first-use trap;
+        // on the silicon keep going until the unit is awake and the clock has settled.
+        let mut c = try_vec(c_len)?;
+        c.extend_from_slice(&c0);
+        let start = Instant::now();
+        gemm.run(m, &a, k, &packed, &mut c, n)?;
+        let first_run_s = start.elapsed().as_secs_f64();
+        let (min_runs, min_time) = match backend {
+            Backend::Hardware => (3, 0.05),
+            Backend::Emulated => (1, 0.0),
+        };
+        let mut warmup_runs = 1;
+        while warmup_runs < min_runs || start.elapsed().as_secs_f64() < min_time {
+            if warmup_runs >= 1000 {
+                break;
+            }
+            gemm.run(m, &a, k, &packed, &mut c, n)?;
+            warmup_runs += 1;
+        }
+        let warmup_s = start.elapsed().as_secs_f64();
+
+        // Not `with_capacity(reps)`: `reps` may be anything, and grows only as runs finish.
+        let mut times = Vec::new();
+        let mut timed_loads = 0;
+        for _ in 0..case.reps.max(1) {
+            let start = Instant::now();
+            let stats = gemm.run(m, &a, k, &packed, &mut c, n)?;
+            times.push(start.elapsed().as_secs_f64());
+            timed_loads += stats.loads();
+        }
+        let (median_s, min_s) = Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
+
+        // The check: one more run from c0, compared with the reference.
+        c.copy_from_slice(&c0);
+        gemm.run(m, &a, k, &packed, &mut c, n)?;
+        let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
+            Check::All
+        } else {
+            Check::Some(4096)
+        };
+        let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
+        let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)
+            .map(|v| match P::DTYPE {
+                DType::Bf16 => format!("within the bf16 bound, {v}"),
+                _ => format!("exact, {v}"),
+            })
+            .map_err(|e| e.to_string());
+
+        let ops = 2.0 * m as f64 * n as f64 * k as f64;
+        let gops = ops / median_s / 1e9;
+        let peak = self.peak(case.dtype, threads, Some(backend))?;
+        let b_bytes = b_len * case.dtype.input_bytes();
+        let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
+        let bandwidth_roofline_gops = if b_bytes == 0 {
+            f64::INFINITY
+        } else {
+            bandwidth_gbps * ops / b_bytes as f64
+        };
+        Ok(Report {
+            case: *case,
+            threads,
+            backend,
+            pack_s,
+            median_s,
+            min_s,
+            gops,
+            peak_gops: peak.gops,
+            bandwidth_gbps,
+            bandwidth_roofline_gops,
+            roofline_gops: peak.gops.min(bandwidth_roofline_gops),
+            warmup_runs,
+            warmup_s,
+            first_run_s,
+            timed_loads,
+            check,
+        })
+    }
+}
+
+fn options(threads: usize, backend: Option<Backend>) -> Gemm {
+    let gemm = Gemm::new().threads(threads);
+    match backend {
+        Some(b) => gemm.backend(b),
+        None => gemm,
+    }
+}
+
+/// Sums a slice so that the compiler cannot skip the reads; vectorized with AVX2 where the CPU
+/// has it.
+fn read_all(words: &[u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { read_all_avx2(words) };
+    }
+    read_all_generic(words)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn read_all_avx2(words: &[u64]) -> u64 {
+    read_all_generic(words)
+}
+
+#[inline(always)]
+fn read_all_generic(words: &[u64]) -> u64 {
+    let mut acc = [0u64; 16];
+    let mut chunks = words.chunks_exact(16);
+    for chunk in &mut chunks {
+        for (a, w) in acc.iter_mut().zip(chunk) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    let tail: u64 = chunks.remainder().iter().fold(0, |s, w| s.wrapping_add(*w));
+    acc.iter().fold(tail, |s, a| s.wrapping_add(*a))
+}
+
+/// The peak loop's layouts: the GEMM's 2x2 register tile (four C tiles, two A, two B), one
+/// per precision, as a user of `amx-runtime` declares it.
+mod layouts {
+    use amx_runtime::tilecfg;
+
+    tilecfg! {
+        /// TDPBSSD: i8 x i8 into i32.
+        pub(super) struct Int8Peak;
+        palette 1;
+        t0 as c00: 16x16 i32;
+        t1 as c01: 16x16 i32;
+        t2 as c10: 16x16 i32;
+        t3 as c11: 16x16 i32;
+        t4 as a0: 16x64 i8;
+        t5 as a1: 16x64 i8;
+        t6 as b0: 16x64 i8;
+        t7 as b1: 16x64 i8;
+    }
+
+    tilecfg! {
+        /// TDPBUSD: u8 x i8 into i32.
+        pub(super) struct U8S8Peak;
+        palette 1;
+        t0 as c00: 16x16 i32;
+        t1 as c01: 16x16 i32;
+        t2 as c10: 16x16 i32;
+        t3 as c11: 16x16 i32;
+        t4 as a0: 16x64 u8;
+        t5 as a1: 16x64 u8;
+        t6 as b0: 16x64 i8;
+        t7 as b1: 16x64 i8;
+    }
+
+    tilecfg! {
+        /// TDPBF16PS: bf16 x bf16 into f32.
+        pub(super) struct Bf16Peak;
+        palette 1;
+        t0 as c00: 16x16 f32;
+        t1 as c01: 16x16 f32;
+        t2 as c10: 16x16 f32;
+        t3 as c11: 16x16 f32;
+        t4 as a0: 16x32 bf16;
+        t5 as a1: 16x32 bf16;
+        t6 as b0: 16x32 bf16;
+        t7 as b1: 16x32 bf16;
+    }
+}
+
+/// One thread's peak loop for one layout: ops per second and the warm-up time. The operands
+/// are random data like the GEMM's own (the emulator's speed depends on the data: bf16
+/// denormals take its slow path, so a peak measured on other data would not be a roof).
+macro_rules! peak_loop {
+    ($name:ident, $layout:ident, $dot:ident, $a:ty, $b:ty) => {
+        fn $name(
+            backend: Backend,
+            warmup: Duration,
+            time: Duration,
+            ops_per_tdp: u64,
+        ) -> Result<(f64, f64), MeasureError> {
+            use layouts::$layout as L;
+            // Two tiles of A and two of B, 16 rows of 64 bytes each; allocated before the
+            // configuration, as a kernel does.
+            let row = ROW_BYTES / std::mem::size_of::<$a>();
+            let a: Vec<$a> = try_random(2 * 16 * row, 7)?;
+            let b: Vec<$b> = try_random(2 * 16 * row, 8)?;
+            let tile = 16 * row;
+            let mut tiles = configure_typed_on::<L>(backend).map_err(GemmError::from)?;
+            let mut load = || -> Result<(), amx_runtime::Fault> {
+                tiles.load(L::a0, &a[..tile], row)?;
+                tiles.load(L::a1, &a[tile..], row)?;
+                tiles.load(L::b0, &b[..tile], row)?;
+                tiles.load(L::b1, &b[tile..], row)?;
+                Ok(())
+            };
+            load().map_err(GemmError::from)?;
+            tiles.zero(L::c00);
+            tiles.zero(L::c01);
+            tiles.zero(L::c10);
+            tiles.zero(L::c11);
+            let mut round = |n: u64| {
+                for _ in 0..n {
+                    tiles.$dot(L::c00, L::a0, L::b0);
+                    tiles.$dot(L::c01, L::a0, L::b1);
+                    tiles.$dot(L::c10, L::a1, L::b0);
+                    tiles.$dot(L::c11, L::a1, L::b1);
+                }
+            };
+            let start = Instant::now();
+            let mut batch = 1u64;
+            while start.elapsed() < warmup {
+                round(batch);
+                batch = (batch * 2).min(4096);
+            }
+            let warm = start.elapsed().as_secs_f64();
+            // Batches of about 1 ms between clock reads.
+            let mut rounds = 0u64;
+            let start = Instant::now();
+            while start.elapsed() < time {
+                round(batch);
+                rounds += batch;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            drop(tiles);
+            // A measuring thread keeps no tile state (the OS would save and restore it on
+            // every switch); a failure here changes no figure, so it is not reported.
+            let _ = amx_runtime::release_on(backend);
+            let ops_done = rounds as f64 * 4.0 * ops_per_tdp as f64;
+            Ok((ops_done / secs, warm))
+        }
+    };
+}
+
+peak_loop!(peak_int8, Int8Peak, tdpbssd, i8, i8);
+peak_loop!(peak_u8s8, U8S8Peak, tdpbusd, u8, i8);
+peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, amx_gemm::bf16, amx_gemm::bf16);
+
+/// One thread's peak loop: ops per second and the warm-up time.
+fn peak_worker(
+    dtype: DType,
+    backend: Backend,
+    warmup: Duration,
+    time: Duration,
+) -> Result<(f64, f64), MeasureError> {
+    let ops = dtype.ops_per_tdp();
+    match dtype {
+        DType::Int8 => peak_int8(backend, warmup, time, ops),
+        DType::U8S8 => peak_u8s8(backend, warmup, time, ops),
+        DType::Bf16 => peak_bf16(backend, warmup, time, ops),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footprint_is_checked_against_available_memory() {
+        assert_eq!(check_footprint(u128::MAX, None), Ok(()));
+        assert_eq!(check_footprint(100, Some(100)), Ok(()));
+        assert_eq!(
+            check_footprint(101, Some(100)),
+            Err(MeasureError::InsufficientMemory {
+                needed: 101,
+                available: 100
+            })
+        );
+        assert_eq!(
+            check_footprint(u128::MAX, Some(7)),
+            Err(MeasureError::InsufficientMemory {
+                needed: u64::MAX,
+                available: 7
+            })
+        );
+        let text = check_footprint(3 << 30, Some(1 << 30))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            text,
+            "the run needs 3.0 GiB of buffers; the system has 1.0 GiB available"
+        );
+        if cfg!(target_os = "linux") {
+            assert!(available_memory().is_some_and(|b| b > 0));
+        }
+    }
+
+    #[test]
+    fn read_all_sums() {
+        let v: Vec<u64> = (0..1000).collect();
+        assert_eq!(read_all(&v), 999 * 1000 / 2);
+    }
+
+    #[test]
+    fn the_peak_runs_on_every_precision() {
+        let mut harness = Harness::new();
+        harness.peak_time = Duration::from_millis(5);
+        for dtype in DType::ALL {
+            let peak = harness.peak(dtype, 1, Some(Backend::Emulated)).unwrap();
+            assert!(peak.gops > 0.0 && peak.gops.is_finite(), "{dtype}: {peak:?}");
+            assert_eq!(peak.threads, 1);
+        }
+        let two = harness
+            .peak(DType::Int8, 2, Some(Backend::Emulated))
+            .unwrap();
+        assert_eq!(two.threads, 2);
+    }
+
+    #[test]
+    fn the_report_serializes_flat() {
+        let mut harness = Harness::new();
+        harness.peak_time = Duration::from_millis(1);
+        let case = Case {
+            dtype: DType::U8S8,
+            m: 3,
+            n: 5,
+            k: 7,
+            threads: 1,
+            reps: 2,
+            backend: Some(Backend::Emulated),
+            mode: Mode::Accumulate,
+        };
+        let report = harness.run(&case).unwrap();
+        let json: serde_json::Value = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["dtype"], "u8s8");
+        assert_eq!((json["m"].as_u64(), json["k"].as_u64()), (Some(3), Some(7)));
+        assert_eq!(json["backend"], "emulated");
+        assert_eq!(json["mode"], "accumulate");
+        assert_eq!(json["check"], "ok");
+        assert!(json["check_detail"].as_str().unwrap().starts_with("exact"));
+        assert!(json["gops"].as_f64().unwrap() > 0.0);
+        // A tiny B is far below the bandwidth roof's buffer, so the peak bounds it.
+        assert_eq!(json["b_bound"], false);
+    }
+}
