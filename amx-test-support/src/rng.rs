@@ -15,6 +15,10 @@ pub fn splitmix(state: u64) -> u64 {
 }
 
 /// A SplitMix64 stream from a seed.
+///
+/// Its first output is the reference generator's; after that each state is the previous
+/// output (not the reference's state plus the increment), so the stream is the reference's only
+/// at its first value. It stays so: seeds recorded with failures replay these exact streams.
 #[derive(Clone, Debug)]
 pub struct SplitMix64 {
     state: u64,
@@ -41,6 +45,27 @@ impl SplitMix64 {
     /// `len` random bytes.
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+
+    /// Fills `buf` with the bytes [`bytes`](SplitMix64::bytes) would give.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for byte in buf {
+            *byte = self.next_u64() as u8;
+        }
+    }
+
+    /// A value in `0..n` (`n` > 0; the slight modulo bias is of no matter for test data).
+    ///
+    /// # Panics
+    ///
+    /// When `n` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// `true` with a probability of `percent` in 100.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
     }
 }
 
@@ -127,5 +152,22 @@ mod tests {
         assert_ne!(random::<u8>(64, 11), random::<u8>(64, 12));
         // The published SplitMix64 reference output for seed 0.
         assert_eq!(SplitMix64::new(0).next_u64(), 0xE220_A839_7B1D_CDAF);
+        // The state after it is that output: the stream recorded seeds replay.
+        let mut rng = SplitMix64::new(0);
+        rng.next_u64();
+        assert_eq!(rng.next_u64(), splitmix(0xE220_A839_7B1D_CDAF));
+    }
+
+    #[test]
+    fn fill_gives_the_bytes_of_the_stream() {
+        let mut buf = [0u8; 37];
+        SplitMix64::new(5).fill(&mut buf);
+        assert_eq!(buf.to_vec(), SplitMix64::new(5).bytes(37));
+        let mut rng = SplitMix64::new(9);
+        let draws: Vec<u64> = (0..1000).map(|_| rng.below(7)).collect();
+        assert!(draws.iter().all(|&d| d < 7) && (0..7).all(|v| draws.contains(&v)));
+        let mut rng = SplitMix64::new(9);
+        let hits = (0..10_000).filter(|_| rng.chance(30)).count();
+        assert!((2_500..3_500).contains(&hits), "{hits}");
     }
 }
