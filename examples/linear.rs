@@ -374,7 +374,10 @@ mod tests {
         let line = serde_json::to_string(&r.record()).unwrap();
         let j: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(j["dtype"], "u8s8");
-        assert_eq!((j["m"].as_u64(), j["n"].as_u64(), j["k"].as_u64()), (Some(1), Some(2), Some(3)));
+        assert_eq!(
+            (j["m"].as_u64(), j["n"].as_u64(), j["k"].as_u64()),
+            (Some(1), Some(2), Some(3))
+        );
         assert_eq!(j["backend"], "emulated");
         assert_eq!(j["threads"], 2);
         let gops = j["gops"].as_f64().unwrap();
@@ -382,7 +385,10 @@ mod tests {
         assert!((j["plain_gemm_gops"].as_f64().unwrap() - 0.012).abs() < 1e-12);
         assert!((j["epilogue_overhead"].as_f64().unwrap() - 0.1).abs() < 1e-9);
         assert_eq!(j["check"], "FAILED: a \"quoted\" reason");
-        assert!(line.contains(r#""check":"FAILED: a \"quoted\" reason""#), "{line}");
+        assert!(
+            line.contains(r#""check":"FAILED: a \"quoted\" reason""#),
+            "{line}"
+        );
     }
 
     #[test]

@@ -92,15 +92,15 @@ pub enum GemmError {
         /// The largest thread count allowed.
         max: usize,
     },
-    /// A buffer of this many bytes could not be allocated (the measuring harness's own
-    /// buffers; see [`measure`](crate::measure)).
+    /// A buffer of this many bytes could not be allocated (column sums, an epilogue's work
+    /// buffers).
     OutOfMemory {
         /// The size asked for, in bytes (`usize::MAX` when the size itself overflowed).
         bytes: usize,
     },
-    /// A measured run needs more memory than the machine has available, checked before
-    /// anything is allocated (an allocation the OS overcommits would otherwise end in the
-    /// OOM killer while the inputs are being filled; see [`measure`](crate::measure)).
+    /// A run needs more memory than the machine has available, checked before anything is
+    /// allocated (an allocation the OS overcommits would otherwise end in the OOM killer while
+    /// the inputs are being filled).
     InsufficientMemory {
         /// Bytes the run's buffers need together.
         needed: u64,

@@ -73,14 +73,6 @@ impl AlignedBytes {
         Some(AlignedBytes { lines, len })
     }
 
-    /// `len` zero bytes (for small, fixed sizes).
-    pub(crate) fn zeroed(len: usize) -> AlignedBytes {
-        AlignedBytes {
-            lines: vec![Line([0; 64]); len.div_ceil(64)],
-            len,
-        }
-    }
-
     /// Grows to at least `len` bytes (new bytes are zero), keeping the contents; `None` when
     /// the allocation fails.
     pub(crate) fn reserve_len(&mut self, len: usize) -> Option<()> {

@@ -24,7 +24,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Sample as Check};
 use amx_gemm::{
-    Backend, Bf16, Blocking, DType, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision, U8S8,
+    bf16, Backend, Bf16, Blocking, DType, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
+    U8S8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -230,9 +231,10 @@ impl Case {
         let a = bytes(m * k, size_of::<P::A>(), Operand::A)?;
         let b = bytes(k * n, size_of::<P::B>(), Operand::B)?;
         // Its one documented error: the packed size does not fit the address space.
-        let packed = PackedB::<P>::bytes_for(self.k, self.n).map_err(|_| MeasureError::TooLarge {
-            operand: Operand::B,
-        })? as u128;
+        let packed =
+            PackedB::<P>::bytes_for(self.k, self.n).map_err(|_| MeasureError::TooLarge {
+                operand: Operand::B,
+            })? as u128;
         let c = bytes(m * n, size_of::<P::C>(), Operand::C)?;
         // The reference: B widened to f64, and per checked row its results and magnitudes,
         // the list of columns and the rows' column lists (`reference::verify`).
@@ -492,7 +494,8 @@ impl Harness {
             None
         };
         let words = bytes / 8;
-        let mut buffer: Vec<u64> = try_vec(words).map_err(|_| MeasureError::OutOfMemory { bytes })?;
+        let mut buffer: Vec<u64> =
+            try_vec(words).map_err(|_| MeasureError::OutOfMemory { bytes })?;
         buffer.extend(0..words as u64);
         // `words * (i + 1)` cannot overflow: the buffer holds `words` u64, and `i < threads`
         // is at most `Gemm::MAX_THREADS`, far below 8.
@@ -589,7 +592,8 @@ impl Harness {
             times.push(start.elapsed().as_secs_f64());
             timed_loads += stats.loads();
         }
-        let (median_s, min_s) = Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
+        let (median_s, min_s) =
+            Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
 
         // The check: one more run from c0, compared with the reference.
         c.copy_from_slice(&c0);
@@ -790,7 +794,7 @@ macro_rules! peak_loop {
 
 peak_loop!(peak_int8, Int8Peak, tdpbssd, i8, i8);
 peak_loop!(peak_u8s8, U8S8Peak, tdpbusd, u8, i8);
-peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, amx_gemm::bf16, amx_gemm::bf16);
+peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, bf16, bf16);
 
 /// One thread's peak loop: ops per second and the warm-up time.
 fn peak_worker(
@@ -853,7 +857,10 @@ mod tests {
         harness.peak_time = Duration::from_millis(5);
         for dtype in DType::ALL {
             let peak = harness.peak(dtype, 1, Some(Backend::Emulated)).unwrap();
-            assert!(peak.gops > 0.0 && peak.gops.is_finite(), "{dtype}: {peak:?}");
+            assert!(
+                peak.gops > 0.0 && peak.gops.is_finite(),
+                "{dtype}: {peak:?}"
+            );
             assert_eq!(peak.threads, 1);
         }
         let two = harness

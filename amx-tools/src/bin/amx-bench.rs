@@ -222,7 +222,10 @@ fn main() -> ExitCode {
                         Ok(line) => println!("{line}"),
                         Err(e) => {
                             failed = true;
-                            eprintln!("{} {}x{}x{}: {e}", r.case.dtype, r.case.m, r.case.n, r.case.k);
+                            eprintln!(
+                                "{} {}x{}x{}: {e}",
+                                r.case.dtype, r.case.m, r.case.n, r.case.k
+                            );
                         }
                     }
                 } else {

@@ -41,9 +41,7 @@ impl TrapRow {
             emulator,
             first,
             repeat,
-            repeat_over_emulator: repeat
-                .zip(emulator)
-                .map(|(r, e)| r.median / e.median),
+            repeat_over_emulator: repeat.zip(emulator).map(|(r, e)| r.median / e.median),
         }
     }
 }
