@@ -361,7 +361,7 @@ fn start_row_cleared(mut config: [u8; 64]) -> [u8; 64] {
 
 /// docs/semantics.md section 9: the integer dot product of the tiles in `s`, C += A x B, wrapping.
 fn int8_reference(s: &State, kind: u8, (c, a, b): (u8, u8, u8)) -> [u8; 1024] {
-    let shape = |t: u8| image::shape(&s.config, t as usize);
+    let shape = |t: u8| image::shape(&s.config, t);
     let (m_rows, n, k) = (
         shape(c).rows as usize,
         shape(c).colsb as usize / 4,
@@ -598,7 +598,7 @@ fn step(emu: &mut Emulator, op: &Op) -> Result<bool, TestCaseError> {
                 "T4: start_row"
             );
             untouched_except(Some(t))?;
-            let shape = image::shape(&before.config, t as usize);
+            let shape = image::shape(&before.config, t);
             let start = before.config[image::START_ROW] as usize;
             let (rows, colsb) = (shape.rows as usize, shape.colsb as usize);
             let tile = &after.tiles[t as usize];
@@ -636,7 +636,7 @@ fn step(emu: &mut Emulator, op: &Op) -> Result<bool, TestCaseError> {
                 "W3: start_row"
             );
             untouched_except(None)?;
-            let shape = image::shape(&before.config, t as usize);
+            let shape = image::shape(&before.config, t);
             let start = before.config[image::START_ROW] as usize;
             let (rows, colsb) = (shape.rows as usize, shape.colsb as usize);
             let mut expected = memory_before.clone();
@@ -658,7 +658,7 @@ fn step(emu: &mut Emulator, op: &Op) -> Result<bool, TestCaseError> {
                 "D3: start_row"
             );
             untouched_except(Some(c))?;
-            let shape = image::shape(&before.config, c as usize);
+            let shape = image::shape(&before.config, c);
             let (m_rows, colsb) = (shape.rows as usize, shape.colsb as usize);
             let ct = &after.tiles[c as usize];
             for r in 0..16 {

@@ -221,7 +221,7 @@ proptest! {
         let mut builder = TileConfig::builder().palette(1).start_row(start_row);
         for (t, shape) in shapes.iter().enumerate() {
             if let Some(shape) = shape {
-                builder = builder.tile(t, shape.rows, shape.colsb);
+                builder = builder.tile(t as u8, shape.rows, shape.colsb);
             }
         }
         let built = builder.build();

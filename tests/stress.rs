@@ -49,10 +49,10 @@ impl Kernel {
         (filler, filler_rows): (usize, u8),
     ) -> Kernel {
         let config = TileConfig::builder()
-            .tile(c as usize, m as u8, 4 * n as u16)
-            .tile(a as usize, m as u8, 4 * k as u16)
-            .tile(b as usize, k as u8, 4 * n as u16)
-            .tile(filler, filler_rows, 64)
+            .tile(c, m as u8, 4 * n as u16)
+            .tile(a, m as u8, 4 * k as u16)
+            .tile(b, k as u8, 4 * n as u16)
+            .tile(filler as u8, filler_rows, 64)
             .build()
             .expect("the stress configurations are valid");
         Kernel {

@@ -35,21 +35,21 @@ use amx_runtime::{tilecfg, TileConfig};
 use crate::error::GemmError;
 
 /// Tile register of C rows 0..16, columns 0..16 of the micro-tile.
-pub(crate) const C00: u8 = 0;
+pub(crate) const C00: i32 = 0;
 /// Tile register of C rows 0..16, columns 16..32.
-pub(crate) const C01: u8 = 1;
+pub(crate) const C01: i32 = 1;
 /// Tile register of C rows 16..32, columns 0..16.
-pub(crate) const C10: u8 = 2;
+pub(crate) const C10: i32 = 2;
 /// Tile register of C rows 16..32, columns 16..32.
-pub(crate) const C11: u8 = 3;
+pub(crate) const C11: i32 = 3;
 /// Tile register of A rows 0..16 (one k-step).
-pub(crate) const A0: u8 = 4;
+pub(crate) const A0: i32 = 4;
 /// Tile register of A rows 16..32.
-pub(crate) const A1: u8 = 5;
+pub(crate) const A1: i32 = 5;
 /// Tile register of B columns 0..16 (one k-step, VNNI).
-pub(crate) const B0: u8 = 6;
+pub(crate) const B0: i32 = 6;
 /// Tile register of B columns 16..32.
-pub(crate) const B1: u8 = 7;
+pub(crate) const B1: i32 = 7;
 
 /// The outputs one micro-kernel call computes: `rows x cols`, each in `1..=32`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,7 +128,7 @@ impl MicroShape {
     }
 
     /// The dot products (C, A, B) the micro-kernel issues for this shape.
-    pub(crate) fn dots(self) -> impl Iterator<Item = (u8, u8, u8)> {
+    pub(crate) fn dots(self) -> impl Iterator<Item = (i32, i32, i32)> {
         let (r2, c2) = (self.two_rows(), self.two_cols());
         [
             (true, (C00, A0, B0)),
@@ -227,7 +227,7 @@ pub(crate) fn config(shape: MicroShape) -> Result<&'static TileConfig, GemmError
 pub(crate) fn check_limits(shape: MicroShape, limits: TmulLimits) -> Result<(), GemmError> {
     let tiles = shape.tiles();
     for (c, a, b) in shape.dots() {
-        let at = |t: u8| (t, tiles[t as usize]);
+        let at = |t: i32| (t as u8, tiles[t as usize]);
         check_dot(at(c), at(a), at(b), limits).map_err(|why| {
             GemmError::Unsupported(format!(
                 "the {}x{} micro-kernel's dot products need larger TMUL limits: {why}",
@@ -247,13 +247,13 @@ fn check_table() -> Result<(), GemmError> {
             let wrong =
                 |why: String| GemmError::Internal(format!("micro-tile {rows}x{cols}: {why}"));
             for (t, want) in tiles.iter().enumerate() {
-                let have = cfg.tile(t).unwrap_or(TileShape::new(0, 0));
+                let have = cfg.tile(t as u8).unwrap_or(TileShape::new(0, 0));
                 if have != *want || cfg.start_row() != 0 {
                     return Err(wrong(format!("t{t} is {have}, the kernel needs {want}")));
                 }
             }
             for (c, a, b) in shape.dots() {
-                let at = |t: u8| (t, tiles[t as usize]);
+                let at = |t: i32| (t as u8, tiles[t as usize]);
                 check_dot(at(c), at(a), at(b), TmulLimits::ARCHITECTURAL)
                     .map_err(|why| wrong(why.to_string()))?;
             }
@@ -373,9 +373,9 @@ mod tests {
         let s = MicroShape::new(17, 5).unwrap();
         assert_eq!((s.r0(), s.r1(), s.c0(), s.c1()), (16, 1, 5, 0));
         let cfg = config(s).unwrap();
-        assert_eq!(cfg.tile(C10 as usize).unwrap(), TileShape::new(1, 20));
-        assert_eq!(cfg.tile(B0 as usize).unwrap(), TileShape::new(16, 20));
-        assert!(cfg.tile(C01 as usize).is_none());
+        assert_eq!(cfg.tile(C10 as u8).unwrap(), TileShape::new(1, 20));
+        assert_eq!(cfg.tile(B0 as u8).unwrap(), TileShape::new(16, 20));
+        assert!(cfg.tile(C01 as u8).is_none());
         assert!(MicroShape::new(0, 4).is_none());
         assert!(MicroShape::new(4, 33).is_none());
     }

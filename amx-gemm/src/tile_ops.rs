@@ -108,13 +108,13 @@ pub(crate) trait TileOps {
     ///
     /// # Safety
     /// See the [trait docs](TileOps).
-    unsafe fn zero<const T: u8>(&mut self) -> Result<(), GemmError>;
+    unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError>;
 
     /// TILELOADD of tile `T`, row `r` from `mem + offset + r * stride`.
     ///
     /// # Safety
     /// See the [trait docs](TileOps).
-    unsafe fn load<const T: u8>(
+    unsafe fn load<const T: i32>(
         &mut self,
         mem: Mem,
         offset: usize,
@@ -125,7 +125,7 @@ pub(crate) trait TileOps {
     ///
     /// # Safety
     /// See the [trait docs](TileOps).
-    unsafe fn store<const T: u8>(
+    unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
         offset: usize,
@@ -136,7 +136,7 @@ pub(crate) trait TileOps {
     ///
     /// # Safety
     /// See the [trait docs](TileOps).
-    unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
+    unsafe fn dot<P: Precision, const C: i32, const A: i32, const B: i32>(
         &mut self,
     ) -> Result<(), GemmError>;
 
@@ -160,7 +160,7 @@ impl<'t> Checked<'t> {
 
     /// Out of bounds unless every row of tile `t` fits `len` bytes from `offset`.
     fn bounds(&self, t: u8, offset: usize, stride: usize, len: usize) -> Result<(), GemmError> {
-        let Some(shape) = self.tiles.config().tile(t as usize) else {
+        let Some(shape) = self.tiles.config().tile(t) else {
             // The runtime reports the unused tile as the #UD it is.
             return Ok(());
         };
@@ -180,51 +180,51 @@ impl<'t> Checked<'t> {
 }
 
 impl TileOps for Checked<'_> {
-    unsafe fn zero<const T: u8>(&mut self) -> Result<(), GemmError> {
-        Ok(self.tiles.tilezero(T)?)
+    unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError> {
+        Ok(self.tiles.tilezero(reg(T))?)
     }
 
-    unsafe fn load<const T: u8>(
+    unsafe fn load<const T: i32>(
         &mut self,
         mem: Mem,
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.bounds(T, offset, stride, mem.len)?;
+        self.bounds(reg(T), offset, stride, mem.len)?;
         // SAFETY: the check above proved every row of tile T inside the `mem.len` bytes at
         // `mem.ptr` (so `offset` is in bounds and the stride fits isize), which the caller keeps
         // alive.
         unsafe {
             self.tiles
-                .tileloadd_ptr(T, mem.ptr.add(offset), stride as isize)?
+                .tileloadd_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
         };
         Ok(())
     }
 
-    unsafe fn store<const T: u8>(
+    unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.bounds(T, offset, stride, mem.len)?;
+        self.bounds(reg(T), offset, stride, mem.len)?;
         // SAFETY: as in `load`; the caller guarantees no one else touches these rows.
         unsafe {
             self.tiles
-                .tilestored_ptr(T, mem.ptr.add(offset), stride as isize)?
+                .tilestored_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
         };
         Ok(())
     }
 
-    unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
+    unsafe fn dot<P: Precision, const C: i32, const A: i32, const B: i32>(
         &mut self,
     ) -> Result<(), GemmError> {
         #[cfg(test)]
         probe::CHECKED_DOTS.with(|n| n.set(n.get() + 1));
         match P::DTYPE {
-            DType::Int8 => self.tiles.tdpbssd(C, A, B)?,
-            DType::U8S8 => self.tiles.tdpbusd(C, A, B)?,
-            DType::Bf16 => self.tiles.tdpbf16ps(C, A, B)?,
+            DType::Int8 => self.tiles.tdpbssd(reg(C), reg(A), reg(B))?,
+            DType::U8S8 => self.tiles.tdpbusd(reg(C), reg(A), reg(B))?,
+            DType::Bf16 => self.tiles.tdpbf16ps(reg(C), reg(A), reg(B))?,
         }
         Ok(())
     }
@@ -288,14 +288,14 @@ impl<'t> Silicon<'t> {
 #[cfg(target_arch = "x86_64")]
 impl TileOps for Silicon<'_> {
     #[inline(always)]
-    unsafe fn zero<const T: u8>(&mut self) -> Result<(), GemmError> {
+    unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError> {
         // SAFETY: the caller guarantees tile T is used in the loaded configuration.
         unsafe { amx_runtime::intrinsics::_tile_zero::<T>() };
         Ok(())
     }
 
     #[inline(always)]
-    unsafe fn load<const T: u8>(
+    unsafe fn load<const T: i32>(
         &mut self,
         mem: Mem,
         offset: usize,
@@ -309,7 +309,7 @@ impl TileOps for Silicon<'_> {
     }
 
     #[inline(always)]
-    unsafe fn store<const T: u8>(
+    unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
         offset: usize,
@@ -322,7 +322,7 @@ impl TileOps for Silicon<'_> {
     }
 
     #[inline(always)]
-    unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
+    unsafe fn dot<P: Precision, const C: i32, const A: i32, const B: i32>(
         &mut self,
     ) -> Result<(), GemmError> {
         use amx_runtime::intrinsics as i;
@@ -372,14 +372,14 @@ pub(crate) trait Full2x2: Layout + Sized {
     const DTYPE: DType;
 
     /// TILEZERO of tile `T`.
-    fn zero<const T: u8>(tiles: &mut TypedTiles<Self>) -> bool;
+    fn zero<const T: i32>(tiles: &mut TypedTiles<Self>) -> bool;
 
     /// TILELOADD of tile `T` (16 rows of 64 bytes), row `r` from `src + r * stride`.
     ///
     /// # Safety
     /// As `TypedTiles::load_ptr`: for every `r < 16`, the 64 bytes at `src + r * stride` are
     /// readable.
-    unsafe fn load<const T: u8>(
+    unsafe fn load<const T: i32>(
         tiles: &mut TypedTiles<Self>,
         src: *const u8,
         stride: isize,
@@ -390,12 +390,15 @@ pub(crate) trait Full2x2: Layout + Sized {
     /// # Safety
     /// As `TypedTiles::store_ptr`: for every `r < 16`, the 64 bytes at `dst + r * stride` are
     /// writable and aliased by no live reference.
-    unsafe fn store<const T: u8>(tiles: &mut TypedTiles<Self>, dst: *mut u8, stride: isize)
-        -> bool;
+    unsafe fn store<const T: i32>(
+        tiles: &mut TypedTiles<Self>,
+        dst: *mut u8,
+        stride: isize,
+    ) -> bool;
 
     /// `C += A x B` with the layout's instruction (the `Dot` bound checks the operands at
     /// compile time).
-    fn dot<const C: u8, const A: u8, const B: u8>(tiles: &mut TypedTiles<Self>) -> bool;
+    fn dot<const C: i32, const A: i32, const B: i32>(tiles: &mut TypedTiles<Self>) -> bool;
 }
 
 /// Implements [`Full2x2`] for a layout declared with the handles `c00 c01 c10 c11 a0 a1 b0 b1`
@@ -406,7 +409,7 @@ macro_rules! full_2x2 {
             const DTYPE: DType = $dtype;
 
             #[inline(always)]
-            fn zero<const T: u8>(tiles: &mut TypedTiles<Self>) -> bool {
+            fn zero<const T: i32>(tiles: &mut TypedTiles<Self>) -> bool {
                 match T {
                     C00 => tiles.zero($layout::c00),
                     C01 => tiles.zero($layout::c01),
@@ -422,7 +425,7 @@ macro_rules! full_2x2 {
             }
 
             #[inline(always)]
-            unsafe fn load<const T: u8>(
+            unsafe fn load<const T: i32>(
                 tiles: &mut TypedTiles<Self>,
                 src: *const u8,
                 stride: isize,
@@ -446,7 +449,7 @@ macro_rules! full_2x2 {
             }
 
             #[inline(always)]
-            unsafe fn store<const T: u8>(
+            unsafe fn store<const T: i32>(
                 tiles: &mut TypedTiles<Self>,
                 dst: *mut u8,
                 stride: isize,
@@ -470,7 +473,7 @@ macro_rules! full_2x2 {
             }
 
             #[inline(always)]
-            fn dot<const C: u8, const A: u8, const B: u8>(tiles: &mut TypedTiles<Self>) -> bool {
+            fn dot<const C: i32, const A: i32, const B: i32>(tiles: &mut TypedTiles<Self>) -> bool {
                 match (C, A, B) {
                     (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0),
                     (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1),
@@ -545,6 +548,14 @@ impl<'t, L: Full2x2> Typed<'t, L> {
     }
 }
 
+/// The register number of a micro-kernel's tile: the kernel's register constants are `i32`
+/// const generics, as the intrinsics of its silicon path take them; the checked methods take
+/// the `u8` the rest of the runtime numbers tiles with.
+#[inline(always)]
+const fn reg(t: i32) -> u8 {
+    t as u8
+}
+
 /// A register or operand triple the typed layout has no handle for, reported instead of
 /// issued (the micro-kernel never names one).
 fn wrong_layout(what: String) -> GemmError {
@@ -556,7 +567,7 @@ fn wrong_layout(what: String) -> GemmError {
 // check: the handles carry them and `tilecfg!` validated them at compile time.
 impl<L: Full2x2> TileOps for Typed<'_, L> {
     #[inline(always)]
-    unsafe fn zero<const T: u8>(&mut self) -> Result<(), GemmError> {
+    unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError> {
         if L::zero::<T>(self.tiles) {
             Ok(())
         } else {
@@ -565,13 +576,13 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
     }
 
     #[inline(always)]
-    unsafe fn load<const T: u8>(
+    unsafe fn load<const T: i32>(
         &mut self,
         mem: Mem,
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.check(T, offset, stride, mem.len)?;
+        self.check(reg(T), offset, stride, mem.len)?;
         // SAFETY: every row r < 16 of the tile, 64 bytes at `mem.ptr + offset + r * stride`,
         // lies inside the `mem.len` live bytes at `mem.ptr`: on the emulator (and in debug
         // builds) `check` just proved it, and on the hardware the caller guarantees it (the
@@ -589,13 +600,13 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
     }
 
     #[inline(always)]
-    unsafe fn store<const T: u8>(
+    unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.check(T, offset, stride, mem.len)?;
+        self.check(reg(T), offset, stride, mem.len)?;
         // SAFETY: as in `load`, every row r < 16 (64 bytes at `mem.ptr + offset + r * stride`)
         // lies inside the buffer: the 32 x 32 block of C this task owns; the caller guarantees
         // that no other thread touches those rows and no reference aliases them.
@@ -608,7 +619,7 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
     }
 
     #[inline(always)]
-    unsafe fn dot<P: Precision, const C: u8, const A: u8, const B: u8>(
+    unsafe fn dot<P: Precision, const C: i32, const A: i32, const B: i32>(
         &mut self,
     ) -> Result<(), GemmError> {
         #[cfg(test)]

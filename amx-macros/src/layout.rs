@@ -195,7 +195,7 @@ fn named_tiles<'a>(parsed: &'a Config, image: Option<&[u8; 64]>) -> Vec<Named<'a
                     .ok()
                     .filter(|&i| (i as usize) < image::TILE_SLOTS)?;
                 let shape = match image {
-                    Some(image) => image::shape(image, index as usize),
+                    Some(image) => image::shape(image, index),
                     // With errors the shape only needs to be a type: it can never execute.
                     None => TileShape::new(0, 0),
                 };

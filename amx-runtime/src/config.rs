@@ -131,8 +131,8 @@ impl TileConfig {
     }
 
     /// The shape of tile `t`, or `None` when it is unused, `t >= 8`, or the config is INIT.
-    pub const fn tile(&self, t: usize) -> Option<TileShape> {
-        if t >= image::TILE_SLOTS || self.is_init() {
+    pub const fn tile(&self, t: u8) -> Option<TileShape> {
+        if t as usize >= image::TILE_SLOTS || self.is_init() {
             return None;
         }
         let shape = image::shape(&self.bytes, t);
@@ -185,7 +185,7 @@ pub struct TileConfigBuilder {
     palette: u8,
     start_row: u8,
     shapes: [Option<TileShape>; 8],
-    missing: Vec<usize>,
+    missing: Vec<u8>,
 }
 
 impl TileConfigBuilder {
@@ -203,8 +203,8 @@ impl TileConfigBuilder {
 
     /// Sets tile `t` to `rows` x `colsb` bytes. A tile number of 8 or more is reported by
     /// [`TileConfigBuilder::build`].
-    pub fn tile(mut self, t: usize, rows: u8, colsb: u16) -> Self {
-        match self.shapes.get_mut(t) {
+    pub fn tile(mut self, t: u8, rows: u8, colsb: u16) -> Self {
+        match self.shapes.get_mut(t as usize) {
             Some(slot) => *slot = Some(TileShape::new(rows, colsb)),
             None => self.missing.push(t),
         }
@@ -217,9 +217,9 @@ impl TileConfigBuilder {
     pub fn build(self) -> Result<TileConfig, ConfigError> {
         if self.palette == 0 {
             // Palette 0 has no tile names: every tile set is one it does not have.
-            let set = (0..self.shapes.len()).filter(|&t| self.shapes[t].is_some());
+            let set = (0..image::TILE_SLOTS as u8).filter(|&t| self.shapes[t as usize].is_some());
             let tiles = set.chain(self.missing.iter().copied()).map(|t| NoSuchTile {
-                tile: t as u64,
+                tile: u64::from(t),
                 palette: 0,
                 max_names: 0,
             });
@@ -240,7 +240,7 @@ impl TileConfigBuilder {
             .get(1)
             .map_or(8, |p| p.max_names);
         let missing = self.missing.iter().map(|&t| NoSuchTile {
-            tile: t as u64,
+            tile: u64::from(t),
             palette: self.palette,
             max_names: names,
         });
@@ -266,7 +266,7 @@ impl fmt::Display for TileConfig {
             self.start_row()
         )?;
         writeln!(f, "tile  rows  colsb  bytes")?;
-        for t in 0..image::TILE_SLOTS {
+        for t in 0..image::TILE_SLOTS as u8 {
             if let Some(s) = self.tile(t) {
                 writeln!(f, "t{t}    {:>4}  {:>5}  {:>5}", s.rows, s.colsb, s.bytes())?;
             }
@@ -280,10 +280,10 @@ impl fmt::Debug for TileConfig {
         let mut d = f.debug_struct("TileConfig");
         d.field("palette", &self.palette());
         d.field("start_row", &self.start_row());
-        for t in 0..image::TILE_SLOTS {
+        for t in 0..image::TILE_SLOTS as u8 {
             if let Some(s) = self.tile(t) {
                 d.field(
-                    ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"][t],
+                    ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"][t as usize],
                     &format_args!("{s}"),
                 );
             }
@@ -333,9 +333,9 @@ struct TileRepr {
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl serde::Serialize for TileConfig {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let tiles = (0..image::TILE_SLOTS).filter_map(|t| {
+        let tiles = (0..image::TILE_SLOTS as u8).filter_map(|t| {
             self.tile(t).map(|s| TileRepr {
-                tile: t as u64,
+                tile: u64::from(t),
                 rows: s.rows,
                 colsb: s.colsb,
             })

@@ -22,11 +22,18 @@
 //!
 //! # Differences from the C and nightly signatures
 //!
-//! - **Tile numbers** are `const` generics of type `u8` (stdarch uses `i32`, C a constant
-//!   `int`). Calls with literals port unchanged (`_tile_loadd::<0>(p, 64)`); a number of 8 or
-//!   more is a compile error, raised when the call is monomorphized (`cargo build`, not
-//!   `cargo check`). The dot products also reject two equal tile numbers at compile time: that
-//!   encoding always raises #UD.
+//! - **Tile numbers** are `const` generics of type `i32`, as in stdarch (C passes an `int`
+//!   constant), so calls and `const` items written for stdarch port unchanged
+//!   (`_tile_loadd::<0>(p, 64)`, `const DST: i32 = 4;`). The rest of the crate numbers tiles
+//!   with `u8`; this module alone follows the C signatures. A number outside 0..8 is a compile
+//!   error, raised when the call is monomorphized (`cargo build`, not `cargo check`). The dot
+//!   products also reject two equal tile numbers at compile time: that encoding always raises
+//!   #UD.
+//!
+//!   ```compile_fail
+//!   // A negative tile number, which an `i32` can spell, is refused like 8.
+//!   unsafe { amx_runtime::intrinsics::_tile_zero::<{ -1 }>() }
+//!   ```
 //! - **Strides** are `usize`, as in stdarch and clang's `<amxintrin.h>` (`__SIZE_TYPE__`; the
 //!   Intel guide shows `size_t`). The CPU computes row `r` at `base + r * stride` modulo 2^64, so
 //!   a negative stride is passed as its two's complement, e.g. `(-64isize) as usize`.
@@ -58,15 +65,19 @@
 //! let mut hw = Hardware::new().expect("AMX");
 //! let (a, b) = ([1i8; 16 * 64], [2i8; 16 * 64]);
 //! let mut c = [0i32; 16 * 16];
+//! // Tile numbers as C and stdarch code names them: `int` / `i32` constants.
+//! const TC: i32 = 0;
+//! const TA: i32 = 1;
+//! const TB: i32 = 2;
 //! // SAFETY: `Hardware::new` succeeded; CFG uses t0..t2 with shapes that fit TDPBSSD; every
 //! // row of a, b and c lies inside its buffer.
 //! unsafe {
 //!     _tile_loadconfig(CFG.as_bytes().as_ptr());
-//!     _tile_zero::<0>();
-//!     _tile_loadd::<1>(a.as_ptr().cast(), 64);
-//!     _tile_loadd::<2>(b.as_ptr().cast(), 64);
-//!     _tile_dpbssd::<0, 1, 2>();
-//!     _tile_stored::<0>(c.as_mut_ptr().cast(), 64);
+//!     _tile_zero::<TC>();
+//!     _tile_loadd::<TA>(a.as_ptr().cast(), 64);
+//!     _tile_loadd::<TB>(b.as_ptr().cast(), 64);
+//!     _tile_dpbssd::<TC, TA, TB>();
+//!     _tile_stored::<TC>(c.as_mut_ptr().cast(), 64);
 //! }
 //! hw.resync(); // the safe API sees the configuration the intrinsics loaded
 //! assert_eq!(c[0], 16 * 4 * 2);
@@ -136,8 +147,8 @@ pub unsafe fn _tile_release() {
 /// start_row: call [`Hardware::resync`](crate::Hardware::resync) before the next safe call if
 /// the safe API loaded a nonzero start_row.
 #[inline(always)]
-pub unsafe fn _tile_zero<const DST: u8>() {
-    const { assert!(DST < 8, "AMX has tile registers 0 to 7 only") };
+pub unsafe fn _tile_zero<const DST: i32>() {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract.
     unsafe { asm::tilezero::<DST>() }
 }
@@ -154,8 +165,8 @@ pub unsafe fn _tile_zero<const DST: u8>() {
 /// [`Hardware::resync`](crate::Hardware::resync) before the next safe call if the safe API
 /// loaded a nonzero start_row.
 #[inline(always)]
-pub unsafe fn _tile_loadd<const DST: u8>(base: *const u8, stride: usize) {
-    const { assert!(DST < 8, "AMX has tile registers 0 to 7 only") };
+pub unsafe fn _tile_loadd<const DST: i32>(base: *const u8, stride: usize) {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract; the isize is the same 64 bits the CPU
     // uses as the SIB index.
     unsafe { asm::tileloadd::<DST>(base, stride as isize) }
@@ -167,8 +178,8 @@ pub unsafe fn _tile_loadd<const DST: u8>(base: *const u8, stride: usize) {
 /// # Safety
 /// As for [`_tile_loadd`].
 #[inline(always)]
-pub unsafe fn _tile_stream_loadd<const DST: u8>(base: *const u8, stride: usize) {
-    const { assert!(DST < 8, "AMX has tile registers 0 to 7 only") };
+pub unsafe fn _tile_stream_loadd<const DST: i32>(base: *const u8, stride: usize) {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract.
     unsafe { asm::tileloaddt1::<DST>(base, stride as isize) }
 }
@@ -181,8 +192,8 @@ pub unsafe fn _tile_stream_loadd<const DST: u8>(base: *const u8, stride: usize) 
 /// `start_row..rows` the `colsb` bytes at `base.wrapping_add(r.wrapping_mul(stride))` are
 /// writable and not aliased by a live reference.
 #[inline(always)]
-pub unsafe fn _tile_stored<const DST: u8>(base: *mut u8, stride: usize) {
-    const { assert!(DST < 8, "AMX has tile registers 0 to 7 only") };
+pub unsafe fn _tile_stored<const DST: i32>(base: *mut u8, stride: usize) {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract.
     unsafe { asm::tilestored::<DST>(base, stride as isize) }
 }
@@ -202,9 +213,12 @@ macro_rules! dot_intrinsic {
         /// [`Hardware::resync`](crate::Hardware::resync) before the next safe call if the safe
         /// API loaded a nonzero start_row.
         #[inline(always)]
-        pub unsafe fn $name<const DST: u8, const A: u8, const B: u8>() {
+        pub unsafe fn $name<const DST: i32, const A: i32, const B: i32>() {
             const {
-                assert!(DST < 8 && A < 8 && B < 8, "AMX has tile registers 0 to 7 only");
+                assert!(
+                    0 <= DST && DST < 8 && 0 <= A && A < 8 && 0 <= B && B < 8,
+                    "AMX has tile registers 0 to 7 only"
+                );
                 assert!(
                     DST != A && DST != B && A != B,
                     "the three tiles of a dot product must differ (equal ones raise #UD)"

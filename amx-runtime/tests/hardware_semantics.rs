@@ -331,7 +331,7 @@ fn gp_images() -> Vec<(String, [u8; 64])> {
     for p in [2u8, 3, 128, 255] {
         with(format!("palette {p}"), &|img| img[0] = p);
     }
-    let colsb = |t: usize, v: u16| {
+    let colsb = |t: u8, v: u16| {
         move |img: &mut [u8; 64]| {
             img[image::colsb_offset(t)..image::colsb_offset(t) + 2]
                 .copy_from_slice(&v.to_le_bytes())
@@ -915,7 +915,7 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
     }
     let mutations = [0, 0, 1, 1, 2][rng.below(5) as usize];
     for _ in 0..mutations {
-        let t = rng.below(8) as usize;
+        let t = rng.below(8) as u8;
         match rng.below(10) {
             0 => {
                 let reserved = [2..16, 32..48, 56..64][rng.below(3) as usize].clone();

@@ -113,10 +113,10 @@ pub fn validate(image: &[u8; SIZE], table: &PaletteTable) -> Report {
         return report;
     };
     let names = palette.names();
-    for t in 0..TILE_SLOTS {
+    for t in 0..TILE_SLOTS as u8 {
         let (rows, colsb) = (image::rows(image, t), image::colsb(image, t));
         let tile = Violation {
-            tile: Some(t as u8),
+            tile: Some(t),
             ..base
         };
         let at_colsb = Violation {
@@ -129,7 +129,7 @@ pub fn validate(image: &[u8; SIZE], table: &PaletteTable) -> Report {
             value: rows as u32,
             ..tile
         };
-        if t >= names {
+        if t as usize >= names {
             for (v, nonzero) in [(at_colsb, colsb != 0), (at_rows, rows != 0)] {
                 if nonzero {
                     report.push(Violation {
@@ -170,12 +170,12 @@ pub fn validate(image: &[u8; SIZE], table: &PaletteTable) -> Report {
     }
     // Use-time rules, checked only on tiles that exist in the palette.
     let start_row = image::start_row(image);
-    for t in 0..names {
+    for t in 0..names as u8 {
         let (rows, colsb) = (image::rows(image, t), image::colsb(image, t));
         if colsb % 4 != 0 {
             report.push(Violation {
                 rule: Rule::ColsbNotMultipleOf4,
-                tile: Some(t as u8),
+                tile: Some(t),
                 offset: image::colsb_offset(t) as u8,
                 value: colsb as u32,
                 limit: 4,
@@ -185,7 +185,7 @@ pub fn validate(image: &[u8; SIZE], table: &PaletteTable) -> Report {
         if rows != 0 && colsb != 0 && start_row >= rows {
             report.push(Violation {
                 rule: Rule::StartRowNotBelowRows,
-                tile: Some(t as u8),
+                tile: Some(t),
                 offset: image::START_ROW as u8,
                 value: start_row as u32,
                 limit: rows as u32,

@@ -42,7 +42,7 @@ fn accessors_read_back_what_encode_wrote() {
     let bytes = image::encode(7, 200, &shapes);
     assert_eq!(image::palette_id(&bytes), 7);
     assert_eq!(image::start_row(&bytes), 200);
-    for (t, given) in shapes.iter().enumerate() {
+    for (t, given) in (0u8..).zip(&shapes) {
         let want = given.unwrap_or(TileShape::new(0, 0));
         assert_eq!(image::shape(&bytes, t), want, "t{t}");
         assert_eq!(image::rows(&bytes, t), want.rows, "t{t}");
@@ -95,7 +95,7 @@ proptest! {
         let bytes = image::encode(palette, start_row, &shapes);
         prop_assert_eq!(image::palette_id(&bytes), palette);
         prop_assert_eq!(image::start_row(&bytes), start_row);
-        for (t, shape) in shapes.iter().enumerate() {
+        for (t, shape) in (0u8..).zip(&shapes) {
             prop_assert_eq!(image::shape(&bytes, t), shape.unwrap_or(TileShape::new(0, 0)));
         }
         // encode never writes a reserved byte.
@@ -115,7 +115,7 @@ proptest! {
             }
         }
         let shapes: [Option<TileShape>; TILE_SLOTS] =
-            core::array::from_fn(|t| Some(image::shape(&bytes, t)));
+            core::array::from_fn(|t| Some(image::shape(&bytes, t as u8)));
         let rebuilt = image::encode(image::palette_id(&bytes), image::start_row(&bytes), &shapes);
         prop_assert_eq!(rebuilt, bytes);
     }

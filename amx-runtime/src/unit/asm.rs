@@ -124,8 +124,8 @@ pub(crate) unsafe fn tilerelease() {
 /// AMX-TILE is usable and permitted on this thread; a configuration is loaded and tile `T` is
 /// used in it (rows and colsb nonzero), as `check::tilezero` verifies; otherwise #UD.
 #[inline(always)]
-pub(crate) unsafe fn tilezero<const T: u8>() {
-    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+pub(crate) unsafe fn tilezero<const T: i32>() {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
     // SAFETY: the caller guarantees the tile state makes the instruction legal; no memory.
     unsafe {
         asm!(
@@ -146,8 +146,8 @@ pub(crate) unsafe fn tilezero<const T: u8>() {
 /// `check::tile_memory` verifies (otherwise #UD). For every row `r` in `start_row..rows`, the
 /// `colsb` bytes at `base.wrapping_offset(r * stride)` are readable (no alignment needed).
 #[inline(always)]
-pub(crate) unsafe fn tileloadd<const T: u8>(base: *const u8, stride: isize) {
-    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+pub(crate) unsafe fn tileloadd<const T: i32>(base: *const u8, stride: isize) {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
     // SAFETY: the caller guarantees the tile state and that every row read is readable.
     unsafe {
         asm!(
@@ -166,8 +166,8 @@ pub(crate) unsafe fn tileloadd<const T: u8>(base: *const u8, stride: isize) {
 /// # Safety
 /// As for [`tileloadd`].
 #[inline(always)]
-pub(crate) unsafe fn tileloaddt1<const T: u8>(base: *const u8, stride: isize) {
-    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+pub(crate) unsafe fn tileloaddt1<const T: i32>(base: *const u8, stride: isize) {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
     // SAFETY: the caller guarantees the tile state and that every row read is readable.
     unsafe {
         asm!(
@@ -188,8 +188,8 @@ pub(crate) unsafe fn tileloaddt1<const T: u8>(base: *const u8, stride: isize) {
 /// `colsb` bytes at `base.wrapping_offset(r * stride)` are writable and not aliased by a live
 /// reference.
 #[inline(always)]
-pub(crate) unsafe fn tilestored<const T: u8>(base: *mut u8, stride: isize) {
-    const { assert!(T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+pub(crate) unsafe fn tilestored<const T: i32>(base: *mut u8, stride: isize) {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
     // SAFETY: the caller guarantees the tile state and that every row written is writable.
     unsafe {
         asm!(
@@ -217,8 +217,13 @@ macro_rules! dot_product {
             "otherwise #UD."
         )]
         #[inline(always)]
-        pub(crate) unsafe fn $name<const C: u8, const A: u8, const B: u8>() {
-            const { assert!(C < 8 && A < 8 && B < 8, "AMX has tile registers tmm0 to tmm7 only") };
+        pub(crate) unsafe fn $name<const C: i32, const A: i32, const B: i32>() {
+            const {
+                assert!(
+                    0 <= C && C < 8 && 0 <= A && A < 8 && 0 <= B && B < 8,
+                    "AMX has tile registers tmm0 to tmm7 only"
+                )
+            };
             // SAFETY: the caller guarantees the tile state makes the instruction legal; the
             // instruction reads and writes tile registers only.
             unsafe {
@@ -355,7 +360,7 @@ pub(crate) unsafe fn tilestored_dyn(t: u8, base: *mut u8, stride: isize) -> bool
 /// # Safety
 /// As for the dot-product function of `kind` (e.g. [`tdpbssd`]) with these tiles.
 #[inline(always)]
-unsafe fn dot_fixed<const C: u8, const A: u8, const B: u8>(kind: DotKind) -> bool {
+unsafe fn dot_fixed<const C: i32, const A: i32, const B: i32>(kind: DotKind) -> bool {
     if C == A || C == B || A == B {
         return false;
     }

@@ -35,7 +35,7 @@ fn used_tile(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
     if t as usize >= image::TILE_SLOTS {
         return Err(UdReason::NoSuchTile { tile: t });
     }
-    let shape = image::shape(cfg, t as usize);
+    let shape = image::shape(cfg, t);
     if shape.rows == 0 || shape.colsb == 0 {
         return Err(UdReason::Unused { tile: t });
     }
@@ -102,7 +102,7 @@ pub(crate) fn dot_refusal(
             return Err(UdReason::NoSuchTile { tile: t });
         }
     }
-    let shape = |t: u8| image::shape(cfg, t as usize);
+    let shape = |t: u8| image::shape(cfg, t);
     check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits).map_err(UdReason::Dot)?;
     Ok(DotShapes {
         m: shape(c).rows as usize,
