@@ -344,12 +344,12 @@ fn bf16_matches(got: f64, expected: f64, tolerance: f64, overflow: bool) -> bool
 
 /// Which outputs [`verify`] compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sample {
+pub enum Outputs {
     /// Every output.
     All,
     /// About this many outputs: the four corners, the last row and column, and random others
     /// (seeded, so reruns check the same ones).
-    Some(usize),
+    Sampled(usize),
 }
 
 /// Why [`verify`] did not pass: bad arguments, or a result that does not match.
@@ -470,7 +470,7 @@ pub fn verify<P: Precision>(
     c0: Option<&[P::C]>,
     c: &[P::C],
     ldc: usize,
-    sample: Sample,
+    outputs: Outputs,
 ) -> Result<Verified, VerifyError> {
     check_slice(Operand::A, m, k, lda, a.len())?;
     check_slice(Operand::B, k, n, ldb, b.len())?;
@@ -490,7 +490,7 @@ pub fn verify<P: Precision>(
     let b = Widened::new::<P>(k, n, b, ldb);
     let mut rows: Vec<usize> = (0..m).collect();
     let mut picked: Option<Vec<Vec<usize>>> = None;
-    if let Sample::Some(count) = sample {
+    if let Outputs::Sampled(count) = outputs {
         if count < m * n {
             // The corners, the last row and column (sparsely), and random outputs.
             let mut cols = vec![Vec::new(); m];
@@ -579,9 +579,9 @@ mod tests {
         let mut c = vec![0i32; 1];
         gemm::<Int8>(1, 1, k, &a, k, &b, 1, &mut c, 1, Mode::Overwrite).unwrap();
         assert_eq!(c[0], -1_018_167_296);
-        assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Sample::All).is_ok());
+        assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Outputs::All).is_ok());
         c[0] += 1;
-        assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Sample::All).is_err());
+        assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Outputs::All).is_err());
     }
 
     #[test]
@@ -593,9 +593,9 @@ mod tests {
         let c = vec![12.0f32];
         let c0 = vec![1.0f32];
         let c1 = vec![13.0f32];
-        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, None, &c, 1, Sample::All).is_ok());
-        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c1, 1, Sample::All).is_ok());
-        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c, 1, Sample::All).is_err());
+        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, None, &c, 1, Outputs::All).is_ok());
+        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c1, 1, Outputs::All).is_ok());
+        assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c, 1, Outputs::All).is_err());
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use amx_gemm::reference::{self, Sample, VerifyError};
+use amx_gemm::reference::{self, Outputs, VerifyError};
 use amx_gemm::{
     bf16, release_tiles, Backend, Bf16, Blocking, DType, Element, Gemm, GemmError, Int8, Mode,
     Operand, PackedB, Precision, U8S8,
@@ -764,9 +764,9 @@ where
     // the reference's own are right products (checked above), so `verify` must pass each.
     let start = (t.mode == Mode::Accumulate).then_some(&c0[..]);
     let sample = if t.seed.is_multiple_of(4) {
-        Sample::Some((t.seed >> 8) as usize % 50)
+        Outputs::Sampled((t.seed >> 8) as usize % 50)
     } else {
-        Sample::All
+        Outputs::All
     };
     let want = err_a.or(err_b).or(err_c);
     let results: Vec<(&str, &[P::C])> = match (&computed, &referenced) {
@@ -973,7 +973,7 @@ fn zero_dimensions() {
                     );
                 }
             }
-            reference::verify::<Int8>(big, 0, 0, &[], ld, &[], ld, None, &c, ld, Sample::All)
+            reference::verify::<Int8>(big, 0, 0, &[], ld, &[], ld, None, &c, ld, Outputs::All)
                 .unwrap();
         }
     }
@@ -998,7 +998,7 @@ fn zero_dimensions() {
         assert!(same_all(&c, &want), "reference {mode:?}: {c:?}");
         // An accumulating call leaves the NaN and the infinity in C, and so does the reference.
         let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-        reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, start, &want, 5, Sample::All).unwrap();
+        reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, start, &want, 5, Outputs::All).unwrap();
     }
 }
 
@@ -1033,7 +1033,7 @@ fn one_row_with_huge_leading_dimensions() {
         emulated()
             .run_unpacked::<Bf16>(1, n, k, &a, ld, &b, n, &mut c, ld)
             .unwrap();
-        reference::verify::<Bf16>(1, n, k, &a, ld, &b, n, None, &c, ld, Sample::All).unwrap();
+        reference::verify::<Bf16>(1, n, k, &a, ld, &b, n, None, &c, ld, Outputs::All).unwrap();
         // A one-column B of one row: any ldb.
         let p = PackedB::<Bf16>::pack(&b[..1], 1, 1, ld).unwrap();
         assert_eq!(p.get(0, 0), Some(b[0]));
@@ -1056,7 +1056,7 @@ fn leading_dimensions_smaller_than_the_row() {
             reference::gemm::<Int8>(m, n, k, &a, lda, &b, ldb, &mut c, ldc, Mode::Overwrite);
         assert_eq!(c, c0);
         let verify =
-            reference::verify::<Int8>(m, n, k, &a, lda, &b, ldb, None, &c, ldc, Sample::All);
+            reference::verify::<Int8>(m, n, k, &a, lda, &b, ldb, None, &c, ldc, Outputs::All);
         (
             run.unwrap_err(),
             reference.unwrap_err(),
@@ -1100,7 +1100,7 @@ fn slices_exactly_long_enough_and_one_short() {
         .threads(2)
         .run_unpacked::<U8S8>(m, n, k, &a, lda, &b, ldb, &mut c, ldc)
         .unwrap();
-    reference::verify::<U8S8>(m, n, k, &a, lda, &b, ldb, None, &c, ldc, Sample::All).unwrap();
+    reference::verify::<U8S8>(m, n, k, &a, lda, &b, ldb, None, &c, ldc, Outputs::All).unwrap();
     for i in 0..m - 1 {
         assert!(c[i * ldc + n..(i + 1) * ldc].iter().all(|&x| x == -1));
     }
@@ -1136,7 +1136,7 @@ fn slices_exactly_long_enough_and_one_short() {
             Some(&c0[..lc - 1]),
             &c,
             ldc,
-            Sample::All
+            Outputs::All
         ),
         Err(VerifyError::Input(short(Operand::C, lc)))
     );
@@ -1259,7 +1259,7 @@ fn blocking_extremes() {
     let base = emulated().mode(Mode::Accumulate);
     let mut want = c0.clone();
     base.run(m, &a, k, &packed, &mut want, n).unwrap();
-    reference::verify::<Bf16>(m, n, k, &a, k, &b, n, Some(&c0), &want, n, Sample::All).unwrap();
+    reference::verify::<Bf16>(m, n, k, &a, k, &b, n, Some(&c0), &want, n, Outputs::All).unwrap();
     for (i, &x) in values.iter().enumerate() {
         for field in 0..4 {
             let mut blocking = Blocking::DEFAULT;
@@ -1340,7 +1340,7 @@ fn accumulate_into_extreme_c() {
             .unwrap();
         let want = start.wrapping_add((127 * 127 * k) as i32);
         assert!(c.iter().all(|&x| x == want), "{start}");
-        reference::verify::<Int8>(m, n, k, &a, k, &b, n, Some(&c0), &c, n, Sample::All).unwrap();
+        reference::verify::<Int8>(m, n, k, &a, k, &b, n, Some(&c0), &c, n, Outputs::All).unwrap();
     }
     let a = vec![bf16::from_f32(1.5); m * k];
     let b = vec![bf16::from_f32(-2.0); k * n];
@@ -1403,7 +1403,7 @@ fn nan_and_infinity_in_bf16_inputs() {
     // infinity it rounds to in f32), and rejects each class changed.
     for (name, result) in [("emulated", &c), ("reference", &d)] {
         let r = no_panic("verify", || {
-            reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, result, n, Sample::All)
+            reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, result, n, Outputs::All)
         });
         assert!(r.is_ok(), "{name}: {r:?}");
     }
@@ -1419,7 +1419,7 @@ fn nan_and_infinity_in_bf16_inputs() {
     ] {
         let mut e = c.clone();
         e[i * n + j] = wrong;
-        let r = reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, &e, n, Sample::All);
+        let r = reference::verify::<Bf16>(m, n, k, &a, k, &b, n, None, &e, n, Outputs::All);
         assert!(
             matches!(&r, Err(VerifyError::Mismatch(x)) if (x.row, x.col) == (i, j)),
             "C[{i}][{j}] = {wrong}: {r:?}"
@@ -1492,7 +1492,7 @@ fn check_verdicts(
     c0: Option<&[f32]>,
 ) -> Vec<f32> {
     let c = emulated_bf16((m, n, k), a, b, c0);
-    let verify = |c: &[f32]| reference::verify::<Bf16>(m, n, k, a, k, b, n, c0, c, n, Sample::All);
+    let verify = |c: &[f32]| reference::verify::<Bf16>(m, n, k, a, k, b, n, c0, c, n, Outputs::All);
     if let Err(e) = verify(&c) {
         panic!("{what}: verify rejects the emulated result: {e}");
     }
@@ -1656,7 +1656,7 @@ fn bf16_denormal_inputs_and_start_read_as_zero() {
     let mut e = c0;
     reference::gemm::<Bf16>(1, 1, 0, &[], 1, &[], 1, &mut e, 1, Mode::Accumulate).unwrap();
     assert_eq!(e, c0);
-    reference::verify::<Bf16>(1, 1, 0, &[], 1, &[], 1, Some(&c0), &e, 1, Sample::All).unwrap();
+    reference::verify::<Bf16>(1, 1, 0, &[], 1, &[], 1, Some(&c0), &e, 1, Outputs::All).unwrap();
 }
 
 /// One bf16 output `c0 + sum a_k b_k` from `(a_k, b_k)` pairs (even k feed one lane, odd k
@@ -1691,7 +1691,7 @@ fn special_rejects(pairs: &[(f64, f64)], c0: Option<f32>, got: f32) -> bool {
         c0.as_ref().map(|x| &x[..]),
         &[got],
         1,
-        Sample::All,
+        Outputs::All,
     );
     matches!(r, Err(VerifyError::Mismatch(_)))
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use amx_gemm::reference::{verify, Sample};
+use amx_gemm::reference::{verify, Outputs};
 use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, U8S8};
 use amx_test_support::{random, splitmix};
 use common::{backends, check};
@@ -161,7 +161,7 @@ fn small_blocking_runs_every_loop() {
                 .run_unpacked::<Int8>(m, n, k, &a, k, &b, n, &mut c, n)
                 .unwrap();
             let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-            verify::<Int8>(m, n, k, &a, k, &b, n, start, &c, n, Sample::All).unwrap();
+            verify::<Int8>(m, n, k, &a, k, &b, n, start, &c, n, Outputs::All).unwrap();
         }
     }
 }
@@ -191,7 +191,7 @@ fn packing_paths_agree() {
         let mut c4 = vec![0i32; m * n];
         gemm.run(m, &a, k, &packed, &mut c4, n).unwrap();
         assert_eq!(c1, c4);
-        verify::<U8S8>(m, n, k, &a, k, &b, n, None, &c1, n, Sample::All).unwrap();
+        verify::<U8S8>(m, n, k, &a, k, &b, n, None, &c1, n, Outputs::All).unwrap();
     }
 }
 
@@ -255,10 +255,10 @@ fn gemm_runs_on_a_callers_pool() {
         3,
         "one load on each of the pool's fresh threads"
     );
-    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
+    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::All).unwrap();
     let again = gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
     assert_eq!(again.loads(), 0, "{again:?}");
-    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
+    verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::All).unwrap();
     // Options naming the same pool are equal; another pool is another option.
     assert_eq!(gemm, gemm.clone());
     let other = Arc::new(

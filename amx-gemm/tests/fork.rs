@@ -10,7 +10,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use amx_gemm::reference::{self, Sample};
+use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{Gemm, Int8, PackedB};
 use amx_runtime::Backend;
 
@@ -28,7 +28,7 @@ fn gemm_on_two_threads_is_right() -> bool {
         .backend(Backend::Emulated)
         .run(m, &a, k, &packed, &mut c, n);
     ran.is_ok_and(|stats| stats.threads == 2)
-        && reference::verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).is_ok()
+        && reference::verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::All).is_ok()
 }
 
 /// Waits for `pid` at most `limit`; `None` if it is still running then (it is killed).

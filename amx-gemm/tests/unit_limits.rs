@@ -12,7 +12,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use amx_gemm::reference::{self, Sample};
+use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, PackedB, Precision, U8S8};
 use amx_runtime::{
     set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, PaletteTable, TmulLimits,
@@ -89,7 +89,7 @@ where
         .run(m, &a, k, &packed, &mut c, n)
         .map(drop);
     let right = ran.is_ok()
-        && reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).is_ok();
+        && reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::All).is_ok();
     (ran, c, right)
 }
 
@@ -193,7 +193,7 @@ fn an_allocator_that_reconfigures_cannot_reach_the_silicon_path() {
             ATTACKING.with(|a| a.set(false));
             ran.unwrap();
             assert!(ATTACKS.with(Cell::get) > 0, "the attack never ran");
-            reference::verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Sample::All).unwrap();
+            reference::verify::<Int8>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::All).unwrap();
         }
     })
     .join()

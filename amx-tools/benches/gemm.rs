@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use amx_gemm::reference::{self, Sample};
+use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{Backend, DType, Gemm, GemmError, PackedB, Precision};
 use amx_test_support::random;
 use amx_tools::measure::Harness;
@@ -72,7 +72,7 @@ where
         })
     });
     // The timed runs must also be right: C holds the last one (C = A x B).
-    let check = reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Sample::Some(1024));
+    let check = reference::verify::<P>(m, n, k, &a, k, &b, n, None, &c, n, Outputs::Sampled(1024));
     if let Err(e) = check {
         panic!("{label} {m}x{n}x{k}: wrong result: {e}");
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
-use amx_gemm::reference::{self, Sample as Check};
+use amx_gemm::reference::{self, Outputs as Check};
 use amx_gemm::{
     bf16, Backend, Bf16, Blocking, DType, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
     U8S8,
@@ -601,7 +601,7 @@ impl Harness {
         let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
             Check::All
         } else {
-            Check::Some(4096)
+            Check::Sampled(4096)
         };
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)

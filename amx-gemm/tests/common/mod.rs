@@ -2,7 +2,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part.
 
-use amx_gemm::reference::{verify, Sample};
+use amx_gemm::reference::{verify, Outputs};
 use amx_gemm::{Backend, Element, Gemm, Mode, PackedB, Precision};
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 use amx_runtime::Hardware;
@@ -74,7 +74,7 @@ pub fn check<P: Precision>(
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(stats.backend, backend, "{what}");
     let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-    verify::<P>(m, n, k, &a, lda, &b, ldb, start, &c, ldc, Sample::All)
+    verify::<P>(m, n, k, &a, lda, &b, ldb, start, &c, ldc, Outputs::All)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     for i in 0..m {
         for j in n..ldc {
