@@ -998,7 +998,8 @@ fn zero_dimensions() {
         assert!(same_all(&c, &want), "reference {mode:?}: {c:?}");
         // An accumulating call leaves the NaN and the infinity in C, and so does the reference.
         let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-        reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, start, &want, 5, Outputs::All).unwrap();
+        reference::verify::<Bf16>(2, 3, 0, &[], 99, &[], 99, start, &want, 5, Outputs::All)
+            .unwrap();
     }
 }
 
