@@ -60,7 +60,9 @@ mod linux {
     };
 
     fn data() -> [u8; 1024] {
-        std::array::from_fn(|i| (i * 37 % 251) as u8)
+        let mut data = [0u8; 1024];
+        amx_test_support::SplitMix64::new(1).fill(&mut data);
+        data
     }
 
     /// Nanoseconds per call of `f`, best of many short timed batches (on a busy host a short batch

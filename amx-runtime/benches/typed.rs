@@ -33,10 +33,9 @@ struct Panels {
 }
 
 fn panels() -> Panels {
-    let gen = |n: usize, seed: usize| (0..n).map(|i| ((i * 31 + seed) % 7) as i8 - 3).collect();
     Panels {
-        a: gen(STEPS * 2 * 1024, 1),
-        b: gen(STEPS * 2 * 1024, 2),
+        a: amx_test_support::random(STEPS * 2 * 1024, 1),
+        b: amx_test_support::random(STEPS * 2 * 1024, 2),
     }
 }
 

@@ -11,33 +11,15 @@
 //! the same sequences also run on the emulator alone as a no-panic check.
 
 use amx_runtime::rules::image;
-use amx_runtime::{Emulator, Fault, Hardware, TileShape, TileUnit};
-
-/// SplitMix64: a tiny, well-mixed seeded generator, enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use amx_runtime::Hardware;
+use amx_runtime::{Emulator, Fault, TileShape, TileUnit};
+use amx_test_support::SplitMix64 as Rng;
 
 /// A 32-bit value that stresses the float paths: specials, denormals, values near 2^-126.
 fn special_f32(rng: &mut Rng) -> u32 {
-    let sign = (rng.next() as u32) & 0x8000_0000;
-    let payload = rng.next() as u32 & 0x007F_FFFF;
+    let sign = (rng.next_u64() as u32) & 0x8000_0000;
+    let payload = rng.next_u64() as u32 & 0x007F_FFFF;
     sign | match rng.below(10) {
         0 => 0x7F80_0000 | payload.max(1), // NaN (quiet or signalling)
         1 => 0x7F80_0000,                  // infinity
@@ -45,7 +27,7 @@ fn special_f32(rng: &mut Rng) -> u32 {
         3 => 0x0080_0000 | payload,        // smallest normal binade
         4 => (0x3F00_0000 + (payload >> 4)) & 0x7FFF_FFFF, // near 1
         5 => 0x2000_0000 | payload,        // tiny products
-        _ => rng.next() as u32 & 0x7FFF_FFFF, // anything
+        _ => rng.next_u64() as u32 & 0x7FFF_FFFF, // anything
     }
 }
 
@@ -53,7 +35,7 @@ fn random_memory(rng: &mut Rng, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len + 4);
     while out.len() < len {
         let word = match rng.below(3) {
-            0 => rng.next() as u32,
+            0 => rng.next_u64() as u32,
             // Two bf16/fp16 halves built from special fp32 tops.
             1 => (special_f32(rng) >> 16) | (special_f32(rng) & 0xFFFF_0000),
             _ => special_f32(rng),
@@ -175,16 +157,8 @@ fn fp16_executes(hw: &Hardware) -> bool {
 
 #[test]
 fn emulator_and_silicon_agree() {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let hw = amx_runtime::trap::hardware();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let hw = Hardware::new();
-    let mut hw = match hw {
-        Ok(hw) => hw,
-        Err(why) => {
-            eprintln!("skipping emulator_and_silicon_agree: {why}");
-            return;
-        }
+    let Some(mut hw) = amx_test_support::needs::silicon() else {
+        return;
     };
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     let fp16 = fp16_executes(&hw);
@@ -197,7 +171,7 @@ fn emulator_and_silicon_agree() {
         eprintln!("TDPFP16PS does not execute here: left out of the comparison");
     }
     let mut emu = Emulator::new();
-    let (mut r1, mut r2) = (Rng(0xA3C5), Rng(0xA3C5));
+    let (mut r1, mut r2) = (Rng::new(0xA3C5), Rng::new(0xA3C5));
     let (mut m1, mut m2) = (Vec::new(), Vec::new());
     for i in 0..steps() {
         let e = step(&mut emu, &mut r1, &mut m1, fp16);
@@ -229,23 +203,10 @@ fn emulator_and_silicon_agree_unpatched() {
         // Already chosen for the whole run (or this is the child).
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "emulator_and_silicon_agree",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    amx_test_support::Child::new("emulator_and_silicon_agree")
         .env("AMX_TRAP_PATCH", "0")
-        .output()
-        .expect("run the test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}: {stdout}{stderr}", out.status);
-    assert!(
-        stdout.contains("1 passed"),
-        "the child ran no test: {stdout}"
-    );
+        .run()
+        .assert_passed();
 }
 
 /// The same sequences on the emulator alone: no panic, no overflow, and the state invariants
@@ -254,7 +215,7 @@ fn emulator_and_silicon_agree_unpatched() {
 #[test]
 fn emulator_survives_random_sequences() {
     let mut emu = Emulator::new();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let mut mem = Vec::new();
     let mut faults = 0usize;
     for _ in 0..steps() {

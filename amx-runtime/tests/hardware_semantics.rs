@@ -3,7 +3,7 @@
 //! instructions and the [`Emulator`].
 //!
 //! Every test runs on the silicon where the CPU has AMX, else on the trap engine (the same raw
-//! instructions, each trapping to the emulator), and prints `skipping <test>: <reason>` where
+//! instructions, each trapping to the emulator), and is skipped, with its reason shown, where
 //! neither can run (except `probe_machinery_reports_signals`, which checks the test's own
 //! fork-and-wait helper anywhere). Under the engine the signal frame holds no tile state, so L2
 //! is checked there by resuming after the #GP and reading the configuration back.
@@ -26,21 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use amx_runtime::intrinsics::*;
 use amx_runtime::rules::image;
 use amx_runtime::{Emulator, Fault, Hardware, TileShape, TileUnit, TILE_BYTES};
+use amx_test_support::needs::silicon;
+use amx_test_support::SplitMix64 as Rng;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-/// The hardware unit (the silicon, or the trap engine where the CPU lacks AMX), or `None` after
-/// printing why the test is skipped.
-fn hardware(test: &str) -> Option<Hardware> {
-    match amx_runtime::trap::hardware() {
-        Ok(hw) => Some(hw),
-        Err(why) => {
-            println!("skipping {test}: {why}");
-            None
-        }
-    }
-}
 
 /// An emulator with the same palette table and TMUL limits as the silicon.
 fn twin(hw: &Hardware) -> Emulator {
@@ -356,8 +346,7 @@ fn gp_images() -> Vec<(String, [u8; 64])> {
 
 #[test]
 fn l1_l2_each_gp_image_is_refused_and_keeps_the_previous_config() {
-    let Some(mut hw) = hardware("l1_l2_each_gp_image_is_refused_and_keeps_the_previous_config")
-    else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -391,7 +380,7 @@ fn l1_l2_each_gp_image_is_refused_and_keeps_the_previous_config() {
 
 #[test]
 fn l3_s2_accepted_images_load_verbatim() {
-    let Some(mut hw) = hardware("l3_s2_accepted_images_load_verbatim") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -407,11 +396,7 @@ fn l3_s2_accepted_images_load_verbatim() {
             cfg(9, &[(0, 2, 8), (2, 16, 64), (5, 7, 20), (7, 1, 4)]),
         ),
     ];
-    let only_palette = {
-        let mut img = [0u8; 64];
-        img[0] = 1;
-        img
-    };
+    let only_palette = amx_test_support::TileImage::palette(1).bytes();
     assert_eq!(images[0].1, only_palette, "L3: only byte 0 = 1");
     images.push(("start_row 255", cfg(255, &[(1, 16, 64)])));
     for (what, img) in images {
@@ -432,7 +417,7 @@ fn l3_s2_accepted_images_load_verbatim() {
 
 #[test]
 fn l3_s3_any_start_row_is_stored_and_kept() {
-    let Some(mut hw) = hardware("l3_s3_any_start_row_is_stored_and_kept") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     for start_row in 0..=255u8 {
@@ -456,7 +441,7 @@ fn l3_s3_any_start_row_is_stored_and_kept() {
 
 #[test]
 fn l4_palette_0_ignores_every_other_byte() {
-    let Some(mut hw) = hardware("l4_palette_0_ignores_every_other_byte") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -515,8 +500,7 @@ fn l4_palette_0_ignores_every_other_byte() {
 
 #[test]
 fn l5_ldtilecfg_zeroes_all_tile_data_even_with_the_same_config() {
-    let Some(mut hw) = hardware("l5_ldtilecfg_zeroes_all_tile_data_even_with_the_same_config")
-    else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -577,7 +561,7 @@ fn l5_ldtilecfg_zeroes_all_tile_data_even_with_the_same_config() {
 
 #[test]
 fn l6_misaligned_images_through_the_intrinsics_and_resync() {
-    let Some(mut hw) = hardware("l6_misaligned_images_through_the_intrinsics_and_resync") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     hw.tilerelease(); // a known state: unconfigured, and the tracked copy says so
@@ -629,7 +613,7 @@ fn l6_misaligned_images_through_the_intrinsics_and_resync() {
 
 #[test]
 fn s1_unconfigured_sttilecfg_writes_64_zero_bytes() {
-    let Some(mut hw) = hardware("s1_unconfigured_sttilecfg_writes_64_zero_bytes") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut palette0 = full();
@@ -657,8 +641,7 @@ fn s1_unconfigured_sttilecfg_writes_64_zero_bytes() {
 
 #[test]
 fn r1_tilerelease_returns_to_init_and_tile_instructions_fault() {
-    let Some(mut hw) = hardware("r1_tilerelease_returns_to_init_and_tile_instructions_fault")
-    else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -757,7 +740,7 @@ impl RawOp {
 
 #[test]
 fn r2_tilerelease_while_unconfigured_is_fine() {
-    let Some(mut hw) = hardware("r2_tilerelease_while_unconfigured_is_fine") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     hw.tilerelease();
@@ -779,7 +762,7 @@ fn r2_tilerelease_while_unconfigured_is_fine() {
 
 #[test]
 fn tracked_start_row_is_cleared_as_the_silicon_clears_it() {
-    let Some(mut hw) = hardware("tracked_start_row_is_cleared_as_the_silicon_clears_it") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let img = cfg(3, &[(0, 16, 64), (1, 16, 64), (2, 16, 64)]);
@@ -814,7 +797,7 @@ fn tracked_start_row_is_cleared_as_the_silicon_clears_it() {
 
 #[test]
 fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
-    let Some(mut hw) = hardware("tdpfp16ps_needs_cpuid_or_an_explicit_opt_in") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
@@ -846,7 +829,11 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
         });
         if probe != Outcome::Completed {
             assert_eq!(probe, ILL, "TDPFP16PS without AMX-FP16");
-            println!("skipping the rest of tdpfp16ps_needs_cpuid_or_an_explicit_opt_in: no TDPFP16PS here");
+            amx_test_support::skip(
+                amx_test_support::Kind::NotApplicable,
+                "its TDPFP16PS part needs AMX-FP16 (Granite Rapids and later), and this core \
+                 does not execute it",
+            );
             hw.tilerelease();
             return;
         }
@@ -863,42 +850,25 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
 // ---------------------------------------------------------------------------------------------
 // Random images: the shared checks, the emulator and the silicon agree
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
+/// The next random byte of `rng`.
+fn byte(rng: &mut Rng) -> u8 {
+    rng.next_u64() as u8
 }
 
 /// A random image, biased towards valid ones and towards one or two broken rules.
 fn random_image(rng: &mut Rng) -> [u8; 64] {
     if rng.chance(5) {
-        return std::array::from_fn(|_| rng.byte());
+        return std::array::from_fn(|_| byte(rng));
     }
     let mut img = [0u8; 64];
     if rng.chance(5) {
         for b in img.iter_mut().skip(1) {
-            *b = rng.byte();
+            *b = byte(rng);
         }
         return img; // palette 0 with arbitrary bytes
     }
     img[0] = 1;
-    img[1] = if rng.chance(70) { 0 } else { rng.byte() };
+    img[1] = if rng.chance(70) { 0 } else { byte(rng) };
     for t in 0..8 {
         if rng.chance(30) {
             continue;
@@ -922,22 +892,22 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
                 let i = reserved.start + rng.below(reserved.len() as u64) as usize;
                 img[i] = 1 + rng.below(255) as u8;
             }
-            1 => img[0] = [2, 3, 4, 7, 8, 128, 255, rng.byte()][rng.below(8) as usize],
+            1 => img[0] = [2, 3, 4, 7, 8, 128, 255, byte(rng)][rng.below(8) as usize],
             2 => {
                 let colsb: u16 = [0, 63, 64, 65, 0x100, 0x140, 0xFFFF][rng.below(7) as usize];
                 img[image::colsb_offset(t)..image::colsb_offset(t) + 2]
                     .copy_from_slice(&colsb.to_le_bytes());
             }
-            3 => img[image::colsb_offset(t) + 1] = rng.byte(),
+            3 => img[image::colsb_offset(t) + 1] = byte(rng),
             4 => img[image::rows_offset(t)] = [0, 15, 16, 17, 255][rng.below(5) as usize],
-            5 => img[image::rows_offset(t)] = rng.byte(),
-            6 => img[1] = rng.byte(),
+            5 => img[image::rows_offset(t)] = byte(rng),
+            6 => img[1] = byte(rng),
             7 => img[image::rows_offset(t)] = 0,
             8 => {
                 img[image::colsb_offset(t)] = 0;
                 img[image::colsb_offset(t) + 1] = 0;
             }
-            _ => img[rng.below(64) as usize] = rng.byte(),
+            _ => img[rng.below(64) as usize] = byte(rng),
         }
     }
     img
@@ -945,11 +915,11 @@ fn random_image(rng: &mut Rng) -> [u8; 64] {
 
 #[test]
 fn random_images_agree_between_checks_emulator_and_silicon() {
-    let Some(mut hw) = hardware("random_images_agree_between_checks_emulator_and_silicon") else {
+    let Some(mut hw) = silicon() else {
         return;
     };
     let mut emu = twin(&hw);
-    let mut rng = Rng(0x414D_5831_5345_4544); // "AMX1SEED"
+    let mut rng = Rng::new(0x414D_5831_5345_4544); // "AMX1SEED"
     let (mut accepted, mut refused) = (0, 0);
     for n in 0..2048 {
         let img = random_image(&mut rng);
@@ -1017,7 +987,7 @@ fn probe_machinery_reports_signals() {
 /// armed), XSAVE must not trap, and the tiles read as zeros (X1: tile data INIT after LDTILECFG).
 #[test]
 fn tile_data_on_a_fresh_thread_reads_zeros() {
-    if hardware("tile_data_on_a_fresh_thread_reads_zeros").is_none() {
+    if silicon().is_none() {
         return;
     }
     std::thread::spawn(|| {

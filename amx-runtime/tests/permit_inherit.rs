@@ -5,18 +5,14 @@
 
 #![cfg(target_os = "linux")]
 
-use std::process::Command;
-
 use amx_runtime::permit::{permission_state, request_permission, PermissionState};
-
-/// Tells the re-executed test binary to run the exec child branch.
-const CHILD_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_CHILD";
+use amx_test_support::{in_child, skip, Child, Kind};
 
 /// Tells the exec child that the parent ran under the trap engine.
 const TRAPPED_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_TRAPPED";
 
 /// Requests the permission in this process (installing the trap engine where the kernel
-/// cannot grant it), or says why the test is skipped.
+/// cannot grant it), or skips the test.
 fn granted_here() -> bool {
     let mut result = request_permission();
     #[cfg(target_arch = "x86_64")]
@@ -29,9 +25,9 @@ fn granted_here() -> bool {
             true
         }
         Err(e) => {
-            println!(
-                "skipping {}: the permission cannot be granted here: {e}",
-                std::thread::current().name().unwrap_or("this test")
+            skip(
+                Kind::Hardware,
+                format!("the permission cannot be granted here: {e}"),
             );
             false
         }
@@ -72,11 +68,11 @@ fn fork_child_inherits_the_permission() {
     );
 }
 
-/// The exec child branch; a no-op unless the parent set [`CHILD_ENV`].
+/// The exec child branch; a no-op outside the child process.
 #[test]
-#[ignore = "a child process of the exec test, which runs it with --ignored"]
+#[ignore = "run by exec_clears_the_permission in a child process"]
 fn exec_child() {
-    if std::env::var_os(CHILD_ENV).is_none() {
+    if !in_child() {
         return;
     }
     #[cfg(target_arch = "x86_64")]
@@ -93,28 +89,15 @@ fn exec_clears_the_permission() {
     if !granted_here() {
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "exec_child",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .env(
-            TRAPPED_ENV,
-            if amx_runtime::trap::is_active() {
-                "1"
-            } else {
-                ""
-            },
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("exec child stdout:\n{stdout}");
-    assert!(out.status.success(), "exec child failed: {:?}", out.status);
+    let trapped = if amx_runtime::trap::is_active() {
+        "1"
+    } else {
+        ""
+    };
+    let out = Child::new("exec_child").env(TRAPPED_ENV, trapped).run();
+    println!("{out}");
+    out.assert_passed();
+    let stdout = &out.stdout;
     assert!(
         stdout.contains("exec child: before: NotRequested"),
         "{stdout}"

@@ -6,13 +6,9 @@
 
 #![cfg(target_os = "linux")]
 
-use std::process::Command;
-
 use amx_runtime::detect::detect;
 use amx_runtime::permit::{permission_state, request_permission, PermissionState};
-
-/// Tells the re-executed test binary to run the child branch.
-const CHILD_ENV: &str = "AMX_RUNTIME_PERMIT_CHILD";
+use amx_test_support::{in_child, Child};
 
 /// MINSIGSTKSZ: the smallest alternate signal stack Linux accepts, far below the ~11 KiB signal
 /// frame that tile data needs.
@@ -29,11 +25,11 @@ fn set_altstack(stack: &libc::stack_t) -> libc::stack_t {
     old
 }
 
-/// The child branch; a no-op unless the parent set [`CHILD_ENV`].
+/// The child branch; a no-op outside the child process.
 #[test]
-#[ignore = "a child process of a_refusal_is_returned_not_raised, which runs it with --ignored"]
+#[ignore = "run by a_refusal_is_returned_not_raised in a child process"]
 fn child_with_tiny_altstack() {
-    if std::env::var_os(CHILD_ENV).is_none() {
+    if !in_child() {
         return;
     }
     let mut memory = vec![0u8; TINY_ALTSTACK];
@@ -69,26 +65,10 @@ fn child_with_tiny_altstack() {
 
 #[test]
 fn a_refusal_is_returned_not_raised() {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "child_with_tiny_altstack",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("child stdout:\n{stdout}\nchild stderr:\n{stderr}");
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    assert!(
-        stdout.contains("1 passed"),
-        "the child test did not run: {stdout}"
-    );
+    let out = Child::new("child_with_tiny_altstack").run();
+    println!("{out}");
+    out.assert_passed();
+    let stdout = &out.stdout;
     assert!(
         stdout.contains("with a 2048-byte sigaltstack: Err(PermissionError { errno: "),
         "{stdout}"

@@ -7,7 +7,7 @@
 //! tile's shape) are checked on the emulator with `Emulator::set_tile`.
 
 use amx_runtime::rules::image;
-use amx_runtime::{Emulator, Fault, Hardware, TileShape, TileUnit};
+use amx_runtime::{Emulator, Fault, TileShape, TileUnit};
 
 /// Generates `emulator` and `hardware` tests from one body generic over the tile unit.
 macro_rules! on_both {
@@ -25,28 +25,13 @@ macro_rules! on_both {
 
             #[test]
             fn hardware() {
-                match super::silicon() {
-                    Ok(mut hw) => {
-                        run(&mut hw);
-                        hw.tilerelease();
-                    }
-                    Err(why) => eprintln!("skipping {}::hardware: {why}", stringify!($name)),
+                if let Some(mut hw) = amx_test_support::needs::silicon() {
+                    run(&mut hw);
+                    hw.tilerelease();
                 }
             }
         }
     )*};
-}
-
-/// The silicon, or the trap engine where the CPU lacks AMX.
-fn silicon() -> Result<Hardware, amx_runtime::Unavailable> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        amx_runtime::trap::hardware()
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        Hardware::new()
-    }
 }
 
 /// A palette-1 image with the given (tile, rows, colsb) and start_row.

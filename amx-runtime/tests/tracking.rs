@@ -6,22 +6,7 @@ use amx_runtime::rules::image;
 use amx_runtime::{
     configure_on, counters, release_on, Backend, ConfigureError, TileConfig, TileShape,
 };
-
-fn backends() -> Vec<Backend> {
-    let mut out = vec![Backend::Emulated];
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let hw = amx_runtime::trap::hardware();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let hw = amx_runtime::Hardware::new();
-    match hw {
-        Ok(_) => out.push(Backend::Hardware),
-        Err(why) => eprintln!(
-            "skipping {} on the hardware backend: {why}",
-            std::thread::current().name().unwrap_or("this test")
-        ),
-    }
-    out
-}
+use amx_test_support::needs::backends;
 
 fn config(rows: u8, colsb: u16) -> TileConfig {
     TileConfig::builder()

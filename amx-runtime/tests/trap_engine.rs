@@ -17,14 +17,8 @@ mod trap_support;
 use trap_support::*;
 
 /// A palette-1 image with tiles (t, rows, colsb).
-fn cfg(tiles: &[(usize, u8, u16)]) -> [u8; 64] {
-    let mut img = [0u8; 64];
-    img[0] = 1;
-    for &(t, rows, colsb) in tiles {
-        img[16 + 2 * t..18 + 2 * t].copy_from_slice(&colsb.to_le_bytes());
-        img[48 + t] = rows;
-    }
-    img
+fn cfg(tiles: &[(u8, u8, u16)]) -> [u8; 64] {
+    amx_test_support::image::image(1, 0, tiles)
 }
 
 /// This thread's tile `t` as the engine holds it (via the safe API's XSAVE replacement).
@@ -36,7 +30,7 @@ fn tile(t: u8) -> [u8; 1024] {
 
 #[test]
 fn intrinsics_give_the_emulators_results() {
-    if !engine("intrinsics_give_the_emulators_results") {
+    if !trap_engine() {
         return;
     }
     let image = cfg(&[(0, 16, 64), (1, 16, 64), (2, 16, 64), (3, 16, 64)]);
@@ -78,7 +72,7 @@ fn intrinsics_give_the_emulators_results() {
 
 #[test]
 fn every_memory_operand_form() {
-    if !engine("every_memory_operand_form") {
+    if !trap_engine() {
         return;
     }
     let src = bytes(3, 4096);
@@ -143,7 +137,7 @@ fn every_memory_operand_form() {
 
 #[test]
 fn address_size_prefix_wraps_at_4_gib() {
-    if !engine("address_size_prefix_wraps_at_4_gib") {
+    if !trap_engine() {
         return;
     }
     // SAFETY: a fresh anonymous mapping below 2 GiB, unmapped at the end.
@@ -180,7 +174,7 @@ fn address_size_prefix_wraps_at_4_gib() {
 
 #[test]
 fn threads_have_their_own_state_and_handler_scopes_see_init() {
-    if !engine("threads_have_their_own_state_and_handler_scopes_see_init") {
+    if !trap_engine() {
         return;
     }
     let image = cfg(&[(0, 2, 8)]);
@@ -213,7 +207,7 @@ fn threads_have_their_own_state_and_handler_scopes_see_init() {
 
 #[test]
 fn fork_keeps_state_and_permission() {
-    if !engine("fork_keeps_state_and_permission") {
+    if !trap_engine() {
         return;
     }
     let image = cfg(&[(5, 4, 16)]);
@@ -246,7 +240,7 @@ fn fork_keeps_state_and_permission() {
 
 #[test]
 fn trapped_backend_choice_is_the_hardware_backend() {
-    if !engine("trapped_backend_choice_is_the_hardware_backend") {
+    if !trap_engine() {
         return;
     }
     use amx_runtime::{Backend, BackendChoice};
@@ -259,7 +253,7 @@ fn trapped_backend_choice_is_the_hardware_backend() {
 
 #[test]
 fn detect_reports_the_modelled_cpu() {
-    if !engine("detect_reports_the_modelled_cpu") {
+    if !trap_engine() {
         return;
     }
     let caps = amx_runtime::detect();
@@ -406,12 +400,12 @@ fn child_faults() {
 
 #[test]
 fn faults_reach_the_programs_handlers() {
-    if !engine("faults_reach_the_programs_handlers") {
+    if !trap_engine() {
         return;
     }
-    let (status, out) = child("child_faults", &[]);
-    assert!(status.success(), "{status}: {out}");
-    let lines: Vec<&str> = out.lines().collect();
+    let out = Child::new("child_faults").run();
+    out.assert_passed();
+    let lines: Vec<&str> = out.stdout.lines().collect();
     let has = |l: &str| assert!(lines.iter().any(|x| x.ends_with(l)), "no {l:?} in {out}");
     // docs/semantics.md section 1.
     has("xfd 4 1 0");
@@ -454,12 +448,11 @@ fn child_unhandled_gp() {
 
 #[test]
 fn an_unhandled_fault_kills_with_its_signal() {
-    if !engine("an_unhandled_fault_kills_with_its_signal") {
+    if !trap_engine() {
         return;
     }
-    use std::os::unix::process::ExitStatusExt;
-    let (status, out) = child("child_unhandled_gp", &[]);
-    assert_eq!(status.signal(), Some(libc::SIGSEGV), "{status}: {out}");
+    let out = Child::new("child_unhandled_gp").run();
+    assert_eq!(out.signal(), Some(libc::SIGSEGV), "{out}");
 }
 
 /// Whether SIGUSR1 was blocked while [`once`] ran.
@@ -513,12 +506,11 @@ fn child_resethand() {
 
 #[test]
 fn a_handler_gets_its_mask_and_resethand() {
-    if !engine("a_handler_gets_its_mask_and_resethand") {
+    if !trap_engine() {
         return;
     }
-    use std::os::unix::process::ExitStatusExt;
-    let (status, out) = child("child_resethand", &[]);
-    assert!(out.contains("handled once, masked 1"), "{status}: {out}");
-    assert!(!out.contains("survived"), "{out}");
-    assert_eq!(status.signal(), Some(libc::SIGILL), "{status}: {out}");
+    let out = Child::new("child_resethand").run();
+    assert!(out.stdout.contains("handled once, masked 1"), "{out}");
+    assert!(!out.stdout.contains("survived"), "{out}");
+    assert_eq!(out.signal(), Some(libc::SIGILL), "{out}");
 }

@@ -64,8 +64,8 @@ fn round_on_emulator(a: &[u8], b: &[u8]) -> [Vec<u8>; 3] {
 fn workload(rounds: u32) -> u64 {
     let mut h: u64 = 0xCBF2_9CE4_8422_2325;
     for r in 0..rounds {
-        let a = bytes(2 * r + 1, 1024);
-        let b = bytes(2 * r + 2, 1024);
+        let a = bytes(u64::from(2 * r + 1), 1024);
+        let b = bytes(u64::from(2 * r + 2), 1024);
         let got = round_on_engine(&a, &b);
         assert_eq!(got, round_on_emulator(&a, &b), "round {r}");
         for byte in got.iter().flatten() {
@@ -93,13 +93,15 @@ fn child_workload() {
 
 #[test]
 fn patched_and_unpatched_give_identical_results() {
-    if !engine("patched_and_unpatched_give_identical_results") {
+    if !trap_engine() {
         return;
     }
-    let (on, on_out) = child("child_workload", &[]);
-    let (off, off_out) = child("child_workload", &[("AMX_TRAP_PATCH", "0")]);
-    assert!(on.success(), "{on}: {on_out}");
-    assert!(off.success(), "{off}: {off_out}");
+    let on = Child::new("child_workload").run();
+    let off = Child::new("child_workload")
+        .env("AMX_TRAP_PATCH", "0")
+        .run();
+    on.assert_passed();
+    off.assert_passed();
     let line = |out: &str| -> Vec<String> {
         let at = out
             .find("digest ")
@@ -112,7 +114,7 @@ fn patched_and_unpatched_give_identical_results() {
             .map(str::to_owned)
             .collect()
     };
-    let (on, off) = (line(&on_out), line(&off_out));
+    let (on, off) = (line(&on.stdout), line(&off.stdout));
     assert_eq!(on[1], off[1], "patched {on:?} and unpatched {off:?} differ");
     assert_eq!(
         off[3], "false",
@@ -277,13 +279,13 @@ fn child_fast_path_faults() {
 
 #[test]
 fn faults_on_patched_sites_reach_the_handler_at_the_site() {
-    if !engine("faults_on_patched_sites_reach_the_handler_at_the_site") {
+    if !trap_engine() {
         return;
     }
-    let (status, out) = child("child_fast_path_faults", &[]);
+    let out = Child::new("child_fast_path_faults").run();
     println!("{out}");
-    assert!(status.success(), "{status}: {out}");
-    let lines: Vec<&str> = out.lines().collect();
+    out.assert_passed();
+    let lines: Vec<&str> = out.stdout.lines().collect();
     let has = |l: &str| assert!(lines.iter().any(|x| x.ends_with(l)), "no {l:?} in {out}");
     if lines
         .iter()
@@ -337,7 +339,7 @@ fn fresh_copy_routine() -> extern "C" fn(*const u8, usize, *mut u8) {
 
 #[test]
 fn two_threads_on_sites_being_patched() {
-    if !engine("two_threads_on_sites_being_patched") {
+    if !trap_engine() {
         return;
     }
     // Each round a new routine (two new sites) that both threads run at once, so the patching
@@ -357,7 +359,7 @@ fn two_threads_on_sites_being_patched() {
                 for (r, f) in routines.iter().enumerate() {
                     barrier.wait();
                     for c in 0..calls {
-                        let data = bytes(t * 1_000_000 + (r * calls + c) as u32, 1024);
+                        let data = bytes(u64::from(t) * 1_000_000 + (r * calls + c) as u64, 1024);
                         f(data.as_ptr(), 64, out.as_mut_ptr());
                         assert_eq!(out, data, "thread {t} round {r} call {c}");
                     }
@@ -378,7 +380,7 @@ fn two_threads_on_sites_being_patched() {
 
 #[test]
 fn fork_inherits_patched_sites() {
-    if !engine("fork_inherits_patched_sites") {
+    if !trap_engine() {
         return;
     }
     // Its own data: the sites are the test's, run hot before the fork.

@@ -24,7 +24,7 @@ pub struct TileImage([u8; 64]);
 /// Tile slots with a colsb and a rows byte inside the image: t0..t7 are the architectural
 /// tiles; t8..t15 land on reserved bytes (32..47 and 56..63), as a palette with more tile
 /// names would lay them out.
-pub const SLOTS: usize = 16;
+pub const SLOTS: u8 = 16;
 
 impl TileImage {
     /// All zero but the palette_id (palette 0 alone: the INIT image).
@@ -45,8 +45,9 @@ impl TileImage {
     /// # Panics
     ///
     /// When `t` is [`SLOTS`] or more: no image byte holds that tile.
-    pub const fn tile(mut self, t: usize, rows: u8, colsb: u16) -> TileImage {
+    pub const fn tile(mut self, t: u8, rows: u8, colsb: u16) -> TileImage {
         assert!(t < SLOTS, "tile slots t0..t15 have bytes in the image");
+        let t = t as usize;
         let colsb = colsb.to_le_bytes();
         self.0[16 + 2 * t] = colsb[0];
         self.0[17 + 2 * t] = colsb[1];
@@ -85,7 +86,7 @@ impl TileImage {
 /// # Panics
 ///
 /// When a tile is [`SLOTS`] or more.
-pub const fn image(palette: u8, start_row: u8, tiles: &[(usize, u8, u16)]) -> [u8; 64] {
+pub const fn image(palette: u8, start_row: u8, tiles: &[(u8, u8, u16)]) -> [u8; 64] {
     let mut image = TileImage::palette(palette).start_row(start_row);
     let mut i = 0;
     while i < tiles.len() {

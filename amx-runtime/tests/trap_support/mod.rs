@@ -1,81 +1,23 @@
-//! What the trap engine's test binaries share: installing the engine, re-running one ignored
-//! test in a child process, test data, and a fault handler that records what it was given.
+//! What the trap engine's test binaries share: the engine (through
+//! `amx_test_support::needs::trap_engine`), the child-process harness, test data, and a fault
+//! handler that records what it was given.
 // Each test binary uses part of this module.
 #![allow(dead_code)]
 
-use std::process::Command;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
-use amx_runtime::trap;
+pub use amx_test_support::needs::trap_engine;
+pub use amx_test_support::{in_child, Child};
 
-/// Installs the engine and takes the permission, or says why the test is skipped (the CPU has
-/// AMX itself).
-pub fn engine(test: &str) -> bool {
-    match trap::install() {
-        Ok(()) => {
-            amx_runtime::permit::request_permission().expect("the engine grants the permission");
-            true
-        }
-        Err(why) => {
-            println!("skipping {test}: {why}");
-            false
-        }
-    }
-}
-
-/// Whether this process runs a child body (set by [`child`]).
-pub fn in_child() -> bool {
-    std::env::var_os(CHILD).is_some()
-}
-
-const CHILD: &str = "AMX_TRAP_TEST_CHILD";
-
-/// Runs the ignored test `name` in a child process with `env` set; its status and stdout.
-pub fn child(name: &str, env: &[(&str, &str)]) -> (std::process::ExitStatus, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        name,
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(CHILD, "1");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run the test binary");
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
-/// `n` pseudo-random bytes from `seed` (xorshift).
-pub fn bytes(seed: u32, n: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
+/// `n` random bytes from `seed`.
+pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    amx_test_support::SplitMix64::new(seed).bytes(n)
 }
 
 /// Palette 1 with every tile 16 rows of 64 bytes.
-pub static CONFIG_16X64: [u8; 64] = {
-    let mut img = [0u8; 64];
-    img[0] = 1;
-    let mut t = 0;
-    while t < 8 {
-        img[16 + 2 * t] = 64;
-        img[48 + t] = 16;
-        t += 1;
-    }
-    img
-};
+pub static CONFIG_16X64: [u8; 64] = amx_test_support::TileImage::palette(1)
+    .all_tiles(16, 64)
+    .bytes();
 
 // What the handlers saw: signal, si_code, REG_TRAPNO, si_addr, REG_ERR, RIP, RSI.
 pub static SEEN_SIG: AtomicI32 = AtomicI32::new(0);
