@@ -39,7 +39,7 @@
 use std::fmt;
 
 use crate::pack::{PackedB, PackedBView};
-use crate::precision::{DType, Precision};
+use crate::precision::{Precision, PrecisionKind};
 
 /// Bytes of the header.
 pub const HEADER_BYTES: usize = 64;
@@ -67,7 +67,7 @@ pub enum BlobError {
     /// Weights of another precision than the one asked for.
     WrongPrecision {
         /// The precision asked for.
-        expected: DType,
+        expected: PrecisionKind,
         /// The precision code in the blob (0 int8, 1 u8s8, 2 bf16, others unknown).
         found: u8,
     },
@@ -164,16 +164,16 @@ impl fmt::Display for BlobError {
 impl std::error::Error for BlobError {}
 
 /// The blob's code of a precision.
-fn code_of(dtype: DType) -> u8 {
+fn code_of(dtype: PrecisionKind) -> u8 {
     match dtype {
-        DType::Int8 => 0,
-        DType::U8S8 => 1,
-        DType::Bf16 => 2,
+        PrecisionKind::Int8 => 0,
+        PrecisionKind::U8S8 => 1,
+        PrecisionKind::Bf16 => 2,
     }
 }
 
-fn dtype_of(code: u8) -> Option<DType> {
-    DType::ALL.into_iter().find(|d| code_of(*d) == code)
+fn dtype_of(code: u8) -> Option<PrecisionKind> {
+    PrecisionKind::ALL.into_iter().find(|d| code_of(*d) == code)
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
@@ -194,7 +194,7 @@ fn header<P: Precision>(
     let mut h = [0u8; HEADER_BYTES];
     h[0..8].copy_from_slice(&MAGIC);
     h[8..10].copy_from_slice(&version.to_le_bytes());
-    h[10] = code_of(P::DTYPE);
+    h[10] = code_of(P::KIND);
     h[11] = LAYOUT;
     h[16..24].copy_from_slice(&(k as u64).to_le_bytes());
     h[24..32].copy_from_slice(&(n as u64).to_le_bytes());
@@ -250,9 +250,9 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
     if version != VERSION && version != VERSION_1 {
         return Err(BlobError::UnsupportedVersion(version));
     }
-    if h[10] != code_of(P::DTYPE) {
+    if h[10] != code_of(P::KIND) {
         return Err(BlobError::WrongPrecision {
-            expected: P::DTYPE,
+            expected: P::KIND,
             found: h[10],
         });
     }
@@ -277,7 +277,7 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
     } else {
         u64_at(h, 44)
     };
-    let sums_expected = if version == VERSION_1 || P::DTYPE == DType::Bf16 || k == 0 {
+    let sums_expected = if version == VERSION_1 || P::KIND == PrecisionKind::Bf16 || k == 0 {
         0
     } else {
         n.saturating_mul(4)
@@ -308,7 +308,7 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
         k: k_us,
         n: n_us,
         data,
-        sums: (version != VERSION_1 && P::DTYPE != DType::Bf16).then_some(sums),
+        sums: (version != VERSION_1 && P::KIND != PrecisionKind::Bf16).then_some(sums),
     })
 }
 

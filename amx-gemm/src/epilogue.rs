@@ -75,7 +75,7 @@ use half::bf16;
 
 use crate::error::{check_slice, GemmError, Operand};
 use crate::pack::NR;
-use crate::precision::{DType, Element};
+use crate::precision::{PrecisionKind, Scalar};
 use crate::tile_ops::MemMut;
 
 /// The activation function of an [`Epilogue`], computed in `f32`.
@@ -451,7 +451,7 @@ impl OutKind {
 
 /// An element type [`Gemm::run_with`](crate::Gemm::run_with) writes: `f32`, [`bf16`], or
 /// requantized `u8` / `i8`. Sealed.
-pub trait Output: Element + sealed::Sealed {
+pub trait Output: Scalar + sealed::Sealed {
     /// Which of the four types this is (0 `f32`, 1 bf16, 2 `u8`, 3 `i8`).
     #[doc(hidden)]
     const CODE: u8;
@@ -624,14 +624,14 @@ impl<'a> Prepared<'a> {
     /// per-K-group scales with a zero point).
     pub(crate) fn new<O: Output>(
         e: &Epilogue<'a>,
-        dtype: DType,
+        dtype: PrecisionKind,
         (m, n, k): (usize, usize, usize),
         col_sums: Option<&[i32]>,
         group_sums: impl FnOnce(usize) -> Result<Vec<i32>, GemmError>,
         out: &mut [O],
         ldo: usize,
     ) -> Result<Prepared<'a>, GemmError> {
-        let int_acc = dtype != DType::Bf16;
+        let int_acc = dtype != PrecisionKind::Bf16;
         if e.a_zero_point != 0 && !int_acc {
             return Err(GemmError::InvalidEpilogue(
                 "a zero point applies to int8 activations, not bf16".into(),

@@ -17,7 +17,7 @@ use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
 };
 use crate::pool;
-use crate::precision::{bytes_of, bytes_of_mut, DType, Precision};
+use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind};
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
@@ -375,7 +375,7 @@ impl Gemm {
         }
         let prepared = Prepared::new(
             epilogue,
-            P::DTYPE,
+            P::KIND,
             (m, n, k),
             b.col_sums(),
             |steps| b.group_sums(steps),
@@ -413,13 +413,13 @@ impl Gemm {
         if backend == Backend::Hardware {
             // The silicon's features and limits are the same on every thread: refuse a CPU that
             // cannot run one of the call's micro-kernels before any worker writes to C.
-            crate::tile_ops::silicon_supports(P::DTYPE)?;
+            crate::tile_ops::silicon_supports(P::KIND)?;
             let limits = amx_runtime::tmul_limits_on(backend)?;
             for shape in shapes(m, n) {
                 configs::check_limits(shape, limits)?;
             }
         }
-        let a_size = P::DTYPE.input_bytes();
+        let a_size = P::KIND.input_bytes();
         let (mb, nb) = (m.div_ceil(MR), n.div_ceil(NR));
         let problem = Problem {
             m,
@@ -1006,10 +1006,10 @@ fn run_region<P: Precision>(
     stats: &mut WorkerStats,
 ) -> Result<(), GemmError> {
     if region.shape == MicroShape::FULL {
-        return match P::DTYPE {
-            DType::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
-            DType::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
-            DType::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
+        return match P::KIND {
+            PrecisionKind::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
+            PrecisionKind::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
+            PrecisionKind::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
         };
     }
     let cfg = configs::config(region.shape)?;
@@ -1019,7 +1019,7 @@ fn run_region<P: Precision>(
     stats.configs += 1;
     LAST_SHAPE.with(|s| s.set(Some(region.shape)));
     #[cfg(target_arch = "x86_64")]
-    if let Some(mut ops) = crate::tile_ops::Silicon::new(&mut tiles, P::DTYPE)? {
+    if let Some(mut ops) = crate::tile_ops::Silicon::new(&mut tiles, P::KIND)? {
         return nest_for_shape(&mut ops, p, region, scratch);
     }
     nest_for_shape(&mut Checked::new(&mut tiles), p, region, scratch)
@@ -1039,7 +1039,7 @@ fn run_typed<P: Precision, L: Full2x2>(
     stats.loads += counters().loads - before;
     stats.configs += 1;
     LAST_SHAPE.with(|s| s.set(Some(region.shape)));
-    let mut ops = Typed::new(&mut tiles, P::DTYPE)?;
+    let mut ops = Typed::new(&mut tiles, P::KIND)?;
     nest(
         &mut Amx2x2::<Typed<'_, L>, P, true, true>::new(&mut ops),
         p,
@@ -1288,7 +1288,7 @@ mod tests {
     /// checks the result against the reference and returns the dot products the typed and the
     /// checked paths issued.
     fn dots_of<P: Precision>(m: usize, n: usize, k: usize) -> (u64, u64) {
-        use crate::precision::Element;
+        use crate::precision::Scalar;
         use crate::tile_ops::probe;
         let a: Vec<P::A> = (0..m * k)
             .map(|i| P::A::from_f64((i * 7 % 11) as f64 - 3.0))
@@ -1310,18 +1310,18 @@ mod tests {
             .unwrap();
         let after = probe::dots();
         // Small integers: every sum is exact in f32 too, so bf16 compares exactly.
-        assert_eq!(c, want, "{} {m}x{n}x{k}", P::DTYPE);
+        assert_eq!(c, want, "{} {m}x{n}x{k}", P::KIND);
         (after.0 - before.0, after.1 - before.1)
     }
 
     fn typed_path_for<P: Precision>() {
-        let steps = |k: usize| k.div_ceil(P::DTYPE.k_per_step()) as u64;
+        let steps = |k: usize| k.div_ceil(P::KIND.k_per_step()) as u64;
         // Only full micro-tiles: 2 x 3 of them, four dot products per k-step each, all typed.
         assert_eq!(
             dots_of::<P>(64, 96, 128),
             (6 * 4 * steps(128), 0),
             "{}",
-            P::DTYPE
+            P::KIND
         );
         // One full micro-tile (typed) and the right edge (2 dots per k-step), bottom edge (2)
         // and corner (1) on the checked path.
@@ -1329,11 +1329,11 @@ mod tests {
             dots_of::<P>(40, 40, 64),
             (4 * steps(64), 5 * steps(64)),
             "{}",
-            P::DTYPE
+            P::KIND
         );
         // Only edges: nothing typed (20 x 31 is the 2x2 variant of an edge shape).
-        assert_eq!(dots_of::<P>(20, 31, 64), (0, 4 * steps(64)), "{}", P::DTYPE);
-        assert_eq!(dots_of::<P>(12, 9, 64), (0, steps(64)), "{}", P::DTYPE);
+        assert_eq!(dots_of::<P>(20, 31, 64), (0, 4 * steps(64)), "{}", P::KIND);
+        assert_eq!(dots_of::<P>(12, 9, 64), (0, steps(64)), "{}", P::KIND);
     }
 
     #[test]
@@ -1350,7 +1350,7 @@ mod tests {
         use crate::tile_ops::{Mem, TileOps, Typed};
         let mut tiles = configure_typed_on::<Int8Kernel>(Backend::Emulated).unwrap();
         let buf = [0u8; 16 * 64];
-        let mut ops = Typed::new(&mut tiles, crate::precision::DType::Int8).unwrap();
+        let mut ops = Typed::new(&mut tiles, crate::precision::PrecisionKind::Int8).unwrap();
         // SAFETY: the emulator checks the bounds before any access (that is what is tested).
         unsafe {
             ops.load::<C00>(Mem::new(&buf), 0, 64).unwrap();
@@ -1358,7 +1358,7 @@ mod tests {
             assert!(ops.load::<C00>(Mem::new(&buf), 0, 65).is_err());
         }
         // The wrong precision for the layout is refused.
-        assert!(Typed::new(&mut tiles, crate::precision::DType::Bf16).is_err());
+        assert!(Typed::new(&mut tiles, crate::precision::PrecisionKind::Bf16).is_err());
     }
 
     #[test]

@@ -118,7 +118,9 @@ pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
-pub use precision::{Bf16, DType, Element, Int8, ParseDTypeError, Precision, U8S8};
+#[allow(deprecated)]
+pub use precision::DType;
+pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
 /// major version.

@@ -4,7 +4,7 @@
 //!
 //! B (K x N, row-major) is cut into **panels** of [`NR`] = 32 columns, the width of the
 //! micro-kernel's two B tiles. K is padded with zeros to a whole number of **k-steps** of
-//! [`DType::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
+//! [`PrecisionKind::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
 //! panel is stored contiguously, k-step after k-step; each k-step is two 1 KiB tiles (columns
 //! 0..16 and 16..32 of the panel), each tile 16 rows of 64 bytes in the VNNI layout of
 //! docs/semantics.md section 8:
@@ -39,7 +39,7 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 use crate::error::{check_slice, GemmError, Operand};
-use crate::precision::{bytes_of, DType, Element, Precision, ROW_BYTES};
+use crate::precision::{bytes_of, Precision, PrecisionKind, Scalar, ROW_BYTES};
 
 /// Columns of one packed B panel (two tiles of 16 columns): the micro-kernel's N.
 pub const NR: usize = 32;
@@ -100,7 +100,7 @@ impl AlignedBytes {
 }
 
 /// Number of k-steps that hold `k` elements.
-pub(crate) fn steps_for(dtype: DType, k: usize) -> usize {
+pub(crate) fn steps_for(dtype: PrecisionKind, k: usize) -> usize {
     k.div_ceil(dtype.k_per_step())
 }
 
@@ -138,7 +138,7 @@ pub struct PackedB<P: Precision> {
 impl<P: Precision> std::fmt::Debug for PackedB<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PackedB")
-            .field("dtype", &P::DTYPE)
+            .field("dtype", &P::KIND)
             .field("k", &self.k)
             .field("n", &self.n)
             .field("steps", &self.steps)
@@ -172,9 +172,9 @@ impl<P: Precision> PackedB<P> {
                 }
             }
         }
-        let size = P::DTYPE.input_bytes();
-        let group = P::DTYPE.group();
-        let kt = P::DTYPE.k_per_step();
+        let size = P::KIND.input_bytes();
+        let group = P::KIND.group();
+        let kt = P::KIND.k_per_step();
         let src = bytes_of(b);
         let stride = packed.panel_stride;
         let out = packed.data.as_bytes_mut();
@@ -234,7 +234,7 @@ impl<P: Precision> PackedB<P> {
 
     /// The layout of a packed `k x n` B: (steps, panels, panel stride, total bytes).
     fn layout(k: usize, n: usize) -> Result<(usize, usize, usize, usize), GemmError> {
-        let steps = steps_for(P::DTYPE, k);
+        let steps = steps_for(P::KIND, k);
         let panels = n.div_ceil(NR);
         let panel_stride = if steps == 0 || panels == 0 {
             0
@@ -258,15 +258,15 @@ impl<P: Precision> PackedB<P> {
     /// The column sums to fill at pack time: `Some` (zeroed, N of them) for the int8
     /// precisions, `None` for bf16.
     fn col_sums_mut(&mut self) -> Option<&mut [i32]> {
-        match P::DTYPE {
-            DType::Int8 | DType::U8S8 => Some(&mut self.col_sums),
-            DType::Bf16 => None,
+        match P::KIND {
+            PrecisionKind::Int8 | PrecisionKind::U8S8 => Some(&mut self.col_sums),
+            PrecisionKind::Bf16 => None,
         }
     }
 
     /// Column sums are kept for the int8 precisions only.
     fn has_col_sums() -> bool {
-        P::DTYPE != DType::Bf16
+        P::KIND != PrecisionKind::Bf16
     }
 
     /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
@@ -309,7 +309,7 @@ impl<P: Precision> PackedB<P> {
         if k == 0 || n == 0 {
             return Ok(packed);
         }
-        let dtype = P::DTYPE;
+        let dtype = P::KIND;
         let panel_stride = packed.panel_stride;
         let out = packed.data.as_bytes_mut();
         let sums = &mut packed.col_sums;
@@ -368,7 +368,7 @@ impl<P: Precision> PackedB<P> {
         if k >= self.k || n >= self.n {
             return None;
         }
-        let dtype = P::DTYPE;
+        let dtype = P::KIND;
         let (kt, group, size) = (dtype.k_per_step(), dtype.group(), dtype.input_bytes());
         let (s, within) = (k / kt, k % kt);
         let (r, i) = (within / group, within % group);
@@ -502,7 +502,7 @@ pub struct PackedBView<'a, P: Precision> {
 impl<P: Precision> fmt::Debug for PackedBView<'_, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PackedBView")
-            .field("dtype", &P::DTYPE)
+            .field("dtype", &P::KIND)
             .field("k", &self.k)
             .field("n", &self.n)
             .field("bytes", &self.data.len())

@@ -8,10 +8,12 @@ use half::bf16;
 /// Bytes in one tile row: one k-step of A for one output row.
 pub(crate) const ROW_BYTES: usize = 64;
 
-/// A precision picked at run time (for reports and command lines); each has a marker type that
-/// implements [`Precision`] for the typed API.
+/// A precision picked at run time (for reports and command lines): the run-time twin of the
+/// [`Precision`] marker types. A precision is a pairing of operand types and an instruction
+/// (`u8 x i8 -> i32` is one), not the element type of one operand: that is
+/// [`amx_runtime::ElemType`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
+pub enum PrecisionKind {
     /// `i8 x i8 -> i32` with TDPBSSD ([`Int8`]).
     Int8,
     /// `u8 x i8 -> i32` with TDPBUSD ([`U8S8`]).
@@ -20,33 +22,37 @@ pub enum DType {
     Bf16,
 }
 
-impl DType {
+impl PrecisionKind {
     /// Every precision, in the order reports list them.
-    pub const ALL: [DType; 3] = [DType::Int8, DType::U8S8, DType::Bf16];
+    pub const ALL: [PrecisionKind; 3] = [
+        PrecisionKind::Int8,
+        PrecisionKind::U8S8,
+        PrecisionKind::Bf16,
+    ];
 
     /// The name used on command lines and in reports: `int8`, `u8s8` or `bf16`.
     pub const fn name(self) -> &'static str {
         match self {
-            DType::Int8 => "int8",
-            DType::U8S8 => "u8s8",
-            DType::Bf16 => "bf16",
+            PrecisionKind::Int8 => "int8",
+            PrecisionKind::U8S8 => "u8s8",
+            PrecisionKind::Bf16 => "bf16",
         }
     }
 
     /// The tile instruction, upper case as in the manual.
     pub const fn instruction(self) -> &'static str {
         match self {
-            DType::Int8 => "TDPBSSD",
-            DType::U8S8 => "TDPBUSD",
-            DType::Bf16 => "TDPBF16PS",
+            PrecisionKind::Int8 => "TDPBSSD",
+            PrecisionKind::U8S8 => "TDPBUSD",
+            PrecisionKind::Bf16 => "TDPBF16PS",
         }
     }
 
     /// Bytes of one element of A and of B.
     pub const fn input_bytes(self) -> usize {
         match self {
-            DType::Int8 | DType::U8S8 => 1,
-            DType::Bf16 => 2,
+            PrecisionKind::Int8 | PrecisionKind::U8S8 => 1,
+            PrecisionKind::Bf16 => 2,
         }
     }
 
@@ -66,7 +72,7 @@ impl DType {
     }
 }
 
-impl fmt::Display for DType {
+impl fmt::Display for PrecisionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -74,26 +80,34 @@ impl fmt::Display for DType {
 
 /// The text was none of `int8`, `u8s8`, `bf16`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseDTypeError(pub String);
+pub struct ParsePrecisionError(pub String);
 
-impl fmt::Display for ParseDTypeError {
+impl fmt::Display for ParsePrecisionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown dtype {:?}; expected int8, u8s8 or bf16", self.0)
+        write!(
+            f,
+            "unknown precision {:?}; expected int8, u8s8 or bf16",
+            self.0
+        )
     }
 }
 
-impl std::error::Error for ParseDTypeError {}
+impl std::error::Error for ParsePrecisionError {}
 
-impl FromStr for DType {
-    type Err = ParseDTypeError;
+/// The former name of [`PrecisionKind`].
+#[deprecated(since = "0.1.0", note = "renamed to `PrecisionKind`")]
+pub type DType = PrecisionKind;
+
+impl FromStr for PrecisionKind {
+    type Err = ParsePrecisionError;
 
     /// Parses `int8` (also `s8s8`, `i8`), `u8s8` or `bf16`, in any case.
-    fn from_str(text: &str) -> Result<DType, ParseDTypeError> {
+    fn from_str(text: &str) -> Result<PrecisionKind, ParsePrecisionError> {
         match text.trim().to_ascii_lowercase().as_str() {
-            "int8" | "s8s8" | "i8" => Ok(DType::Int8),
-            "u8s8" => Ok(DType::U8S8),
-            "bf16" => Ok(DType::Bf16),
-            _ => Err(ParseDTypeError(text.to_owned())),
+            "int8" | "s8s8" | "i8" => Ok(PrecisionKind::Int8),
+            "u8s8" => Ok(PrecisionKind::U8S8),
+            "bf16" => Ok(PrecisionKind::Bf16),
+            _ => Err(ParsePrecisionError(text.to_owned())),
         }
     }
 }
@@ -102,10 +116,11 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// An element type of A, B or C: plain data whose bytes the tiles read and write directly.
+/// The Rust type of the entries of A, B or C: plain data whose bytes the tiles read and write
+/// directly (what `amx_runtime::typed::Element::Scalar` is for a typed tile).
 ///
 /// Sealed: implemented for `i8`, `u8`, [`bf16`], `i32` and `f32` only.
-pub trait Element:
+pub trait Scalar:
     sealed::Sealed + Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static
 {
     /// The value as an `f64` (exact for every implementor).
@@ -120,7 +135,7 @@ pub trait Element:
 macro_rules! element {
     ($($t:ty => |$x:ident| $to:expr, |$y:ident| $from:expr;)*) => {$(
         impl sealed::Sealed for $t {}
-        impl Element for $t {
+        impl Scalar for $t {
             fn to_f64(self) -> f64 {
                 let $x = self;
                 $to
@@ -141,17 +156,17 @@ element! {
 }
 
 /// The bytes of a slice of elements, as the tiles see them (little-endian x86-64 memory).
-pub(crate) fn bytes_of<T: Element>(data: &[T]) -> &[u8] {
-    // SAFETY: every `Element` (i8, u8, bf16 = repr(transparent) u16, i32, f32) is plain data
+pub(crate) fn bytes_of<T: Scalar>(data: &[T]) -> &[u8] {
+    // SAFETY: every `Scalar` (i8, u8, bf16 = repr(transparent) u16, i32, f32) is plain data
     // with no padding and no invalid byte patterns to read; the length is the slice's size in
     // bytes and the lifetime is the borrow's.
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
 }
 
 /// The bytes of a mutable slice of elements.
-pub(crate) fn bytes_of_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
+pub(crate) fn bytes_of_mut<T: Scalar>(data: &mut [T]) -> &mut [u8] {
     // SAFETY: as in `bytes_of`; in addition every byte pattern is a valid value of every
-    // `Element` (integers, and floats whose every bit pattern is some value), so writes through
+    // `Scalar` (integers, and floats whose every bit pattern is some value), so writes through
     // the byte view cannot create an invalid value. The unique borrow is carried over.
     unsafe {
         std::slice::from_raw_parts_mut(data.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(data))
@@ -162,13 +177,13 @@ pub(crate) fn bytes_of_mut<T: Element>(data: &mut [T]) -> &mut [u8] {
 /// instruction that multiplies them. Sealed: [`Int8`], [`U8S8`] and [`Bf16`].
 pub trait Precision: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     /// Elements of A (M x K, row-major).
-    type A: Element;
+    type A: Scalar;
     /// Elements of B (K x N before packing).
-    type B: Element;
+    type B: Scalar;
     /// Elements of C (M x N, row-major), the accumulator type.
-    type C: Element;
+    type C: Scalar;
     /// The run-time name of this precision.
-    const DTYPE: DType;
+    const KIND: PrecisionKind;
 }
 
 /// `i8 x i8 -> i32` (TDPBSSD), 32-bit wraparound accumulation as on the silicon.
@@ -192,21 +207,21 @@ impl Precision for Int8 {
     type A = i8;
     type B = i8;
     type C = i32;
-    const DTYPE: DType = DType::Int8;
+    const KIND: PrecisionKind = PrecisionKind::Int8;
 }
 
 impl Precision for U8S8 {
     type A = u8;
     type B = i8;
     type C = i32;
-    const DTYPE: DType = DType::U8S8;
+    const KIND: PrecisionKind = PrecisionKind::U8S8;
 }
 
 impl Precision for Bf16 {
     type A = bf16;
     type B = bf16;
     type C = f32;
-    const DTYPE: DType = DType::Bf16;
+    const KIND: PrecisionKind = PrecisionKind::Bf16;
 }
 
 #[cfg(test)]
@@ -215,18 +230,18 @@ mod tests {
 
     #[test]
     fn dtype_names_round_trip() {
-        for d in DType::ALL {
-            assert_eq!(d.name().parse::<DType>(), Ok(d));
+        for d in PrecisionKind::ALL {
+            assert_eq!(d.name().parse::<PrecisionKind>(), Ok(d));
         }
-        assert!("fp8".parse::<DType>().is_err());
+        assert!("fp8".parse::<PrecisionKind>().is_err());
     }
 
     #[test]
     fn tile_geometry() {
-        assert_eq!(DType::Int8.k_per_step(), 64);
-        assert_eq!(DType::Bf16.k_per_step(), 32);
-        assert_eq!(DType::Bf16.group(), 2);
-        assert_eq!(DType::U8S8.ops_per_tdp(), 32768);
+        assert_eq!(PrecisionKind::Int8.k_per_step(), 64);
+        assert_eq!(PrecisionKind::Bf16.k_per_step(), 32);
+        assert_eq!(PrecisionKind::Bf16.group(), 2);
+        assert_eq!(PrecisionKind::U8S8.ops_per_tdp(), 32768);
     }
 
     #[test]

@@ -144,7 +144,7 @@ use std::fmt;
 use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
 use crate::error::{check_slice, GemmError, Operand};
 use crate::gemm::Mode;
-use crate::precision::{DType, Element, Precision};
+use crate::precision::{Precision, PrecisionKind, Scalar};
 
 /// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: denormal inputs and a
 /// denormal start read as zero as the tiles read them, summed in `f64` and rounded to `f32`
@@ -267,7 +267,7 @@ impl Widened {
                 }
             }
         }
-        if P::DTYPE != DType::Bf16 {
+        if P::KIND != PrecisionKind::Bf16 {
             for e in &mut exact {
                 *e = f64::from(*e as i64 as i32); // two's complement wraparound, as the tiles
             }
@@ -536,13 +536,13 @@ pub fn verify<P: Precision>(
             let got = c[i * ldc + j].to_f64();
             let expected = e.exact[j];
             verified.checked += 1;
-            let (tolerance, matches) = match P::DTYPE {
-                DType::Bf16 => {
+            let (tolerance, matches) = match P::KIND {
+                PrecisionKind::Bf16 => {
                     let tolerance = bf16_tolerance(k, e.magnitude[j]);
                     let overflow = may_overflow(k, e.finite[j]);
                     (tolerance, bf16_matches(got, expected, tolerance, overflow))
                 }
-                DType::Int8 | DType::U8S8 => (0.0, got == expected),
+                PrecisionKind::Int8 | PrecisionKind::U8S8 => (0.0, got == expected),
             };
             if !matches {
                 return Err(VerifyError::Mismatch(Mismatch {
@@ -651,7 +651,7 @@ pub fn linear_model<P: Precision, O: Output>(
         ));
     }
     let params = Params::new(epilogue, m, n)?;
-    let int_acc = P::DTYPE != DType::Bf16;
+    let int_acc = P::KIND != PrecisionKind::Bf16;
     for i in 0..m {
         for j in 0..n {
             let sum = match (epilogue.a_zero_point, col_sums) {
@@ -700,7 +700,7 @@ pub fn linear_model_grouped<P: Precision, O: Output>(
             "linear_model_grouped needs per-K-group weight scales".into(),
         ));
     };
-    if P::DTYPE == DType::Bf16 || group == 0 || !group.is_multiple_of(64) {
+    if P::KIND == PrecisionKind::Bf16 || group == 0 || !group.is_multiple_of(64) {
         return Err(missing("int8 weights and a group that is a multiple of 64"));
     }
     let params = Params::new(epilogue, m, n)?;
@@ -939,7 +939,7 @@ pub fn verify_linear<P: Precision, O: Output>(
         return Ok(Ok(0.0));
     }
     let widened = Widened::new::<P>(k, n, b, ldb);
-    let int = P::DTYPE != DType::Bf16;
+    let int = P::KIND != PrecisionKind::Bf16;
     // Column sums of B, exact, for the zero point.
     let mut col_sums = vec![0f64; n];
     for kk in 0..k {

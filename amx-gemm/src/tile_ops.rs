@@ -30,7 +30,7 @@ use amx_runtime::{Backend, Fault, Tiles, TypedTiles};
 use crate::configs::typed::{Bf16Kernel, Int8Kernel, U8S8Kernel};
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
 use crate::error::GemmError;
-use crate::precision::{DType, Precision};
+use crate::precision::{Precision, PrecisionKind};
 
 /// A buffer the tiles read: its first byte and length. Carries no lifetime: whoever builds
 /// one keeps the buffer alive and unchanged while tile loads use it.
@@ -221,23 +221,23 @@ impl TileOps for Checked<'_> {
     ) -> Result<(), GemmError> {
         #[cfg(test)]
         probe::CHECKED_DOTS.with(|n| n.set(n.get() + 1));
-        match P::DTYPE {
-            DType::Int8 => self.tiles.tdpbssd(reg(C), reg(A), reg(B))?,
-            DType::U8S8 => self.tiles.tdpbusd(reg(C), reg(A), reg(B))?,
-            DType::Bf16 => self.tiles.tdpbf16ps(reg(C), reg(A), reg(B))?,
+        match P::KIND {
+            PrecisionKind::Int8 => self.tiles.tdpbssd(reg(C), reg(A), reg(B))?,
+            PrecisionKind::U8S8 => self.tiles.tdpbusd(reg(C), reg(A), reg(B))?,
+            PrecisionKind::Bf16 => self.tiles.tdpbf16ps(reg(C), reg(A), reg(B))?,
         }
         Ok(())
     }
 }
 
 /// Whether the silicon implements `dtype`'s instruction (CPUID, read once).
-pub(crate) fn silicon_supports(dtype: DType) -> Result<(), GemmError> {
+pub(crate) fn silicon_supports(dtype: PrecisionKind) -> Result<(), GemmError> {
     use std::sync::OnceLock;
     static CAPS: OnceLock<amx_runtime::Capabilities> = OnceLock::new();
     let caps = CAPS.get_or_init(amx_runtime::detect);
     let (present, feature) = match dtype {
-        DType::Int8 | DType::U8S8 => (caps.amx_int8, "AMX-INT8"),
-        DType::Bf16 => (caps.amx_bf16, "AMX-BF16"),
+        PrecisionKind::Int8 | PrecisionKind::U8S8 => (caps.amx_int8, "AMX-INT8"),
+        PrecisionKind::Bf16 => (caps.amx_bf16, "AMX-BF16"),
     };
     if present {
         Ok(())
@@ -261,7 +261,7 @@ impl<'t> Silicon<'t> {
     /// The silicon path for `dtype` on a guard of the hardware backend; `None` on the emulator.
     pub(crate) fn new(
         tiles: &'t mut Tiles,
-        dtype: DType,
+        dtype: PrecisionKind,
     ) -> Result<Option<Silicon<'t>>, GemmError> {
         if tiles.backend() != Backend::Hardware {
             return Ok(None);
@@ -329,10 +329,10 @@ impl TileOps for Silicon<'_> {
         // SAFETY: the caller guarantees the operands fit the loaded configuration (the table
         // checked them with the silicon's rule); `Silicon::new` checked the CPU feature.
         unsafe {
-            match P::DTYPE {
-                DType::Int8 => i::_tile_dpbssd::<C, A, B>(),
-                DType::U8S8 => i::_tile_dpbusd::<C, A, B>(),
-                DType::Bf16 => i::_tile_dpbf16ps::<C, A, B>(),
+            match P::KIND {
+                PrecisionKind::Int8 => i::_tile_dpbssd::<C, A, B>(),
+                PrecisionKind::U8S8 => i::_tile_dpbusd::<C, A, B>(),
+                PrecisionKind::Bf16 => i::_tile_dpbf16ps::<C, A, B>(),
             }
         }
         Ok(())
@@ -369,7 +369,7 @@ fn prefetch_lines(mem: Mem, offset: usize, bytes: usize) {
 /// time, and the micro-kernel names none such.
 pub(crate) trait Full2x2: Layout + Sized {
     /// The precision whose instruction the layout's dot products issue.
-    const DTYPE: DType;
+    const KIND: PrecisionKind;
 
     /// TILEZERO of tile `T`.
     fn zero<const T: i32>(tiles: &mut TypedTiles<Self>) -> bool;
@@ -406,7 +406,7 @@ pub(crate) trait Full2x2: Layout + Sized {
 macro_rules! full_2x2 {
     ($layout:ident, $dtype:expr, $dot:ident) => {
         impl Full2x2 for $layout {
-            const DTYPE: DType = $dtype;
+            const KIND: PrecisionKind = $dtype;
 
             #[inline(always)]
             fn zero<const T: i32>(tiles: &mut TypedTiles<Self>) -> bool {
@@ -487,9 +487,9 @@ macro_rules! full_2x2 {
     };
 }
 
-full_2x2!(Int8Kernel, DType::Int8, tdpbssd);
-full_2x2!(U8S8Kernel, DType::U8S8, tdpbusd);
-full_2x2!(Bf16Kernel, DType::Bf16, tdpbf16ps);
+full_2x2!(Int8Kernel, PrecisionKind::Int8, tdpbssd);
+full_2x2!(U8S8Kernel, PrecisionKind::U8S8, tdpbusd);
+full_2x2!(Bf16Kernel, PrecisionKind::Bf16, tdpbf16ps);
 
 /// Rows of every tile of a [`Full2x2`] layout.
 const FULL_ROWS: usize = 16;
@@ -509,12 +509,15 @@ impl<'t, L: Full2x2> Typed<'t, L> {
     /// precision's layout (the driver picks it by `dtype`, so this never fails there). On the
     /// hardware the caller has checked the CPU feature of `dtype`'s instruction
     /// ([`silicon_supports`]).
-    pub(crate) fn new(tiles: &'t mut TypedTiles<L>, dtype: DType) -> Result<Self, GemmError> {
-        if dtype != L::DTYPE {
+    pub(crate) fn new(
+        tiles: &'t mut TypedTiles<L>,
+        dtype: PrecisionKind,
+    ) -> Result<Self, GemmError> {
+        if dtype != L::KIND {
             return Err(wrong_layout(format!(
                 "{} on the typed layout of {}",
                 dtype.instruction(),
-                L::DTYPE.instruction()
+                L::KIND.instruction()
             )));
         }
         let hardware = tiles.untyped().backend() == Backend::Hardware;
@@ -624,12 +627,12 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
     ) -> Result<(), GemmError> {
         #[cfg(test)]
         probe::TYPED_DOTS.with(|n| n.set(n.get() + 1));
-        if P::DTYPE == L::DTYPE && L::dot::<C, A, B>(self.tiles) {
+        if P::KIND == L::KIND && L::dot::<C, A, B>(self.tiles) {
             Ok(())
         } else {
             Err(wrong_layout(format!(
                 "{} t{C}, t{A}, t{B}",
-                P::DTYPE.instruction()
+                P::KIND.instruction()
             )))
         }
     }

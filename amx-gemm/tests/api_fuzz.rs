@@ -39,8 +39,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use amx_gemm::reference::{self, Outputs, VerifyError};
 use amx_gemm::{
-    bf16, release_tiles, Backend, Bf16, Blocking, DType, Element, Gemm, GemmError, Int8, Mode,
-    Operand, PackedB, Precision, U8S8,
+    bf16, release_tiles, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB,
+    Precision, PrecisionKind, Scalar, U8S8,
 };
 use amx_test_support::{random, splitmix};
 use proptest::prelude::*;
@@ -343,7 +343,7 @@ enum Flavor {
 }
 
 /// `len` elements from `seed` of the flavor.
-fn values<T: Element + amx_test_support::Random>(len: usize, seed: u64, flavor: Flavor) -> Vec<T> {
+fn values<T: Scalar + amx_test_support::Random>(len: usize, seed: u64, flavor: Flavor) -> Vec<T> {
     const SPECIAL: [f64; 11] = [
         f64::NAN,
         f64::INFINITY,
@@ -457,12 +457,12 @@ fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
 }
 
 /// The same value, bit for bit (NaN payloads aside).
-fn same<T: Element>(x: T, y: T) -> bool {
+fn same<T: Scalar>(x: T, y: T) -> bool {
     let (x, y) = (x.to_f64(), y.to_f64());
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
-fn same_all<T: Element>(x: &[T], y: &[T]) -> bool {
+fn same_all<T: Scalar>(x: &[T], y: &[T]) -> bool {
     x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(*a, *b))
 }
 
@@ -508,8 +508,8 @@ fn check_product<P: Precision>(
             } else {
                 0.0
             };
-            match P::DTYPE {
-                DType::Int8 | DType::U8S8 => {
+            match P::KIND {
+                PrecisionKind::Int8 | PrecisionKind::U8S8 => {
                     let mut sum = start as i64;
                     for kk in 0..k {
                         sum += a[i * lda + kk].to_f64() as i64 * b[kk * ldb + j].to_f64() as i64;
@@ -520,7 +520,7 @@ fn check_product<P: Precision>(
                         "{what}: C[{i}][{j}] (wrapped to i32): {t:?}"
                     );
                 }
-                DType::Bf16 => {
+                PrecisionKind::Bf16 => {
                     let plain = plain_bf16(
                         start,
                         (0..k).map(|kk| (a[i * lda + kk].to_f64(), b[kk * ldb + j].to_f64())),
@@ -638,7 +638,7 @@ where
 }
 
 /// `r` is the expected error, or `Ok` when none is expected; on an error C is unchanged.
-fn check_outcome<T: std::fmt::Debug, C: Element>(
+fn check_outcome<T: std::fmt::Debug, C: Scalar>(
     what: &str,
     t: &Args,
     r: &Result<T, GemmError>,
@@ -750,7 +750,7 @@ where
     check_outcome("reference::gemm", t, &r, &want, &c0, &c);
     let mut referenced: Option<Vec<P::C>> = None;
     if r.is_ok() {
-        if P::DTYPE == DType::Bf16 {
+        if P::KIND == PrecisionKind::Bf16 {
             check_product::<P>("reference::gemm", t, &a, &b, &c0, &c);
         } else if let Some(d) = &computed {
             assert!(same_all(&c, d), "reference::gemm differs from run: {t:?}");
@@ -1435,7 +1435,7 @@ fn nan_and_infinity_in_bf16_inputs() {
 #[test]
 fn other_entry_points() {
     for text in ["", " int8 ", "BF16", "\u{0}", "u8s8\n", "fp8", "ü"] {
-        let _ = no_panic("DType::from_str", || text.parse::<DType>());
+        let _ = no_panic("PrecisionKind::from_str", || text.parse::<PrecisionKind>());
     }
     // (Not unwrapped: other tests use the same worker pools concurrently.)
     let _ = no_panic("release_tiles(Emulated)", || {

@@ -86,7 +86,7 @@ fn mismatches_are_named() {
     assert_eq!(
         PackedB::<Bf16>::from_bytes(&blob).unwrap_err(),
         BlobError::WrongPrecision {
-            expected: amx_gemm::DType::Bf16,
+            expected: amx_gemm::PrecisionKind::Bf16,
             found: 0
         }
     );

@@ -88,7 +88,7 @@ where
     let (lda, ldb, ldo) = (k + c.pad, n + c.pad, n + 2 * c.pad);
     let a: Vec<P::A> = random(m * lda, c.seed);
     let b: Vec<P::B> = random(k * ldb, c.seed ^ 1);
-    let int = P::DTYPE != amx_gemm::DType::Bf16;
+    let int = P::KIND != amx_gemm::PrecisionKind::Bf16;
     let scales: Vec<f32> = (0..n).map(|j| 0.001 + 0.0003 * (j % 17) as f32).collect();
     let bias: Vec<f32> = (0..n).map(|j| (j % 11) as f32 * 0.25 - 1.0).collect();
     let res_f32: Vec<f32> = random::<f32>(m * ldo, c.seed ^ 2)

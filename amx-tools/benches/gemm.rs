@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use amx_gemm::reference::{self, Outputs};
-use amx_gemm::{Backend, DType, Gemm, GemmError, PackedB, Precision};
+use amx_gemm::{Backend, Gemm, GemmError, PackedB, Precision, PrecisionKind};
 use amx_test_support::random;
 use amx_tools::measure::Harness;
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -20,7 +20,7 @@ use plotters::prelude::*;
 /// One benchmarked shape and its measured median time per multiply.
 #[derive(Clone, Debug)]
 struct Point {
-    dtype: DType,
+    dtype: PrecisionKind,
     threads: usize,
     m: usize,
     n: usize,
@@ -80,7 +80,7 @@ where
     if let Some(median_s) = amx_tools::median(&times) {
         if let Ok(mut p) = points.lock() {
             p.push(Point {
-                dtype: P::DTYPE,
+                dtype: P::KIND,
                 threads,
                 m,
                 n,
@@ -118,7 +118,7 @@ fn main() {
         .configure_from_args();
     let points = Arc::new(Mutex::new(Vec::new()));
     let threads = [1, 2];
-    for dtype in [DType::Int8, DType::Bf16] {
+    for dtype in [PrecisionKind::Int8, PrecisionKind::Bf16] {
         let mut group = criterion.benchmark_group(format!("gemm_{}", dtype.name()));
         for &t in &threads {
             let mut shapes: Vec<(String, (usize, usize, usize))> = squares
@@ -129,13 +129,13 @@ fn main() {
             shapes.push(("m16_n4096_k4096".into(), (16, 4096, 4096)));
             for (label, shape) in shapes {
                 let r = match dtype {
-                    DType::Int8 => {
+                    PrecisionKind::Int8 => {
                         bench_shape::<amx_gemm::Int8>(&mut group, &label, shape, t, &points)
                     }
-                    DType::U8S8 => {
+                    PrecisionKind::U8S8 => {
                         bench_shape::<amx_gemm::U8S8>(&mut group, &label, shape, t, &points)
                     }
-                    DType::Bf16 => {
+                    PrecisionKind::Bf16 => {
                         bench_shape::<amx_gemm::Bf16>(&mut group, &label, shape, t, &points)
                     }
                 };
@@ -202,7 +202,7 @@ fn chart(
     path: &str,
     backend: Backend,
     points: &[Point],
-    peaks: &[(DType, usize, f64)],
+    peaks: &[(PrecisionKind, usize, f64)],
 ) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = std::path::Path::new(path).parent() {
         std::fs::create_dir_all(dir)?;
@@ -215,7 +215,10 @@ fn chart(
     )?;
     let panels = root.split_evenly((1, 2));
     let colors = [BLUE, RED];
-    for (panel, dtype) in panels.iter().zip([DType::Int8, DType::Bf16]) {
+    for (panel, dtype) in panels
+        .iter()
+        .zip([PrecisionKind::Int8, PrecisionKind::Bf16])
+    {
         let squares: Vec<&Point> = points
             .iter()
             .filter(|p| p.dtype == dtype && p.m == p.n && p.n == p.k)

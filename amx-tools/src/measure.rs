@@ -24,8 +24,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs as Check};
 use amx_gemm::{
-    bf16, Backend, Bf16, Blocking, DType, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
-    U8S8,
+    bf16, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
+    PrecisionKind, U8S8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -180,7 +180,7 @@ pub struct Peak {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Case {
     /// Precision.
-    pub dtype: DType,
+    pub dtype: PrecisionKind,
     /// Rows of A and C.
     pub m: usize,
     /// Columns of B and C.
@@ -210,9 +210,9 @@ impl Case {
     /// [`MeasureError::TooManyThreads`] for a thread count a GEMM refuses.
     pub fn footprint(&self) -> Result<u128, MeasureError> {
         match self.dtype {
-            DType::Int8 => self.footprint_of::<Int8>(),
-            DType::U8S8 => self.footprint_of::<U8S8>(),
-            DType::Bf16 => self.footprint_of::<Bf16>(),
+            PrecisionKind::Int8 => self.footprint_of::<Int8>(),
+            PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
+            PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
         }
     }
 
@@ -244,7 +244,7 @@ impl Case {
         // micro-rows, and one micro-panel (MR rows) of all of K for a last micro-row of its
         // own. Calls use the default blocking. `tests/footprint.rs` holds the GEMM to this.
         let blocking = Blocking::DEFAULT;
-        let steps = self.k.div_ceil(P::DTYPE.k_per_step()) as u128;
+        let steps = self.k.div_ceil(P::KIND.k_per_step()) as u128;
         let rows = m.min(blocking.mc as u128);
         let per_worker = (rows * steps.min(blocking.kc_steps as u128) + MR as u128 * steps)
             .checked_mul(ROW_BYTES as u128)
@@ -394,7 +394,7 @@ impl Serialize for Report {
 /// Measures and caches the host's roofs, and times GEMM cases against them.
 #[derive(Debug)]
 pub struct Harness {
-    peaks: HashMap<(DType, usize, Backend), Peak>,
+    peaks: HashMap<(PrecisionKind, usize, Backend), Peak>,
     bandwidths: HashMap<(usize, usize), f64>,
     /// The measuring threads of the peak loop and the bandwidth, per thread count.
     pools: HashMap<usize, Arc<ThreadPool>>,
@@ -442,7 +442,7 @@ impl Harness {
     /// (`None`: the process's), measured once and cached.
     pub fn peak(
         &mut self,
-        dtype: DType,
+        dtype: PrecisionKind,
         threads: usize,
         backend: Option<Backend>,
     ) -> Result<Peak, MeasureError> {
@@ -520,9 +520,9 @@ impl Harness {
     /// Times and checks one case (see the [module docs](self)).
     pub fn run(&mut self, case: &Case) -> Result<Report, MeasureError> {
         match case.dtype {
-            DType::Int8 => self.run_typed::<Int8>(case),
-            DType::U8S8 => self.run_typed::<U8S8>(case),
-            DType::Bf16 => self.run_typed::<Bf16>(case),
+            PrecisionKind::Int8 => self.run_typed::<Int8>(case),
+            PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
+            PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
         }
     }
 
@@ -605,8 +605,8 @@ impl Harness {
         };
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)
-            .map(|v| match P::DTYPE {
-                DType::Bf16 => format!("within the bf16 bound, {v}"),
+            .map(|v| match P::KIND {
+                PrecisionKind::Bf16 => format!("within the bf16 bound, {v}"),
                 _ => format!("exact, {v}"),
             })
             .map_err(|e| e.to_string());
@@ -798,16 +798,16 @@ peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, bf16, bf16);
 
 /// One thread's peak loop: ops per second and the warm-up time.
 fn peak_worker(
-    dtype: DType,
+    dtype: PrecisionKind,
     backend: Backend,
     warmup: Duration,
     time: Duration,
 ) -> Result<(f64, f64), MeasureError> {
     let ops = dtype.ops_per_tdp();
     match dtype {
-        DType::Int8 => peak_int8(backend, warmup, time, ops),
-        DType::U8S8 => peak_u8s8(backend, warmup, time, ops),
-        DType::Bf16 => peak_bf16(backend, warmup, time, ops),
+        PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
+        PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
+        PrecisionKind::Bf16 => peak_bf16(backend, warmup, time, ops),
     }
 }
 
@@ -855,7 +855,7 @@ mod tests {
     fn the_peak_runs_on_every_precision() {
         let mut harness = Harness::new();
         harness.peak_time = Duration::from_millis(5);
-        for dtype in DType::ALL {
+        for dtype in PrecisionKind::ALL {
             let peak = harness.peak(dtype, 1, Some(Backend::Emulated)).unwrap();
             assert!(
                 peak.gops > 0.0 && peak.gops.is_finite(),
@@ -864,7 +864,7 @@ mod tests {
             assert_eq!(peak.threads, 1);
         }
         let two = harness
-            .peak(DType::Int8, 2, Some(Backend::Emulated))
+            .peak(PrecisionKind::Int8, 2, Some(Backend::Emulated))
             .unwrap();
         assert_eq!(two.threads, 2);
     }
@@ -874,7 +874,7 @@ mod tests {
         let mut harness = Harness::new();
         harness.peak_time = Duration::from_millis(1);
         let case = Case {
-            dtype: DType::U8S8,
+            dtype: PrecisionKind::U8S8,
             m: 3,
             n: 5,
             k: 7,

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use amx_gemm::{Backend, DType, Mode};
+use amx_gemm::{Backend, Mode, PrecisionKind};
 use amx_tools::measure::{Case, Harness, MeasureError};
 
 /// Bytes allocated now, and the most at any time since the last reset.
@@ -51,7 +51,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn case(dtype: DType, m: usize, n: usize, k: usize, threads: usize) -> Case {
+fn case(dtype: PrecisionKind, m: usize, n: usize, k: usize, threads: usize) -> Case {
     Case {
         dtype,
         m,
@@ -72,11 +72,11 @@ fn footprint_bounds_what_a_run_allocates() {
     // packed-A block holds all of K), edges, two threads, each precision, and a B large enough
     // that the bandwidth buffer is its size rather than the minimum.
     let cases = [
-        case(DType::Int8, 40, 700, 3, 1),
-        case(DType::Int8, 7, 40, 5000, 1),
-        case(DType::U8S8, 100, 90, 200, 2),
-        case(DType::Bf16, 33, 65, 300, 2),
-        case(DType::Int8, 64, 3000, 4000, 2),
+        case(PrecisionKind::Int8, 40, 700, 3, 1),
+        case(PrecisionKind::Int8, 7, 40, 5000, 1),
+        case(PrecisionKind::U8S8, 100, 90, 200, 2),
+        case(PrecisionKind::Bf16, 33, 65, 300, 2),
+        case(PrecisionKind::Int8, 64, 3000, 4000, 2),
     ];
     for c in cases {
         // Measured from what is live before the run: the first case also builds the pools and
@@ -106,7 +106,7 @@ fn any_dimension_is_an_error_not_a_panic() {
         (1 << 40, 1 << 40, 1),
         (1, 1 << 20, 1 << 40),
     ] {
-        for dtype in [DType::Int8, DType::Bf16] {
+        for dtype in [PrecisionKind::Int8, PrecisionKind::Bf16] {
             let c = case(dtype, m, n, k, 1);
             match harness.run(&c) {
                 Err(

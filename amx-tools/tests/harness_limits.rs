@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use amx_gemm::{Backend, DType, Gemm, Mode, Operand};
+use amx_gemm::{Backend, Gemm, Mode, Operand, PrecisionKind};
 use amx_tools::measure::{Case, Harness, MeasureError};
 
 /// The largest single allocation this test binary allows.
@@ -63,7 +63,7 @@ fn no_panic<R>(what: &str, f: impl FnOnce() -> R) -> R {
 
 fn case(m: usize, n: usize, k: usize) -> Case {
     Case {
-        dtype: DType::Int8,
+        dtype: PrecisionKind::Int8,
         m,
         n,
         k,
@@ -128,7 +128,7 @@ fn thread_counts_above_the_gemm_limit_are_refused() {
         };
         let mut harness = Harness::new();
         assert_eq!(
-            harness.peak(DType::Int8, threads, Some(Backend::Emulated)),
+            harness.peak(PrecisionKind::Int8, threads, Some(Backend::Emulated)),
             Err(err.clone())
         );
         assert_eq!(harness.bandwidth(1 << 20, threads), Err(err.clone()));
@@ -147,7 +147,7 @@ fn a_tiny_case_runs_and_checks() {
     let mut harness = Harness::new();
     harness.peak_time = Duration::from_millis(1);
     let c = Case {
-        dtype: DType::U8S8,
+        dtype: PrecisionKind::U8S8,
         reps: 2,
         ..case(3, 5, 7)
     };

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // Each test binary uses a different part.
 
 use amx_gemm::reference::{verify, Outputs};
-use amx_gemm::{Backend, Element, Gemm, Mode, PackedB, Precision};
+use amx_gemm::{Backend, Gemm, Mode, PackedB, Precision, Scalar};
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 use amx_runtime::Hardware;
 use amx_test_support::random;
@@ -31,7 +31,7 @@ pub fn backends(test: &str) -> Vec<Backend> {
 }
 
 /// A value C's padding is filled with, to detect stray writes.
-pub fn canary<T: Element>() -> T {
+pub fn canary<T: Scalar>() -> T {
     T::from_f64(-77.0)
 }
 
@@ -56,7 +56,7 @@ pub fn check<P: Precision>(
     let (lda, ldb, ldc) = (k + pad, n + pad, n + pad);
     let what = format!(
         "{} {m}x{n}x{k} threads {threads} {mode:?} pad {pad} on {backend}",
-        P::DTYPE
+        P::KIND
     );
     let a: Vec<P::A> = random(m * lda, seed);
     let b: Vec<P::B> = random(k * ldb, seed + 1);

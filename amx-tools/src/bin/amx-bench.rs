@@ -24,13 +24,13 @@
 
 use std::process::ExitCode;
 
-use amx_gemm::{Backend, DType, Gemm, Mode};
+use amx_gemm::{Backend, Gemm, Mode, PrecisionKind};
 use amx_runtime::BackendChoice;
 use amx_tools::measure::{Case, Harness, Report};
 
 #[derive(Debug, Default)]
 struct Args {
-    dtype: Option<DType>,
+    dtype: Option<PrecisionKind>,
     m: Option<usize>,
     n: Option<usize>,
     k: Option<usize>,
@@ -85,7 +85,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
 
 /// The cases to run: the one shape asked for, or the demo for this backend.
 fn cases(args: &Args, backend: Backend) -> Vec<Case> {
-    let dtypes = args.dtype.map_or(DType::ALL.to_vec(), |d| vec![d]);
+    let dtypes = args.dtype.map_or(PrecisionKind::ALL.to_vec(), |d| vec![d]);
     let given = [args.m, args.n, args.k];
     let shapes: Vec<(usize, usize, usize)> = if given.iter().any(Option::is_some) {
         let fill = given.iter().flatten().copied().max().unwrap_or(0);
@@ -303,7 +303,7 @@ mod tests {
     fn parses_every_option() {
         let a = args("--dtype bf16 --m 5 --n=6 --k 7 --threads 2 --reps 9 --backend emulated --json --accumulate")
             .unwrap();
-        assert_eq!(a.dtype, Some(DType::Bf16));
+        assert_eq!(a.dtype, Some(PrecisionKind::Bf16));
         assert_eq!((a.m, a.n, a.k), (Some(5), Some(6), Some(7)));
         assert_eq!((a.threads, a.reps), (2, Some(9)));
         assert_eq!(a.backend, Some(BackendChoice::Emulated));
