@@ -6,7 +6,7 @@
 //!   too.
 //! - **Instruction sequences**: random sequences on the [`Emulator`] (every instruction, tile
 //!   numbers 0..12, strides 0..200, random memory of random length, random configurations
-//!   including invalid ones, `set_start_row`, `set_tile`) never panic, and after every step:
+//!   including invalid ones, `set_start_row`, `set_tile_bytes`) never panic, and after every step:
 //!   - the configuration STTILECFG shows passes the load rules (and is all zero when
 //!     unconfigured);
 //!   - an instruction that returns `Err` leaves the configuration, all 8 KiB of tile data and
@@ -349,7 +349,7 @@ impl std::fmt::Debug for State {
 fn state(emu: &mut Emulator) -> State {
     State {
         config: emu.sttilecfg(),
-        tiles: std::array::from_fn(|t| *emu.tile(t as u8).expect("tiles 0..8 exist")),
+        tiles: std::array::from_fn(|t| *emu.tile_bytes(t as u8).expect("tiles 0..8 exist")),
     }
 }
 
@@ -474,12 +474,12 @@ fn step(emu: &mut Emulator, op: &Op) -> Result<bool, TestCaseError> {
         }
         &Op::SetTile { t, seed } => {
             let data: [u8; 1024] = bytes(seed, 1024).try_into().unwrap();
-            emu.set_tile(t, &data);
+            emu.set_tile_bytes(t, &data);
             let mut expected = before.clone();
             if let Some(tile) = expected.tiles.get_mut(t as usize) {
                 *tile = data;
             }
-            prop_assert_eq!(&state(emu), &expected, "set_tile({})", t);
+            prop_assert_eq!(&state(emu), &expected, "set_tile_bytes({})", t);
             Ok(())
         }
         &Op::TileData(t) => {
@@ -712,7 +712,7 @@ proptest! {
         emu.ldtilecfg(&good).unwrap();
         for t in 0..8 {
             let data: [u8; 1024] = bytes(seed ^ u64::from(t), 1024).try_into().unwrap();
-            emu.set_tile(t, &data);
+            emu.set_tile_bytes(t, &data);
         }
         emu.set_start_row(start_row);
         let before = state(&mut emu);

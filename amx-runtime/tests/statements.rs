@@ -4,7 +4,7 @@
 //! (skipped with the reason elsewhere).
 //!
 //! Statements that need tile data the silicon can only get through XRSTOR (prefilled bytes past a
-//! tile's shape) are checked on the emulator with `Emulator::set_tile`.
+//! tile's shape) are checked on the emulator with `Emulator::set_tile_bytes`.
 
 use amx_runtime::rules::image;
 use amx_runtime::{Emulator, Fault, TileShape, TileUnit};
@@ -379,7 +379,7 @@ on_both! {
 fn t4_rows_below_start_row_kept_emulator() {
     let mut u = Emulator::new();
     u.ldtilecfg(&cfg(0, &[(0, 6, 8)])).unwrap();
-    u.set_tile(0, &[0xAA; 1024]);
+    u.set_tile_bytes(0, &[0xAA; 1024]);
     u.set_start_row(2);
     let mem = ramp(48);
     u.tileloadd(0, &mem, 8).unwrap();
@@ -398,8 +398,8 @@ fn t4_rows_below_start_row_kept_emulator() {
 fn t3_prefilled_emulator() {
     let mut u = Emulator::new();
     u.ldtilecfg(&cfg(0, &[(0, 4, 8), (1, 4, 8)])).unwrap();
-    u.set_tile(0, &[0xAA; 1024]);
-    u.set_tile(1, &[0xAA; 1024]);
+    u.set_tile_bytes(0, &[0xAA; 1024]);
+    u.set_tile_bytes(1, &[0xAA; 1024]);
     u.tileloadd(0, &ramp(32), 8).unwrap();
     let data = u.tile_data(0).unwrap();
     for r in 0..16 {
@@ -417,8 +417,8 @@ fn d3_start_row_ignored_emulator() {
     let mut u = Emulator::new();
     u.ldtilecfg(&cfg(0, &[(0, 6, 8), (1, 6, 8), (2, 2, 8)]))
         .unwrap();
-    u.set_tile(1, &[1; 1024]);
-    u.set_tile(2, &[2; 1024]);
+    u.set_tile_bytes(1, &[1; 1024]);
+    u.set_tile_bytes(2, &[2; 1024]);
     u.set_start_row(3);
     u.tdpbssd(0, 1, 2).unwrap();
     assert_eq!(u.sttilecfg()[1], 0);
@@ -474,8 +474,8 @@ fn d4_ignores_bytes_past_k_emulator() {
     let mut u = Emulator::new();
     u.ldtilecfg(&cfg(0, &[(0, 2, 8), (1, 2, 4), (2, 1, 8)]))
         .unwrap();
-    u.set_tile(1, &[1; 1024]);
-    u.set_tile(2, &[1; 1024]);
+    u.set_tile_bytes(1, &[1; 1024]);
+    u.set_tile_bytes(2, &[1; 1024]);
     u.tdpbssd(0, 1, 2).unwrap();
     let c = u.tile_data(0).unwrap();
     for r in 0..2 {

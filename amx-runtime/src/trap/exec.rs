@@ -225,7 +225,7 @@ fn load(
     let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
     let colsb = usize::from(shape.colsb);
     let rows = usize::from(shape.rows).min(16);
-    let Some(tile) = unit.tile_mut(t) else {
+    let Some(tile) = unit.tile_bytes_mut(t) else {
         return Err(Exception::InvalidOpcode);
     };
     // The memory rows go straight into the tile's rows (rows below start_row are not read:
@@ -271,7 +271,7 @@ fn store(
     let base = effective_address(m, regs, next);
     let mut spans = [Span { addr: 0, len: 0 }; 16];
     let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
-    let tile = unit.tile(t).copied().unwrap_or([0; TILE_BYTES]);
+    let tile = unit.tile_bytes(t).copied().unwrap_or([0; TILE_BYTES]);
     let result = {
         let mut data: [&[u8]; 16] = Default::default();
         for (i, chunk) in tile.chunks_exact(ROW_BYTES).skip(start).take(n).enumerate() {

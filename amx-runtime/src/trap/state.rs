@@ -172,7 +172,7 @@ fn on_work_stack(s: &ThreadState, f: &mut dyn FnMut()) {
 
 /// A tile's 1024 bytes on this thread (for `Hardware::tile_data`: XSAVE cannot be trapped).
 pub(crate) fn tile(t: u8) -> Option<[u8; 1024]> {
-    with_unit(|u| u.tile(t).copied()).flatten()
+    with_unit(|u| u.tile_bytes(t).copied()).flatten()
 }
 
 /// Opens a handler level at stack pointer `sp`: saves the state (while a slot is free) and

@@ -195,15 +195,16 @@ impl Emulator {
         image::palette_id(&self.config) != 0
     }
 
-    /// Tile `t`'s 1024 bytes, borrowed (no copy); `None` for `t >= 8`.
-    pub fn tile(&self, t: u8) -> Option<&[u8; TILE_BYTES]> {
+    /// Tile `t`'s 1024 bytes, borrowed (no copy); `None` for `t >= 8`. (`tile` names a tile's
+    /// shape elsewhere, as in [`TileConfig::tile`](crate::TileConfig::tile).)
+    pub fn tile_bytes(&self, t: u8) -> Option<&[u8; TILE_BYTES]> {
         self.tiles.get(t as usize)
     }
 
     /// Tile `t`'s 1024 bytes, writable: the trap engine reads a load's memory rows straight
     /// into them (a copy less per trapped TILELOADD) and then applies TILELOADD's zeroing.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    pub(crate) fn tile_mut(&mut self, t: u8) -> Option<&mut [u8; TILE_BYTES]> {
+    pub(crate) fn tile_bytes_mut(&mut self, t: u8) -> Option<&mut [u8; TILE_BYTES]> {
         self.tiles.get_mut(t as usize)
     }
 
@@ -217,7 +218,7 @@ impl Emulator {
 
     /// Overwrites tile `t`'s 1024 bytes as XRSTOR can, e.g. to prefill the bytes an instruction
     /// must keep or zero. Does nothing for `t >= 8`.
-    pub fn set_tile(&mut self, t: u8, data: &[u8; TILE_BYTES]) {
+    pub fn set_tile_bytes(&mut self, t: u8, data: &[u8; TILE_BYTES]) {
         if let Some(tile) = self.tiles.get_mut(t as usize) {
             *tile = *data;
         }
