@@ -152,7 +152,7 @@ impl From<InvalidOpcode> for Fault {
 }
 
 /// Why LDTILECFG raises #GP: the load-time rules the image breaks, in the order
-/// [`amx_tilecfg::validate`] reports them (never empty).
+/// [`amx_tilecfg::validate()`] reports them (never empty).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneralProtection {
     violations: Vec<Violation>,
