@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
-use amx_gemm::reference::{self, Outputs as Check};
+use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
     bf16, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
     PrecisionKind, U8S8,
@@ -599,9 +599,9 @@ impl Harness {
         c.copy_from_slice(&c0);
         gemm.run(m, &a, k, &packed, &mut c, n)?;
         let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
-            Check::All
+            Outputs::All
         } else {
-            Check::Sampled(4096)
+            Outputs::Sampled(4096)
         };
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)
