@@ -243,7 +243,7 @@ impl fmt::Display for InvalidOpcode {
                 f,
                 "{m} on tile t{tile} with start_row {start_row}, not below its {rows} rows"
             ),
-            UdReason::Dot(mismatch) => write!(f, "{m}: {mismatch}"),
+            UdReason::DotOperands(mismatch) => write!(f, "{m}: {mismatch}"),
             UdReason::MissingFeature(Feature::XsaveTileData) => write!(
                 f,
                 "{m}: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)"
@@ -289,8 +289,9 @@ pub enum UdReason {
         /// The tile's rows.
         rows: u8,
     },
-    /// The dot product's operands do not fit.
-    Dot(DotMismatch),
+    /// The dot product's operands do not fit. (No item of this crate is named `Dot` but
+    /// the typed layer's trait, so rustc prints that one without a path.)
+    DotOperands(DotMismatch),
     /// The CPU does not implement the instruction (or, for XSAVE, does not describe the tile
     /// data's place in its save area).
     MissingFeature(Feature),
@@ -327,7 +328,7 @@ pub enum Mnemonic {
     /// TILESTORED.
     Tilestored,
     /// One of the dot products.
-    Dot(DotKind),
+    DotProduct(DotKind),
     /// XSAVE of the tile data ([`TileUnit::tile_data`](crate::TileUnit::tile_data)).
     Xsave,
 }
@@ -343,7 +344,7 @@ impl Mnemonic {
             Mnemonic::Tileloadd => "TILELOADD",
             Mnemonic::Tileloaddt1 => "TILELOADDT1",
             Mnemonic::Tilestored => "TILESTORED",
-            Mnemonic::Dot(kind) => kind.mnemonic(),
+            Mnemonic::DotProduct(kind) => kind.mnemonic(),
             Mnemonic::Xsave => "XSAVE",
         }
     }
@@ -420,11 +421,11 @@ mod tests {
             (Mnemonic::Tileloadd, UdReason::NoSuchTile { tile: 9 })
         );
         let (m, why) = ud(emu.tdpbssd(0, 1, 2));
-        assert_eq!(m, Mnemonic::Dot(DotKind::Tdpbssd));
+        assert_eq!(m, Mnemonic::DotProduct(DotKind::Tdpbssd));
         assert!(
             matches!(
                 why,
-                UdReason::Dot(DotMismatch::KMismatch { tiles: (1, 2), .. })
+                UdReason::DotOperands(DotMismatch::KMismatch { tiles: (1, 2), .. })
             ),
             "{why:?}"
         );
@@ -488,7 +489,7 @@ mod tests {
         );
         assert_eq!(
             ud(
-                Mnemonic::Dot(DotKind::Tdpfp16ps),
+                Mnemonic::DotProduct(DotKind::Tdpfp16ps),
                 UdReason::MissingFeature(Feature::AmxFp16)
             ),
             "#UD: TDPFP16PS: this CPU does not report AMX-FP16 (CPUID.(7,1):EAX[21])"

@@ -812,7 +812,7 @@ fn tdpfp16ps_needs_cpuid_or_an_explicit_opt_in() {
         assert_eq!(
             hw.tdpfp16ps(0, 1, 2),
             Err(Fault::InvalidOpcode(amx_runtime::InvalidOpcode::new(
-                amx_runtime::Mnemonic::Dot(amx_runtime::rules::DotKind::Tdpfp16ps),
+                amx_runtime::Mnemonic::DotProduct(amx_runtime::rules::DotKind::Tdpfp16ps),
                 amx_runtime::UdReason::MissingFeature(amx_runtime::Feature::AmxFp16)
             )))
         );

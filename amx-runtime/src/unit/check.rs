@@ -103,7 +103,8 @@ pub(crate) fn dot_refusal(
         }
     }
     let shape = |t: u8| image::shape(cfg, t);
-    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits).map_err(UdReason::Dot)?;
+    check_dot((c, shape(c)), (a, shape(a)), (b, shape(b)), limits)
+        .map_err(UdReason::DotOperands)?;
     Ok(DotShapes {
         m: shape(c).rows as usize,
         n: shape(c).colsb as usize / 4,
@@ -118,7 +119,7 @@ pub(crate) fn dot(
     limits: TmulLimits,
     kind: DotKind,
 ) -> Result<DotShapes, Fault> {
-    dot_refusal(cfg, tiles, limits).map_err(|r| ud(Mnemonic::Dot(kind), r))
+    dot_refusal(cfg, tiles, limits).map_err(|r| ud(Mnemonic::DotProduct(kind), r))
 }
 
 /// Whether LDTILECFG accepts `image` (no message: callable from a signal handler).

@@ -337,7 +337,7 @@ impl Emulator {
                     roles: ("C", "A"),
                     tile: c,
                 };
-                check::ud(Mnemonic::Dot(kind), UdReason::Dot(aliased))
+                check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
             })?;
         kernel(ct, at, bt, s.m, s.n, s.k);
         // D4: C bytes past colsb and rows past M are zeroed.

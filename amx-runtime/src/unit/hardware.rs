@@ -346,7 +346,7 @@ impl Hardware {
             Ok(())
         } else {
             Err(check::ud(
-                Mnemonic::Dot(kind),
+                Mnemonic::DotProduct(kind),
                 UdReason::MissingFeature(feature),
             ))
         }
