@@ -13,13 +13,9 @@
 //! does, with an error and not a crash.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::process::Command;
-
 use amx_runtime::permit::{permission_state, PermissionState};
 use amx_runtime::{configure, configure_on, Backend, Hardware, TileConfig, TileUnit};
-
-/// Tells the re-executed test binary to run the exec child branch.
-const CHILD_ENV: &str = "AMX_RS_FORK_EXEC_CHILD";
+use amx_test_support::{in_child, Child};
 
 /// C (t0, 4 x 4 i32) += A (t1, 4 x 8 bytes) x B (t2, 2 x 16 bytes).
 fn config() -> TileConfig {
@@ -132,11 +128,11 @@ fn a_forked_child_uses_the_tiles_with_the_inherited_permission() {
 /// `configure` (configure alone).
 const MODE_ENV: &str = "AMX_RS_FORK_EXEC_MODE";
 
-/// The exec child branch; a no-op unless the parent set [`CHILD_ENV`]. Prints what it sees.
+/// The exec child branch; a no-op outside the child process. Prints what it sees.
 #[test]
-#[ignore = "a child process of the exec tests, which runs it with --ignored"]
+#[ignore = "run by the exec tests in a child process"]
 fn exec_child() {
-    if std::env::var_os(CHILD_ENV).is_none() {
+    if !in_child() {
         return;
     }
     println!("exec child: before: {:?}", permission_state());
@@ -162,28 +158,13 @@ fn exec_child() {
 /// Re-executes this test binary as the exec child (with `AMX_BACKEND=hardware`) and returns its
 /// standard output.
 fn run_exec_child(mode: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "exec_child",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
+    let out = Child::new("exec_child")
         .env(MODE_ENV, mode)
         .env("AMX_BACKEND", "hardware")
-        .output()
-        .expect("re-executing the test binary");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    println!("exec child stdout:\n{stdout}");
-    assert!(
-        out.status.success(),
-        "the exec child failed: {:?}",
-        out.status
-    );
-    assert!(stdout.contains("1 passed"), "the child test did not run");
-    stdout
+        .run();
+    println!("{out}");
+    out.assert_passed();
+    out.stdout
 }
 
 #[test]

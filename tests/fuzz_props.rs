@@ -17,28 +17,19 @@
 //!     load rows, W2/W3 stored bytes, D4 zeroed C, start_row cleared, other tiles untouched),
 //!     and the integer dot products equal a plain-Rust reference (section 9).
 //!
-//! The default case counts keep this file to a few seconds. Set `AMX_FUZZ_CASES=N` to run N
-//! cases of every property (e.g. `AMX_FUZZ_CASES=100000` for a long run); `PROPTEST_CASES` is
-//! not consulted, since every property sets its count explicitly.
+//! The default case counts keep this file to a few seconds. Set `PROPTEST_CASES=N` to run N
+//! cases of every property (e.g. `PROPTEST_CASES=100000` for a long run).
 
 use amx_runtime::rules::{image, validate, Palette, PaletteTable};
 use amx_runtime::{Emulator, Fault, TileConfig, TileShape, TileUnit};
 use proptest::prelude::*;
 
-/// The case count of a property: `AMX_FUZZ_CASES` when set, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("AMX_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
-
+/// `default` cases per property unless `PROPTEST_CASES` is set.
 fn config(default: u32) -> ProptestConfig {
     ProptestConfig {
-        cases: cases(default),
         // Sequences shrink to a handful of steps long before this.
         max_shrink_iters: 4096,
-        ..ProptestConfig::default()
+        ..amx_test_support::proptest_config(default)
     }
 }
 
@@ -318,19 +309,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// SplitMix64 bytes from a seed: test memory without making proptest shrink kilobytes.
+/// Random bytes from a seed: test memory without making proptest shrink kilobytes.
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+    amx_test_support::SplitMix64::new(seed).bytes(len)
 }
 
 /// Everything an instruction may change: the configuration and the eight tiles.

@@ -2,6 +2,7 @@
 //! the run-time builder against the 64-byte image encoder.
 
 use amx_runtime::{ElemType, TileConfig, TileShape};
+use amx_test_support::image::{image, TileImage};
 use proptest::prelude::*;
 use proptest::sample::select;
 
@@ -89,15 +90,15 @@ fn valid_tile() -> impl Strategy<Value = (u8, u16)> {
 /// One change that may make an image invalid (or keep it valid: the values include valid ones).
 #[derive(Clone, Debug)]
 enum Mutation {
-    Rows(usize, u8),
-    Colsb(usize, u16),
+    Rows(u8, u8),
+    Colsb(u8, u16),
     Reserved(usize, u8),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
-        2 => (0..8usize, rows()).prop_map(|(t, v)| Mutation::Rows(t, v)),
-        2 => (0..8usize, colsb()).prop_map(|(t, v)| Mutation::Colsb(t, v)),
+        2 => (0..8u8, rows()).prop_map(|(t, v)| Mutation::Rows(t, v)),
+        2 => (0..8u8, colsb()).prop_map(|(t, v)| Mutation::Colsb(t, v)),
         1 => (select(reserved_offsets()), 1u8..=255).prop_map(|(o, v)| Mutation::Reserved(o, v)),
     ]
 }
@@ -116,24 +117,18 @@ fn near_valid_image() -> impl Strategy<Value = [u8; 64]> {
         ],
     )
         .prop_map(|(palette, start_row, tiles, mutations)| {
-            let mut mem = [0u8; 64];
-            mem[0] = palette;
-            mem[1] = start_row;
-            let set_colsb = |mem: &mut [u8; 64], t: usize, colsb: u16| {
-                mem[16 + 2 * t..16 + 2 * t + 2].copy_from_slice(&colsb.to_le_bytes());
-            };
-            for (t, (rows, colsb)) in tiles.into_iter().enumerate() {
-                set_colsb(&mut mem, t, colsb);
-                mem[48 + t] = rows;
+            let mut image = TileImage::palette(palette).start_row(start_row);
+            for (t, (rows, colsb)) in (0u8..).zip(tiles) {
+                image = image.tile(t, rows, colsb);
             }
             for m in mutations {
-                match m {
-                    Mutation::Rows(t, rows) => mem[48 + t] = rows,
-                    Mutation::Colsb(t, colsb) => set_colsb(&mut mem, t, colsb),
-                    Mutation::Reserved(offset, value) => mem[offset] = value,
-                }
+                image = match m {
+                    Mutation::Rows(t, rows) => image.rows(t, rows),
+                    Mutation::Colsb(t, colsb) => image.colsb(t, colsb),
+                    Mutation::Reserved(offset, value) => image.byte(offset, value),
+                };
             }
-            mem
+            image.bytes()
         })
 }
 
@@ -175,7 +170,7 @@ fn check_against_pseudocode(mem: &[u8; 64]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4096))]
+    #![proptest_config(amx_test_support::proptest_config(4096))]
 
     /// `from_bytes` accepts exactly what LDTILECFG accepts, and keeps the image byte for byte.
     #[test]
@@ -205,7 +200,7 @@ fn dsl_tile() -> impl Strategy<Value = TileShape> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
+    #![proptest_config(amx_test_support::proptest_config(1024))]
 
     /// The builder (the macro's checks at run time) and `from_bytes` of the image written out
     /// by hand (docs/semantics.md section 2, not `amx_tilecfg::image::encode`, which the builder
@@ -228,15 +223,13 @@ proptest! {
         prop_assert!(built.is_ok(), "builder rejected {:?}: {:?}", shapes, built);
         let built = built.unwrap();
 
-        let mut encoded = [0u8; 64];
-        encoded[0] = 1;
-        encoded[1] = start_row;
-        for (t, shape) in shapes.iter().enumerate() {
+        let mut encoded = TileImage::palette(1).start_row(start_row);
+        for (t, shape) in (0u8..).zip(&shapes) {
             if let Some(shape) = shape {
-                encoded[16 + 2 * t..18 + 2 * t].copy_from_slice(&shape.colsb.to_le_bytes());
-                encoded[48 + t] = shape.rows;
+                encoded = encoded.tile(t, shape.rows, shape.colsb);
             }
         }
+        let encoded = encoded.bytes();
         let parsed = TileConfig::from_bytes(&encoded);
         prop_assert!(parsed.is_ok(), "from_bytes rejected {:02x?}", encoded);
         prop_assert_eq!(built, parsed.unwrap());
@@ -248,15 +241,7 @@ proptest! {
 /// The transcription itself, on the hardware observations of docs/semantics.md section 2 (L1, L3, L4).
 #[test]
 fn pseudocode_matches_the_measured_cases() {
-    let config = |palette: u8, tiles: &[(usize, u8, u16)]| {
-        let mut mem = [0u8; 64];
-        mem[0] = palette;
-        for &(t, rows, colsb) in tiles {
-            mem[16 + 2 * t..16 + 2 * t + 2].copy_from_slice(&colsb.to_le_bytes());
-            mem[48 + t] = rows;
-        }
-        mem
-    };
+    let config = |palette: u8, tiles: &[(u8, u8, u16)]| image(palette, 0, tiles);
     let mut rejected = Vec::new();
     // L1: each reserved byte, palettes 2, 3, 128, 255, colsb 65 (also on t7), 0x100, 0x140,
     // rows 17 and 255, rows 16 with colsb 0 and rows 0 with colsb 64.
@@ -295,9 +280,7 @@ fn pseudocode_matches_the_measured_cases() {
         config(1, &[(0, 3, 1), (1, 3, 6), (2, 3, 63)]),
     ];
     for start_row in [0, 3, 16, 200, 255] {
-        let mut mem = config(1, &[(0, 3, 64)]);
-        mem[1] = start_row;
-        accepted.push(mem);
+        accepted.push(image(1, start_row, &[(0, 3, 64)]));
     }
     // L4: palette 0 ignores every other byte.
     let mut init = [0xffu8; 64];

@@ -28,6 +28,7 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use amx_runtime::{configure_on, Backend, Emulator, TileConfig, TileUnit};
+use amx_test_support::{skip, Kind};
 
 /// Deliveries on the kernel's thread needed for the test to mean something.
 const MIN_SIGNALS: usize = 200;
@@ -65,17 +66,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The handler's tile configuration: palette 1, all eight tiles 16 x 64 (bytes 16 + 2t = 64,
 /// bytes 48 + t = 16). Different from the kernels', so the kernel's configuration must come
 /// back from the signal frame.
-static HANDLER_CONFIG: [u8; 64] = {
-    let mut img = [0u8; 64];
-    img[0] = 1;
-    let mut t = 0;
-    while t < 8 {
-        img[16 + 2 * t] = 64;
-        img[48 + t] = 16;
-        t += 1;
-    }
-    img
-};
+static HANDLER_CONFIG: [u8; 64] = amx_test_support::TileImage::palette(1)
+    .all_tiles(16, 64)
+    .bytes();
 /// What the handler loads into the tiles.
 static HANDLER_DATA: [u8; 1024] = [0x7B; 1024];
 
@@ -471,32 +464,21 @@ fn check(backend: Backend, dot: Dot) {
     assert!(c == expected, "{backend} {dot:?}: C differs from the reference after {dots} dot products and {signals} signals");
 }
 
-/// The silicon (or the trap engine where the CPU lacks AMX), or why the test is skipped.
+/// The silicon (or the trap engine where the CPU lacks AMX), or `None` after skipping the test.
 fn hardware() -> Option<Backend> {
-    match amx_runtime::trap::hardware() {
-        Ok(_) if !amx_runtime::detect().amx_int8 => {
-            println!(
-                "skipping {}: the CPU lacks AMX-INT8",
-                std::thread::current().name().unwrap_or("this test")
-            );
-            None
-        }
-        Ok(hw) if TileConfig::from_bytes_for(&HANDLER_CONFIG, hw.palette_table()).is_err() => {
-            println!(
-                "skipping {}: this CPU's palette 1 is smaller than 8 tiles of 16 x 64",
-                std::thread::current().name().unwrap_or("this test")
-            );
-            None
-        }
-        Ok(_) => Some(Backend::Hardware),
-        Err(why) => {
-            println!(
-                "skipping {}: {why}",
-                std::thread::current().name().unwrap_or("this test")
-            );
-            None
-        }
+    let hw = amx_test_support::needs::silicon()?;
+    if !amx_runtime::detect().amx_int8 {
+        skip(Kind::Hardware, "needs AMX-INT8, which the CPU lacks");
+        return None;
     }
+    if TileConfig::from_bytes_for(&HANDLER_CONFIG, hw.palette_table()).is_err() {
+        skip(
+            Kind::Hardware,
+            "needs palette 1 of 8 tiles of 16 x 64 bytes, and the CPU's is smaller",
+        );
+        return None;
+    }
+    Some(Backend::Hardware)
 }
 
 #[test]
@@ -520,11 +502,7 @@ fn int8_kernel_survives_signals_on_the_silicon() {
 fn bf16_kernel_survives_signals_on_the_silicon() {
     if let Some(hw) = hardware() {
         if !amx_runtime::detect().amx_bf16 {
-            println!(
-                "skipping {}: the CPU lacks AMX-BF16",
-                std::thread::current().name().unwrap_or("this test")
-            );
-            return;
+            amx_test_support::skip!("needs AMX-BF16, which the CPU lacks");
         }
         check(hw, Dot::Bf16);
     }

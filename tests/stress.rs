@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
-use amx_runtime::{configure_on, counters, Backend, Hardware, TileConfig};
+use amx_runtime::{configure_on, counters, Backend, TileConfig};
+use amx_test_support::SplitMix64 as Rng;
 
 const THREADS: usize = 64;
 const SWITCHES: usize = 1000;
@@ -78,26 +79,6 @@ fn kernels() -> Vec<Kernel> {
     ]
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let word = self.next().to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-    }
-}
-
 /// C + A x B in plain Rust (signed bytes, wrapping i32), the layouts of [`Kernel`].
 fn reference(kernel: &Kernel, c: &[u8], a: &[u8], b: &[u8]) -> Vec<u8> {
     let (n, k) = (kernel.n, kernel.k);
@@ -121,7 +102,7 @@ fn reference(kernel: &Kernel, c: &[u8], a: &[u8], b: &[u8]) -> Vec<u8> {
 
 /// Yields the core now and then, so that threads are switched out in the middle of a kernel.
 fn maybe_yield(rng: &mut Rng) {
-    if rng.next().is_multiple_of(4) {
+    if rng.next_u64().is_multiple_of(4) {
         std::thread::yield_now();
     }
 }
@@ -130,7 +111,7 @@ fn maybe_yield(rng: &mut Rng) {
 /// wrong results and a description of the first.
 fn worker(backend: Backend, id: usize, start: &Barrier) -> (usize, Option<String>) {
     let kernels = kernels();
-    let mut rng = Rng(0x5EED_0000 + id as u64);
+    let mut rng = Rng::new(0x5EED_0000 + id as u64);
     let mut wrong = 0;
     let mut first = None;
     let mut report = |what: String| {
@@ -224,18 +205,6 @@ fn stress(backend: Backend) {
     );
 }
 
-/// The silicon, or the trap engine where the CPU lacks AMX.
-fn silicon() -> Result<Hardware, amx_runtime::Unavailable> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        amx_runtime::trap::hardware()
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        Hardware::new()
-    }
-}
-
 #[test]
 fn stress_emulated() {
     stress(Backend::Emulated);
@@ -243,8 +212,7 @@ fn stress_emulated() {
 
 #[test]
 fn stress_hardware() {
-    if let Err(why) = silicon() {
-        println!("skipping stress_hardware: {why}");
+    if amx_test_support::needs::silicon().is_none() {
         return;
     }
     stress(Backend::Hardware);

@@ -4,19 +4,9 @@
 
 use amx_runtime::{tilecfg, TileConfig};
 
-/// The image of `palette`, `start_row` and the tiles `(t, rows, colsb)`, built independently of
-/// the macro and of `amx_tilecfg::image`.
-fn image(palette: u8, start_row: u8, tiles: &[(usize, u8, u16)]) -> [u8; 64] {
-    let mut bytes = [0u8; 64];
-    bytes[0] = palette;
-    bytes[1] = start_row;
-    for &(t, rows, colsb) in tiles {
-        bytes[16 + 2 * t] = (colsb & 0xff) as u8;
-        bytes[16 + 2 * t + 1] = (colsb >> 8) as u8;
-        bytes[48 + t] = rows;
-    }
-    bytes
-}
+// The image of `palette`, `start_row` and the tiles `(t, rows, colsb)`, built independently of
+// the macro and of `amx_tilecfg::image`.
+use amx_test_support::image::image;
 
 #[test]
 fn braces() {

@@ -3,6 +3,8 @@
 
 use amx_runtime::typed::Handle;
 use amx_runtime::{tilecfg, Emulator, TileUnit};
+// Every backend usable here (the typed path differs: unchecked instructions on the silicon).
+use amx_test_support::needs::backends;
 
 tilecfg! {
     /// An int8 block: C (16x16 i32) += A (16x64 i8) x B (16x64 i8, 16 k-groups of 4).
@@ -22,10 +24,8 @@ tilecfg! {
     t3 as rhs: 16x24 bf16;
 }
 
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    (0..len as u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) ^ seed).rotate_left(7) as u8)
-        .collect()
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    amx_test_support::SplitMix64::new(seed).bytes(len)
 }
 
 #[test]
@@ -43,8 +43,8 @@ fn handles_carry_their_shapes() {
 
 #[test]
 fn int8_typed_kernel_matches_the_reference() {
-    let a: Vec<i8> = pattern(16 * 64, 1).into_iter().map(|b| b as i8).collect();
-    let b: Vec<i8> = pattern(16 * 64, 2).into_iter().map(|b| b as i8).collect();
+    let a: Vec<i8> = amx_test_support::random(16 * 64, 1);
+    let b: Vec<i8> = amx_test_support::random(16 * 64, 2);
     let mut c = vec![5i32; 16 * 16];
     let mut tiles = Int8Block::configure().unwrap();
     tiles.load(Int8Block::c, &c, 16).unwrap();
@@ -140,24 +140,6 @@ tilecfg! {
     t6 as b: 4x32 i8;
 }
 
-/// Every backend usable here (the typed path differs: unchecked instructions on the silicon).
-fn backends() -> Vec<amx_runtime::Backend> {
-    let mut out = vec![amx_runtime::Backend::Emulated];
-    // The silicon, or the trap engine where the CPU lacks AMX.
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let hw = amx_runtime::trap::hardware();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let hw = amx_runtime::Hardware::new();
-    match hw {
-        Ok(_) => out.push(amx_runtime::Backend::Hardware),
-        Err(why) => eprintln!(
-            "skipping {} on the hardware backend: {why}",
-            std::thread::current().name().unwrap_or("this test")
-        ),
-    }
-    out
-}
-
 /// Runs `f` on a fresh thread (a panic there leaves this test's thread and its guard slot
 /// alone) and returns whether it panicked, with the message.
 fn panics(f: impl FnOnce() + Send + 'static) -> Option<String> {
@@ -229,14 +211,9 @@ fn reloading_the_same_configuration_behind_typed_tiles_is_accepted() {
 #[test]
 fn another_hardware_handle_changing_the_configuration_is_noticed() {
     use amx_runtime::Hardware;
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let hw = amx_runtime::trap::hardware();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let hw = Hardware::new();
-    let Ok(_) = hw else {
-        println!("skipping another_hardware_handle_changing_the_configuration_is_noticed: the silicon is not usable here");
+    if amx_test_support::needs::silicon().is_none() {
         return;
-    };
+    }
     let msg = panics(|| {
         let mut tiles =
             amx_runtime::configure_typed_on::<Small>(amx_runtime::Backend::Hardware).unwrap();

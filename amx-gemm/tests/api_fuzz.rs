@@ -30,8 +30,8 @@
 //!   refused before any large allocation.
 //!
 //! The default case counts keep this file to a few seconds in debug builds. Set
-//! `AMX_FUZZ_CASES=N` to run N cases of every property (e.g. `AMX_FUZZ_CASES=20000` for a long
-//! run); `PROPTEST_CASES` is not consulted, since every property sets its count explicitly.
+//! `PROPTEST_CASES=N` to run N cases of every property (e.g. `PROPTEST_CASES=20000` for a long
+//! run).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -118,19 +118,11 @@ fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
 // Configuration, generators
 // ---------------------------------------------------------------------------------------------
 
-/// The case count of a property: `AMX_FUZZ_CASES` when set, else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("AMX_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
-
+/// `default` cases per property unless `PROPTEST_CASES` is set.
 fn config(default: u32) -> ProptestConfig {
     ProptestConfig {
-        cases: cases(default),
         max_shrink_iters: 2048,
-        ..ProptestConfig::default()
+        ..amx_test_support::proptest_config(default)
     }
 }
 

@@ -11,7 +11,7 @@ use amx_test_support::random;
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(amx_test_support::proptest_config(12))]
 
     #[test]
     fn each_batch_is_the_single_fused_call(

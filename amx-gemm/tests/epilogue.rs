@@ -184,7 +184,7 @@ where
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(amx_test_support::proptest_config(24))]
 
     #[test]
     fn u8s8_layers_match_the_model_and_the_f64_reference(c in case()) {

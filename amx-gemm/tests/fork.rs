@@ -2,17 +2,17 @@
 //! have no threads there, and a call that used them would wait forever (a pre-fork server that
 //! multiplies in its workers would hang).
 //!
-//! The body forks, so it runs in a fresh single-threaded copy of this test binary (it is
-//! `#[ignore]`d and its parent runs it with `--ignored`): forking while other tests run would
-//! copy their locks into the child.
+//! The body forks, so it runs in a fresh single-threaded copy of this test binary (an
+//! `#[ignore]`d body that the visible test runs in a child process): forking while other tests
+//! run would copy their locks into the child.
 #![cfg(target_os = "linux")]
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{Gemm, Int8, PackedB};
 use amx_runtime::Backend;
+use amx_test_support::{in_child, Child};
 
 /// A 2-thread int8 GEMM of `64 x 96 x 128` on the emulator, checked exactly.
 fn gemm_on_two_threads_is_right() -> bool {
@@ -57,6 +57,9 @@ fn wait_with_limit(pid: libc::pid_t, limit: Duration) -> Option<libc::c_int> {
 #[test]
 #[ignore = "forks; run by gemm_in_a_forked_child_finishes in a process of its own"]
 fn fork_body() {
+    if !in_child() {
+        return;
+    }
     // The parent's pool of two workers exists before the fork.
     assert!(gemm_on_two_threads_is_right(), "the parent's GEMM");
     // SAFETY: this process runs this test alone (`--test-threads=1` and `--exact`), so no other
@@ -84,28 +87,12 @@ fn fork_body() {
 
 #[test]
 fn gemm_in_a_forked_child_finishes() {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut child = Command::new(exe)
-        .args(["fork_body", "--exact", "--ignored", "--test-threads=1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("re-run the test binary");
-    let start = Instant::now();
-    while child
-        .try_wait()
-        .expect("wait for the test binary")
-        .is_none()
-    {
-        if start.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            panic!("the fork test did not finish in 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("the test binary's output");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "the body did not run:\n{text}");
+    let out = Child::new("fork_body")
+        .timeout(Duration::from_secs(90))
+        .run();
+    assert!(
+        !out.timed_out,
+        "the fork test did not finish in 90 s:\n{out}"
+    );
+    out.assert_passed();
 }

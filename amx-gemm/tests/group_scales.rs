@@ -129,7 +129,7 @@ where
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #![proptest_config(amx_test_support::proptest_config(16))]
 
     #[test]
     fn grouped_layers_match_the_model_and_the_f64_reference(c in case()) {

@@ -45,13 +45,31 @@ impl TileImage {
     /// # Panics
     ///
     /// When `t` is [`SLOTS`] or more: no image byte holds that tile.
-    pub const fn tile(mut self, t: u8, rows: u8, colsb: u16) -> TileImage {
+    pub const fn tile(self, t: u8, rows: u8, colsb: u16) -> TileImage {
+        self.rows(t, rows).colsb(t, colsb)
+    }
+
+    /// Sets tile `t`'s rows alone.
+    ///
+    /// # Panics
+    ///
+    /// When `t` is [`SLOTS`] or more.
+    pub const fn rows(mut self, t: u8, rows: u8) -> TileImage {
         assert!(t < SLOTS, "tile slots t0..t15 have bytes in the image");
-        let t = t as usize;
+        self.0[48 + t as usize] = rows;
+        self
+    }
+
+    /// Sets tile `t`'s colsb alone.
+    ///
+    /// # Panics
+    ///
+    /// When `t` is [`SLOTS`] or more.
+    pub const fn colsb(mut self, t: u8, colsb: u16) -> TileImage {
+        assert!(t < SLOTS, "tile slots t0..t15 have bytes in the image");
         let colsb = colsb.to_le_bytes();
-        self.0[16 + 2 * t] = colsb[0];
-        self.0[17 + 2 * t] = colsb[1];
-        self.0[48 + t] = rows;
+        self.0[16 + 2 * t as usize] = colsb[0];
+        self.0[17 + 2 * t as usize] = colsb[1];
         self
     }
 
@@ -116,6 +134,9 @@ mod tests {
         (expected[46], expected[47], expected[63]) = (0xCD, 0xAB, 9);
         expected[40] = 7;
         assert_eq!(bytes, expected);
+        let parts = TileImage::palette(1).rows(2, 5).colsb(2, 0x1234).bytes();
+        assert_eq!(parts, TileImage::palette(1).tile(2, 5, 0x1234).bytes());
+        assert_eq!(TileImage::palette(1).colsb(3, 64).bytes()[48 + 3], 0);
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! `<immintrin.h>` intrinsics (`tests/c/amx_program.c`), run under `LD_PRELOAD` of the
 //! library: its results must equal the emulator's bit for bit, its own SIGSEGV and SIGILL
 //! handlers must see what Linux reports on the silicon (and leave with `siglongjmp`), and
-//! without handlers it must die of the same signal. Skipped, saying why, where gcc lacks the
-//! AMX flags.
+//! without handlers it must die of the same signal. Skipped, with the reason shown, where gcc
+//! lacks the AMX flags.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::os::unix::process::ExitStatusExt;
@@ -30,9 +30,9 @@ fn library() -> PathBuf {
         .unwrap_or_else(|| panic!("libamx_trap.so is in none of {candidates:?}"))
 }
 
-/// The C program, built once; `None` (after saying why) when gcc cannot build it.
-fn program() -> Option<&'static Path> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// The C program, built once; or why gcc cannot build it.
+fn build() -> Result<&'static Path, &'static str> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
             let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/amx_program.c");
@@ -43,21 +43,24 @@ fn program() -> Option<&'static Path> {
                 .arg(&source)
                 .output();
             match built {
-                Ok(o) if o.status.success() => Some(out),
-                Ok(o) => {
-                    println!(
-                        "skipping: gcc cannot build AMX code here: {}",
-                        String::from_utf8_lossy(&o.stderr)
-                    );
-                    None
-                }
-                Err(e) => {
-                    println!("skipping: no gcc: {e}");
-                    None
-                }
+                Ok(o) if o.status.success() => Ok(out),
+                Ok(o) => Err(format!(
+                    "gcc cannot build AMX code here: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )),
+                Err(e) => Err(format!("no gcc: {e}")),
             }
         })
-        .as_deref()
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(String::as_str)
+}
+
+/// The C program, or `None` after skipping the calling test (each test that needs it).
+fn program() -> Option<&'static Path> {
+    build()
+        .map_err(|why| amx_test_support::skip(amx_test_support::Kind::NotApplicable, why))
+        .ok()
 }
 
 fn run(program: &Path, mode: &str) -> Output {
@@ -130,12 +133,9 @@ fn c_program_results_and_handlers() {
     // The same instructions on the emulator.
     let a: Vec<u8> = (0..1024u32).map(|i| (i * 37 + 11) as u8).collect();
     let b: Vec<u8> = (0..1024u32).map(|i| (i * 101 + 3) as u8).collect();
-    let mut cfg = [0u8; 64];
-    cfg[0] = 1;
-    for t in 0..8 {
-        cfg[16 + 2 * t] = 64;
-        cfg[48 + t] = 16;
-    }
+    let cfg = amx_test_support::TileImage::palette(1)
+        .all_tiles(16, 64)
+        .bytes();
     let mut emu = Emulator::new();
     emu.ldtilecfg(&cfg).unwrap();
     emu.tileloadd(1, &a, 64).unwrap();

@@ -4,28 +4,23 @@
 
 use amx_gemm::reference::{verify, Outputs};
 use amx_gemm::{Backend, Gemm, Mode, PackedB, Precision, Scalar};
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-use amx_runtime::Hardware;
-use amx_test_support::random;
+use amx_test_support::{random, Kind};
 
 /// The backends every correctness test runs on: the emulator always, the silicon code path
 /// where it can run (the silicon, or the trap engine on x86-64 Linux without AMX; otherwise a
-/// printed reason). Each backend runs a different tile path (the checked path on
-/// the emulator, the unchecked intrinsics on the silicon): this is the "every kernel" ladder.
+/// skip). Each backend runs a different tile path (the checked path on the emulator, the
+/// unchecked intrinsics on the silicon): this is the "every kernel" ladder.
 pub fn backends(test: &str) -> Vec<Backend> {
-    let mut out = vec![Backend::Emulated];
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    let hw = amx_runtime::trap::hardware();
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    let hw = Hardware::new();
-    match hw {
-        // A trapped instruction costs a signal: the 1000^3 shapes would take a minute each;
-        // the smaller shapes run the same kernels.
-        Ok(_) if amx_runtime::trap::is_active() && test.starts_with("thousand_") => {
-            eprintln!("skipping {test} on the trapped hardware backend: too many traps")
-        }
-        Ok(_) => out.push(Backend::Hardware),
-        Err(why) => eprintln!("skipping {test} on the hardware backend: {why}"),
+    let mut out = amx_test_support::needs::backends();
+    // A trapped instruction costs a signal: the 1000^3 shapes would take a minute each; the
+    // smaller shapes run the same kernels.
+    if amx_runtime::trap::is_active() && test.starts_with("thousand_") {
+        out.retain(|&backend| backend != Backend::Hardware);
+        amx_test_support::skip(
+            Kind::Hardware,
+            "its hardware-backend part: 1000^3 GEMMs take minutes on the trap engine (a signal \
+             per instruction); the smaller shapes run the same kernels there",
+        );
     }
     out
 }
