@@ -1,6 +1,7 @@
 //! `validate` against a literal transcription of LDTILECFG (docs/semantics.md section 2) and of the
 //! TILELOADD #UD conditions (section 6, T1), written here without using the crate's code.
 
+use amx_test_support::TileImage;
 use amx_tilecfg::{validate, Palette, PaletteTable, RuleKind};
 use proptest::prelude::*;
 
@@ -147,18 +148,14 @@ fn image() -> impl Strategy<Value = [u8; 64]> {
         changes,
     )
         .prop_map(|(palette, start_row, tiles, changes)| {
-            let mut mem = [0u8; 64];
-            mem[0] = palette;
-            mem[1] = start_row;
-            for (t, (rows, colsb)) in tiles.into_iter().enumerate() {
-                mem[16 + 2 * t] = colsb as u8;
-                mem[17 + 2 * t] = (colsb >> 8) as u8;
-                mem[48 + t] = rows;
+            let mut mem = TileImage::palette(palette).start_row(start_row);
+            for (t, (rows, colsb)) in (0u8..).zip(tiles) {
+                mem = mem.tile(t, rows, colsb);
             }
             for (offset, value) in changes {
-                mem[offset] = value;
+                mem = mem.byte(offset, value);
             }
-            mem
+            mem.bytes()
         })
 }
 
@@ -242,13 +239,7 @@ fn the_model_agrees_with_the_measured_cases() {
         }],
     };
     let table = table_of(&arch);
-    let valid = {
-        let mut mem = [0u8; 64];
-        mem[0] = 1;
-        mem[16] = 64;
-        mem[48] = 16;
-        mem
-    };
+    let valid = TileImage::palette(1).tile(0, 16, 64).bytes();
     let with = |changes: &[(usize, u8)]| {
         let mut mem = valid;
         for &(i, v) in changes {
