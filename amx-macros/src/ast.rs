@@ -538,3 +538,188 @@ fn next_span(input: ParseStream, after: Span) -> Span {
         input.span()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The input as rustc would tokenize it (proc-macro2's own lexer outside a macro).
+    fn parsed(input: &str) -> Config {
+        parse(input.parse().expect("tokens"))
+    }
+
+    fn messages(config: &Config) -> Vec<String> {
+        config.errors.iter().map(ToString::to_string).collect()
+    }
+
+    fn tiles(config: &Config) -> Vec<&Tile> {
+        config
+            .stmts
+            .iter()
+            .filter_map(|stmt| match stmt {
+                Stmt::Tile(tile) => Some(tile),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tile_keys_are_t_and_a_canonical_number() {
+        assert_eq!(tile_index("t0"), Some(0));
+        assert_eq!(tile_index("t7"), Some(7));
+        assert_eq!(tile_index("t12"), Some(12));
+        for not_a_tile in ["t", "t01", "t00", "T0", "tx", "t1a", "t-1", "palette"] {
+            assert_eq!(tile_index(not_a_tile), None, "{not_a_tile}");
+        }
+    }
+
+    #[test]
+    fn glued_columns_split_off_their_digits() {
+        assert_eq!(split_columns("x64"), Some(("64", "")));
+        assert_eq!(split_columns("x6_4"), Some(("6_4", "")));
+        assert_eq!(split_columns("x64u8"), Some(("64", "u8")));
+        assert_eq!(split_columns("x"), None);
+        assert_eq!(split_columns("xu8"), None);
+        assert_eq!(split_columns("y64"), None);
+    }
+
+    #[test]
+    fn every_tokenization_of_a_shape_parses_to_the_same_numbers() {
+        let config =
+            parsed("palette 1; t0: 16x64; t1: 16 x 64; t2: 16x 64; t3: 16 x64; t4: 16x6_4");
+        assert!(config.errors.is_empty(), "{:?}", messages(&config));
+        let tiles = tiles(&config);
+        assert_eq!(tiles.len(), 5);
+        for (tile, index) in tiles.iter().zip(0..) {
+            assert_eq!(tile.index, index);
+            assert_eq!((tile.shape.rows.value, tile.shape.cols.value), (16, 64));
+            assert_eq!(tile.shape.text(), "16x64");
+            assert!(tile.shape.elem.is_none() && tile.name.is_none());
+        }
+    }
+
+    #[test]
+    fn element_types_names_and_the_item_form() {
+        let config = parsed(
+            "pub struct Gemm; palette 1; /// C\nt0 as c: 16x16 i32; t4 as r#a: 16 x 32 bf16;",
+        );
+        assert!(config.errors.is_empty(), "{:?}", messages(&config));
+        assert!(config.item_form);
+        assert_eq!(
+            config.header.as_ref().map(|h| h.ident.to_string()),
+            Some("Gemm".into())
+        );
+        let tiles = tiles(&config);
+        assert_eq!(
+            tiles[0].name.as_ref().map(ToString::to_string),
+            Some("c".into())
+        );
+        assert_eq!(tiles[0].docs.len(), 1);
+        assert_eq!(
+            tiles[0].shape.elem.as_ref().map(|e| e.ty),
+            Some(ElemType::I32)
+        );
+        assert_eq!(tiles[0].shape.text(), "16x16 i32");
+        assert_eq!(
+            tiles[1].shape.elem.as_ref().map(|e| e.ty),
+            Some(ElemType::Bf16)
+        );
+        assert!(matches!(config.stmts[0], Stmt::Palette(ref s) if s.text() == "palette 1"));
+    }
+
+    #[test]
+    fn the_parser_goes_on_after_each_mistake() {
+        let config = parsed("palette 1; t0 16x64; t1: 16x64 foo; start_row 0x10; t2: 8x64");
+        assert_eq!(config.stmts.len(), 5);
+        assert!(matches!(config.stmts[1], Stmt::Invalid));
+        assert!(matches!(config.stmts[2], Stmt::Invalid));
+        assert!(matches!(config.stmts[3], Stmt::Invalid));
+        assert!(matches!(config.stmts[4], Stmt::Tile(ref t) if t.index == 2));
+        let messages = messages(&config);
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(
+            messages[0].starts_with("expected `:` after `t0`"),
+            "{}",
+            messages[0]
+        );
+        assert!(
+            messages[1].starts_with("unknown element type `foo`"),
+            "{}",
+            messages[1]
+        );
+        assert!(
+            messages[2].contains("hexadecimal literal (the number 16)"),
+            "{}",
+            messages[2]
+        );
+    }
+
+    #[test]
+    fn numbers_are_unsigned_decimal_without_suffix() {
+        let cases = [
+            ("palette -1", "`-1` is negative"),
+            ("palette 1u8", "unexpected suffix `u8` on `1u8`"),
+            ("palette 1; t0: 0x64", "not 0 rows by 64 bytes"),
+            ("palette 1; t0: 0b1x64", "binary literal"),
+            (
+                "palette 1; t0: 16x64i32",
+                "put a space before the element type: `16x64 i32`",
+            ),
+            (
+                "palette 1; t0: 16 x 64i32",
+                "put a space before the element type: `64 i32`",
+            ),
+            ("palette 1; t0: 16y64", "`16y64` is not a shape"),
+            (
+                "palette 1; t0: 16 by 64",
+                "expected `x` between the rows and the columns",
+            ),
+            ("palette", "expected a decimal integer after `palette`"),
+        ];
+        for (input, expected) in cases {
+            let messages = messages(&parsed(input));
+            assert!(
+                messages.iter().any(|m| m.contains(expected)),
+                "{input}: {messages:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_number_saturates_instead_of_failing() {
+        let config = parsed("palette 1; t0: 1x999999999999999999999999999999999999999999");
+        assert!(config.errors.is_empty(), "{:?}", messages(&config));
+        assert_eq!(tiles(&config)[0].shape.cols.value, u128::MAX);
+    }
+
+    #[test]
+    fn only_doc_comments_may_precede_a_statement() {
+        let attribute = messages(&parsed("palette 1; #[inline] t0: 16x64"));
+        assert_eq!(attribute, [diag::statement_attribute()]);
+        let found = messages(&parsed("palette 1; t0 as : 16x64; start_rw 1; T3: 1x4"));
+        assert!(
+            found[0].starts_with("expected a name for tile t0"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].ends_with("(did you mean `start_row`?)"),
+            "{found:?}"
+        );
+        assert!(found[2].ends_with("(did you mean `t3`?)"), "{found:?}");
+    }
+
+    #[test]
+    fn a_forgotten_semicolon_is_named() {
+        let config = parsed("palette 1 t0: 16x64");
+        assert_eq!(
+            messages(&config),
+            ["expected `;` between statements, found `t0`"]
+        );
+        // The element type slot does not swallow the next statement's key.
+        let config = parsed("palette 1; t0: 16x64 t1: 16x64");
+        assert_eq!(
+            messages(&config),
+            ["expected `;` between statements, found `t1`"]
+        );
+    }
+}

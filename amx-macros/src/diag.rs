@@ -396,3 +396,93 @@ fn width(bits: u32) -> String {
     let max = (1u32 << bits) - 1;
     format!(": it is {bits} bits wide in the LDTILECFG image (at most {max})")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule violations `tilecfg!` reports for `input` (which must parse and lower cleanly
+    /// but for numbers too wide for their fields).
+    fn violation_messages(input: &str) -> Vec<String> {
+        let config = crate::ast::parse(input.parse().expect("tokens"));
+        assert!(config.errors.is_empty(), "a syntax error in {input}");
+        let lowered = crate::lower::lower(&config);
+        let report = amx_tilecfg::validate(&lowered.image.expect("an image"), &crate::lower::TABLE);
+        violations(&report, &lowered.sites)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn errors_combine_into_one_that_keeps_each() {
+        assert!(combine(Vec::new()).is_none());
+        let one = syn::Error::new(Span::call_site(), "first");
+        let two = syn::Error::new(Span::call_site(), "second");
+        let all = combine([one, two]).expect("two errors");
+        let messages: Vec<String> = all.into_iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages, ["first", "second"]);
+    }
+
+    #[test]
+    fn a_violation_keeps_the_rules_sentence_and_explains_typed_columns() {
+        let found = violation_messages("palette 1; t0: 17x64; t1: 16x17 i32");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("17 rows"), "{found:?}");
+        assert!(
+            found[1].ends_with("\nnote: 17 i32 elements of 4 bytes make 68 bytes per row"),
+            "{found:?}"
+        );
+        // Bytes written as bytes need no note.
+        let found = violation_messages("palette 1; t0: 16x68");
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].contains("note:"), "{found:?}");
+    }
+
+    #[test]
+    fn a_number_too_wide_for_its_field_is_not_reported_again_as_a_violation() {
+        // 256 rows are clamped to 255 in the image, which breaks max_rows; the overflow error
+        // (from lower) is the one the user sees.
+        assert!(violation_messages("palette 1; t0: 256x64").is_empty());
+        // start_row's limit is the rows: an overflowed rows field silences that rule too.
+        assert!(violation_messages("palette 1; start_row 20; t0: 300x64").is_empty());
+        // Without an overflow the same rules are reported.
+        assert_eq!(
+            violation_messages("palette 1; start_row 20; t0: 16x64").len(),
+            1
+        );
+    }
+
+    #[test]
+    fn suggestions_for_unknown_keys() {
+        assert_eq!(suggest("T3").as_deref(), Some("t3"));
+        assert_eq!(suggest("t07").as_deref(), Some("t7"));
+        assert_eq!(suggest("t00").as_deref(), Some("t0"));
+        assert_eq!(suggest("pallete").as_deref(), Some("palette"));
+        assert_eq!(suggest("startrow").as_deref(), Some("start_row"));
+        assert_eq!(suggest("tile"), None);
+        assert_eq!(suggest("rows"), None);
+        assert_eq!(edit_distance("palette", "palette"), 0);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn literal_messages_name_what_rustc_saw() {
+        assert_eq!(
+            not_decimal("0x64", "hexadecimal", "100", true),
+            "`0x64` is a hexadecimal literal to rustc (the number 100), not 0 rows by 64 bytes; write the shape as `rows x cols` with decimal numbers, as in `16x64`"
+        );
+        assert_eq!(
+            not_decimal("0o17", "octal", "15", false),
+            "`0o17` is an octal literal (the number 15); the numbers of `tilecfg!` are decimal"
+        );
+        assert!(shape_suffix("16x64u8", "16", "x64u8").ends_with("`16x64 u8`"));
+        assert!(shape_suffix("16u8", "16", "u8").starts_with("`16u8` is not a shape"));
+        assert!(palette_overflow("256").ends_with("(at most 255)"));
+        assert!(
+            colsb_overflow(&Ident::new("t1", Span::call_site()), "70000", None, "70000")
+                .ends_with("(at most 65535)")
+        );
+    }
+}

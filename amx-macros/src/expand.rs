@@ -31,3 +31,34 @@ pub fn fallback(errors: &syn::Error) -> TokenStream {
 pub fn init() -> TokenStream {
     quote!(::amx_runtime::TileConfig::INIT)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_image_is_emitted_byte_for_byte() {
+        let mut image = [0u8; amx_tilecfg::image::SIZE];
+        image[0] = 1;
+        image[63] = 0xAB;
+        let text = config(&image).to_string();
+        assert!(
+            text.contains(":: amx_runtime :: TileConfig :: __from_validated_bytes"),
+            "{text}"
+        );
+        assert_eq!(text.matches("u8").count(), 64, "{text}");
+        assert!(text.contains("[1u8 , 0u8 ,"), "{text}");
+        assert!(text.contains(", 171u8]"), "{text}");
+    }
+
+    #[test]
+    fn errors_come_with_the_init_configuration() {
+        let error = syn::Error::new(proc_macro2::Span::call_site(), "a mistake");
+        let text = fallback(&error).to_string();
+        assert!(text.contains("compile_error ! { \"a mistake\" }"), "{text}");
+        assert!(
+            text.ends_with(":: amx_runtime :: TileConfig :: INIT }"),
+            "{text}"
+        );
+    }
+}

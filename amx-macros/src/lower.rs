@@ -342,3 +342,172 @@ impl Stmt {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lowered(input: &str) -> Lowered {
+        let config = crate::ast::parse(input.parse().expect("tokens"));
+        assert!(config.errors.is_empty(), "a syntax error in {input}");
+        lower(&config)
+    }
+
+    fn messages(lowered: &Lowered) -> Vec<String> {
+        lowered.errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn statements_become_the_image_bytes() {
+        let out = lowered("palette 1; start_row 3; t5: 7x12 f32; t0: 16 x 64");
+        assert!(out.errors.is_empty(), "{:?}", messages(&out));
+        let image = out.image.expect("an image");
+        let mut expected = [0u8; image::SIZE];
+        expected[0] = 1;
+        expected[1] = 3;
+        (expected[16], expected[48]) = (64, 16);
+        (expected[26], expected[53]) = (48, 7);
+        assert_eq!(image, expected);
+        // Each field keeps the token it came from; typed columns keep their element count.
+        assert!(out.sites.palette.is_some() && out.sites.start_row.is_some());
+        let t5 = out.sites.tiles[5].as_ref().expect("t5's sites");
+        assert_eq!(t5.elems, Some((12, ElemType::F32)));
+        assert!(!t5.rows.overflowed && !t5.colsb.overflowed);
+        assert!(out.sites.tiles[1].is_none());
+    }
+
+    #[test]
+    fn the_palette_is_required_first_and_one_byte() {
+        let missing = lowered("t0: 16x64");
+        assert_eq!(messages(&missing), [diag::missing_palette()]);
+        assert!(missing.image.is_none());
+
+        let late = lowered("t0: 16x64; palette 1");
+        assert_eq!(messages(&late), [diag::palette_not_first("palette 1")]);
+        assert!(late.image.is_some());
+
+        let wide = lowered("palette 256; t0: 16x64");
+        assert_eq!(messages(&wide), [diag::palette_overflow("256")]);
+        assert!(wide.image.is_none());
+        assert!(wide.sites.palette.as_ref().is_some_and(|p| p.overflowed));
+    }
+
+    #[test]
+    fn a_key_or_tile_given_twice_is_reported_at_both_places() {
+        let out = lowered("palette 1; palette 1; t0: 16x64; t0: 8x64");
+        assert_eq!(
+            messages(&out),
+            [
+                diag::duplicate("`palette`"),
+                diag::first_given("`palette`"),
+                diag::duplicate("tile t0"),
+                diag::first_given("tile t0"),
+            ]
+        );
+        // The first statement is the one in the image.
+        assert_eq!(out.image.map(|i| i[48]), Some(16));
+    }
+
+    #[test]
+    fn tiles_past_the_image_and_under_palette_0_are_refused() {
+        let past = lowered("palette 1; t8: 16x64; t100: 1x4");
+        assert_eq!(
+            messages(&past),
+            [
+                "there is no tile t8; palette 1 has 8 tiles, t0 to t7 (max_names)",
+                "there is no tile t100; palette 1 has 8 tiles, t0 to t7 (max_names)",
+            ]
+        );
+
+        let init = lowered("palette 0; start_row 1; t0: 16x64");
+        assert_eq!(
+            messages(&init),
+            [
+                diag::init_with_start_row("start_row 1"),
+                diag::init_with_tile("t0: 16x64"),
+            ]
+        );
+        // Palette 0 with the rest as written: LDTILECFG ignores it (and the messages say so).
+        let mut expected = [0u8; image::SIZE];
+        expected[1] = 1;
+        assert_eq!(init.image, Some(expected));
+    }
+
+    #[test]
+    fn numbers_too_wide_for_their_fields_are_clamped_and_flagged() {
+        let out = lowered("palette 1; start_row 300; t0: 256x4; t1: 1x40000 i32; t2: 0 x 0");
+        assert_eq!(
+            messages(&out),
+            [
+                diag::start_row_overflow("300"),
+                diag::rows_overflow(
+                    &syn::Ident::new("t0", proc_macro2::Span::call_site()),
+                    "256"
+                ),
+                diag::colsb_overflow(
+                    &syn::Ident::new("t1", proc_macro2::Span::call_site()),
+                    "40000",
+                    Some(ElemType::I32),
+                    "160000"
+                ),
+                diag::unused_shape(
+                    &syn::Ident::new("t2", proc_macro2::Span::call_site()),
+                    "0x0"
+                ),
+            ]
+        );
+        let image = out.image.expect("an image");
+        assert_eq!((image[1], image[48]), (u8::MAX, u8::MAX));
+        assert_eq!(u16::from_le_bytes([image[18], image[19]]), u16::MAX);
+        assert!(out.sites.start_row.as_ref().is_some_and(|s| s.overflowed));
+        assert!(out.sites.tiles[0]
+            .as_ref()
+            .is_some_and(|t| t.rows.overflowed));
+        assert!(out.sites.tiles[1]
+            .as_ref()
+            .is_some_and(|t| t.colsb.overflowed));
+        assert!(out.sites.tiles[2].is_none());
+    }
+
+    #[test]
+    fn tile_names_are_checked() {
+        let out = lowered("palette 1; t0 as a: 1x4; t1 as r#a: 1x4; t2 as t3: 1x4");
+        let found = messages(&out);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found[0].starts_with("tile name `r#a` is given twice"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].starts_with("tile name `a` first names tile t0"),
+            "{found:?}"
+        );
+        assert!(
+            found[2].contains("the name of a tile register"),
+            "{found:?}"
+        );
+        // The same tile and name twice is one mistake: the tile given twice.
+        let twice = lowered("palette 1; t0 as a: 1x4; t0 as a: 1x4");
+        assert_eq!(messages(&twice).len(), 2);
+
+        let layout = lowered("struct L; palette 1; t0 as CONFIG: 1x4; t1 as gen: 1x4; start_row 1");
+        let found = messages(&layout);
+        assert!(found.iter().any(|m| m.contains("`L::CONFIG`")), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|m| m.contains("a keyword since Rust 2024")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|m| m.starts_with("`start_row 1` in a layout")),
+            "{found:?}"
+        );
+        // Outside a layout those names are free.
+        assert!(lowered("palette 1; t0 as CONFIG: 1x4; t1 as gen: 1x4")
+            .errors
+            .is_empty());
+    }
+}
