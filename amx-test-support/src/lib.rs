@@ -47,7 +47,8 @@ pub use skip::{skip, Kind};
 #[cfg(feature = "proptest")]
 pub fn proptest_config(cases: u32) -> proptest::test_runner::Config {
     let config = proptest::test_runner::Config::default();
-    if std::env::var_os("PROPTEST_CASES").is_some() {
+    // An empty value counts as unset, as for a shell's `PROPTEST_CASES= cargo test`.
+    if std::env::var_os("PROPTEST_CASES").is_some_and(|cases| !cases.is_empty()) {
         config
     } else {
         proptest::test_runner::Config { cases, ..config }

@@ -244,3 +244,36 @@ fn a_tile_image_is_a_static() {
     assert_eq!(&ALL[16..18], &[64, 0]);
     assert_eq!(ALL[55], 16);
 }
+
+#[cfg(feature = "proptest")]
+#[test]
+#[ignore = "run in a child process by the tests below"]
+fn child_prints_its_case_count() {
+    if !in_child() {
+        return;
+    }
+    println!("cases {}", amx_test_support::proptest_config(7).cases);
+}
+
+#[cfg(feature = "proptest")]
+#[test]
+fn proptest_cases_overrides_the_default_count() {
+    let cases = |value: Option<&str>| {
+        let child = Child::new("child_prints_its_case_count");
+        let child = match value {
+            Some(value) => child.env("PROPTEST_CASES", value),
+            None => child.env_remove("PROPTEST_CASES"),
+        };
+        let out = child.run();
+        out.assert_passed();
+        out.stdout
+            .lines()
+            // libtest's `test ... ` may precede the line on the same row.
+            .find_map(|line| line.split_once("cases ").map(|(_, count)| count))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no case count in {out}"))
+    };
+    assert_eq!(cases(None), "7");
+    assert_eq!(cases(Some("")), "7");
+    assert_eq!(cases(Some("3")), "3");
+}
