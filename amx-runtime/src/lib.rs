@@ -30,6 +30,7 @@ pub mod detect;
 mod error;
 #[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
+pub mod peak;
 pub mod permit;
 pub mod trap;
 pub mod typed;

@@ -30,7 +30,7 @@ pub(super) fn int8_available() -> bool {
 }
 
 /// Whether [`dot_half`] may run on this CPU: AVX-512F, and DAZ/FTZ behaving as section 10
-/// needs (checked once per process by [`float_self_check`]).
+/// needs (checked once per process by `super::daz_ftz_self_check`).
 #[inline]
 pub(super) fn float_available() -> bool {
     // 0: not checked yet, 1: usable, 2: not usable.
@@ -40,50 +40,16 @@ pub(super) fn float_available() -> bool {
         2 => false,
         _ => {
             let ok = std::arch::is_x86_feature_detected!("avx512f")
-                // SAFETY: the CPU supports AVX-512F (checked just before, `&&` short-circuits).
-                && unsafe { float_self_check() };
+                && super::daz_ftz_self_check(|c, a, b, m, n, k| {
+                    // SAFETY: the CPU supports AVX-512F (checked just before, `&&`
+                    // short-circuits).
+                    unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
+                });
             // Racing threads compute the same answer; storing it twice is harmless.
             STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
             ok
         }
     }
-}
-
-/// Runs the floating-point kernel on the cases where hardware DAZ/FTZ could plausibly differ
-/// from section 10 and compares it with the exact model.
-///
-/// Intel documents underflow (and so FTZ) as "the rounded result, with unbounded exponent, is
-/// below the smallest normal", which is rule 10.7, and Sapphire Rapids silicon agrees. Other x86
-/// implementations with AVX-512 word it less precisely, so rather than trust them the kernel is
-/// used only where it reproduces: tininess after rounding both ways round (the two 2^-126
-/// chains of section 10), an exactly representable denormal result flushed with its sign, and
-/// DAZ of a denormal C and of a denormal product input. It costs a few kernel calls, once.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cold]
-#[target_feature(enable = "avx512f")]
-unsafe fn float_self_check() -> bool {
-    // (C, [(A dword, B dword) for k = 0, 1]), bf16 pairs with the odd element zero.
-    const CASES: [(u32, [(u32, u32); 2]); 5] = [
-        (0, [(0x2000, 0x2000), (0x9A00, 0x1A00)]), // 2^-126 - 2^-150 -> +0
-        (0, [(0x2000, 0x2000), (0x9A00, 0x1980)]), // 2^-126 - 2^-151 -> 2^-126
-        (0x8000_0000, [(0x9F00, 0x1F00), (0, 0)]), // -2^-130 -> -0
-        (0x0040_0000, [(0x2000, 0x2000), (0, 0)]), // DAZ(2^-127) + 2^-126 -> 2^-126
-        (0, [(0x0001, 0x7F00), (0, 0)]),           // DAZ(bf16 denormal) * 2^127 -> +0
-    ];
-    CASES.iter().all(|&(c0, pairs)| {
-        let (mut a, mut b, mut c) = ([0u8; 1024], [0u8; 1024], [0u8; 1024]);
-        super::set_dword(&mut c, 0, 0, c0);
-        for (k, &(x, y)) in pairs.iter().enumerate() {
-            super::set_dword(&mut a, 0, k, x);
-            super::set_dword(&mut b, k, 0, y);
-        }
-        let want = exact::dot_element(c0, &a, &b, 0, 0, 2, Half::Bf16);
-        // SAFETY: the CPU supports AVX-512F (this function's contract).
-        unsafe { dot_half(&mut c, &a, &b, 1, 1, 2, Half::Bf16) };
-        get_dword(&c, 0, 0) == want
-    })
 }
 
 /// MXCSR inside the floating-point kernel: FTZ (bit 15), round to nearest (bits 14:13 = 0), all

@@ -12,15 +12,20 @@
 //!   On x86-64 they are also compiled with AVX2 / FMA and chosen when the CPU has them.
 //! * `avx512` (x86-64 only): VPDPBUSD for the integer products and a VFMADD231PS kernel run under
 //!   an AMX-like MXCSR for TDPBF16PS/TDPFP16PS, chosen at run time.
+//! * `avx2` (x86-64 only): VPMADDWD on bytes extended to i16 for the integer products, and the
+//!   same MXCSR scheme on 256-bit vectors for the floating-point ones, where AVX-512 is absent.
 //!
-//! The public-in-crate functions pick the fastest path the CPU supports. All paths give the same
-//! bits; the tests check each of them against the oracle.
+//! The public-in-crate functions run the fastest path the CPU supports, decided once per
+//! process ([`int8_path`], [`float_path`]). All paths give the same bits; the tests check each
+//! of them against the oracle.
 
 // Off x86-64 nothing but the tests calls the exact model (there it is the NaN-lane fallback).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod exact;
 mod scalar;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
@@ -31,6 +36,9 @@ mod tests;
 // tests needs them yet.
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use exact::{add32, fma32};
+
+use crate::peak::KernelPath;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Rows in a tile.
 const ROWS: usize = 16;
@@ -77,13 +85,114 @@ pub(crate) fn dot_int8(
     b_signed: bool,
 ) {
     let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
-    #[cfg(target_arch = "x86_64")]
-    if avx512::int8_available() {
-        // SAFETY: the CPU supports AVX-512F and AVX-512 VNNI (checked just above).
-        unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) };
-        return;
+    match int8_path() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path chose AVX-512 because the CPU has AVX-512F and AVX-512 VNNI.
+        KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path chose AVX2 because the CPU has it.
+        KernelPath::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        _ => scalar::dot_int8_portable(c, a, b, (m, n, k), a_signed, b_signed),
     }
-    scalar::dot_int8(c, a, b, m, n, k, a_signed, b_signed);
+}
+
+/// Encodes a path for the caches below (0 means "not decided yet").
+fn path_code(path: KernelPath) -> u8 {
+    match path {
+        KernelPath::Avx512 => 1,
+        KernelPath::Avx2 => 2,
+        KernelPath::Portable => 3,
+    }
+}
+
+fn path_of(code: u8) -> Option<KernelPath> {
+    match code {
+        1 => Some(KernelPath::Avx512),
+        2 => Some(KernelPath::Avx2),
+        3 => Some(KernelPath::Portable),
+        _ => None,
+    }
+}
+
+/// The integer products' kernel on this CPU: decided on first use, then one relaxed load (the
+/// feature tests are not repeated per instruction).
+#[inline]
+pub(crate) fn int8_path() -> KernelPath {
+    static PATH: AtomicU8 = AtomicU8::new(0);
+    if let Some(path) = path_of(PATH.load(Ordering::Relaxed)) {
+        return path;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let path = if avx512::int8_available() {
+        KernelPath::Avx512
+    } else if avx2::int8_available() {
+        KernelPath::Avx2
+    } else {
+        KernelPath::Portable
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let path = KernelPath::Portable;
+    // Racing threads decide the same; storing twice is harmless.
+    PATH.store(path_code(path), Ordering::Relaxed);
+    path
+}
+
+/// The floating-point products' kernel on this CPU: AVX-512 or AVX2 where the CPU has them and
+/// its DAZ/FTZ pass the self-check, else the portable one. Decided on first use.
+#[inline]
+pub(crate) fn float_path() -> KernelPath {
+    static PATH: AtomicU8 = AtomicU8::new(0);
+    if let Some(path) = path_of(PATH.load(Ordering::Relaxed)) {
+        return path;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let path = if avx512::float_available() {
+        KernelPath::Avx512
+    } else if avx2::float_available() {
+        KernelPath::Avx2
+    } else {
+        KernelPath::Portable
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let path = KernelPath::Portable;
+    PATH.store(path_code(path), Ordering::Relaxed);
+    path
+}
+
+/// Runs a floating-point kernel on the cases where hardware DAZ/FTZ could plausibly differ from
+/// section 10 and compares it with the exact model; `run(c, a, b, m, n, k)` is the kernel on
+/// bf16 tiles.
+///
+/// Intel documents underflow (and so FTZ) as "the rounded result, with unbounded exponent, is
+/// below the smallest normal", which is rule 10.7, and Sapphire Rapids silicon agrees. Other x86
+/// implementations word it less precisely, so rather than trust them a vector kernel is used
+/// only where it reproduces: tininess after rounding both ways round (the two 2^-126 chains of
+/// section 10), an exactly representable denormal result flushed with its sign, and DAZ of a
+/// denormal C and of a denormal product input. It costs a few kernel calls, once per process.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+fn daz_ftz_self_check(
+    run: impl Fn(&mut [u8; 1024], &[u8; 1024], &[u8; 1024], usize, usize, usize),
+) -> bool {
+    // (C, [(A dword, B dword) for k = 0, 1]), bf16 pairs with the odd element zero.
+    const CASES: [(u32, [(u32, u32); 2]); 5] = [
+        (0, [(0x2000, 0x2000), (0x9A00, 0x1A00)]), // 2^-126 - 2^-150 -> +0
+        (0, [(0x2000, 0x2000), (0x9A00, 0x1980)]), // 2^-126 - 2^-151 -> 2^-126
+        (0x8000_0000, [(0x9F00, 0x1F00), (0, 0)]), // -2^-130 -> -0
+        (0x0040_0000, [(0x2000, 0x2000), (0, 0)]), // DAZ(2^-127) + 2^-126 -> 2^-126
+        (0, [(0x0001, 0x7F00), (0, 0)]),           // DAZ(bf16 denormal) * 2^127 -> +0
+    ];
+    CASES.iter().all(|&(c0, pairs)| {
+        let (mut a, mut b, mut c) = ([0u8; 1024], [0u8; 1024], [0u8; 1024]);
+        set_dword(&mut c, 0, 0, c0);
+        for (k, &(x, y)) in pairs.iter().enumerate() {
+            set_dword(&mut a, 0, k, x);
+            set_dword(&mut b, k, 0, y);
+        }
+        let want = exact::dot_element(c0, &a, &b, 0, 0, 2, Half::Bf16);
+        run(&mut c, &a, &b, 1, 1, 2);
+        get_dword(&c, 0, 0) == want
+    })
 }
 
 /// TDPBF16PS (docs/semantics.md section 10): for `m < m_rows`, `n < n_dwords`,
@@ -125,19 +234,26 @@ fn dot_half(
     half: Half,
 ) {
     let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
-    #[cfg(target_arch = "x86_64")]
-    if avx512::float_available() {
-        // SAFETY: the CPU supports AVX-512F (checked just above).
-        unsafe { avx512::dot_half(c, a, b, m, n, k, half) };
-        return;
+    match float_path() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: float_path chose AVX-512 because the CPU has AVX-512F (and passed the
+        // self-check).
+        KernelPath::Avx512 => unsafe { avx512::dot_half(c, a, b, m, n, k, half) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: float_path chose AVX2 because the CPU has AVX2, FMA and F16C (and passed
+        // the self-check).
+        KernelPath::Avx2 => unsafe { avx2::dot_half(c, a, b, m, n, k, half) },
+        _ => {
+            // The silicon neither reads nor writes MXCSR (section 10), but the scalar path's
+            // `f32` arithmetic sets its sticky exception flags: give the caller its own MXCSR
+            // back.
+            #[cfg(target_arch = "x86_64")]
+            let mxcsr = read_mxcsr();
+            scalar::dot_half(c, a, b, m, n, k, half);
+            #[cfg(target_arch = "x86_64")]
+            write_mxcsr(mxcsr);
+        }
     }
-    // The silicon neither reads nor writes MXCSR (section 10), but the scalar path's `f32`
-    // arithmetic sets its sticky exception flags: give the caller its own MXCSR back.
-    #[cfg(target_arch = "x86_64")]
-    let mxcsr = read_mxcsr();
-    scalar::dot_half(c, a, b, m, n, k, half);
-    #[cfg(target_arch = "x86_64")]
-    write_mxcsr(mxcsr);
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -92,46 +92,7 @@ fn fix_tiny(x: u32, y: u32, acc: u32, r: u32) -> u32 {
     }
 }
 
-/// `TDPB[SU][SU]D`: 32-bit wrapping sums of 8-bit products.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn dot_int8(
-    c: &mut [u8; 1024],
-    a: &[u8; 1024],
-    b: &[u8; 1024],
-    m_rows: usize,
-    n_dwords: usize,
-    k_dwords: usize,
-    a_signed: bool,
-    b_signed: bool,
-) {
-    let shape = super::clamp(m_rows, n_dwords, k_dwords);
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
-        unsafe { dot_int8_avx2(c, a, b, shape, a_signed, b_signed) };
-        return;
-    }
-    dot_int8_portable(c, a, b, shape, a_signed, b_signed);
-}
-
-/// [`dot_int8`] compiled with AVX2, so the widening multiply-adds vectorise 16 lanes wide.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn dot_int8_avx2(
-    c: &mut [u8; 1024],
-    a: &[u8; 1024],
-    b: &[u8; 1024],
-    shape: (usize, usize, usize),
-    a_signed: bool,
-    b_signed: bool,
-) {
-    dot_int8_any(c, a, b, shape, a_signed, b_signed);
-}
-
-/// [`dot_int8`] compiled for the baseline target.
+/// `TDPB[SU][SU]D`: 32-bit wrapping sums of 8-bit products, in plain Rust for any target.
 pub(super) fn dot_int8_portable(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
@@ -143,7 +104,7 @@ pub(super) fn dot_int8_portable(
     dot_int8_any(c, a, b, shape, a_signed, b_signed);
 }
 
-/// Dispatches on signedness; inlined into each target-feature wrapper.
+/// Dispatches on signedness.
 #[inline(always)]
 fn dot_int8_any(
     c: &mut [u8; 1024],
@@ -173,7 +134,6 @@ fn ext<const SIGNED: bool>(x: u8) -> i32 {
 }
 
 /// The integer loop for one signedness combination; `(m_rows, n_dwords, k_dwords)` clamped.
-/// Inlined into each target-feature wrapper.
 ///
 /// Written for the auto-vectoriser: the products are accumulated per byte position (64 lanes,
 /// B widened to i16 once per call) and the four lanes of each dword are summed at the end,

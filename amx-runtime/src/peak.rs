@@ -1,0 +1,598 @@
+//! The emulator against the core's own SIMD peak, measured in this process.
+//!
+//! The emulator executes tile dot products on the CPU's vector units, with the kernel the CPU
+//! supports best (see [`int8_path`] and [`float_path`]). [`simd_peak`] measures the throughput
+//! of the very instruction sequence those kernels are built on, register to register, with
+//! enough independent accumulators to keep every port busy; [`measure`] also times the
+//! emulated TDPBSSD and TDPBF16PS through the public [`TileUnit`] API and states each as a
+//! share of that peak. Both take a few milliseconds; call them when reporting, not per
+//! product.
+//!
+//! | kernel path | int8 products | bf16 / fp16 products |
+//! |---|---|---|
+//! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16 |
+//! | [`KernelPath::Avx2`] | VPMADDWD ymm + VPADDD ymm: 16 multiply-adds | VFMADD231PS ymm: 8 |
+//! | [`KernelPath::Portable`] | plain Rust (no peak measured) | plain Rust (no peak measured) |
+//!
+//! Operations count 2 per multiply-add, as GEMM figures do: a 16x16x64 int8 tile product
+//! (TDPBSSD on full tiles) is 32,768 operations, a 16x16x32 bf16 one (TDPBF16PS) 16,384.
+//!
+//! ```
+//! let report = amx_runtime::peak::measure();
+//! println!("{report}");
+//! if let Some(share) = report.int8.percent_of_peak() {
+//!     assert!(share > 0.0);
+//! }
+//! ```
+
+use std::fmt;
+use std::time::Instant;
+
+use amx_tilecfg::DotKind;
+
+use crate::{tilecfg, Emulator, TileConfig, TileUnit};
+
+/// The implementation the emulator runs for a family of dot products on this CPU, chosen once
+/// per process from the CPU's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelPath {
+    /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
+    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
+    Avx512,
+    /// AVX2 kernels: VPMADDWD + VPADDD on bytes extended to 16 bits for the integer products,
+    /// VFMADD231PS on 256-bit vectors under an AMX-like MXCSR (with FMA and F16C) for the
+    /// floating-point ones.
+    Avx2,
+    /// Plain Rust loops (compiled with FMA for the floating-point products where the CPU has
+    /// it): every other CPU, and x86-64 CPUs whose DAZ/FTZ fail the emulator's start-up check.
+    Portable,
+}
+
+impl fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelPath::Avx512 => "AVX-512",
+            KernelPath::Avx2 => "AVX2",
+            KernelPath::Portable => "portable",
+        })
+    }
+}
+
+/// The kernel the emulator runs TDPBSSD, TDPBSUD, TDPBUSD and TDPBUUD with on this CPU.
+pub fn int8_path() -> KernelPath {
+    crate::unit::numerics::int8_path()
+}
+
+/// The kernel the emulator runs TDPBF16PS and TDPFP16PS with on this CPU.
+pub fn float_path() -> KernelPath {
+    crate::unit::numerics::float_path()
+}
+
+/// The measured throughput of one instruction sequence on this core.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Peak {
+    /// The kernel path whose instructions were measured.
+    pub path: KernelPath,
+    /// The instructions of one step, as the kernel issues them (e.g. `"VPMADDWD ymm + VPADDD
+    /// ymm"`).
+    pub sequence: &'static str,
+    /// Operations per step (2 per multiply-add).
+    pub ops_per_step: u32,
+    /// Independent accumulator chains in the measured loop.
+    pub chains: u32,
+    /// Nanoseconds per step, the best of several timed runs.
+    pub ns_per_step: f64,
+}
+
+impl Peak {
+    /// Operations per nanosecond, i.e. GOP/s (GFLOP/s for the floating-point sequence).
+    pub fn gops(&self) -> f64 {
+        f64::from(self.ops_per_step) / self.ns_per_step
+    }
+}
+
+impl fmt::Display for Peak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:.1} GOP/s ({}, {} ops per step, {:.3} ns per step, {} chains, {})",
+            self.gops(),
+            self.sequence,
+            self.ops_per_step,
+            self.ns_per_step,
+            self.chains,
+            self.path
+        )
+    }
+}
+
+/// This core's SIMD peak for the instructions of the emulator's kernels (see the module
+/// docs): `None` for a family the emulator runs on its portable path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SimdPeak {
+    /// The integer products' sequence.
+    pub int8: Option<Peak>,
+    /// The floating-point products' sequence.
+    pub float: Option<Peak>,
+}
+
+/// Measures [`SimdPeak`] on the calling thread's core (a few milliseconds).
+pub fn simd_peak() -> SimdPeak {
+    SimdPeak {
+        int8: measure_peak(int8_path(), Family::Int8),
+        float: measure_peak(float_path(), Family::Float),
+    }
+}
+
+/// An emulated instruction's measured throughput.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Emulated {
+    /// The instruction, on full 16 x 64-byte tiles.
+    pub instruction: DotKind,
+    /// The kernel path that ran it.
+    pub path: KernelPath,
+    /// Operations per instruction (2 per multiply-add).
+    pub ops: u32,
+    /// Nanoseconds per instruction through [`TileUnit`] on an [`Emulator`] (checks included),
+    /// the best of several timed batches.
+    pub ns: f64,
+}
+
+impl Emulated {
+    /// Operations per nanosecond, i.e. GOP/s.
+    pub fn gops(&self) -> f64 {
+        f64::from(self.ops) / self.ns
+    }
+}
+
+/// An emulated instruction beside the peak of the sequence its kernel is built on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Comparison {
+    /// The emulated instruction.
+    pub emulated: Emulated,
+    /// The peak of its kernel's sequence, `None` on the portable path.
+    pub peak: Option<Peak>,
+}
+
+impl Comparison {
+    /// The emulated throughput as a percentage of the peak.
+    pub fn percent_of_peak(&self) -> Option<f64> {
+        self.peak.map(|p| 100.0 * self.emulated.gops() / p.gops())
+    }
+}
+
+impl fmt::Display for Comparison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = &self.emulated;
+        write!(
+            f,
+            "{} emulated ({}): {:.0} ns, {:.1} GOP/s",
+            e.instruction.mnemonic(),
+            e.path,
+            e.ns,
+            e.gops()
+        )?;
+        match (self.peak, self.percent_of_peak()) {
+            (Some(peak), Some(share)) => {
+                write!(
+                    f,
+                    " = {share:.0}% of the core's {} peak ({peak})",
+                    peak.sequence
+                )
+            }
+            _ => f.write_str(" (portable kernel: no SIMD peak to compare with)"),
+        }
+    }
+}
+
+/// TDPBSSD and TDPBF16PS against the core's peak, measured in one process on one core.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PeakReport {
+    /// TDPBSSD on 16x16x64 bytes against the integer sequence's peak.
+    pub int8: Comparison,
+    /// TDPBF16PS on 16x16x32 bf16 pairs against the floating-point sequence's peak.
+    pub bf16: Comparison,
+}
+
+impl fmt::Display for PeakReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.int8)?;
+        write!(f, "{}", self.bf16)
+    }
+}
+
+/// Measures the emulated TDPBSSD and TDPBF16PS and this core's peak for their kernels, on the
+/// calling thread (some tens of milliseconds). Pin the thread for steadier figures.
+pub fn measure() -> PeakReport {
+    let peak = simd_peak();
+    PeakReport {
+        int8: Comparison {
+            emulated: emulated(DotKind::Tdpbssd),
+            peak: peak.int8,
+        },
+        bf16: Comparison {
+            emulated: emulated(DotKind::Tdpbf16ps),
+            peak: peak.float,
+        },
+    }
+}
+
+/// Full tiles: C 16x16 dwords, A and B 16 x 64 bytes.
+static FULL: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x64; t2: 16x64 };
+
+/// Times `instruction` on full tiles of moderate values (no denormals, infinities or NaNs on
+/// the floating-point path, which would send lanes to the exact model).
+fn emulated(instruction: DotKind) -> Emulated {
+    let mut emu = Emulator::new();
+    let data: Vec<u8> = (0..1024u32)
+        .map(|i| {
+            if i % 2 == 1 {
+                // The high byte of every 16-bit element: bf16 values between 2^-7 and 2^1.
+                0x3C + (i % 4) as u8
+            } else {
+                (i * 37 % 251) as u8
+            }
+        })
+        .collect();
+    let ready = emu.ldtilecfg(FULL.as_bytes()).is_ok()
+        && emu.tilezero(0).is_ok()
+        && emu.tileloadd(1, &data, 64).is_ok()
+        && emu.tileloadd(2, &data, 64).is_ok();
+    let (path, ops) = match instruction {
+        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => (float_path(), 16 * 16 * 32 * 2),
+        _ => (int8_path(), 16 * 16 * 64 * 2),
+    };
+    let mut run = || {
+        let r = match instruction {
+            DotKind::Tdpbssd => emu.tdpbssd(0, 1, 2),
+            DotKind::Tdpbsud => emu.tdpbsud(0, 1, 2),
+            DotKind::Tdpbusd => emu.tdpbusd(0, 1, 2),
+            DotKind::Tdpbuud => emu.tdpbuud(0, 1, 2),
+            DotKind::Tdpbf16ps => emu.tdpbf16ps(0, 1, 2),
+            DotKind::Tdpfp16ps => emu.tdpfp16ps(0, 1, 2),
+        };
+        std::hint::black_box(r).is_ok()
+    };
+    // The configuration above is valid, so every call succeeds; were one to fail, the time
+    // would be that of the check alone, so it is reported as not measured (infinite).
+    let ns = if ready && run() {
+        best_ns_per(|| _ = run(), 64)
+    } else {
+        f64::INFINITY
+    };
+    Emulated {
+        instruction,
+        path,
+        ops,
+        ns,
+    }
+}
+
+/// Nanoseconds per call of `f`, the best of several batches of `calls` after a warm-up that
+/// lets the core reach its clock.
+fn best_ns_per(mut f: impl FnMut(), calls: u32) -> f64 {
+    let batch = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..calls {
+            f();
+        }
+        t.elapsed().as_nanos() as f64 / f64::from(calls)
+    };
+    let warm = Instant::now();
+    while warm.elapsed().as_millis() < 2 {
+        batch(&mut f);
+    }
+    (0..15).map(|_| batch(&mut f)).fold(f64::INFINITY, f64::min)
+}
+
+#[derive(Clone, Copy)]
+enum Family {
+    Int8,
+    Float,
+}
+
+/// Iterations of a peak loop per timed call: long enough for the clock's resolution, short
+/// enough to be measured many times.
+#[cfg(target_arch = "x86_64")]
+const ITERS: usize = 2000;
+
+fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use x86::*;
+        let (sequence, ops_per_step, chains, run): (&'static str, u32, u32, unsafe fn(usize)) =
+            match (path, family) {
+                (KernelPath::Avx512, Family::Int8) => ("VPDPBUSD zmm", 128, 24, vpdpbusd_zmm),
+                (KernelPath::Avx512, Family::Float) => ("VFMADD231PS zmm", 32, 24, fma_zmm),
+                (KernelPath::Avx2, Family::Int8) => {
+                    ("VPMADDWD ymm + VPADDD ymm", 32, 12, vpmaddwd_ymm)
+                }
+                (KernelPath::Avx2, Family::Float) => ("VFMADD231PS ymm", 16, 12, fma_ymm),
+                _ => return None,
+            };
+        // SAFETY: `path` is the kernel path the emulator selected, which it selects only where
+        // the CPU has the features each loop is compiled for (AVX-512F + VNNI, AVX-512F, AVX2,
+        // AVX2 + FMA).
+        let ns = best_ns_per(|| unsafe { run(ITERS) }, 1);
+        Some(Peak {
+            path,
+            sequence,
+            ops_per_step,
+            chains,
+            ns_per_step: ns / (ITERS as f64 * f64::from(chains)),
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (path, family);
+        None
+    }
+}
+
+/// The peak loops: each iteration issues one step on every chain; the operand registers are
+/// never written, so the chains are independent and the loop is bound by the ports. Inline
+/// asm, so that no compiler can merge, reorder or vectorise them differently.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::asm;
+
+    /// 12 chains of VPMADDWD ymm + VPADDD ymm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `iters > 0`.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn vpmaddwd_ymm(iters: usize) {
+        // SAFETY: register-only instructions the CPU supports (this function's contract); the
+        // clobbered vector registers are declared, the counter is inout.
+        unsafe {
+            asm!(
+                "vpxor xmm14, xmm14, xmm14",
+                "vpxor xmm15, xmm15, xmm15",
+                "2:",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm0, ymm0, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm1, ymm1, ymm13",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm2, ymm2, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm3, ymm3, ymm13",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm4, ymm4, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm5, ymm5, ymm13",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm6, ymm6, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm7, ymm7, ymm13",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm8, ymm8, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm9, ymm9, ymm13",
+            "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm10, ymm10, ymm12",
+            "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm11, ymm11, ymm13",
+                "dec {n}",
+                "jnz 2b",
+                n = inout(reg) iters.max(1) => _,
+            out("ymm0") _,
+            out("ymm1") _,
+            out("ymm2") _,
+            out("ymm3") _,
+            out("ymm4") _,
+            out("ymm5") _,
+            out("ymm6") _,
+            out("ymm7") _,
+            out("ymm8") _,
+            out("ymm9") _,
+            out("ymm10") _,
+            out("ymm11") _,
+            out("ymm12") _,
+            out("ymm13") _,
+            out("ymm14") _,
+            out("ymm15") _,
+                options(nostack, nomem),
+            );
+        }
+    }
+
+    /// 12 chains of VFMADD231PS ymm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `iters > 0`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn fma_ymm(iters: usize) {
+        // SAFETY: as in `vpmaddwd_ymm`; zero operands, so no denormal or NaN slows a lane.
+        unsafe {
+            asm!(
+                "vxorps xmm14, xmm14, xmm14",
+                "vxorps xmm15, xmm15, xmm15",
+                "2:",
+            "vfmadd231ps ymm0, ymm14, ymm15",
+            "vfmadd231ps ymm1, ymm14, ymm15",
+            "vfmadd231ps ymm2, ymm14, ymm15",
+            "vfmadd231ps ymm3, ymm14, ymm15",
+            "vfmadd231ps ymm4, ymm14, ymm15",
+            "vfmadd231ps ymm5, ymm14, ymm15",
+            "vfmadd231ps ymm6, ymm14, ymm15",
+            "vfmadd231ps ymm7, ymm14, ymm15",
+            "vfmadd231ps ymm8, ymm14, ymm15",
+            "vfmadd231ps ymm9, ymm14, ymm15",
+            "vfmadd231ps ymm10, ymm14, ymm15",
+            "vfmadd231ps ymm11, ymm14, ymm15",
+                "dec {n}",
+                "jnz 2b",
+                n = inout(reg) iters.max(1) => _,
+            out("ymm0") _,
+            out("ymm1") _,
+            out("ymm2") _,
+            out("ymm3") _,
+            out("ymm4") _,
+            out("ymm5") _,
+            out("ymm6") _,
+            out("ymm7") _,
+            out("ymm8") _,
+            out("ymm9") _,
+            out("ymm10") _,
+            out("ymm11") _,
+            out("ymm12") _,
+            out("ymm13") _,
+            out("ymm14") _,
+            out("ymm15") _,
+                options(nostack, nomem),
+            );
+        }
+    }
+
+    /// 24 chains of VPDPBUSD zmm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512 VNNI; `iters > 0`.
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub(super) unsafe fn vpdpbusd_zmm(iters: usize) {
+        // SAFETY: as in `vpmaddwd_ymm`.
+        unsafe {
+            asm!(
+                "vpxord zmm24, zmm24, zmm24",
+                "vpxord zmm25, zmm25, zmm25",
+                "2:",
+            "vpdpbusd zmm0, zmm24, zmm25",
+            "vpdpbusd zmm1, zmm24, zmm25",
+            "vpdpbusd zmm2, zmm24, zmm25",
+            "vpdpbusd zmm3, zmm24, zmm25",
+            "vpdpbusd zmm4, zmm24, zmm25",
+            "vpdpbusd zmm5, zmm24, zmm25",
+            "vpdpbusd zmm6, zmm24, zmm25",
+            "vpdpbusd zmm7, zmm24, zmm25",
+            "vpdpbusd zmm8, zmm24, zmm25",
+            "vpdpbusd zmm9, zmm24, zmm25",
+            "vpdpbusd zmm10, zmm24, zmm25",
+            "vpdpbusd zmm11, zmm24, zmm25",
+            "vpdpbusd zmm12, zmm24, zmm25",
+            "vpdpbusd zmm13, zmm24, zmm25",
+            "vpdpbusd zmm14, zmm24, zmm25",
+            "vpdpbusd zmm15, zmm24, zmm25",
+            "vpdpbusd zmm16, zmm24, zmm25",
+            "vpdpbusd zmm17, zmm24, zmm25",
+            "vpdpbusd zmm18, zmm24, zmm25",
+            "vpdpbusd zmm19, zmm24, zmm25",
+            "vpdpbusd zmm20, zmm24, zmm25",
+            "vpdpbusd zmm21, zmm24, zmm25",
+            "vpdpbusd zmm22, zmm24, zmm25",
+            "vpdpbusd zmm23, zmm24, zmm25",
+                "dec {n}",
+                "jnz 2b",
+                n = inout(reg) iters.max(1) => _,
+            out("zmm0") _,
+            out("zmm1") _,
+            out("zmm2") _,
+            out("zmm3") _,
+            out("zmm4") _,
+            out("zmm5") _,
+            out("zmm6") _,
+            out("zmm7") _,
+            out("zmm8") _,
+            out("zmm9") _,
+            out("zmm10") _,
+            out("zmm11") _,
+            out("zmm12") _,
+            out("zmm13") _,
+            out("zmm14") _,
+            out("zmm15") _,
+            out("zmm16") _,
+            out("zmm17") _,
+            out("zmm18") _,
+            out("zmm19") _,
+            out("zmm20") _,
+            out("zmm21") _,
+            out("zmm22") _,
+            out("zmm23") _,
+            out("zmm24") _,
+            out("zmm25") _,
+                options(nostack, nomem),
+            );
+        }
+    }
+
+    /// 24 chains of VFMADD231PS zmm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `iters > 0`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn fma_zmm(iters: usize) {
+        // SAFETY: as in `fma_ymm`.
+        unsafe {
+            asm!(
+                "vpxord zmm24, zmm24, zmm24",
+                "vpxord zmm25, zmm25, zmm25",
+                "2:",
+            "vfmadd231ps zmm0, zmm24, zmm25",
+            "vfmadd231ps zmm1, zmm24, zmm25",
+            "vfmadd231ps zmm2, zmm24, zmm25",
+            "vfmadd231ps zmm3, zmm24, zmm25",
+            "vfmadd231ps zmm4, zmm24, zmm25",
+            "vfmadd231ps zmm5, zmm24, zmm25",
+            "vfmadd231ps zmm6, zmm24, zmm25",
+            "vfmadd231ps zmm7, zmm24, zmm25",
+            "vfmadd231ps zmm8, zmm24, zmm25",
+            "vfmadd231ps zmm9, zmm24, zmm25",
+            "vfmadd231ps zmm10, zmm24, zmm25",
+            "vfmadd231ps zmm11, zmm24, zmm25",
+            "vfmadd231ps zmm12, zmm24, zmm25",
+            "vfmadd231ps zmm13, zmm24, zmm25",
+            "vfmadd231ps zmm14, zmm24, zmm25",
+            "vfmadd231ps zmm15, zmm24, zmm25",
+            "vfmadd231ps zmm16, zmm24, zmm25",
+            "vfmadd231ps zmm17, zmm24, zmm25",
+            "vfmadd231ps zmm18, zmm24, zmm25",
+            "vfmadd231ps zmm19, zmm24, zmm25",
+            "vfmadd231ps zmm20, zmm24, zmm25",
+            "vfmadd231ps zmm21, zmm24, zmm25",
+            "vfmadd231ps zmm22, zmm24, zmm25",
+            "vfmadd231ps zmm23, zmm24, zmm25",
+                "dec {n}",
+                "jnz 2b",
+                n = inout(reg) iters.max(1) => _,
+            out("zmm0") _,
+            out("zmm1") _,
+            out("zmm2") _,
+            out("zmm3") _,
+            out("zmm4") _,
+            out("zmm5") _,
+            out("zmm6") _,
+            out("zmm7") _,
+            out("zmm8") _,
+            out("zmm9") _,
+            out("zmm10") _,
+            out("zmm11") _,
+            out("zmm12") _,
+            out("zmm13") _,
+            out("zmm14") _,
+            out("zmm15") _,
+            out("zmm16") _,
+            out("zmm17") _,
+            out("zmm18") _,
+            out("zmm19") _,
+            out("zmm20") _,
+            out("zmm21") _,
+            out("zmm22") _,
+            out("zmm23") _,
+            out("zmm24") _,
+            out("zmm25") _,
+                options(nostack, nomem),
+            );
+        }
+    }
+}
+
+/// The emulator's arithmetic alone: `C += A x B` on full tiles (M = 16, N = 16 dwords, K = 16
+/// dwords) with the kernel the emulator runs, without its tile state, checks or the zeroing of
+/// unused rows. For the layer benchmarks (`benches/emulator_layers.rs`); not part of the API.
+#[doc(hidden)]
+pub fn __kernel(kind: DotKind, c: &mut [u8; 1024], a: &[u8; 1024], b: &[u8; 1024]) {
+    use crate::unit::numerics;
+    let (m, n, k) = (16, 16, 16);
+    match kind {
+        DotKind::Tdpbssd => numerics::dot_int8(c, a, b, m, n, k, true, true),
+        DotKind::Tdpbsud => numerics::dot_int8(c, a, b, m, n, k, true, false),
+        DotKind::Tdpbusd => numerics::dot_int8(c, a, b, m, n, k, false, true),
+        DotKind::Tdpbuud => numerics::dot_int8(c, a, b, m, n, k, false, false),
+        DotKind::Tdpbf16ps => numerics::dot_bf16(c, a, b, m, n, k),
+        DotKind::Tdpfp16ps => numerics::dot_fp16(c, a, b, m, n, k),
+    }
+}
