@@ -288,6 +288,14 @@ impl Tiles {
         }
     }
 
+    /// The emulator, when that is the backend (for the typed path's proven instructions).
+    pub(crate) fn emulator_mut(&mut self) -> Option<&mut Emulator> {
+        match &mut self.unit {
+            Unit::Emulated(e) => Some(e),
+            Unit::Hardware(_) => None,
+        }
+    }
+
     /// Why the typed layer cannot run on this unit, or `None` when it can (see
     /// `Hardware::typed_unsupported`): on the emulator, only limits below the architectural
     /// ones stop it.

@@ -444,6 +444,17 @@ impl<L: Layout> TypedTiles<L> {
         }
     }
 
+    /// `(M, N, K)` of a dot product into `C` from `A`, from the handles' shapes: rows of C,
+    /// C's dwords per row, A's dwords per row.
+    #[inline(always)]
+    fn dot_shape<C: Handle, A: Handle>() -> (usize, usize, usize) {
+        (
+            C::ROWS as usize,
+            C::COLSB as usize / 4,
+            A::COLSB as usize / 4,
+        )
+    }
+
     /// TILEZERO.
     pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
         let _ = tile;
@@ -554,14 +565,19 @@ macro_rules! typed_dot {
                     let _ = (c, a, b);
                     self.ensure_loaded();
                     let ops = (C::INDEX, A::INDEX, B::INDEX);
-                    match self.tiles.hardware_mut() {
+                    if let Some(hw) = self.tiles.hardware_mut() {
                         // SAFETY: ensure_loaded confirmed L::CONFIG is loaded, and the `Dot`
                         // impl exists only for operands that the macro checked against it
                         // under the architectural TMUL limits (dot_unchecked's contract).
-                        Some(hw) => Self::proven(unsafe {
+                        Self::proven(unsafe {
                             hw.dot_unchecked(DotKind::$kind, ops.0, ops.1, ops.2)
-                        }),
-                        None => Self::proven(self.tiles.$name(ops.0, ops.1, ops.2)),
+                        });
+                    } else if let Some(emu) = self.tiles.emulator_mut() {
+                        // The same proof stands in for the emulator's D1/D2 checks.
+                        let shape = Self::dot_shape::<C, A>();
+                        Self::proven(emu.dot_proven(ops, DotKind::$kind, shape));
+                    } else {
+                        Self::proven(self.tiles.$name(ops.0, ops.1, ops.2));
                     }
                 }
             )*
@@ -594,12 +610,14 @@ impl<L: Layout> TypedTiles<L> {
     {
         let _ = (c, a, b);
         self.ensure_loaded();
-        match self.tiles.hardware_mut() {
+        let ops = (C::INDEX, A::INDEX, B::INDEX);
+        if let Some(hw) = self.tiles.hardware_mut() {
             // SAFETY: as for the other dot products; the CPU feature is still checked.
-            Some(hw) => unsafe {
-                hw.dot_unchecked(DotKind::Tdpfp16ps, C::INDEX, A::INDEX, B::INDEX)
-            },
-            None => self.tiles.tdpfp16ps(C::INDEX, A::INDEX, B::INDEX),
+            unsafe { hw.dot_unchecked(DotKind::Tdpfp16ps, ops.0, ops.1, ops.2) }
+        } else if let Some(emu) = self.tiles.emulator_mut() {
+            emu.dot_proven(ops, DotKind::Tdpfp16ps, Self::dot_shape::<C, A>())
+        } else {
+            self.tiles.tdpfp16ps(ops.0, ops.1, ops.2)
         }
     }
 }

@@ -313,21 +313,36 @@ impl Emulator {
         Ok(())
     }
 
-    fn dot(
+    /// A dot product: the D1/D2 checks, then [`Emulator::dot_shaped`].
+    fn dot(&mut self, tiles: (u8, u8, u8), kind: DotKind) -> Result<(), Fault> {
+        let s = check::dot(&self.config, tiles, self.limits, kind)?;
+        self.dot_shaped(tiles, kind, (s.m, s.n, s.k))
+    }
+
+    /// A dot product whose operands are known to fit the loaded configuration: the typed
+    /// tiles' path, whose handles' types proved them (three distinct used tiles of the loaded
+    /// layout, `(m, n, k)` from their shapes, within the architectural TMUL limits), so the
+    /// D1/D2 checks are not run again.
+    ///
+    /// Memory-safe whatever the arguments: the tiles are indexed with bounds checks and the
+    /// kernels clamp the shape to the tile, so a wrong call computes wrong data, never touches
+    /// memory outside the tiles.
+    pub(crate) fn dot_proven(
+        &mut self,
+        tiles: (u8, u8, u8),
+        kind: DotKind,
+        shape: (usize, usize, usize),
+    ) -> Result<(), Fault> {
+        self.dot_shaped(tiles, kind, shape)
+    }
+
+    fn dot_shaped(
         &mut self,
         (c, a, b): (u8, u8, u8),
         kind: DotKind,
-        kernel: impl FnOnce(
-            &mut [u8; TILE_BYTES],
-            &[u8; TILE_BYTES],
-            &[u8; TILE_BYTES],
-            usize,
-            usize,
-            usize,
-        ),
+        (m, n, k): (usize, usize, usize),
     ) -> Result<(), Fault> {
-        let s = check::dot(&self.config, (c, a, b), self.limits, kind)?;
-        // check::dot proved c, a, b distinct and below 8, so this cannot fail; were it to, the
+        // Distinct and below 8 (check::dot proved it, or the types did); were they not, the
         // operands would alias, which is the #UD check::dot reports for that.
         let [ct, at, bt] = self
             .tiles
@@ -339,11 +354,24 @@ impl Emulator {
                 };
                 check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
             })?;
-        kernel(ct, at, bt, s.m, s.n, s.k);
-        // D4: C bytes past colsb and rows past M are zeroed.
-        for (r, row) in ct.chunks_exact_mut(ROW_BYTES).enumerate() {
-            let keep = if r < s.m { s.n * 4 } else { 0 };
-            row[keep..].fill(0);
+        match kind {
+            DotKind::Tdpbssd => numerics::dot_int8(ct, at, bt, m, n, k, true, true),
+            DotKind::Tdpbsud => numerics::dot_int8(ct, at, bt, m, n, k, true, false),
+            DotKind::Tdpbusd => numerics::dot_int8(ct, at, bt, m, n, k, false, true),
+            DotKind::Tdpbuud => numerics::dot_int8(ct, at, bt, m, n, k, false, false),
+            DotKind::Tdpbf16ps => numerics::dot_bf16(ct, at, bt, m, n, k),
+            DotKind::Tdpfp16ps => numerics::dot_fp16(ct, at, bt, m, n, k),
+        }
+        // D4: C bytes past colsb and rows past M are zeroed (nothing to do for a full tile,
+        // the common case: no loop of empty fills).
+        let keep = (n * 4).min(ROW_BYTES);
+        if m < TILE_BYTES / ROW_BYTES || keep < ROW_BYTES {
+            for (r, row) in ct.chunks_exact_mut(ROW_BYTES).enumerate() {
+                let keep = if r < m { keep } else { 0 };
+                if let Some(tail) = row.get_mut(keep..) {
+                    tail.fill(0);
+                }
+            }
         }
         self.clear_start_row();
         Ok(())
@@ -437,35 +465,27 @@ impl TileUnit for Emulator {
     }
 
     fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpbssd, |c, a, b, m, n, k| {
-            numerics::dot_int8(c, a, b, m, n, k, true, true)
-        })
+        self.dot((c, a, b), DotKind::Tdpbssd)
     }
 
     fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpbsud, |c, a, b, m, n, k| {
-            numerics::dot_int8(c, a, b, m, n, k, true, false)
-        })
+        self.dot((c, a, b), DotKind::Tdpbsud)
     }
 
     fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpbusd, |c, a, b, m, n, k| {
-            numerics::dot_int8(c, a, b, m, n, k, false, true)
-        })
+        self.dot((c, a, b), DotKind::Tdpbusd)
     }
 
     fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpbuud, |c, a, b, m, n, k| {
-            numerics::dot_int8(c, a, b, m, n, k, false, false)
-        })
+        self.dot((c, a, b), DotKind::Tdpbuud)
     }
 
     fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpbf16ps, numerics::dot_bf16)
+        self.dot((c, a, b), DotKind::Tdpbf16ps)
     }
 
     fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
-        self.dot((c, a, b), DotKind::Tdpfp16ps, numerics::dot_fp16)
+        self.dot((c, a, b), DotKind::Tdpfp16ps)
     }
 
     fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault> {
