@@ -74,14 +74,15 @@ fn bf16_typed_kernel_matches_the_untyped_instruction() {
             .collect()
     };
     let mut typed_out = vec![0f32; 7 * 12];
-    {
+    let typed_tile = {
         let mut tiles = Bf16Edge::configure().unwrap();
         tiles.zero(Bf16Edge::acc);
         tiles.load(Bf16Edge::lhs, &as_u16(&a), 32).unwrap();
         tiles.load(Bf16Edge::rhs, &as_u16(&b), 24).unwrap();
         tiles.tdpbf16ps(Bf16Edge::acc, Bf16Edge::lhs, Bf16Edge::rhs);
         tiles.store(Bf16Edge::acc, &mut typed_out, 12).unwrap();
-    }
+        tiles.read(Bf16Edge::acc).unwrap()
+    };
     let mut emu = Emulator::new();
     emu.ldtilecfg(Bf16Edge::CONFIG.as_bytes()).unwrap();
     emu.tileloadd(2, &a, 64).unwrap();
@@ -95,6 +96,9 @@ fn bf16_typed_kernel_matches_the_untyped_instruction() {
         .collect();
     let typed: Vec<u32> = typed_out.iter().map(|f| f.to_bits()).collect();
     assert_eq!(typed, untyped);
+    // All 1024 bytes, the zeroed rows past M and bytes past N included (typed dot products
+    // on the emulator skip the shape checks, not the zeroing).
+    assert_eq!(typed_tile, emu.tile_data(1).unwrap());
 }
 
 tilecfg! {

@@ -228,6 +228,18 @@ impl Emulator {
         self.config[image::START_ROW] = 0;
     }
 
+    /// Tile `t`'s rows when a load of `shape` replaces every one of them as whole 64-byte
+    /// rows (colsb 64, start_row 0: the common case, a copy per row with no partial-row
+    /// handling); `None` otherwise, for [`Emulator::load_rows`].
+    #[inline]
+    fn whole_rows(&mut self, t: u8, shape: TileShape) -> Option<&mut [[u8; ROW_BYTES]]> {
+        if shape.colsb as usize != ROW_BYTES || image::start_row(&self.config) != 0 {
+            return None;
+        }
+        let (rows, _) = self.tiles.get_mut(t as usize)?.as_chunks_mut::<ROW_BYTES>();
+        Some(rows)
+    }
+
     /// TILELOADD's data semantics (T3/T4): rows below start_row keep all 64 bytes, rows
     /// `start_row..rows` are read and zero-extended past colsb, rows past `rows` are zeroed.
     /// `read_row(r, dst)` fills `dst` (colsb bytes) with memory row `r`.
@@ -270,6 +282,23 @@ impl Emulator {
     ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
         check::bounds(t, shape, stride, src.len())?;
+        if let Some(rows) = self.whole_rows(t, shape) {
+            // check::bounds proved that the rows below shape.rows lie inside `src` (so
+            // r * stride does not overflow for them); rows past it are zeroed.
+            let loaded = shape.rows as usize;
+            for (r, row) in rows.iter_mut().enumerate() {
+                // Copied in place (a `[u8; 64]` value in between would go through the stack).
+                match (r < loaded)
+                    .then(|| src.get(r * stride..)?.first_chunk::<ROW_BYTES>())
+                    .flatten()
+                {
+                    Some(bytes) => row.copy_from_slice(bytes),
+                    None => row.fill(0),
+                }
+            }
+            self.clear_start_row();
+            return Ok(());
+        }
         self.load_rows(t, shape, |r, dst| {
             let at = r * stride;
             // Whole rows (the common case) as a fixed-size copy: a few vector moves instead of
@@ -297,6 +326,24 @@ impl Emulator {
         mnemonic: Mnemonic,
     ) -> Result<(), Fault> {
         let shape = check::tile_memory(&self.config, t, mnemonic)?;
+        if let Some(rows) = self.whole_rows(t, shape) {
+            let loaded = shape.rows as usize;
+            for (r, row) in rows.iter_mut().enumerate() {
+                if r < loaded {
+                    // SAFETY: the caller guarantees that colsb (here 64) bytes at
+                    // src + r * stride are readable for every loaded row r; `row` is this
+                    // emulator's own buffer, so the two do not overlap.
+                    unsafe {
+                        let from = src.wrapping_offset(r as isize * stride);
+                        std::ptr::copy_nonoverlapping(from, row.as_mut_ptr(), ROW_BYTES);
+                    }
+                } else {
+                    row.fill(0);
+                }
+            }
+            self.clear_start_row();
+            return Ok(());
+        }
         self.load_rows(t, shape, |r, dst| {
             // SAFETY: the caller guarantees that colsb bytes at src + r * stride are readable for
             // every row r that is loaded; `dst` is a distinct Rust buffer of exactly colsb bytes.
