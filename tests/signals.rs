@@ -418,19 +418,22 @@ fn check(backend: Backend, dot: Dot) {
         // C as f32 1.0 in every lane.
         Dot::Bf16 => (0..256).flat_map(|_| 1.0f32.to_le_bytes()).collect(),
     };
+    let trapped = backend == Backend::Hardware && amx_runtime::trap::is_active();
     // On the silicon a dot product takes nanoseconds: pad each iteration so that the kernel
     // lasts long enough for the timer. The bf16 kernel is capped (its reference is a replay on
-    // the emulator), so it is padded on both backends.
+    // the emulator), so it is padded on both backends, by enough that its MAX_BF16_DOTS
+    // iterations outlast MIN_SIGNALS timer periods whatever a dot product costs (on the trap
+    // engine 30 us x 20 000 = 600 ms against 200 x 2 ms).
     let pad = match (backend, dot) {
         (Backend::Emulated, Dot::Int8) => Duration::ZERO,
         (Backend::Hardware, Dot::Int8) => Duration::from_micros(2),
+        (_, Dot::Bf16) if trapped => Duration::from_micros(30),
         (_, Dot::Bf16) => Duration::from_micros(5),
     };
     CLOBBER_TILES.store(backend == Backend::Hardware, Ordering::Relaxed);
 
     let config = kernel_config();
     let mut tiles = configure_on(backend, &config).expect("configure");
-    let trapped = backend == Backend::Hardware && amx_runtime::trap::is_active();
     let alarm = Alarm::start(if trapped {
         TRAPPED_PERIOD_US
     } else {
