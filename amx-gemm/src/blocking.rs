@@ -11,20 +11,22 @@ use crate::pack::{MR, NR};
 /// core; Sapphire/Granite Rapids) and for both precisions alike, because every size here is in
 /// bytes of tile rows:
 ///
-/// - **`kc_steps` = 8** k-steps (512 int8 or 256 bf16 of K). The A micro-panel is
-///   `32 rows x 8 x 64 B` = 16 KiB and must stay in L1 while the micro-kernel streams a B
-///   micro-panel of the same 16 KiB through it: 32 KiB of the 48 KiB L1, leaving room for C and
-///   the stack. The C micro-tile (4 KiB) is loaded and stored once per 32 tile dot products
-///   (16 B/cycle at one dot product per 16 cycles), which the caches sustain. When the region
-///   of C is a single micro-row (M <= 32, the bandwidth-bound shapes) nothing of B is reused,
-///   so kc is all of K: C stays in the tiles for the whole sum and each B panel is read front
-///   to back exactly once.
-/// - **`nc` = 2048** columns. The block of packed B one pass over A reuses is
+/// - **`kc_steps` = 32** k-steps (2048 int8 or 1024 bf16 of K). Each micro-kernel call then
+///   runs 128 tile dot products between one load and one store of its C micro-tile (4 KiB
+///   each way), so C traffic is 1/4 of what 8 k-steps cost. The A micro-panel
+///   (`32 rows x 32 x 64 B` = 64 KiB) no longer fits L1 beside the B micro-panel, but both
+///   stream from L2 with the hardware prefetchers ahead of them; measured on AMX silicon
+///   (Granite Rapids class, KVM guest) at 2048^3 int8 this is 2.0x faster on 1 thread and 1.8x
+///   on 2 threads than 8 k-steps with `nc` = 2048, and 1.4x at 1024^3 (see BENCHMARKS.md). When
+///   the region of C is a single micro-row (M <= 32, the bandwidth-bound shapes) nothing of B
+///   is reused, so kc is all of K: C stays in the tiles for the whole sum and each B panel is
+///   read front to back exactly once.
+/// - **`nc` = 512** columns. The block of packed B one pass over A reuses is
 ///   `kc_steps x 2 KiB` per 32 columns: 1 MiB, half of L2, leaving the other half for the A
 ///   block, C traffic and prefetch. The packed layout spreads it over all L2 sets (see
 ///   [`pack`](crate::pack)).
-/// - **`mc` = 256** rows: the packed A block is `256 x 512 B` = 128 KiB, in L2 beside the B
-///   block; each of its 8 micro-panels is reused from L1 across all `nc / 32` = 64 B panels.
+/// - **`mc` = 256** rows: the packed A block is `256 x 2 KiB` = 512 KiB, in L2 beside the B
+///   block; each of its 8 micro-panels is reused across all `nc / 32` = 16 B panels.
 /// - **`prefetch_steps` = 4**: the micro-kernel prefetches (PREFETCHT0) the B tiles 4 k-steps
 ///   (8 KiB) ahead of their loads. Tile registers are not renamed, so a TILELOADD into B0 waits
 ///   for the dot products still reading B0; without the prefetch at most two B tiles are in
@@ -46,8 +48,8 @@ pub struct Blocking {
 impl Blocking {
     /// The defaults described above.
     pub const DEFAULT: Blocking = Blocking {
-        nc: 2048,
-        kc_steps: 8,
+        nc: 512,
+        kc_steps: 32,
         mc: 256,
         prefetch_steps: 4,
     };

@@ -56,7 +56,7 @@
 //! LOOP 5  jc: the worker's columns in blocks of nc      B block (kc x nc) in L2
 //! LOOP 4  pc: K in blocks of kc k-steps                 (B is prepacked: no copy here)
 //! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x kc) -> pack.rs
-//! LOOP 2  ir: the packed block in micro-panels of 32 rows   micro-panel (32 x kc) in L1
+//! LOOP 2  ir: the packed block in micro-panels of 32 rows   micro-panel (32 x kc) in L1/L2
 //! LOOP 1  jr: the B block in panels of 32 columns           streamed from L2
 //!         micro-kernel: 32 x 32 outputs in 4 C tiles, 2 A tiles, 2 B tiles
 //! ```
