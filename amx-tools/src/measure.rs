@@ -285,6 +285,11 @@ pub struct Report {
     pub bandwidth_roofline_gops: f64,
     /// The lesser of the compute peak and the bandwidth roofline.
     pub roofline_gops: f64,
+    /// On the emulator: the cores' own SIMD peak for the instructions the emulator's kernels
+    /// issue for this precision (VPDPBUSD or VPMADDWD for int8, VFMADD231PS for bf16; see
+    /// [`amx_runtime::peak`]), summed over the threads, measured in the same process. `None`
+    /// on the silicon, and where the emulator runs its portable kernels.
+    pub simd_peak_gops: Option<f64>,
     /// Multiplies run before timing.
     pub warmup_runs: usize,
     /// Seconds they took.
@@ -313,6 +318,11 @@ impl Report {
     pub fn percent_of_roofline(&self) -> f64 {
         100.0 * self.gops / self.roofline_gops
     }
+
+    /// `gops` as a percentage of [`simd_peak_gops`](Report::simd_peak_gops), where measured.
+    pub fn percent_of_simd_peak(&self) -> Option<f64> {
+        self.simd_peak_gops.map(|peak| 100.0 * self.gops / peak)
+    }
 }
 
 /// The JSON form of a [`Report`]: the case's fields and the figures side by side, names
@@ -337,6 +347,11 @@ struct Record<'a> {
     roofline_gops: f64,
     percent_of_peak: f64,
     percent_of_roofline: f64,
+    /// Only on the emulator (see [`Report::simd_peak_gops`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simd_peak_gops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    percent_of_simd_peak: Option<f64>,
     b_bound: bool,
     pack_s: f64,
     warmup_runs: usize,
@@ -378,6 +393,8 @@ impl Serialize for Report {
             roofline_gops: self.roofline_gops,
             percent_of_peak: self.percent_of_peak(),
             percent_of_roofline: self.percent_of_roofline(),
+            simd_peak_gops: self.simd_peak_gops,
+            percent_of_simd_peak: self.percent_of_simd_peak(),
             b_bound: self.b_bound(),
             pack_s: self.pack_s,
             warmup_runs: self.warmup_runs,
@@ -396,6 +413,7 @@ impl Serialize for Report {
 pub struct Harness {
     peaks: HashMap<(PrecisionKind, usize, Backend), Peak>,
     bandwidths: HashMap<(usize, usize), f64>,
+    simd_peaks: HashMap<(PrecisionKind, usize), Option<f64>>,
     /// The measuring threads of the peak loop and the bandwidth, per thread count.
     pools: HashMap<usize, Arc<ThreadPool>>,
     /// How long the peak loop runs after its warm-up, per measurement.
@@ -418,6 +436,7 @@ impl Harness {
         Harness {
             peaks: HashMap::new(),
             bandwidths: HashMap::new(),
+            simd_peaks: HashMap::new(),
             pools: HashMap::new(),
             peak_time: Duration::from_millis(200),
         }
@@ -474,6 +493,37 @@ impl Harness {
         }
         self.peaks.insert((dtype, threads, backend), peak);
         Ok(peak)
+    }
+
+    /// The cores' SIMD peak in GOP/s for the instructions the emulator's kernels issue for
+    /// `dtype` ([`amx_runtime::peak::simd_peak`], run on each of `threads` threads at once
+    /// and summed), measured once and cached; `None` where the emulator's kernel for `dtype`
+    /// is the portable one.
+    pub fn simd_peak(
+        &mut self,
+        dtype: PrecisionKind,
+        threads: usize,
+    ) -> Result<Option<f64>, MeasureError> {
+        let threads = thread_count(threads)?;
+        if let Some(&p) = self.simd_peaks.get(&(dtype, threads)) {
+            return Ok(p);
+        }
+        let run = || {
+            let peak = amx_runtime::peak::simd_peak();
+            match dtype {
+                PrecisionKind::Bf16 => peak.float,
+                _ => peak.int8,
+            }
+            .map(|p| p.gops())
+        };
+        let per_thread: Vec<Option<f64>> = if threads == 1 {
+            vec![run()]
+        } else {
+            self.pool(threads)?.broadcast(|_| run())
+        };
+        let total = per_thread.into_iter().sum::<Option<f64>>();
+        self.simd_peaks.insert((dtype, threads), total);
+        Ok(total)
     }
 
     /// Read bandwidth in GB/s of a buffer of `bytes` (at least [`MIN_BANDWIDTH_BYTES`]) by
@@ -614,6 +664,10 @@ impl Harness {
         let ops = 2.0 * m as f64 * n as f64 * k as f64;
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
+        let simd_peak_gops = match backend {
+            Backend::Emulated => self.simd_peak(case.dtype, threads)?,
+            Backend::Hardware => None,
+        };
         let b_bytes = b_len * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
         let bandwidth_roofline_gops = if b_bytes == 0 {
@@ -633,6 +687,7 @@ impl Harness {
             bandwidth_gbps,
             bandwidth_roofline_gops,
             roofline_gops: peak.gops.min(bandwidth_roofline_gops),
+            simd_peak_gops,
             warmup_runs,
             warmup_s,
             first_run_s,

@@ -156,3 +156,41 @@ fn a_tiny_case_runs_and_checks() {
     assert_eq!((report.threads, report.backend), (1, Backend::Emulated));
     assert!(serde_json::to_string(&report).is_ok_and(|j| j.contains("\"check\":\"ok\"")));
 }
+
+/// On the emulator each report carries the cores' SIMD peak for the instructions of the
+/// emulator's kernel of its precision, in the text fields and the JSON, where that kernel is
+/// not the portable one.
+#[test]
+fn emulated_reports_carry_the_simd_peak() {
+    let mut harness = Harness::new();
+    harness.peak_time = Duration::from_millis(1);
+    let simd = amx_runtime::peak::simd_peak();
+    for (dtype, family) in [
+        (PrecisionKind::Int8, simd.int8),
+        (PrecisionKind::Bf16, simd.float),
+    ] {
+        let c = Case {
+            dtype,
+            reps: 2,
+            ..case(32, 32, 64)
+        };
+        let report = harness.run(&c).unwrap();
+        let json = serde_json::to_string(&report).unwrap();
+        match family {
+            Some(_) => {
+                let peak = report
+                    .simd_peak_gops
+                    .expect("an emulated run has a SIMD peak");
+                assert!(peak.is_finite() && peak > 0.0, "{dtype:?}: {peak}");
+                let share = report.percent_of_simd_peak().unwrap();
+                assert!((share - 100.0 * report.gops / peak).abs() < 1e-9);
+                assert!(json.contains("\"simd_peak_gops\":"), "{json}");
+                assert!(json.contains("\"percent_of_simd_peak\":"), "{json}");
+            }
+            None => {
+                assert_eq!(report.simd_peak_gops, None);
+                assert!(!json.contains("simd_peak_gops"), "{json}");
+            }
+        }
+    }
+}

@@ -172,6 +172,13 @@ fn print_row(r: &Report) {
         roof,
         seconds(r.pack_s),
     );
+    if let (Some(simd), Some(share)) = (r.simd_peak_gops, r.percent_of_simd_peak()) {
+        println!(
+            "{:>22} the emulator at {share:.1}% of the cores' own SIMD peak ({simd:.1} GOP/s \
+             of the instructions its kernels issue, measured now on {} thread(s))",
+            "", r.threads
+        );
+    }
 }
 
 fn seconds(s: f64) -> String {

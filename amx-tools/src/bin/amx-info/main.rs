@@ -100,6 +100,9 @@ fn main() -> ExitCode {
     let hardware = Hardware::measure(&info, &opts, &clocks);
     let syscalls = permission_costs(&info, opts.quick);
     let emulator = emu::run(opts.quick);
+    // The ceiling the emulator is measured against: this core's own SIMD throughput for the
+    // instructions its kernels issue (a few milliseconds).
+    let simd = amx_runtime::peak::simd_peak();
     // Last: the engine, once installed, answers detection for the rest of the process.
     let trapped = trap_costs(opts.quick);
 
@@ -114,7 +117,7 @@ fn main() -> ExitCode {
             clock: clocks.json(),
             hardware: hardware.json(&clocks),
             permission_syscalls: &syscalls,
-            emulator: emulator_json(&emulator, &info),
+            emulator: emulator_json(&emulator, &info, &simd),
             trap_engine: trap_json(&trapped),
         };
         match serde_json::to_string_pretty(&out) {
@@ -127,7 +130,7 @@ fn main() -> ExitCode {
     } else {
         print!(
             "{}",
-            human(&info, &clocks, &hardware, &syscalls, &emulator, &opts)
+            human(&info, &clocks, &hardware, &syscalls, &emulator, &simd, &opts)
         );
         print!("{}", trap_human(&trapped));
     }
@@ -441,25 +444,70 @@ struct EmulatorJson<'a> {
     instructions: Option<&'a [emu::EmuRow]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     events: Option<&'a [Event]>,
+    /// This core's SIMD peak for the emulator's kernels, per instruction family.
+    simd_peak: SimdPeakJson,
+}
+
+/// One family's SIMD peak in `--json` (`null` where the emulator's kernel is the portable one).
+#[derive(Serialize)]
+struct PeakJson {
+    kernel_path: String,
+    sequence: &'static str,
+    chains: u32,
+    gops: f64,
+}
+
+#[derive(Serialize)]
+struct SimdPeakJson {
+    int8: Option<PeakJson>,
+    float: Option<PeakJson>,
+}
+
+fn peak_json(p: Option<amx_runtime::peak::Peak>) -> Option<PeakJson> {
+    p.map(|p| PeakJson {
+        kernel_path: p.path.to_string(),
+        sequence: p.sequence,
+        chains: p.chains,
+        gops: p.gops(),
+    })
+}
+
+/// The SIMD peak of the family `instruction` belongs to.
+fn family_peak(
+    simd: &amx_runtime::peak::SimdPeak,
+    instruction: &str,
+) -> Option<amx_runtime::peak::Peak> {
+    match instruction {
+        "TDPBF16PS" | "TDPFP16PS" => simd.float,
+        i if i.starts_with("TDPB") => simd.int8,
+        _ => None,
+    }
 }
 
 fn emulator_json<'a>(
     emulator: &'a Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
     info: &CapsInfo,
+    simd: &amx_runtime::peak::SimdPeak,
 ) -> EmulatorJson<'a> {
     let is_process_backend = matches!(info.process_backend, Ok(amx_runtime::Backend::Emulated));
+    let simd_peak = SimdPeakJson {
+        int8: peak_json(simd.int8),
+        float: peak_json(simd.float),
+    };
     match emulator {
         Err(e) => EmulatorJson {
             is_process_backend,
             error: Some(e),
             instructions: None,
             events: None,
+            simd_peak,
         },
         Ok((rows, events)) => EmulatorJson {
             is_process_backend,
             error: None,
             instructions: Some(rows),
             events: Some(events),
+            simd_peak,
         },
     }
 }
@@ -538,6 +586,7 @@ fn human(
     hardware: &Hardware,
     syscalls: &[Event],
     emulator: &Result<(Vec<emu::EmuRow>, Vec<Event>), String>,
+    simd: &amx_runtime::peak::SimdPeak,
     opts: &Options,
 ) -> String {
     let mut out = format!(
@@ -590,7 +639,14 @@ fn human(
     match emulator {
         Err(e) => out += &format!("  failed: {e}\n"),
         Ok((rows, events)) => {
-            let mut t = Table::new(&["instruction", "shape", ">ns/instr", ">min..max", ">GOP/s"]);
+            let mut t = Table::new(&[
+                "instruction",
+                "shape",
+                ">ns/instr",
+                ">min..max",
+                ">GOP/s",
+                ">% SIMD peak",
+            ]);
             for r in rows {
                 let (median, range) = match (r.ns, &r.error) {
                     (_, Some(e)) => (format!("error: {e}"), String::new()),
@@ -606,10 +662,20 @@ fn human(
                     median,
                     range,
                     r.gops().map_or(String::new(), |g| format!("{g:.1}")),
+                    match (r.gops(), family_peak(simd, r.instruction)) {
+                        (Some(g), Some(p)) => format!("{:.0}%", 100.0 * g / p.gops()),
+                        _ => String::new(),
+                    },
                 ]);
             }
             out += &t.render("  ", true);
             out += "  GOP/s = 2 x M x N x K / time (M = N = 16; K = 64 int8 or 32 bf16/fp16)\n";
+            for (family, peak) in [("int8", simd.int8), ("bf16/fp16", simd.float)] {
+                out += &match peak {
+                    Some(p) => format!("  SIMD peak of this core for the {family} kernel: {p}\n"),
+                    None => format!("  SIMD peak for the {family} kernel: none (portable path)\n"),
+                };
+            }
             out += &events_table(events);
         }
     }
