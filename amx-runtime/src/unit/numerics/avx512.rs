@@ -56,8 +56,8 @@ pub(super) fn float_available() -> bool {
 /// six exceptions masked (bits 12:7), DAZ (bit 6), no status flags.
 const MXCSR_AMX: u32 = 0x9FC0;
 
-/// Rows of C one kernel call computes: 16 independent FMA chains (te and to per row), enough
-/// to cover the FMA latency on both FMA ports, with B's two vectors in registers.
+/// Rows of C one pass of the kernel's k loop computes: 16 independent FMA chains (te and to per
+/// row), enough to cover the FMA latency on both FMA ports, with B's two vectors in registers.
 const GROUP: usize = 8;
 
 /// One tile's worth of vectors (16 rows of 16 dwords), 64-byte aligned by its element type.
@@ -253,24 +253,23 @@ pub(super) unsafe fn dot_half(
         (be[r], bo[r]) = split(load_row(b, r), half);
     }
     let mut out: Panel = [zero; ROWS];
-    for m0 in (0..row_end).step_by(GROUP) {
-        // SAFETY: the arrays and `c` hold 16 rows of 64 bytes and m0 + GROUP <= 16, so the
-        // kernel reads ae/ao rows m0..m0+8 (dword offsets < k_dwords <= 16), be/bo rows
-        // 0..k_dwords, c rows m0..m0+8, and writes out rows m0..m0+8, all in bounds; the pointers
-        // come from live borrows and nothing else accesses those buffers during the call. The CPU
-        // supports AVX-512F (this function's contract).
-        unsafe {
-            group_kernel(
-                ae[m0..].as_ptr().cast(),
-                ao[m0..].as_ptr().cast(),
-                be.as_ptr().cast(),
-                bo.as_ptr().cast(),
-                k_dwords,
-                c[m0 * 64..].as_ptr(),
-                out[m0..].as_mut_ptr().cast(),
-            )
-        };
-    }
+    // SAFETY: the arrays, `c` and `out` hold 16 rows of 64 bytes and row_end <= 16 is a multiple
+    // of GROUP, so the kernel reads ae/ao rows 0..row_end (dword offsets < k_dwords <= 16),
+    // be/bo rows 0..k_dwords, c rows 0..row_end, and writes out rows 0..row_end, all in bounds;
+    // the pointers come from live borrows and nothing else accesses those buffers during the
+    // call. The CPU supports AVX-512F (this function's contract).
+    unsafe {
+        groups_kernel(
+            ae.as_ptr().cast(),
+            ao.as_ptr().cast(),
+            be.as_ptr().cast(),
+            bo.as_ptr().cast(),
+            k_dwords,
+            c.as_ptr(),
+            out.as_mut_ptr().cast(),
+            row_end / GROUP,
+        )
+    };
     let mask = lane_mask(n_dwords);
     for (m, row) in out.iter_mut().enumerate().take(m_rows) {
         let v = _mm512_castsi512_ps(*row);
@@ -310,20 +309,22 @@ fn fix_nan_lanes(
     unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
-/// Eight rows of C: `out[r] = c[r] + (te[r] + to[r])` with `te[r] = sum_k fma(ae[r][k], be[k])`
-/// and likewise for `to`, all under [`MXCSR_AMX`].
+/// `groups` groups of eight rows of C: `out[r] = c[r] + (te[r] + to[r])` with
+/// `te[r] = sum_k fma(ae[r][k], be[k])` and likewise for `to`, all under [`MXCSR_AMX`].
 ///
 /// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
 /// never sees a floating-point operation while MXCSR differs from its default, and the caller's
-/// MXCSR (control bits and sticky flags) is restored before the block ends.
+/// MXCSR (control bits and sticky flags) is restored before the block ends. One switch per
+/// instruction, not per group: VLDMXCSR costs about as much as a quarter of the arithmetic.
 ///
 /// # Safety
-/// The CPU must support AVX-512F. `ae`, `ao` must point to 8 rows of 64 readable bytes (row
-/// stride 64, dword k of row r is the broadcast A element), `be`, `bo` to `k` rows of 64
-/// readable bytes, `c` to 8 rows of 64 readable bytes, `out` to 8 rows of 64 writable bytes,
-/// with `out` not overlapping the others.
+/// The CPU must support AVX-512F; `groups` >= 1. `ae`, `ao` must point to `8 x groups` rows of
+/// 64 readable bytes (row stride 64, dword k of row r is the broadcast A element), `be`, `bo` to
+/// `k` rows of 64 readable bytes, `c` to `8 x groups` rows of 64 readable bytes, `out` to
+/// `8 x groups` rows of 64 writable bytes, with `out` not overlapping the others.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f")]
-unsafe fn group_kernel(
+unsafe fn groups_kernel(
     ae: *const u8,
     ao: *const u8,
     be: *const u8,
@@ -331,15 +332,20 @@ unsafe fn group_kernel(
     k: usize,
     c: *const u8,
     out: *mut u8,
+    groups: usize,
 ) {
     let mut csr = [0u32, MXCSR_AMX];
     // SAFETY: the memory operands are within the buffers the caller guarantees; `csr` is a live
     // local the block saves MXCSR into and restores it from before exiting; zmm0-17 are declared
-    // clobbered, the pointer and counter registers are inout; no stack is used.
+    // clobbered, the pointer and counter registers are inout or clobbered; no stack is used.
     unsafe {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
+            "4:",
+            "mov {bp}, {be}",
+            "mov {op}, {bo}",
+            "mov {n}, {k}",
             "vxorps xmm0, xmm0, xmm0",
             "vxorps xmm1, xmm1, xmm1",
             "vxorps xmm2, xmm2, xmm2",
@@ -356,11 +362,11 @@ unsafe fn group_kernel(
             "vxorps xmm13, xmm13, xmm13",
             "vxorps xmm14, xmm14, xmm14",
             "vxorps xmm15, xmm15, xmm15",
-            "test {k}, {k}",
+            "test {n}, {n}",
             "jz 3f",
             "2:",
-            "vmovups zmm16, zmmword ptr [{be}]",
-            "vmovups zmm17, zmmword ptr [{bo}]",
+            "vmovups zmm16, zmmword ptr [{bp}]",
+            "vmovups zmm17, zmmword ptr [{op}]",
             "vfmadd231ps zmm0, zmm16, dword ptr [{ae} + 0]{{1to16}}",
             "vfmadd231ps zmm1, zmm17, dword ptr [{ao} + 0]{{1to16}}",
             "vfmadd231ps zmm2, zmm16, dword ptr [{ae} + 64]{{1to16}}",
@@ -377,11 +383,11 @@ unsafe fn group_kernel(
             "vfmadd231ps zmm13, zmm17, dword ptr [{ao} + 384]{{1to16}}",
             "vfmadd231ps zmm14, zmm16, dword ptr [{ae} + 448]{{1to16}}",
             "vfmadd231ps zmm15, zmm17, dword ptr [{ao} + 448]{{1to16}}",
-            "add {be}, 64",
-            "add {bo}, 64",
+            "add {bp}, 64",
+            "add {op}, 64",
             "add {ae}, 4",
             "add {ao}, 4",
-            "dec {k}",
+            "dec {n}",
             "jnz 2b",
             "3:",
             // te + to, then C + that: the operand order only matters for NaNs, which the
@@ -410,15 +416,30 @@ unsafe fn group_kernel(
             "vaddps zmm14, zmm14, zmm15",
             "vaddps zmm14, zmm14, zmmword ptr [{c} + 448]",
             "vmovups zmmword ptr [{out} + 448], zmm14",
+            // The next group: A's rows 8 on (the k loop advanced ae/ao by 4 k bytes), C's and
+            // out's rows 8 on.
+            "sub {ae}, {k4}",
+            "sub {ao}, {k4}",
+            "add {ae}, 512",
+            "add {ao}, 512",
+            "add {c}, 512",
+            "add {out}, 512",
+            "dec {groups}",
+            "jnz 4b",
             "vldmxcsr dword ptr [{csr}]",
             csr = in(reg) csr.as_mut_ptr(),
             ae = inout(reg) ae => _,
             ao = inout(reg) ao => _,
-            be = inout(reg) be => _,
-            bo = inout(reg) bo => _,
-            k = inout(reg) k => _,
-            c = in(reg) c,
-            out = in(reg) out,
+            be = in(reg) be,
+            bo = in(reg) bo,
+            k = in(reg) k,
+            k4 = in(reg) 4 * k,
+            bp = out(reg) _,
+            op = out(reg) _,
+            n = out(reg) _,
+            groups = inout(reg) groups => _,
+            c = inout(reg) c => _,
+            out = inout(reg) out => _,
             out("zmm0") _,
             out("zmm1") _,
             out("zmm2") _,
