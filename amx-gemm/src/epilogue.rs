@@ -46,6 +46,12 @@
 //! columns (`i32`/`f32`), allocated before the worker configures its tiles; with M <= 32 K is
 //! never split and no such buffer is used. No second pass over the output is made.
 //!
+//! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
+//! 32 rows of independent vectors hide the latency of the activations' long chains), compiled
+//! for the widest vectors the CPU has (16 lanes with AVX-512, 8 with AVX2, else the baseline).
+//! Lanes never interact and no fused multiply-add is enabled, so every width gives the same
+//! bits; a test runs each variant the CPU supports against the scalar functions.
+//!
 //! # Group-quantized weights
 //!
 //! With [`WeightScale::Group`] each group of `group` consecutive rows of K (a multiple of 64)
@@ -74,7 +80,7 @@
 use half::bf16;
 
 use crate::error::{check_slice, GemmError, Operand};
-use crate::pack::NR;
+use crate::pack::{MR, NR};
 use crate::precision::{PrecisionKind, Scalar};
 use crate::tile_ops::MemMut;
 
@@ -208,7 +214,13 @@ fn erf_f32(x: f32) -> f32 {
     let p = p * t + 1.421_413_8;
     let p = p * t - 0.284_496_72;
     let p = p * t + 0.254_829_6;
-    let y = 1.0 - p * t * exp_f32(-(z * z));
+    // Past z^2 = 80 the correction `p t e^(-z^2)` is below 2^-25, so `1 - correction` rounds to
+    // exactly 1 whatever its value; taking e^-80 there gives that same 1 and keeps the product
+    // a normal number (a denormal result costs a microcode assist per vector on x86, which
+    // made large inputs several times slower). A NaN fails the comparison and stays a NaN.
+    let arg = -(z * z);
+    let arg = if arg < -80.0 { -80.0 } else { arg };
+    let y = 1.0 - p * t * exp_f32(arg);
     y.copysign(x)
 }
 
@@ -548,6 +560,8 @@ pub(crate) struct Prepared<'a> {
     out_len: usize,
     /// Per-K-group weight scales, when the epilogue has them.
     grouped: Option<Grouped<'a>>,
+    /// The compiled variant of the stages that runs (the widest this CPU supports).
+    isa: VectorIsa,
 }
 
 /// The per-K-group part of a [`Prepared`] epilogue: steps 1 to 3 per group.
@@ -741,6 +755,7 @@ impl<'a> Prepared<'a> {
             ldo,
             out_len,
             grouped,
+            isa: VectorIsa::detect(),
         })
     }
 
@@ -774,8 +789,9 @@ impl<'a> Prepared<'a> {
         ) else {
             return Err(out_of_bounds(j0));
         };
-        let mut x = [0f32; NR];
-        for r in 0..rows {
+        let rows = rows.min(MR);
+        let mut block = [[0f32; NR]; MR];
+        for (r, x) in block.iter_mut().enumerate().take(rows) {
             let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
             let Some(acc) = row.and_then(|s| <&[u8; 4 * NR]>::try_from(s).ok()) else {
                 return Err(out_of_bounds(r));
@@ -785,13 +801,12 @@ impl<'a> Prepared<'a> {
             let acc: [i32; NR] = unsafe { std::ptr::read_unaligned(acc.as_ptr().cast()) };
             // Steps 1 to 4.
             if self.int_acc {
-                dequantize_int(&acc, offset, scale, bias, &mut x);
+                dequantize_int(self.isa, &acc, offset, scale, bias, x);
             } else {
-                dequantize_float(&acc, scale, bias, &mut x);
+                dequantize_float(self.isa, &acc, scale, bias, x);
             }
-            self.finish_row(&mut x, i0 + r, j0, cols)?;
         }
-        Ok(())
+        self.finish_block(&mut block[..rows], i0, j0, cols)
     }
 
     /// Per-K-group scales: folds group `g`'s accumulators at `tile` (as in [`Prepared::apply`])
@@ -831,7 +846,9 @@ impl<'a> Prepared<'a> {
                 *o = gr.zero_point.wrapping_mul(c);
             }
         }
-        for r in 0..rows {
+        let rows = rows.min(MR);
+        let mut block = [[0f32; NR]; MR];
+        for (r, slot) in block.iter_mut().enumerate().take(rows) {
             let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
             let Some(acc) = row.and_then(|s| <&[u8; 4 * NR]>::try_from(s).ok()) else {
                 return Err(out_of_bounds(r));
@@ -847,21 +864,46 @@ impl<'a> Prepared<'a> {
             };
             // SAFETY: 128 readable bytes read unaligned as 32 `f32` (any bit pattern is one).
             let mut x: [f32; NR] = unsafe { std::ptr::read_unaligned(sums.as_ptr().cast()) };
-            fold_group(&acc, &offset, &scale, first, &mut x);
+            fold_group(self.isa, &acc, &offset, &scale, first, &mut x);
             if last {
                 for (v, &b) in x.iter_mut().zip(bias) {
                     *v += b;
                 }
-                self.finish_row(&mut x, i0 + r, j0, cols)?;
+                *slot = x;
             } else {
                 // SAFETY: `sums` is 128 writable bytes; 32 `f32` written unaligned.
                 unsafe { std::ptr::write_unaligned(sums.as_mut_ptr().cast(), x) };
             }
         }
+        if last {
+            self.finish_block(&mut block[..rows], i0, j0, cols)?;
+        }
         Ok(())
     }
 
-    /// Steps 5 to 7 for output row `i`, columns `j0..j0 + cols`, from the values after step 4.
+    /// Steps 5 to 7 for output rows `i0..i0 + block.len()`, columns `j0..j0 + cols`, from the
+    /// values after step 4 (one row of `block` per output row).
+    ///
+    /// Step by step over the whole block rather than row by row: the activation of 32 rows is
+    /// one stream of independent vectors that keeps the vector units busy, where a single row's
+    /// chain of dependent operations would leave them waiting on its latency.
+    #[inline]
+    fn finish_block(
+        &self,
+        block: &mut [[f32; NR]],
+        i0: usize,
+        j0: usize,
+        cols: usize,
+    ) -> Result<(), GemmError> {
+        // Step 5.
+        activate(self.isa, self.activation, block);
+        for (r, x) in block.iter_mut().enumerate() {
+            self.finish_row(x, i0 + r, j0, cols)?;
+        }
+        Ok(())
+    }
+
+    /// Steps 6 and 7 for output row `i`, columns `j0..j0 + cols`, from the values after step 5.
     #[inline]
     fn finish_row(
         &self,
@@ -870,8 +912,6 @@ impl<'a> Prepared<'a> {
         j0: usize,
         cols: usize,
     ) -> Result<(), GemmError> {
-        // Step 5.
-        activate(self.activation, x);
         // Step 6.
         if let Some((residual, beta)) = self.residual {
             match residual {
@@ -911,7 +951,13 @@ impl<'a> Prepared<'a> {
         cols: usize,
     ) -> Result<(), GemmError> {
         let mut converted = [O::default(); NR];
-        convert_row(x, self.out_scale, self.out_zero_point, &mut converted);
+        convert_row(
+            self.isa,
+            x,
+            self.out_scale,
+            self.out_zero_point,
+            &mut converted,
+        );
         let start = i
             .checked_mul(self.ldo)
             .and_then(|s| s.checked_add(j0))
@@ -932,108 +978,163 @@ impl<'a> Prepared<'a> {
     }
 }
 
-// The per-row stages are small functions of their own, not inlined into `apply`: each is then
-// one straight loop over 32 lanes that the compiler vectorizes, which it does not do reliably
-// inside one large function. A call per 32 outputs costs nothing measurable.
+// Each stage is a function of its own, compiled three times (AVX-512, AVX2, baseline) by
+// `vectorized!` and dispatched on the CPU's features: one straight loop over whole panels of 32
+// lanes that the compiler vectorizes at the widest width the CPU has. The lanes never interact
+// and no fused multiply-add is enabled, so every width gives the same bits.
 
-/// Steps 1 to 4 for `i32` accumulators.
-#[inline(never)]
-fn dequantize_int(
-    acc: &[i32; NR],
-    offset: &[i32; NR],
-    scale: &[f32; NR],
-    bias: &[f32; NR],
-    x: &mut [f32; NR],
-) {
-    for j in 0..NR {
-        x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j];
-    }
-}
+/// Defines a function whose body is compiled for AVX-512F, for AVX2 and for the baseline; its
+/// first argument chooses the variant, and one the CPU lacks runs the baseline instead.
+macro_rules! vectorized {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident $(<$o:ident: Output>)? ($($arg:ident: $ty:ty),* $(,)?) $body:block
+    ) => {
+        $(#[$doc])*
+        #[inline(always)]
+        fn $name $(<$o: Output>)? (isa: VectorIsa, $($arg: $ty),*) {
+            #[inline(always)]
+            fn body $(<$o: Output>)? ($($arg: $ty),*) $body
 
-/// Steps 1 to 3 of one group and the running sum, for `i32` accumulators: `first` starts the
-/// sum (`x = d`, so no `0.0 + d` turns a `-0.0` into `+0.0`).
-#[inline(never)]
-fn fold_group(
-    acc: &[i32; NR],
-    offset: &[i32; NR],
-    scale: &[f32; NR],
-    first: bool,
-    x: &mut [f32; NR],
-) {
-    if first {
-        for j in 0..NR {
-            x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+            /// The body compiled for AVX-512F.
+            ///
+            /// # Safety
+            /// The CPU supports AVX-512F.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f")]
+            #[inline(never)]
+            unsafe fn wide $(<$o: Output>)? ($($arg: $ty),*) {
+                body $(::<$o>)? ($($arg),*)
+            }
+
+            /// The body compiled for AVX2.
+            ///
+            /// # Safety
+            /// The CPU supports AVX2.
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            #[inline(never)]
+            unsafe fn narrow $(<$o: Output>)? ($($arg: $ty),*) {
+                body $(::<$o>)? ($($arg),*)
+            }
+
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU supports AVX-512F (`supported` checked it).
+                VectorIsa::Avx512 if isa.supported() => unsafe { wide $(::<$o>)? ($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the CPU supports AVX2 (`supported` checked it).
+                VectorIsa::Avx2 if isa.supported() => unsafe { narrow $(::<$o>)? ($($arg),*) },
+                _ => body $(::<$o>)? ($($arg),*),
+            }
         }
-    } else {
-        for j in 0..NR {
-            x[j] += acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+    };
+}
+
+/// Which compiled variant of the epilogue's stages runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VectorIsa {
+    /// 16-lane `f32` vectors (AVX-512F; every CPU with AMX has it).
+    Avx512,
+    /// 8-lane vectors (AVX2).
+    Avx2,
+    /// Whatever the compilation target guarantees.
+    Baseline,
+}
+
+impl VectorIsa {
+    /// The widest variant this CPU runs (the standard library caches the feature tests).
+    pub(crate) fn detect() -> VectorIsa {
+        [VectorIsa::Avx512, VectorIsa::Avx2]
+            .into_iter()
+            .find(|isa| isa.supported())
+            .unwrap_or(VectorIsa::Baseline)
+    }
+
+    /// Whether this CPU runs the variant.
+    #[inline(always)]
+    pub(crate) fn supported(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            VectorIsa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            VectorIsa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            VectorIsa::Baseline => true,
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
         }
     }
 }
 
-/// Steps 2 to 4 for `f32` accumulators (their bits, as stored).
-#[inline(never)]
-fn dequantize_float(acc: &[i32; NR], scale: &[f32; NR], bias: &[f32; NR], x: &mut [f32; NR]) {
-    for j in 0..NR {
-        x[j] = f32::from_bits(acc[j] as u32) * scale[j] + bias[j];
+vectorized! {
+    /// Steps 1 to 4 for `i32` accumulators.
+    fn dequantize_int(
+        acc: &[i32; NR],
+        offset: &[i32; NR],
+        scale: &[f32; NR],
+        bias: &[f32; NR],
+        x: &mut [f32; NR],
+    ) {
+        for j in 0..NR {
+            x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j];
+        }
     }
 }
 
-/// Step 5 over a row: on CPUs with AVX2 (every CPU with AMX has it) the same code compiled for
-/// 8-lane vectors. The operations are the same IEEE operations in the same order (no fused
-/// multiply-add is enabled), so both give the same bits as [`Activation::apply`].
-#[inline(always)]
-fn activate(activation: Activation, x: &mut [f32; NR]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2() {
-        // SAFETY: the CPU has AVX2 (checked by `avx2`), the only feature the function enables.
-        unsafe { activate_avx2(activation, x) };
-        return;
-    }
-    activate_generic(activation, x);
-}
-
-/// Whether the CPU has AVX2 (detected once; the standard library caches the answer).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-}
-
-/// [`activate_generic`] compiled for AVX2.
-///
-/// # Safety
-/// The CPU supports AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline(never)]
-unsafe fn activate_avx2(activation: Activation, x: &mut [f32; NR]) {
-    activate_body(activation, x);
-}
-
-/// Step 5 over a row, for any CPU.
-#[inline(never)]
-fn activate_generic(activation: Activation, x: &mut [f32; NR]) {
-    activate_body(activation, x);
-}
-
-/// The loop of step 5, inlined into each compiled variant.
-#[inline(always)]
-fn activate_body(activation: Activation, x: &mut [f32; NR]) {
-    match activation {
-        Activation::Identity => {}
-        Activation::Relu => x.iter_mut().for_each(|v| *v = relu(*v)),
-        Activation::GeluTanh => x.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
-        Activation::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
-        Activation::Silu => x.iter_mut().for_each(|v| *v = silu(*v)),
+vectorized! {
+    /// Steps 1 to 3 of one group and the running sum, for `i32` accumulators: `first` starts
+    /// the sum (`x = d`, so no `0.0 + d` turns a `-0.0` into `+0.0`).
+    fn fold_group(
+        acc: &[i32; NR],
+        offset: &[i32; NR],
+        scale: &[f32; NR],
+        first: bool,
+        x: &mut [f32; NR],
+    ) {
+        if first {
+            for j in 0..NR {
+                x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+            }
+        } else {
+            for j in 0..NR {
+                x[j] += acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+            }
+        }
     }
 }
 
-/// Step 7 over a row.
-#[inline(never)]
-fn convert_row<O: Output>(x: &[f32; NR], scale: f32, zero_point: i32, out: &mut [O; NR]) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = O::convert(v, scale, zero_point);
+vectorized! {
+    /// Steps 2 to 4 for `f32` accumulators (their bits, as stored).
+    fn dequantize_float(acc: &[i32; NR], scale: &[f32; NR], bias: &[f32; NR], x: &mut [f32; NR]) {
+        for j in 0..NR {
+            x[j] = f32::from_bits(acc[j] as u32) * scale[j] + bias[j];
+        }
+    }
+}
+
+vectorized! {
+    /// Step 5 over a block of rows (as [`Activation::apply`] on each value). Over the whole
+    /// block rather than row by row: 32 rows are one stream of independent vectors that keeps
+    /// the vector units busy, where one row's chain of dependent operations leaves them waiting
+    /// on its latency.
+    fn activate(activation: Activation, block: &mut [[f32; NR]]) {
+        let x = block.as_flattened_mut();
+        match activation {
+            Activation::Identity => {}
+            Activation::Relu => x.iter_mut().for_each(|v| *v = relu(*v)),
+            Activation::GeluTanh => x.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
+            Activation::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
+            Activation::Silu => x.iter_mut().for_each(|v| *v = silu(*v)),
+        }
+    }
+}
+
+vectorized! {
+    /// Step 7 over a row.
+    fn convert_row<O: Output>(x: &[f32; NR], scale: f32, zero_point: i32, out: &mut [O; NR]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = O::convert(v, scale, zero_point);
+        }
     }
 }
 
@@ -1129,6 +1230,154 @@ pub(crate) fn model_grouped<O: Output>(
 mod tests {
     use super::*;
 
+    /// Values that exercise every branch of the stages: signed zeros, denormals, the ends of
+    /// the f32 range, infinities, NaNs, the activations' clamps and saturations, half-way
+    /// cases of the roundings, then pseudo-random bit patterns and moderate values.
+    fn probe_values() -> Vec<f32> {
+        let mut v = vec![
+            0.0,
+            -0.0,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE / 4.0,
+            1e-45,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7F80_0001),
+            87.5,
+            -88.5,
+            10.0,
+            -10.0,
+            44.0,
+            -13.0,
+            0.5,
+            2.5,
+            -2.5,
+            1.0 + f32::EPSILON,
+            4_194_304.5,
+            -4_194_305.0,
+        ];
+        let mut x = 0x9E37_79B9_u32;
+        for i in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            v.push(if i % 2 == 0 {
+                f32::from_bits(x)
+            } else {
+                (x % 20_001) as f32 / 1000.0 - 10.0
+            });
+        }
+        v.resize(v.len().div_ceil(NR) * NR, 1.0);
+        v
+    }
+
+    /// Every compiled variant of every stage gives the scalar functions' bits, so the widths
+    /// are interchangeable (the fused path is compared with the scalar model elsewhere only at
+    /// the width this CPU runs).
+    #[test]
+    fn every_vector_width_gives_the_scalar_bits() {
+        let values = probe_values();
+        let rows: Vec<[f32; NR]> = values
+            .chunks_exact(NR)
+            .map(|c| <[f32; NR]>::try_from(c).unwrap_or([0.0; NR]))
+            .collect();
+        let ints: Vec<[i32; NR]> = rows.iter().map(|r| r.map(|v| v.to_bits() as i32)).collect();
+        let same = |what: &str, isa: VectorIsa, got: &[f32], want: &[f32]| {
+            for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                    "{what} on {isa:?}, value {i}: {g:e} ({:#x}), want {w:e} ({:#x})",
+                    g.to_bits(),
+                    w.to_bits()
+                );
+            }
+        };
+        for isa in [VectorIsa::Avx512, VectorIsa::Avx2, VectorIsa::Baseline] {
+            if !isa.supported() {
+                amx_test_support::skip::skip(
+                    amx_test_support::skip::Kind::NotApplicable,
+                    format_args!(
+                        "the {isa:?} variant of the epilogue was not run: the CPU lacks it"
+                    ),
+                );
+                continue;
+            }
+            for act in [
+                Activation::Identity,
+                Activation::Relu,
+                Activation::GeluTanh,
+                Activation::GeluErf,
+                Activation::Silu,
+            ] {
+                let mut block = rows.clone();
+                activate(isa, act, &mut block);
+                let want: Vec<f32> = values.iter().map(|&v| act.apply(v)).collect();
+                same(&format!("{act:?}"), isa, block.as_flattened(), &want);
+            }
+            for (r, acc) in ints.iter().enumerate() {
+                let (scale, bias) = (&rows[(r + 1) % rows.len()], &rows[(r + 2) % rows.len()]);
+                let offset = &ints[(r + 3) % ints.len()];
+                let mut x = [0f32; NR];
+                dequantize_int(isa, acc, offset, scale, bias, &mut x);
+                let want: Vec<f32> = (0..NR)
+                    .map(|j| acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j])
+                    .collect();
+                same("dequantize_int", isa, &x, &want);
+                dequantize_float(isa, acc, scale, bias, &mut x);
+                let want: Vec<f32> = (0..NR)
+                    .map(|j| f32::from_bits(acc[j] as u32) * scale[j] + bias[j])
+                    .collect();
+                same("dequantize_float", isa, &x, &want);
+                let start = *bias;
+                for first in [true, false] {
+                    let mut x = start;
+                    fold_group(isa, acc, offset, scale, first, &mut x);
+                    let want: Vec<f32> = (0..NR)
+                        .map(|j| {
+                            let d = acc[j].wrapping_sub(offset[j]) as f32 * scale[j];
+                            if first {
+                                d
+                            } else {
+                                start[j] + d
+                            }
+                        })
+                        .collect();
+                    same("fold_group", isa, &x, &want);
+                }
+            }
+            for row in &rows {
+                let mut f = [0f32; NR];
+                convert_row(isa, row, 1.0, 0, &mut f);
+                same("convert f32", isa, &f, row);
+                let mut h = [bf16::ZERO; NR];
+                convert_row(isa, row, 1.0, 0, &mut h);
+                let want: Vec<u16> = row
+                    .iter()
+                    .map(|&v| bf16::convert(v, 1.0, 0).to_bits())
+                    .collect();
+                let got: Vec<u16> = h.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "convert bf16 on {isa:?}");
+                for (scale, zp) in [(0.05f32, 3), (3.0, -7), (1e-30, 0)] {
+                    let mut q = [0u8; NR];
+                    convert_row(isa, row, scale, zp + 128, &mut q);
+                    let want: Vec<u8> = row
+                        .iter()
+                        .map(|&v| u8::convert(v, scale, zp + 128))
+                        .collect();
+                    assert_eq!(q.to_vec(), want, "requantize u8 on {isa:?}");
+                    let mut q = [0i8; NR];
+                    convert_row(isa, row, scale, zp, &mut q);
+                    let want: Vec<i8> = row.iter().map(|&v| i8::convert(v, scale, zp)).collect();
+                    assert_eq!(q.to_vec(), want, "requantize i8 on {isa:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn activations_are_within_their_bound() {
         let acts = [
@@ -1168,6 +1417,23 @@ mod tests {
         for a in acts {
             assert!(a.apply(f32::NAN).is_nan() || a == Activation::Relu);
         }
+    }
+
+    /// Past the clamp of its exponential, `erf_f32` is exactly +-1 (as the unclamped formula
+    /// also gives there: its correction term rounds away), and NaN and infinities pass through.
+    #[test]
+    fn erf_saturates_exactly_past_its_clamp() {
+        let mut z = 80f32.sqrt();
+        while z < 1e30 {
+            assert_eq!(erf_f32(z).to_bits(), 1f32.to_bits(), "erf({z:e})");
+            assert_eq!(erf_f32(-z).to_bits(), (-1f32).to_bits(), "erf({:e})", -z);
+            z = f32::from_bits(z.to_bits() + 4099);
+        }
+        assert_eq!(erf_f32(f32::INFINITY), 1.0);
+        assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
+        assert!(erf_f32(f32::NAN).is_nan());
+        // Just inside the clamp the correction still shows.
+        assert!(erf_f32(2.5) < 1.0 && erf_f32(3.5) < 1.0);
     }
 
     #[test]
