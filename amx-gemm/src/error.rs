@@ -98,15 +98,6 @@ pub enum GemmError {
         /// The size asked for, in bytes (`usize::MAX` when the size itself overflowed).
         bytes: usize,
     },
-    /// A run needs more memory than the machine has available, checked before anything is
-    /// allocated (an allocation the OS overcommits would otherwise end in the OOM killer while
-    /// the inputs are being filled).
-    InsufficientMemory {
-        /// Bytes the run's buffers need together.
-        needed: u64,
-        /// Bytes the OS reports available (`MemAvailable` on Linux).
-        available: u64,
-    },
 }
 
 impl fmt::Display for GemmError {
@@ -145,15 +136,6 @@ impl fmt::Display for GemmError {
             ),
             GemmError::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate a buffer of {bytes} bytes")
-            }
-            GemmError::InsufficientMemory { needed, available } => {
-                let gib = |b: &u64| *b as f64 / (1u64 << 30) as f64;
-                write!(
-                    f,
-                    "the run needs {:.1} GiB of buffers; the system has {:.1} GiB available",
-                    gib(needed),
-                    gib(available)
-                )
             }
         }
     }
