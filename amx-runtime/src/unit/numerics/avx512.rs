@@ -18,6 +18,7 @@ use core::arch::x86_64::{
     _mm512_setzero_si512, _mm512_slli_epi32, _mm512_srli_epi32, _mm512_storeu_si512,
     _mm512_sub_epi32, _mm512_xor_si512, _CMP_UNORD_Q,
 };
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use super::{exact, get_dword, Half, DWORDS, ROWS};
@@ -121,13 +122,12 @@ pub(super) unsafe fn dot_int8(
     }
     let biased = a_signed == b_signed;
     // A with the bias applied (when there is one), so the hot loop only broadcasts dwords.
-    let mut a_dwords = [0u32; ROWS * DWORDS];
+    // Built row by row, never zero-filled first (see `dot_half`).
     let splat = _mm512_set1_epi32(if biased { 0x8080_8080_u32 as i32 } else { 0 });
-    for (m, chunk) in a_dwords.chunks_exact_mut(DWORDS).enumerate() {
-        let row = _mm512_xor_si512(load_row(a, m), splat);
-        // SAFETY: `chunk` is 16 writable dwords; the store is unaligned.
-        unsafe { _mm512_storeu_si512(chunk.as_mut_ptr().cast(), row) };
-    }
+    let a_rows: Panel = core::array::from_fn(|m| _mm512_xor_si512(load_row(a, m), splat));
+    // SAFETY: 16 vectors of 16 dwords are 256 dwords, byte for byte, and every bit pattern is a
+    // valid `u32`.
+    let a_dwords: [u32; ROWS * DWORDS] = unsafe { core::mem::transmute(a_rows) };
     // The correction, one vector for all rows: K extra VPDPBUSD (none when unbiased), in two
     // independent chains so that their latency overlaps.
     let mut corr = [_mm512_setzero_si512(); 2];
@@ -391,15 +391,15 @@ pub(super) unsafe fn dot_half(
     }
     let row_end = m_rows.div_ceil(GROUP) * GROUP;
     // fp32 operands: A[m][k] even/odd (broadcast in the kernel), B[k] even/odd rows. All 16
-    // rows are converted whatever the shape: that is cheaper than branching, and complete writes
-    // in an unrolled loop let the compiler drop the arrays' zero initialisation.
-    let zero = _mm512_setzero_si512();
-    let (mut ae, mut ao, mut be, mut bo) = ([zero; ROWS], [zero; ROWS], [zero; ROWS], [zero; ROWS]);
-    for r in 0..ROWS {
-        (ae[r], ao[r]) = split(load_row(a, r), half);
-        (be[r], bo[r]) = split(load_row(b, r), half);
-    }
-    let mut out: Panel = [zero; ROWS];
+    // rows are converted whatever the shape: that is cheaper than branching. Built element by
+    // element (`from_fn`), never zero-filled first: a zero fill of these five 1 KiB arrays was
+    // 80 vector stores per instruction, as many as the conversion itself. (Each `split` half is
+    // computed on its own; the other half is dead code the compiler drops.)
+    let ae: Panel = core::array::from_fn(|r| split(load_row(a, r), half).0);
+    let ao: Panel = core::array::from_fn(|r| split(load_row(a, r), half).1);
+    let be: Panel = core::array::from_fn(|r| split(load_row(b, r), half).0);
+    let bo: Panel = core::array::from_fn(|r| split(load_row(b, r), half).1);
+    let mut out = [MaybeUninit::<__m512i>::uninit(); ROWS];
     // SAFETY: the arrays, `c` and `out` hold 16 rows of 64 bytes and row_end <= 16 is a multiple
     // of GROUP, so the kernel reads ae/ao rows 0..row_end (dword offsets < k_dwords <= 16),
     // be/bo rows 0..k_dwords, c rows 0..row_end, and writes out rows 0..row_end, all in bounds;
@@ -418,13 +418,15 @@ pub(super) unsafe fn dot_half(
         )
     };
     let mask = lane_mask(n_dwords);
-    for (m, row) in out.iter_mut().enumerate().take(m_rows) {
-        let v = _mm512_castsi512_ps(*row);
+    for (m, row) in out.iter().enumerate().take(m_rows) {
+        // SAFETY: the kernel wrote rows 0..row_end of `out`, and m < m_rows <= row_end.
+        let mut row = unsafe { row.assume_init() };
+        let v = _mm512_castsi512_ps(row);
         let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(mask, v, v);
         if nan != 0 {
-            *row = fix_nan_lanes(*row, c, a, b, m, nan, k_dwords, half);
+            row = fix_nan_lanes(row, c, a, b, m, nan, k_dwords, half);
         }
-        store_row_masked(c, m, mask, *row);
+        store_row_masked(c, m, mask, row);
     }
 }
 
