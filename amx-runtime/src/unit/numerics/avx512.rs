@@ -225,7 +225,7 @@ fn int8_rows<const A_IS_U8: bool, const G: usize>(
 /// is the instruction's own broadcast memory operand, so a VPDPBUSD is one fused uop.
 ///
 /// One asm block rather than intrinsics: the compiler's version of this loop broadcasts into a
-/// register first, and measured 10-15% slower. (When A is the unsigned operand it must be in a
+/// register first, and took 19% longer. (When A is the unsigned operand it must be in a
 /// register anyway, and the compiler's loop is as fast as an asm one.)
 ///
 /// # Safety
