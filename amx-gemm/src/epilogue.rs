@@ -789,7 +789,10 @@ impl<'a> Prepared<'a> {
         ) else {
             return Err(out_of_bounds(j0));
         };
-        let rows = rows.min(MR);
+        // A micro-tile has at most MR rows: more is a driver bug, reported rather than cut.
+        if rows > MR {
+            return Err(out_of_bounds(rows));
+        }
         let mut block = [[0f32; NR]; MR];
         for (r, x) in block.iter_mut().enumerate().take(rows) {
             let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
@@ -846,7 +849,10 @@ impl<'a> Prepared<'a> {
                 *o = gr.zero_point.wrapping_mul(c);
             }
         }
-        let rows = rows.min(MR);
+        // A micro-tile has at most MR rows: more is a driver bug, reported rather than cut.
+        if rows > MR {
+            return Err(out_of_bounds(rows));
+        }
         let mut block = [[0f32; NR]; MR];
         for (r, slot) in block.iter_mut().enumerate().take(rows) {
             let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
