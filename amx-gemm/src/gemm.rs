@@ -8,6 +8,7 @@ use rayon::ThreadPool;
 
 use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
+use crate::block_kernel::Block2x2;
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
@@ -1039,6 +1040,14 @@ fn run_typed<P: Precision, L: Full2x2>(
     stats.loads += counters().loads - before;
     stats.configs += 1;
     LAST_SHAPE.with(|s| s.set(Some(region.shape)));
+    #[cfg(test)]
+    let blocks = !crate::tile_ops::probe::PER_INSTRUCTION.with(Cell::get);
+    #[cfg(not(test))]
+    let blocks = true;
+    if blocks && tiles.untyped().backend() == Backend::Emulated {
+        // The same loop nest, each task's k-loop as one block product (see block_kernel.rs).
+        return nest(&mut Block2x2::<P>::new(), p, region, scratch);
+    }
     let mut ops = Typed::new(&mut tiles, P::KIND)?;
     nest(
         &mut Amx2x2::<Typed<'_, L>, P, true, true>::new(&mut ops),
@@ -1285,9 +1294,9 @@ mod tests {
     }
 
     /// Runs `m x n x k` of `P` on the emulator on this thread, accumulating into a non-zero C,
-    /// checks the result against the reference and returns the dot products the typed and the
-    /// checked paths issued.
-    fn dots_of<P: Precision>(m: usize, n: usize, k: usize) -> (u64, u64) {
+    /// checks the result against the reference and returns the dot products the typed (or,
+    /// with `blocks`, the block) and the checked paths issued.
+    fn dots_of<P: Precision>(m: usize, n: usize, k: usize, blocks: bool) -> (u64, u64) {
         use crate::precision::Scalar;
         use crate::tile_ops::probe;
         let a: Vec<P::A> = (0..m * k)
@@ -1301,46 +1310,60 @@ mod tests {
             .collect();
         let mut want = c.clone();
         crate::reference::gemm::<P>(m, n, k, &a, k, &b, n, &mut want, n, Mode::Accumulate).unwrap();
-        let before = probe::dots();
+        probe::PER_INSTRUCTION.with(|f| f.set(!blocks));
+        let before = (probe::dots(), probe::block_dots());
         Gemm::new()
             .threads(1)
             .backend(Backend::Emulated)
             .mode(Mode::Accumulate)
             .run_unpacked::<P>(m, n, k, &a, k, &b, n, &mut c, n)
             .unwrap();
-        let after = probe::dots();
+        let after = (probe::dots(), probe::block_dots());
+        probe::PER_INSTRUCTION.with(|f| f.set(false));
         // Small integers: every sum is exact in f32 too, so bf16 compares exactly.
         assert_eq!(c, want, "{} {m}x{n}x{k}", P::KIND);
-        (after.0 - before.0, after.1 - before.1)
+        let full = if blocks {
+            assert_eq!(after.0 .0, before.0 .0, "typed dots on the block path");
+            after.1 - before.1
+        } else {
+            assert_eq!(after.1, before.1, "block dots on the typed path");
+            after.0 .0 - before.0 .0
+        };
+        (full, after.0 .1 - before.0 .1)
     }
 
-    fn typed_path_for<P: Precision>() {
+    fn typed_path_for<P: Precision>(blocks: bool) {
+        let dots_of = |m, n, k| dots_of::<P>(m, n, k, blocks);
         let steps = |k: usize| k.div_ceil(P::KIND.k_per_step()) as u64;
         // Only full micro-tiles: 2 x 3 of them, four dot products per k-step each, all typed.
-        assert_eq!(
-            dots_of::<P>(64, 96, 128),
-            (6 * 4 * steps(128), 0),
-            "{}",
-            P::KIND
-        );
+        assert_eq!(dots_of(64, 96, 128), (6 * 4 * steps(128), 0), "{}", P::KIND);
         // One full micro-tile (typed) and the right edge (2 dots per k-step), bottom edge (2)
         // and corner (1) on the checked path.
         assert_eq!(
-            dots_of::<P>(40, 40, 64),
+            dots_of(40, 40, 64),
             (4 * steps(64), 5 * steps(64)),
             "{}",
             P::KIND
         );
         // Only edges: nothing typed (20 x 31 is the 2x2 variant of an edge shape).
-        assert_eq!(dots_of::<P>(20, 31, 64), (0, 4 * steps(64)), "{}", P::KIND);
-        assert_eq!(dots_of::<P>(12, 9, 64), (0, steps(64)), "{}", P::KIND);
+        assert_eq!(dots_of(20, 31, 64), (0, 4 * steps(64)), "{}", P::KIND);
+        assert_eq!(dots_of(12, 9, 64), (0, steps(64)), "{}", P::KIND);
     }
 
     #[test]
     fn full_micro_tiles_run_on_the_typed_path() {
-        typed_path_for::<crate::Int8>();
-        typed_path_for::<crate::U8S8>();
-        typed_path_for::<crate::Bf16>();
+        typed_path_for::<crate::Int8>(false);
+        typed_path_for::<crate::U8S8>(false);
+        typed_path_for::<crate::Bf16>(false);
+    }
+
+    /// On the emulator the full micro-tiles run as block products by default, with the same
+    /// results and the same dot products.
+    #[test]
+    fn full_micro_tiles_run_as_blocks_on_the_emulator() {
+        typed_path_for::<crate::Int8>(true);
+        typed_path_for::<crate::U8S8>(true);
+        typed_path_for::<crate::Bf16>(true);
     }
 
     #[test]

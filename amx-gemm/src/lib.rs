@@ -98,6 +98,7 @@
 //! through the public API only.
 
 pub mod blob;
+mod block_kernel;
 mod blocking;
 mod configs;
 pub mod epilogue;

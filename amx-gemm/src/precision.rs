@@ -48,6 +48,16 @@ impl PrecisionKind {
         }
     }
 
+    /// The tile instruction as the runtime names it.
+    pub const fn dot_kind(self) -> amx_runtime::rules::DotKind {
+        use amx_runtime::rules::DotKind;
+        match self {
+            PrecisionKind::Int8 => DotKind::Tdpbssd,
+            PrecisionKind::U8S8 => DotKind::Tdpbusd,
+            PrecisionKind::Bf16 => DotKind::Tdpbf16ps,
+        }
+    }
+
     /// Bytes of one element of A and of B.
     pub const fn input_bytes(self) -> usize {
         match self {

@@ -53,6 +53,17 @@ impl Mem {
             len: bytes.len(),
         }
     }
+
+    /// The buffer as a slice.
+    ///
+    /// # Safety
+    /// The buffer must be alive and unchanged for `'x` (what whoever built this `Mem`
+    /// guarantees while tile loads use it).
+    pub(crate) unsafe fn as_slice<'x>(&self) -> &'x [u8] {
+        // SAFETY: `ptr` and `len` came from a live slice (`new`, or a `MemMut` made from one),
+        // alive and unchanged for 'x by this function's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
 }
 
 /// A buffer the tiles write: its first byte and length. Workers of one call share it and store
@@ -80,6 +91,11 @@ impl MemMut {
     /// The buffer's first byte.
     pub(crate) fn ptr(&self) -> *mut u8 {
         self.ptr
+    }
+
+    /// The buffer's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -524,30 +540,35 @@ impl<'t, L: Full2x2> Typed<'t, L> {
         Ok(Typed { tiles, hardware })
     }
 
-    /// Out of bounds unless every row of a full tile (16 rows of 64 bytes) fits `len` bytes from
-    /// `offset` with `stride`; also proves `stride` fits `isize` (the rows fit a Rust buffer).
-    fn bounds(t: u8, offset: usize, stride: usize, len: usize) -> Result<(), GemmError> {
-        let needed = (FULL_ROWS - 1)
-            .checked_mul(stride)
-            .and_then(|x| x.checked_add(FULL_COLSB))
-            .and_then(|x| x.checked_add(offset));
-        match needed {
-            Some(needed) if needed <= len => Ok(()),
-            needed => Err(GemmError::Fault(Fault::OutOfBounds {
-                tile: t,
-                needed: needed.unwrap_or(usize::MAX),
-                len,
-            })),
-        }
-    }
-
     /// The bounds check on the emulator (and in debug builds on the hardware).
     #[inline(always)]
     fn check(&self, t: u8, offset: usize, stride: usize, len: usize) -> Result<(), GemmError> {
         if !self.hardware || cfg!(debug_assertions) {
-            Self::bounds(t, offset, stride, len)?;
+            full_tile_bounds(t, offset, stride, len)?;
         }
         Ok(())
+    }
+}
+
+/// Out of bounds unless every row of a full tile `t` (16 rows of 64 bytes) fits `len` bytes from
+/// `offset` with `stride`; also proves `stride` fits `isize` (the rows fit a Rust buffer).
+pub(crate) fn full_tile_bounds(
+    t: u8,
+    offset: usize,
+    stride: usize,
+    len: usize,
+) -> Result<(), GemmError> {
+    let needed = (FULL_ROWS - 1)
+        .checked_mul(stride)
+        .and_then(|x| x.checked_add(FULL_COLSB))
+        .and_then(|x| x.checked_add(offset));
+    match needed {
+        Some(needed) if needed <= len => Ok(()),
+        needed => Err(GemmError::Fault(Fault::OutOfBounds {
+            tile: t,
+            needed: needed.unwrap_or(usize::MAX),
+            len,
+        })),
     }
 }
 
@@ -658,6 +679,17 @@ pub(crate) mod probe {
         pub(crate) static TYPED_DOTS: Cell<u64> = const { Cell::new(0) };
         /// Dot products through [`Checked`](super::Checked).
         pub(crate) static CHECKED_DOTS: Cell<u64> = const { Cell::new(0) };
+        /// Dot products computed in block products
+        /// ([`Block2x2`](crate::block_kernel::Block2x2)).
+        pub(crate) static BLOCK_DOTS: Cell<u64> = const { Cell::new(0) };
+        /// Run full micro-tiles on the emulator instruction by instruction (the typed path)
+        /// rather than as block products, so that the tests cover both.
+        pub(crate) static PER_INSTRUCTION: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Dot products in block products on this thread so far.
+    pub(crate) fn block_dots() -> u64 {
+        BLOCK_DOTS.with(Cell::get)
     }
 
     /// (typed, checked) dot products on this thread so far.

@@ -5,10 +5,13 @@
 //! for bf16, by the kernel path the CPU gets). Ends with the ratios.
 //!
 //! One 16x16x16 int8 tile product is 16 * 16 * 64 = 16384 multiply-adds; one bf16 product is
-//! 16 * 16 * 32 = 8192.
+//! 16 * 16 * 32 = 8192. The block benches time `amx_runtime::block::dot_2x2`, the GEMM's
+//! micro-kernel on the emulator: divide by 128 for the time per tile product.
 
 use std::hint::black_box;
 
+use amx_runtime::block::{dot_2x2, Block};
+use amx_runtime::rules::DotKind;
 use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
 use criterion::{criterion_group, Criterion};
 
@@ -49,6 +52,29 @@ fn bench(c: &mut Criterion) {
         let data = [7u8; 1024];
         b.iter(|| emu.tileloadd(1, black_box(&data), 64).unwrap())
     });
+    group.finish();
+
+    // A GEMM micro-kernel's k-loop: 2x2 blocks of 32 k-steps (128 instructions per call) over
+    // 16 distinct micro-panels of A and B, 64 KiB each, as the GEMM streams them from L2.
+    let mut group = c.benchmark_group("emulator 2x2 block of 32 k-steps (128 tile products)");
+    let panel = 32 * 2048;
+    let a: Vec<u8> = (0..16 * panel as u32)
+        .map(|i| (i * 37 % 251) as u8 & 0x3F)
+        .collect();
+    let b: Vec<u8> = (0..16 * panel as u32)
+        .map(|i| (i * 29 % 241) as u8 & 0x3F)
+        .collect();
+    for kind in [DotKind::Tdpbssd, DotKind::Tdpbusd, DotKind::Tdpbf16ps] {
+        let mut block = Block::zeroed();
+        let mut p = 0;
+        group.bench_function(kind.mnemonic(), |bench| {
+            bench.iter(|| {
+                p = (p + 1) % 16;
+                let (a, b) = (&a[p * panel..], &b[p * panel..]);
+                dot_2x2(kind, &mut block, (a, 2048), (b, 2048), 32).unwrap()
+            })
+        });
+    }
     group.finish();
 }
 

@@ -24,6 +24,7 @@
 extern crate self as amx_runtime;
 
 mod backend;
+pub mod block;
 mod config;
 pub mod context;
 pub mod detect;

@@ -135,10 +135,13 @@ pub struct Emulated {
     pub instruction: DotKind,
     /// The kernel path that ran it.
     pub path: KernelPath,
-    /// Operations per instruction (2 per multiply-add).
+    /// Instructions per timed call: 1 for one instruction through [`TileUnit`] on an
+    /// [`Emulator`] (checks included); [`BLOCK_STEPS`] x 4 for a 2x2 block through
+    /// [`crate::block::dot_2x2`].
+    pub instructions: u32,
+    /// Operations per call (2 per multiply-add).
     pub ops: u32,
-    /// Nanoseconds per instruction through [`TileUnit`] on an [`Emulator`] (checks included),
-    /// the best of several timed batches.
+    /// Nanoseconds per call, the best of several timed batches.
     pub ns: f64,
 }
 
@@ -169,14 +172,26 @@ impl Comparison {
 impl fmt::Display for Comparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = &self.emulated;
-        write!(
-            f,
-            "{} emulated ({}): {:.0} ns, {:.1} GOP/s",
-            e.instruction.mnemonic(),
-            e.path,
-            e.ns,
-            e.gops()
-        )?;
+        if e.instructions > 1 {
+            write!(
+                f,
+                "{} 2x2 block of {} k-steps ({}): {:.0} ns per instruction, {:.1} GOP/s",
+                e.instruction.mnemonic(),
+                e.instructions / 4,
+                e.path,
+                e.ns / f64::from(e.instructions),
+                e.gops()
+            )?;
+        } else {
+            write!(
+                f,
+                "{} emulated ({}): {:.0} ns, {:.1} GOP/s",
+                e.instruction.mnemonic(),
+                e.path,
+                e.ns,
+                e.gops()
+            )?;
+        }
         match (self.peak, self.percent_of_peak()) {
             (Some(peak), Some(share)) => {
                 write!(
@@ -198,12 +213,22 @@ pub struct PeakReport {
     pub int8: Comparison,
     /// TDPBF16PS on 16x16x32 bf16 pairs against the floating-point sequence's peak.
     pub bf16: Comparison,
+    /// TDPBSSD in 2x2 blocks of [`BLOCK_STEPS`] k-steps ([`crate::block::dot_2x2`], the
+    /// GEMM's micro-kernel on the emulator).
+    pub block_int8: Comparison,
+    /// TDPBF16PS in 2x2 blocks of [`BLOCK_STEPS`] k-steps.
+    pub block_bf16: Comparison,
 }
+
+/// The k-steps of the blocks [`measure`] times: a GEMM micro-kernel's typical run.
+pub const BLOCK_STEPS: u32 = 16;
 
 impl fmt::Display for PeakReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.int8)?;
-        write!(f, "{}", self.bf16)
+        writeln!(f, "{}", self.bf16)?;
+        writeln!(f, "{}", self.block_int8)?;
+        write!(f, "{}", self.block_bf16)
     }
 }
 
@@ -220,6 +245,62 @@ pub fn measure() -> PeakReport {
             emulated: emulated(DotKind::Tdpbf16ps),
             peak: peak.float,
         },
+        block_int8: Comparison {
+            emulated: emulated_block(DotKind::Tdpbssd),
+            peak: peak.int8,
+        },
+        block_bf16: Comparison {
+            emulated: emulated_block(DotKind::Tdpbf16ps),
+            peak: peak.float,
+        },
+    }
+}
+
+/// The operand bytes the timings use: moderate bf16 values (between 2^-7 and 2^1: no
+/// denormals, infinities or NaNs, which would send lanes to the exact model) and varied bytes.
+fn timing_data(len: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            if i % 2 == 1 {
+                // The high byte of every 16-bit element.
+                0x3C + (i % 4) as u8
+            } else {
+                (i * 37 % 251) as u8
+            }
+        })
+        .collect()
+}
+
+/// Times [`BLOCK_STEPS`] k-steps of `instruction` in a 2x2 block.
+fn emulated_block(instruction: DotKind) -> Emulated {
+    let steps = BLOCK_STEPS;
+    let data = timing_data(steps * 2048);
+    let mut c = crate::block::Block::zeroed();
+    let (path, ops) = match instruction {
+        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => (float_path(), 16 * 16 * 32 * 2),
+        _ => (int8_path(), 16 * 16 * 64 * 2),
+    };
+    let mut run = || {
+        let r = crate::block::dot_2x2(
+            instruction,
+            &mut c,
+            (&data, 2048),
+            (&data, 2048),
+            steps as usize,
+        );
+        std::hint::black_box(r).is_ok()
+    };
+    let ns = if run() {
+        best_ns_per(|| _ = run(), 8)
+    } else {
+        f64::INFINITY
+    };
+    Emulated {
+        instruction,
+        path,
+        instructions: 4 * steps,
+        ops: 4 * steps * ops,
+        ns,
     }
 }
 
@@ -230,16 +311,7 @@ static FULL: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x64; t2: 16x64 
 /// the floating-point path, which would send lanes to the exact model).
 fn emulated(instruction: DotKind) -> Emulated {
     let mut emu = Emulator::new();
-    let data: Vec<u8> = (0..1024u32)
-        .map(|i| {
-            if i % 2 == 1 {
-                // The high byte of every 16-bit element: bf16 values between 2^-7 and 2^1.
-                0x3C + (i % 4) as u8
-            } else {
-                (i * 37 % 251) as u8
-            }
-        })
-        .collect();
+    let data = timing_data(1024);
     let ready = emu.ldtilecfg(FULL.as_bytes()).is_ok()
         && emu.tilezero(0).is_ok()
         && emu.tileloadd(1, &data, 64).is_ok()
@@ -269,6 +341,7 @@ fn emulated(instruction: DotKind) -> Emulated {
     Emulated {
         instruction,
         path,
+        instructions: 1,
         ops,
         ns,
     }

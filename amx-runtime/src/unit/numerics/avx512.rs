@@ -16,7 +16,7 @@ use core::arch::x86_64::{
     _mm512_castsi512_ps, _mm512_cvtepi32_epi16, _mm512_cvtph_ps, _mm512_dpbusd_epi32,
     _mm512_loadu_si512, _mm512_mask_cmp_ps_mask, _mm512_mask_storeu_epi32, _mm512_set1_epi32,
     _mm512_setzero_si512, _mm512_slli_epi32, _mm512_srli_epi32, _mm512_storeu_si512,
-    _mm512_sub_epi32, _mm512_xor_si512, _CMP_UNORD_Q,
+    _mm512_sub_epi32, _mm512_xor_si512, _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
 };
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -333,6 +333,274 @@ unsafe fn full_tile_int8_a_signed(
             clobber_abi("C"),
             options(nostack),
         );
+    }
+}
+
+/// A 2x2 block of integer products over `steps` k-steps (see `super::block`): for each step
+/// `s`, with A0/A1 the tiles at `a + s * a_step` and `+ 1024` and B0/B1 those at
+/// `b + s * b_step` and `+ 1024`, `C[2h + w] += Ah x Bw` on full tiles (16 x 16 x 16 dwords).
+///
+/// The same arithmetic as [`dot_int8`] (VPDPBUSD, A biased by 0x80 when both operands have the
+/// same signedness) with the per-instruction costs taken out of the step loop: C stays in
+/// `c`, the accumulators of 8 rows x 2 column tiles in registers for a whole k sweep (each B
+/// row loaded once per 8 rows, each A dword broadcast once for two products), and the bias
+/// correction, which depends on the column only, accumulated over every step and subtracted
+/// once at the end (exact: everything wraps mod 2^32).
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 VNNI; for every `s < steps`, the 2048 bytes at
+/// `a + s * a_step` and at `b + s * b_step` must be readable.
+#[target_feature(enable = "avx512f,avx512vnni")]
+pub(super) unsafe fn dot_2x2_int8(
+    c: &mut [[u8; 1024]; 4],
+    (a, a_step): (*const u8, usize),
+    (b, b_step): (*const u8, usize),
+    steps: usize,
+    (a_signed, b_signed): (bool, bool),
+) {
+    // SAFETY: forwarded from this function's contract (all four calls).
+    unsafe {
+        match (a_signed == b_signed, b_signed) {
+            (true, true) => block_int8::<true, true>(c, (a, a_step), (b, b_step), steps),
+            (true, false) => block_int8::<true, false>(c, (a, a_step), (b, b_step), steps),
+            (false, true) => block_int8::<false, true>(c, (a, a_step), (b, b_step), steps),
+            (false, false) => block_int8::<false, false>(c, (a, a_step), (b, b_step), steps),
+        }
+    }
+}
+
+/// [`dot_2x2_int8`] for one signedness: `BIASED` when A is biased by 0x80 (same signedness),
+/// `A_IS_U8` when A's (biased) bytes are VPDPBUSD's unsigned operand (B signed).
+///
+/// # Safety
+/// As [`dot_2x2_int8`].
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
+    c: &mut [[u8; 1024]; 4],
+    (a, a_step): (*const u8, usize),
+    (b, b_step): (*const u8, usize),
+    steps: usize,
+) {
+    /// Rows of C per register group: 8 rows x 2 column tiles = 16 accumulators, enough
+    /// independent chains for VPDPBUSD's latency on both ports.
+    const G: usize = 8;
+    /// Steps per visit of a register group: the accumulators are loaded and stored once per
+    /// chunk rather than once per step (a chunk of biased A is 8 KiB, in L1).
+    const CHUNK: usize = 4;
+    let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
+    // A chunk's A (both tiles of each step, 32 rows of 64 bytes), biased when BIASED.
+    let mut biased = [[_mm512_setzero_si512(); 2 * ROWS]; CHUNK];
+    // The correction of each column tile, in two chains each.
+    let mut corr = [[_mm512_setzero_si512(); 2]; 2];
+    for s0 in (0..steps).step_by(CHUNK) {
+        let chunk = CHUNK.min(steps - s0);
+        // Callers pass j < chunk, so s0 + j < steps and the step's 2048 bytes are readable
+        // (the contract); row r < 32 of A, row k < 16 of B tile w < 2 lie inside them.
+        let row_a = |j: usize, r: usize| {
+            // SAFETY: see above.
+            unsafe { _mm512_loadu_si512(a.add((s0 + j) * a_step + r * 64).cast()) }
+        };
+        let row_b = |j: usize, w: usize, k: usize| {
+            // SAFETY: see above.
+            unsafe { _mm512_loadu_si512(b.add((s0 + j) * b_step + w * 1024 + k * 64).cast()) }
+        };
+        if BIASED {
+            for (j, rows) in biased.iter_mut().enumerate().take(chunk) {
+                for (r, v) in rows.iter_mut().enumerate() {
+                    *v = _mm512_xor_si512(row_a(j, r), splat);
+                }
+                for k in 0..ROWS {
+                    for (w, chains) in corr.iter_mut().enumerate() {
+                        let acc = &mut chains[k % 2];
+                        *acc = if A_IS_U8 {
+                            _mm512_dpbusd_epi32(*acc, splat, row_b(j, w, k))
+                        } else {
+                            _mm512_dpbusd_epi32(*acc, row_b(j, w, k), splat)
+                        };
+                    }
+                }
+            }
+        }
+        // Byte `at` of step j's (biased) A.
+        let a_dword = |j: usize, at: usize| -> i32 {
+            let base: *const u8 = if BIASED {
+                biased[j].as_ptr().cast()
+            } else {
+                // SAFETY: as in `row_a`.
+                unsafe { a.add((s0 + j) * a_step) }
+            };
+            // SAFETY: `at` + 4 <= 2048, inside the step's (biased) A.
+            unsafe { base.add(at).cast::<i32>().read_unaligned() }
+        };
+        // The next chunk's A and B, 2 x 64 lines per step, are prefetched while this chunk
+        // computes, one line per k iteration (there are 4 x 16 iterations per step): in a GEMM
+        // they come from L2, and the prefetchers do not run far enough ahead on their own.
+        let next = CHUNK.min(steps - s0 - chunk);
+        let mut line = 0usize;
+        let mut prefetch = || {
+            let (which, l) = (line / (CHUNK * 32), line % (CHUNK * 32));
+            let (j, at) = (l / 32, (l % 32) * 64);
+            if j < next {
+                let base = if which == 0 { (b, b_step) } else { (a, a_step) };
+                // A prefetch never faults; wrapping arithmetic keeps the address computation
+                // defined (it stays inside the operand: step s0 + chunk + j < steps).
+                let p = base.0.wrapping_add((s0 + chunk + j) * base.1 + at);
+                _mm_prefetch::<_MM_HINT_T0>(p.cast());
+            }
+            line += 1;
+        };
+        for h in 0..2 {
+            for m0 in (0..ROWS).step_by(G) {
+                let [c0, c1, c2, c3] = &mut *c;
+                let [c_left, c_right] = if h == 0 { [c0, c1] } else { [c2, c3] };
+                let mut acc = [[_mm512_setzero_si512(); 2]; G];
+                for (j, pair) in acc.iter_mut().enumerate() {
+                    pair[0] = load_row(c_left, m0 + j);
+                    pair[1] = load_row(c_right, m0 + j);
+                }
+                for j in 0..chunk {
+                    for k in 0..ROWS {
+                        prefetch();
+                        let (b0, b1) = (row_b(j, 0, k), row_b(j, 1, k));
+                        for (r, pair) in acc.iter_mut().enumerate() {
+                            let av =
+                                _mm512_set1_epi32(a_dword(j, h * 1024 + (m0 + r) * 64 + k * 4));
+                            if A_IS_U8 {
+                                pair[0] = _mm512_dpbusd_epi32(pair[0], av, b0);
+                                pair[1] = _mm512_dpbusd_epi32(pair[1], av, b1);
+                            } else {
+                                pair[0] = _mm512_dpbusd_epi32(pair[0], b0, av);
+                                pair[1] = _mm512_dpbusd_epi32(pair[1], b1, av);
+                            }
+                        }
+                    }
+                }
+                for (j, pair) in acc.iter().enumerate() {
+                    store_row_masked(c_left, m0 + j, 0xFFFF, pair[0]);
+                    store_row_masked(c_right, m0 + j, 0xFFFF, pair[1]);
+                }
+            }
+        }
+    }
+    if BIASED && steps > 0 {
+        let corr = [
+            _mm512_add_epi32(corr[0][0], corr[0][1]),
+            _mm512_add_epi32(corr[1][0], corr[1][1]),
+        ];
+        for (t, tile) in c.iter_mut().enumerate() {
+            for r in 0..ROWS {
+                let v = _mm512_sub_epi32(load_row(tile, r), corr[t % 2]);
+                store_row_masked(tile, r, 0xFFFF, v);
+            }
+        }
+    }
+}
+
+/// Two C tiles of one column of a 2x2 block, stacked: 32 rows of 64 bytes (tile `h` at
+/// `h * 1024`), the layout [`groups_kernel`] reads and writes in one pass.
+#[repr(C, align(64))]
+struct Column([u8; 2048]);
+
+impl Column {
+    /// Tile `h` (0 or 1).
+    fn tile(&self, h: usize) -> &[u8; 1024] {
+        let [top, bottom] = self.halves();
+        if h == 0 {
+            top
+        } else {
+            bottom
+        }
+    }
+
+    fn halves(&self) -> [&[u8; 1024]; 2] {
+        let (top, bottom) = self.0.split_at(1024);
+        [
+            top.try_into().unwrap_or(&[0; 1024]),
+            bottom.try_into().unwrap_or(&[0; 1024]),
+        ]
+    }
+}
+
+/// The 2048 bytes of k-step `s` of an operand whose steps are `stride` bytes apart.
+fn step_of(x: &[u8], stride: usize, s: usize) -> Option<&[u8; 2048]> {
+    let at = s.checked_mul(stride)?;
+    x.get(at..at.checked_add(2048)?)?.try_into().ok()
+}
+
+/// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), with
+/// the arithmetic of [`dot_half`]: per step, A (both tiles) and each B tile are converted to
+/// fp32 once rather than once per instruction, and each column of C (two tiles, 32 rows) is
+/// one [`groups_kernel`] pass under one MXCSR switch. Lanes that end in a NaN are recomputed
+/// by the exact model from the step's operands, as in [`dot_half`].
+///
+/// # Safety
+/// The CPU must support AVX-512F; for every `s < steps`, the 2048 bytes at `s * a_step` of
+/// `a` and at `s * b_step` of `b` must exist (the function does nothing past them).
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn dot_2x2_half(
+    c: &mut [[u8; 1024]; 4],
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+    half: Half,
+) {
+    // C column w = [C0w; C1w].
+    let mut cols = [Column([0; 2048]), Column([0; 2048])];
+    for (w, col) in cols.iter_mut().enumerate() {
+        col.0[..1024].copy_from_slice(&c[w]);
+        col.0[1024..].copy_from_slice(&c[2 + w]);
+    }
+    for s in 0..steps {
+        let (Some(a_s), Some(b_s)) = (step_of(a, a_step, s), step_of(b, b_step, s)) else {
+            break;
+        };
+        let a_tiles: [&[u8; 1024]; 2] = [
+            a_s[..1024].try_into().unwrap_or(&[0; 1024]),
+            a_s[1024..].try_into().unwrap_or(&[0; 1024]),
+        ];
+        let row_a = |r: usize| load_row(a_tiles[r / ROWS], r % ROWS);
+        // 32 rows of A's even and odd elements as fp32 (broadcast by the kernel).
+        let ae: [__m512i; 2 * ROWS] = core::array::from_fn(|r| split(row_a(r), half).0);
+        let ao: [__m512i; 2 * ROWS] = core::array::from_fn(|r| split(row_a(r), half).1);
+        for (w, col) in cols.iter_mut().enumerate() {
+            let b_tile: &[u8; 1024] = b_s[w * 1024..][..1024].try_into().unwrap_or(&[0; 1024]);
+            let be: Panel = core::array::from_fn(|r| split(load_row(b_tile, r), half).0);
+            let bo: Panel = core::array::from_fn(|r| split(load_row(b_tile, r), half).1);
+            let mut out = [MaybeUninit::<__m512i>::uninit(); 2 * ROWS];
+            // SAFETY: ae/ao and `col` hold 32 rows of 64 bytes (4 groups of 8), be/bo 16 rows
+            // (k = 16), `out` 32 writable rows; they are live locals that nothing else
+            // accesses during the call. The CPU supports AVX-512F (this function's contract).
+            unsafe {
+                groups_kernel(
+                    ae.as_ptr().cast(),
+                    ao.as_ptr().cast(),
+                    be.as_ptr().cast(),
+                    bo.as_ptr().cast(),
+                    ROWS,
+                    col.0.as_ptr(),
+                    out.as_mut_ptr().cast(),
+                    2 * ROWS / GROUP,
+                )
+            };
+            for (m, row) in out.iter().enumerate() {
+                // SAFETY: the kernel wrote all 32 rows of `out`.
+                let mut row = unsafe { row.assume_init() };
+                let v = _mm512_castsi512_ps(row);
+                let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(0xFFFF, v, v);
+                if nan != 0 {
+                    let (h, r) = (m / ROWS, m % ROWS);
+                    row = fix_nan_lanes(row, col.tile(h), a_tiles[h], b_tile, r, nan, ROWS, half);
+                }
+                let dst: &mut [u8] = &mut col.0[m * 64..m * 64 + 64];
+                // SAFETY: `dst` is 64 writable bytes; the store is unaligned.
+                unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), row) };
+            }
+        }
+    }
+    for (w, col) in cols.iter().enumerate() {
+        let [top, bottom] = col.halves();
+        c[w] = *top;
+        c[2 + w] = *bottom;
     }
 }
 

@@ -24,6 +24,8 @@
 mod exact;
 mod scalar;
 
+pub(crate) mod block;
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

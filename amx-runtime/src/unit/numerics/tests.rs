@@ -1157,3 +1157,108 @@ fn flush_threshold_constant() {
     let t = 2f64.powi(-126) - 2f64.powi(-151);
     assert_eq!(scalar::FLUSH_BELOW, t);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Blocks of products (the fused 2x2 kernel)
+
+/// Random 2x2 blocks (steps 0 to 9, overlapping and spaced steps, every signedness) on the
+/// fused AVX-512 kernel against the same products one instruction at a time on the portable
+/// kernel.
+#[test]
+fn block_int8_fused_matches_instruction_sequence() {
+    if let Some(why) = Kernel::Avx512.int8_missing() {
+        report_skipped(Kernel::Avx512, why);
+        return;
+    }
+    let mut rng = Rng(0x0B10_C2B2);
+    let byte = |r: &mut Rng| match r.below(3) {
+        0 => [0x00, 0x7F, 0x80, 0xFF][r.below(4) as usize],
+        _ => r.u32() as u8,
+    };
+    for iter in 0..300 {
+        let steps = rng.below(10) as usize;
+        let a_step = [2048, 64, 4096 + 64, 0][rng.below(4) as usize];
+        let b_step = [2048, 1024, 2048 + 192][rng.below(3) as usize];
+        let a: Vec<u8> = (0..steps.max(1) * a_step + 2048)
+            .map(|_| byte(&mut rng))
+            .collect();
+        let b: Vec<u8> = (0..steps.max(1) * b_step + 2048)
+            .map(|_| byte(&mut rng))
+            .collect();
+        let mut c = [[0u8; 1024]; 4];
+        for t in c.iter_mut() {
+            *t = tile_of(|_, _| [0x7FFF_FF00, 0x8000_0100, rng.u32()][rng.below(3) as usize]);
+        }
+        let signs = (iter & 1 != 0, iter & 2 != 0);
+        let mut want = c;
+        for s in 0..steps {
+            for (i, w) in want.iter_mut().enumerate() {
+                let at: &Tile = a[s * a_step + (i / 2) * 1024..][..1024].try_into().unwrap();
+                let bt: &Tile = b[s * b_step + (i % 2) * 1024..][..1024].try_into().unwrap();
+                scalar::dot_int8_portable(w, at, bt, (16, 16, 16), signs.0, signs.1);
+            }
+        }
+        let mut got = c;
+        // SAFETY: AVX-512F and VNNI are present (checked above); every step's 2048 bytes lie
+        // in `a` and `b` (their lengths cover steps * step + 2048).
+        unsafe {
+            avx512::dot_2x2_int8(
+                &mut got,
+                (a.as_ptr(), a_step),
+                (b.as_ptr(), b_step),
+                steps,
+                signs,
+            )
+        };
+        for t in 0..4 {
+            let ctx = |_: usize, _: usize| {
+                format!("tile {t}, steps {steps}, steps {a_step}/{b_step}, signedness {signs:?}")
+            };
+            assert_same("fused int8 block", &got[t], &want[t], &ctx);
+        }
+    }
+}
+
+/// Random 2x2 blocks of floating-point products (special-heavy elements, both formats) on the
+/// AVX-512 block kernel against the exact model applied instruction by instruction.
+#[test]
+fn block_half_fused_matches_exact_sequence() {
+    if let Some(why) = Kernel::Avx512.float_missing() {
+        report_skipped(Kernel::Avx512, why);
+        return;
+    }
+    let mut rng = Rng(0x00B1_0CF1);
+    for iter in 0..60 {
+        let half = if iter % 3 == 2 {
+            Half::Fp16
+        } else {
+            Half::Bf16
+        };
+        let steps = 1 + rng.below(5) as usize;
+        let (a_step, b_step) = ([2048, 1024][rng.below(2) as usize], 2048 + 64);
+        let mut a = vec![0u8; steps * a_step + 2048];
+        let mut b = vec![0u8; steps * b_step + 2048];
+        for x in a.chunks_exact_mut(2).chain(b.chunks_exact_mut(2)) {
+            x.copy_from_slice(&half_special(&mut rng, half).to_le_bytes());
+        }
+        let mut c = [[0u8; 1024]; 4];
+        for t in c.iter_mut() {
+            *t = random_half_tiles(&mut rng, half).0;
+        }
+        let mut want = c;
+        for s in 0..steps {
+            for (i, w) in want.iter_mut().enumerate() {
+                let at: &Tile = a[s * a_step + (i / 2) * 1024..][..1024].try_into().unwrap();
+                let bt: &Tile = b[s * b_step + (i % 2) * 1024..][..1024].try_into().unwrap();
+                *w = oracle_half(w, at, bt, 16, 16, 16, half);
+            }
+        }
+        let mut got = c;
+        // SAFETY: AVX-512F is present and passed the DAZ/FTZ self-check (checked above).
+        unsafe { avx512::dot_2x2_half(&mut got, (&a, a_step), (&b, b_step), steps, half) };
+        for t in 0..4 {
+            let ctx = |_: usize, _: usize| format!("tile {t}, steps {steps}, {half:?}");
+            assert_same("fused half block", &got[t], &want[t], &ctx);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A register-blocked run of tile dot products in one call: the inner loop of a 2x2 AMX
+//! micro-kernel, computed by the emulator's arithmetic with no tile state in between.
+//!
+//! [`dot_2x2`] computes, for each k-step `s` in order,
+//!
+//! ```text
+//! C00 += A0 x B0;  C01 += A0 x B1;  C10 += A1 x B0;  C11 += A1 x B1
+//! ```
+//!
+//! on full tiles (16 rows of 64 bytes; M = N = K = 16 dwords), where A0 and A1 are the two
+//! tiles of 1024 bytes at `s * a_step` of `a` (row stride 64), and B0 and B1 those at
+//! `s * b_step` of `b`. The result is bit for bit that of the `4 * steps` instructions on the
+//! [`Emulator`](crate::Emulator) (and on the silicon: docs/semantics.md sections 9 and 10), but
+//! the operands are read in place, nothing is checked per instruction, and on a CPU with
+//! AVX-512 VNNI the integer products run in one fused kernel whose accumulators stay in
+//! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile.
+//!
+//! ```
+//! use amx_runtime::block::{dot_2x2, Block};
+//! use amx_runtime::rules::DotKind;
+//!
+//! // Two k-steps of A (each two 16 x 64-byte tiles) and of B, every byte 1 and 2.
+//! let a = vec![1u8; 2 * 2048];
+//! let b = vec![2u8; 2 * 2048];
+//! let mut c = Block::zeroed();
+//! dot_2x2(DotKind::Tdpbssd, &mut c, (&a, 2048), (&b, 2048), 2).unwrap();
+//! // Each output sums 2 steps x 64 products of 1 x 2.
+//! assert_eq!(c.dword(3, 15, 15), 256);
+//! ```
+
+use std::fmt;
+
+use amx_tilecfg::DotKind;
+
+use crate::unit::numerics::block::{self, Operands, STEP_BYTES};
+use crate::TILE_BYTES;
+
+/// The four C tiles of a 2x2 block, in the order C00, C01, C10, C11 (tile `2h + w` is output
+/// rows `16h..16h+16`, columns `16w..16w+16`), each 16 rows of 64 bytes as a tile holds them.
+#[derive(Clone, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct Block {
+    /// The tiles' bytes.
+    pub tiles: [[u8; TILE_BYTES]; 4],
+}
+
+impl Block {
+    /// Four tiles of zeros (as TILEZERO leaves them).
+    pub fn zeroed() -> Block {
+        Block {
+            tiles: [[0; TILE_BYTES]; 4],
+        }
+    }
+
+    /// Dword `col` (< 16) of row `row` (< 16) of tile `t` (< 4), little-endian; 0 for an index
+    /// out of range.
+    pub fn dword(&self, t: usize, row: usize, col: usize) -> u32 {
+        let at = row * 64 + col * 4;
+        match self.tiles.get(t).and_then(|tile| tile.get(at..at + 4)) {
+            Some(bytes) if row < 16 && col < 16 => {
+                u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+            }
+            _ => 0,
+        }
+    }
+}
+
+impl fmt::Debug for Block {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Block").finish_non_exhaustive()
+    }
+}
+
+/// Why [`dot_2x2`] refused its arguments (before computing anything: C is unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlockError {
+    /// The k-steps of an operand do not fit its buffer: the last step ends at byte `needed`
+    /// (`usize::MAX` when that overflows) of a buffer of `len` bytes.
+    OutOfBounds {
+        /// `"A"` or `"B"`.
+        operand: &'static str,
+        /// One past the last byte the steps read.
+        needed: usize,
+        /// The buffer's length.
+        len: usize,
+    },
+}
+
+impl fmt::Display for BlockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockError::OutOfBounds {
+                operand,
+                needed,
+                len,
+            } => write!(
+                f,
+                "operand {operand}: its k-steps need {needed} bytes but the buffer has {len}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BlockError {}
+
+/// One past the last byte `steps` k-steps of 2048 bytes, `step` bytes apart, read.
+fn needed(steps: usize, step: usize) -> usize {
+    match steps {
+        0 => 0,
+        _ => (steps - 1)
+            .checked_mul(step)
+            .and_then(|x| x.checked_add(STEP_BYTES))
+            .unwrap_or(usize::MAX),
+    }
+}
+
+/// `steps` k-steps of the 2x2 block product `kind` into `c` (see the [module docs](self)):
+/// `a` and `b` are each a buffer and the byte distance between its k-steps (any distance,
+/// also less than 2048: steps may overlap).
+///
+/// # Errors
+/// [`BlockError::OutOfBounds`] when a step's 2048 bytes fall outside its buffer; `c` is then
+/// unchanged.
+pub fn dot_2x2(
+    kind: DotKind,
+    c: &mut Block,
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+) -> Result<(), BlockError> {
+    for (operand, buf, step) in [("A", a, a_step), ("B", b, b_step)] {
+        let needed = needed(steps, step);
+        if needed > buf.len() {
+            return Err(BlockError::OutOfBounds {
+                operand,
+                needed,
+                len: buf.len(),
+            });
+        }
+    }
+    let ops = Operands {
+        a,
+        a_step,
+        b,
+        b_step,
+        steps,
+    };
+    block::dot_2x2(kind, &mut c.tiles, &ops);
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! A 2x2 block of tile dot products over many k-steps in one call (the public face is
+//! [`crate::block`]): the fused kernel where the CPU has one, else the per-instruction kernels
+//! of this module's parent, step by step, on the operands in place.
+
+use amx_tilecfg::DotKind;
+
+#[cfg(target_arch = "x86_64")]
+use crate::peak::KernelPath;
+
+/// Bytes of one k-step of an operand: two 16 x 64-byte tiles.
+pub(crate) const STEP_BYTES: usize = 2048;
+
+/// The operands of a block, already validated: for every `s < steps`, the 2048 bytes at
+/// `s * a_step` of `a` and at `s * b_step` of `b` exist.
+pub(crate) struct Operands<'o> {
+    pub a: &'o [u8],
+    pub a_step: usize,
+    pub b: &'o [u8],
+    pub b_step: usize,
+    pub steps: usize,
+}
+
+/// Tile `h` (0 or 1) of step `s` of an operand; `None` past the buffer (never, once
+/// validated; the `Option` keeps this panic-free).
+fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 1024]> {
+    let at = s.checked_mul(step)?.checked_add(h * 1024)?;
+    x.get(at..at.checked_add(1024)?)?.try_into().ok()
+}
+
+/// `C[2h + w] += Ah x Bw` for each step in order, as the instructions `kind` would on full
+/// tiles (16 rows, 64 bytes per row).
+pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    let signs = match kind {
+        DotKind::Tdpbssd => Some((true, true)),
+        DotKind::Tdpbsud => Some((true, false)),
+        DotKind::Tdpbusd => Some((false, true)),
+        DotKind::Tdpbuud => Some((false, false)),
+        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => None,
+    };
+    #[cfg(target_arch = "x86_64")]
+    if let (Some(signs), KernelPath::Avx512) = (signs, super::int8_path()) {
+        if validated(ops) {
+            // SAFETY: int8_path chose AVX-512 (AVX-512F and AVX-512 VNNI present), and
+            // `validated` proved the 2048 bytes of every step inside `a` and `b`.
+            unsafe {
+                super::avx512::dot_2x2_int8(
+                    c,
+                    (ops.a.as_ptr(), ops.a_step),
+                    (ops.b.as_ptr(), ops.b_step),
+                    ops.steps,
+                    signs,
+                )
+            };
+            return;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if signs.is_none() && super::float_path() == KernelPath::Avx512 {
+        let half = if kind == DotKind::Tdpfp16ps {
+            super::Half::Fp16
+        } else {
+            super::Half::Bf16
+        };
+        // SAFETY: float_path chose AVX-512 (AVX-512F present, DAZ/FTZ self-checked); the
+        // kernel reads only the steps' 2048-byte ranges, through checked slices.
+        unsafe {
+            super::avx512::dot_2x2_half(
+                c,
+                (ops.a, ops.a_step),
+                (ops.b, ops.b_step),
+                ops.steps,
+                half,
+            )
+        };
+        return;
+    }
+    let _ = signs;
+    stepwise(kind, c, ops);
+}
+
+/// Whether every step's 2048 bytes lie inside both operands.
+fn validated(ops: &Operands<'_>) -> bool {
+    let fits = |len: usize, step: usize| {
+        ops.steps == 0
+            || (ops.steps - 1)
+                .checked_mul(step)
+                .and_then(|x| x.checked_add(STEP_BYTES))
+                .is_some_and(|end| end <= len)
+    };
+    fits(ops.a.len(), ops.a_step) && fits(ops.b.len(), ops.b_step)
+}
+
+/// The block as its instruction sequence, each product on the per-instruction kernel.
+pub(crate) fn stepwise(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    for s in 0..ops.steps {
+        for (i, ct) in c.iter_mut().enumerate() {
+            let (Some(at), Some(bt)) = (
+                tile(ops.a, ops.a_step, s, i / 2),
+                tile(ops.b, ops.b_step, s, i % 2),
+            ) else {
+                return;
+            };
+            match kind {
+                DotKind::Tdpbssd => super::dot_int8(ct, at, bt, 16, 16, 16, true, true),
+                DotKind::Tdpbsud => super::dot_int8(ct, at, bt, 16, 16, 16, true, false),
+                DotKind::Tdpbusd => super::dot_int8(ct, at, bt, 16, 16, 16, false, true),
+                DotKind::Tdpbuud => super::dot_int8(ct, at, bt, 16, 16, 16, false, false),
+                DotKind::Tdpbf16ps => super::dot_bf16(ct, at, bt, 16, 16, 16),
+                DotKind::Tdpfp16ps => super::dot_fp16(ct, at, bt, 16, 16, 16),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fallback (the path of CPUs without the fused kernels) against the dispatch, on
+    /// every instruction: on a CPU with AVX-512 the dispatch runs the fused kernels.
+    #[test]
+    fn stepwise_equals_the_dispatch() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        let a: Vec<u8> = (0..5 * 2048).map(|_| next() & 0xBF).collect();
+        let b: Vec<u8> = (0..5 * 2048).map(|_| next() & 0xBF).collect();
+        let mut c = [[0u8; 1024]; 4];
+        c.iter_mut().flatten().for_each(|v| *v = next() & 0x3F);
+        for kind in [
+            DotKind::Tdpbssd,
+            DotKind::Tdpbsud,
+            DotKind::Tdpbusd,
+            DotKind::Tdpbuud,
+            DotKind::Tdpbf16ps,
+            DotKind::Tdpfp16ps,
+        ] {
+            let ops = Operands {
+                a: &a,
+                a_step: 2048,
+                b: &b,
+                b_step: 2048,
+                steps: 5,
+            };
+            let (mut fast, mut slow) = (c, c);
+            dot_2x2(kind, &mut fast, &ops);
+            stepwise(kind, &mut slow, &ops);
+            assert!(fast == slow, "{kind:?}");
+            assert!(fast != c, "{kind:?} computed nothing");
+        }
+    }
+}

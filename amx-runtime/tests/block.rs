@@ -1,0 +1,143 @@
+//! `amx_runtime::block::dot_2x2` against the same instructions issued one by one on the
+//! emulator, for every dot-product instruction, and its refusals.
+
+use amx_runtime::block::{dot_2x2, Block, BlockError};
+use amx_runtime::rules::DotKind;
+use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
+use amx_test_support::SplitMix64 as Rng;
+
+/// C in t0..t3 (C00, C01, C10, C11), A0/A1 in t4/t5, B0/B1 in t6/t7, all full.
+static BLOCK: TileConfig = tilecfg! {
+    palette 1;
+    t0: 16x64; t1: 16x64; t2: 16x64; t3: 16x64;
+    t4: 16x64; t5: 16x64; t6: 16x64; t7: 16x64;
+};
+
+const KINDS: [DotKind; 6] = [
+    DotKind::Tdpbssd,
+    DotKind::Tdpbsud,
+    DotKind::Tdpbusd,
+    DotKind::Tdpbuud,
+    DotKind::Tdpbf16ps,
+    DotKind::Tdpfp16ps,
+];
+
+/// Bytes rich in extremes, and (one dword in four) 16-bit halves that are NaNs, infinities,
+/// denormals or zeros in bf16 and fp16.
+fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 4);
+    while out.len() < len {
+        let word = match rng.below(8) {
+            0 => [0x7F80_7FC1, 0x0001_8000, 0xFC00_7C00, 0x807F_0080][rng.below(4) as usize],
+            1 => 0x8080_7F7F,
+            _ => rng.next_u64() as u32 & 0xBFFF_BFFF, // moderate floats: exponents below 2^1
+        };
+        out.extend_from_slice(&word.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn issue(emu: &mut Emulator, kind: DotKind, c: u8, a: u8, b: u8) {
+    match kind {
+        DotKind::Tdpbssd => emu.tdpbssd(c, a, b),
+        DotKind::Tdpbsud => emu.tdpbsud(c, a, b),
+        DotKind::Tdpbusd => emu.tdpbusd(c, a, b),
+        DotKind::Tdpbuud => emu.tdpbuud(c, a, b),
+        DotKind::Tdpbf16ps => emu.tdpbf16ps(c, a, b),
+        DotKind::Tdpfp16ps => emu.tdpfp16ps(c, a, b),
+    }
+    .unwrap();
+}
+
+/// The block as `4 * steps` instructions on the emulator.
+fn by_instructions(
+    kind: DotKind,
+    c: &Block,
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+) -> Block {
+    let mut emu = Emulator::new();
+    emu.ldtilecfg(BLOCK.as_bytes()).unwrap();
+    for (t, tile) in c.tiles.iter().enumerate() {
+        emu.tileloadd(t as u8, tile, 64).unwrap();
+    }
+    for s in 0..steps {
+        for h in 0..2 {
+            emu.tileloadd(4 + h as u8, &a[s * a_step + h * 1024..], 64)
+                .unwrap();
+            emu.tileloadd(6 + h as u8, &b[s * b_step + h * 1024..], 64)
+                .unwrap();
+        }
+        issue(&mut emu, kind, 0, 4, 6);
+        issue(&mut emu, kind, 1, 4, 7);
+        issue(&mut emu, kind, 2, 5, 6);
+        issue(&mut emu, kind, 3, 5, 7);
+    }
+    let mut out = Block::zeroed();
+    for (t, tile) in out.tiles.iter_mut().enumerate() {
+        *tile = emu.tile_data(t as u8).unwrap();
+    }
+    out
+}
+
+#[test]
+fn blocks_equal_their_instruction_sequences() {
+    let mut rng = Rng::new(0x0B10_C4ED);
+    for iter in 0..240 {
+        let kind = KINDS[iter % KINDS.len()];
+        // Up to 9 steps (past the fused int8 kernel's chunk of 4), spaced, packed or
+        // overlapping.
+        let steps = rng.below(10) as usize;
+        let a_step = [2048, 2048, 1024, 2048 + 64][rng.below(4) as usize];
+        let b_step = [2048, 4096, 0][rng.below(3) as usize];
+        let a = bytes(&mut rng, steps.saturating_sub(1) * a_step + 2048);
+        let b = bytes(&mut rng, steps.saturating_sub(1) * b_step + 2048);
+        let mut c = Block::zeroed();
+        for tile in c.tiles.iter_mut() {
+            tile.copy_from_slice(&bytes(&mut rng, 1024));
+        }
+        let want = by_instructions(kind, &c, (&a, a_step), (&b, b_step), steps);
+        dot_2x2(kind, &mut c, (&a, a_step), (&b, b_step), steps).unwrap();
+        for t in 0..4 {
+            assert!(
+                c.tiles[t] == want.tiles[t],
+                "{} tile {t}, {steps} steps of {a_step}/{b_step} bytes",
+                kind.mnemonic()
+            );
+        }
+    }
+}
+
+#[test]
+fn operands_too_short_are_refused_and_c_is_unchanged() {
+    let a = vec![1u8; 2 * 2048];
+    let b = vec![2u8; 2 * 2048 - 1];
+    let mut c = Block::zeroed();
+    c.tiles[1][5] = 9;
+    let before = c.clone();
+    assert_eq!(
+        dot_2x2(DotKind::Tdpbssd, &mut c, (&a, 2048), (&b, 2048), 2),
+        Err(BlockError::OutOfBounds {
+            operand: "B",
+            needed: 4096,
+            len: 4095
+        })
+    );
+    assert_eq!(
+        dot_2x2(DotKind::Tdpbf16ps, &mut c, (&a, 2049), (&a, 2048), 2),
+        Err(BlockError::OutOfBounds {
+            operand: "A",
+            needed: 4097,
+            len: 4096
+        })
+    );
+    // A step distance whose product overflows is refused, not wrapped.
+    let err = dot_2x2(DotKind::Tdpbuud, &mut c, (&a, usize::MAX), (&b, 0), 3).unwrap_err();
+    assert!(err.to_string().contains("operand A"), "{err}");
+    assert!(c == before);
+    // Zero steps read nothing and change nothing, whatever the buffers.
+    dot_2x2(DotKind::Tdpbssd, &mut c, (&[], 0), (&[], 0), 0).unwrap();
+    assert!(c == before);
+}
