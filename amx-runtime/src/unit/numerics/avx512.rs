@@ -496,112 +496,291 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
     }
 }
 
-/// Two C tiles of one column of a 2x2 block, stacked: 32 rows of 64 bytes (tile `h` at
-/// `h * 1024`), the layout [`groups_kernel`] reads and writes in one pass.
-#[repr(C, align(64))]
-struct Column([u8; 2048]);
-
-impl Column {
-    /// Tile `h` (0 or 1).
-    fn tile(&self, h: usize) -> &[u8; 1024] {
-        let [top, bottom] = self.halves();
-        if h == 0 {
-            top
-        } else {
-            bottom
-        }
-    }
-
-    fn halves(&self) -> [&[u8; 1024]; 2] {
-        let (top, bottom) = self.0.split_at(1024);
-        [
-            top.try_into().unwrap_or(&[0; 1024]),
-            bottom.try_into().unwrap_or(&[0; 1024]),
-        ]
-    }
-}
-
 /// The 2048 bytes of k-step `s` of an operand whose steps are `stride` bytes apart.
 fn step_of(x: &[u8], stride: usize, s: usize) -> Option<&[u8; 2048]> {
     let at = s.checked_mul(stride)?;
     x.get(at..at.checked_add(2048)?)?.try_into().ok()
 }
 
+/// The two tiles of a k-step.
+fn tiles_of(x: &[u8; 2048]) -> [&[u8; 1024]; 2] {
+    let (lo, hi) = x.split_at(1024);
+    [
+        lo.try_into().unwrap_or(&[0; 1024]),
+        hi.try_into().unwrap_or(&[0; 1024]),
+    ]
+}
+
+/// The four C tiles of a 2x2 block as two columns of 32 rows: `[C00; C10]` then `[C01; C11]`
+/// (row `m` of column `w` at `w * 2048 + m * 64`), the layout [`block_kernel`] reads and
+/// writes.
+#[repr(C, align(64))]
+struct Columns([u8; 4096]);
+
+impl Columns {
+    /// Tile `2h + w` of the block.
+    fn tile(&self, h: usize, w: usize) -> &[u8; 1024] {
+        let at = w * 2048 + h * 1024;
+        self.0[at..at + 1024].try_into().unwrap_or(&[0; 1024])
+    }
+}
+
 /// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), with
-/// the arithmetic of [`dot_half`]: per step, A (both tiles) and each B tile are converted to
-/// fp32 once rather than once per instruction, and each column of C (two tiles, 32 rows) is
-/// one [`groups_kernel`] pass under one MXCSR switch. Lanes that end in a NaN are recomputed
-/// by the exact model from the step's operands, as in [`dot_half`].
+/// the arithmetic of [`dot_half`]: per step, A (both tiles) and B (both tiles) are converted
+/// to fp32 once rather than once per instruction, and the four products are one
+/// [`block_kernel`] pass under one MXCSR switch. Lanes that end in a NaN are recomputed by the
+/// exact model from the step's operands, as in [`dot_half`].
 ///
 /// # Safety
-/// The CPU must support AVX-512F; for every `s < steps`, the 2048 bytes at `s * a_step` of
-/// `a` and at `s * b_step` of `b` must exist (the function does nothing past them).
+/// The CPU must support AVX-512F; the function reads only whole steps inside `a` and `b`
+/// (through checked slices) and stops at the first step that does not fit.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn dot_2x2_half(
+    c: &mut [[u8; 1024]; 4],
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) {
+    // SAFETY: forwarded from this function's contract (both calls).
+    unsafe {
+        match half {
+            Half::Bf16 => half_block::<false>(c, a, b, steps),
+            Half::Fp16 => half_block::<true>(c, a, b, steps),
+        }
+    }
+}
+
+/// [`dot_2x2_half`] for one format (`FP16` or bf16), so that the conversion has no branch.
+///
+/// C lives in two [`Columns`] buffers used in turn: a step reads one and writes the other,
+/// so the old C of a NaN lane is still there for the exact model, and nothing is copied.
+///
+/// # Safety
+/// As [`dot_2x2_half`].
+#[target_feature(enable = "avx512f")]
+unsafe fn half_block<const FP16: bool>(
     c: &mut [[u8; 1024]; 4],
     (a, a_step): (&[u8], usize),
     (b, b_step): (&[u8], usize),
     steps: usize,
-    half: Half,
 ) {
-    // C column w = [C0w; C1w].
-    let mut cols = [Column([0; 2048]), Column([0; 2048])];
-    for (w, col) in cols.iter_mut().enumerate() {
-        col.0[..1024].copy_from_slice(&c[w]);
-        col.0[1024..].copy_from_slice(&c[2 + w]);
+    let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
+    let mut bufs = [Columns([0; 4096]), Columns([0; 4096])];
+    for (i, tile) in c.iter().enumerate() {
+        let at = (i % 2) * 2048 + (i / 2) * 1024;
+        bufs[0].0[at..at + 1024].copy_from_slice(tile);
     }
+    let mut cur = 0;
+    // A as [even elements of rows 0..32; odd elements of rows 0..32], B as [even B0; odd
+    // B0; even B1; odd B1] (16 rows each), all fp32; reused by every step.
+    let mut a32 = [_mm512_setzero_si512(); 4 * ROWS];
+    let mut b32 = [_mm512_setzero_si512(); 4 * ROWS];
     for s in 0..steps {
         let (Some(a_s), Some(b_s)) = (step_of(a, a_step, s), step_of(b, b_step, s)) else {
             break;
         };
-        let a_tiles: [&[u8; 1024]; 2] = [
-            a_s[..1024].try_into().unwrap_or(&[0; 1024]),
-            a_s[1024..].try_into().unwrap_or(&[0; 1024]),
-        ];
-        let row_a = |r: usize| load_row(a_tiles[r / ROWS], r % ROWS);
-        // 32 rows of A's even and odd elements as fp32 (broadcast by the kernel).
-        let ae: [__m512i; 2 * ROWS] = core::array::from_fn(|r| split(row_a(r), half).0);
-        let ao: [__m512i; 2 * ROWS] = core::array::from_fn(|r| split(row_a(r), half).1);
-        for (w, col) in cols.iter_mut().enumerate() {
-            let b_tile: &[u8; 1024] = b_s[w * 1024..][..1024].try_into().unwrap_or(&[0; 1024]);
-            let be: Panel = core::array::from_fn(|r| split(load_row(b_tile, r), half).0);
-            let bo: Panel = core::array::from_fn(|r| split(load_row(b_tile, r), half).1);
-            let mut out = [MaybeUninit::<__m512i>::uninit(); 2 * ROWS];
-            // SAFETY: ae/ao and `col` hold 32 rows of 64 bytes (4 groups of 8), be/bo 16 rows
-            // (k = 16), `out` 32 writable rows; they are live locals that nothing else
-            // accesses during the call. The CPU supports AVX-512F (this function's contract).
-            unsafe {
-                groups_kernel(
-                    ae.as_ptr().cast(),
-                    ao.as_ptr().cast(),
-                    be.as_ptr().cast(),
-                    bo.as_ptr().cast(),
-                    ROWS,
-                    col.0.as_ptr(),
-                    out.as_mut_ptr().cast(),
-                    2 * ROWS / GROUP,
-                )
-            };
-            for (m, row) in out.iter().enumerate() {
-                // SAFETY: the kernel wrote all 32 rows of `out`.
-                let mut row = unsafe { row.assume_init() };
-                let v = _mm512_castsi512_ps(row);
-                let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(0xFFFF, v, v);
-                if nan != 0 {
-                    let (h, r) = (m / ROWS, m % ROWS);
-                    row = fix_nan_lanes(row, col.tile(h), a_tiles[h], b_tile, r, nan, ROWS, half);
-                }
-                let dst: &mut [u8] = &mut col.0[m * 64..m * 64 + 64];
-                // SAFETY: `dst` is 64 writable bytes; the store is unaligned.
-                unsafe { _mm512_storeu_si512(dst.as_mut_ptr().cast(), row) };
+        let (a_tiles, b_tiles) = (tiles_of(a_s), tiles_of(b_s));
+        for h in 0..2 {
+            for r in 0..ROWS {
+                let (even, odd) = split(load_row(a_tiles[h], r), half);
+                a32[h * ROWS + r] = even;
+                a32[2 * ROWS + h * ROWS + r] = odd;
             }
         }
+        for (w, tile) in b_tiles.iter().enumerate() {
+            for r in 0..ROWS {
+                let (even, odd) = split(load_row(tile, r), half);
+                b32[w * 2 * ROWS + r] = even;
+                b32[w * 2 * ROWS + ROWS + r] = odd;
+            }
+        }
+        let [first, second] = &mut bufs;
+        let (old, new) = if cur == 0 {
+            (&*first, second)
+        } else {
+            (&*second, first)
+        };
+        // SAFETY: a32 and b32 are 64 rows of 64 bytes each, `old` and `new` 4096 bytes, all
+        // live locals that nothing else accesses during the call, `new` distinct from the
+        // others. The CPU supports AVX-512F (this function's contract).
+        let any_nan = unsafe {
+            block_kernel(
+                a32.as_ptr().cast(),
+                b32.as_ptr().cast(),
+                old.0.as_ptr(),
+                new.0.as_mut_ptr(),
+            )
+        };
+        for (i, row) in new.0.chunks_exact_mut(64).enumerate().filter(|_| any_nan) {
+            // SAFETY: `row` is 64 readable bytes; the load is unaligned.
+            let v = unsafe { _mm512_loadu_si512(row.as_ptr().cast()) };
+            let f = _mm512_castsi512_ps(v);
+            let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(0xFFFF, f, f);
+            if nan != 0 {
+                let (w, h, r) = (i / (2 * ROWS), (i / ROWS) % 2, i % ROWS);
+                let c_tile = old.tile(h, w);
+                let v = fix_nan_lanes(v, c_tile, a_tiles[h], b_tiles[w], r, nan, ROWS, half);
+                // SAFETY: `row` is 64 writable bytes; the store is unaligned.
+                unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), v) };
+            }
+        }
+        cur ^= 1;
     }
-    for (w, col) in cols.iter().enumerate() {
-        let [top, bottom] = col.halves();
-        c[w] = *top;
-        c[2 + w] = *bottom;
+    for (i, tile) in c.iter_mut().enumerate() {
+        *tile = *bufs[cur].tile(i / 2, i % 2);
     }
+}
+
+/// One k-step of a 2x2 block of floating-point products on full tiles, under [`MXCSR_AMX`]:
+/// for each of the 32 rows `m` of A and each column `w` of C, `out[w][m] = c[w][m] + (te + to)`
+/// with `te = sum_k fma(ae[m][k], be_w[k])` and likewise `to`, starting from +0.
+///
+/// Four rows at a time: per row four accumulators (te and to of both columns, 16 chains in
+/// all), B's four converted rows in registers, and each A element broadcast once for two
+/// products: 12 loads per 16 FMAs, where one column at a time needs 18. One asm block, MXCSR
+/// switch and restore included (see [`groups_kernel`]). Returns whether any output lane is
+/// a NaN (those lanes need the exact model).
+///
+/// # Safety
+/// The CPU must support AVX-512F. `a` must point to 64 rows of 64 readable bytes (fp32 even
+/// elements of A's rows 0..32, then odd), `b` to 64 rows (even B0, odd B0, even B1, odd B1,
+/// 16 rows each), `c` to 4096 readable bytes and `out` to 4096 writable bytes in the
+/// [`Columns`] layout, `out` not overlapping the others.
+#[target_feature(enable = "avx512f")]
+unsafe fn block_kernel(a: *const u8, b: *const u8, c: *const u8, out: *mut u8) -> bool {
+    let mut csr = [0u32, MXCSR_AMX];
+    let nan: u32;
+    // SAFETY: the memory operands lie in the buffers the caller guarantees (A rows 0..64 at
+    // dword offsets < 16, B rows 0..64, C and out bytes 0..4096); `csr` is a live local the
+    // block saves MXCSR into and restores it from before exiting; every vector register it
+    // writes is declared clobbered (clobber_abi), the pointer and counter registers are inout
+    // or outputs; no stack is used.
+    unsafe {
+        asm!(
+            "vstmxcsr dword ptr [{csr}]",
+            "vldmxcsr dword ptr [{csr} + 4]",
+            "kxorw k2, k2, k2",
+            "mov r9, 8",
+            "4:",
+            "mov r8, {b}",
+            "mov rcx, 16",
+            "vxorps xmm0, xmm0, xmm0",
+            "vxorps xmm1, xmm1, xmm1",
+            "vxorps xmm2, xmm2, xmm2",
+            "vxorps xmm3, xmm3, xmm3",
+            "vxorps xmm4, xmm4, xmm4",
+            "vxorps xmm5, xmm5, xmm5",
+            "vxorps xmm6, xmm6, xmm6",
+            "vxorps xmm7, xmm7, xmm7",
+            "vxorps xmm8, xmm8, xmm8",
+            "vxorps xmm9, xmm9, xmm9",
+            "vxorps xmm10, xmm10, xmm10",
+            "vxorps xmm11, xmm11, xmm11",
+            "vxorps xmm12, xmm12, xmm12",
+            "vxorps xmm13, xmm13, xmm13",
+            "vxorps xmm14, xmm14, xmm14",
+            "vxorps xmm15, xmm15, xmm15",
+            "2:",
+            "vmovups zmm16, zmmword ptr [r8]",
+            "vmovups zmm17, zmmword ptr [r8 + 1024]",
+            "vmovups zmm18, zmmword ptr [r8 + 2048]",
+            "vmovups zmm19, zmmword ptr [r8 + 3072]",
+            "vbroadcastss zmm20, dword ptr [rsi]",
+            "vbroadcastss zmm21, dword ptr [rsi + 2048]",
+            "vfmadd231ps zmm0, zmm16, zmm20",
+            "vfmadd231ps zmm1, zmm17, zmm21",
+            "vfmadd231ps zmm2, zmm18, zmm20",
+            "vfmadd231ps zmm3, zmm19, zmm21",
+            "vbroadcastss zmm22, dword ptr [rsi + 64]",
+            "vbroadcastss zmm23, dword ptr [rsi + 2112]",
+            "vfmadd231ps zmm4, zmm16, zmm22",
+            "vfmadd231ps zmm5, zmm17, zmm23",
+            "vfmadd231ps zmm6, zmm18, zmm22",
+            "vfmadd231ps zmm7, zmm19, zmm23",
+            "vbroadcastss zmm20, dword ptr [rsi + 128]",
+            "vbroadcastss zmm21, dword ptr [rsi + 2176]",
+            "vfmadd231ps zmm8, zmm16, zmm20",
+            "vfmadd231ps zmm9, zmm17, zmm21",
+            "vfmadd231ps zmm10, zmm18, zmm20",
+            "vfmadd231ps zmm11, zmm19, zmm21",
+            "vbroadcastss zmm22, dword ptr [rsi + 192]",
+            "vbroadcastss zmm23, dword ptr [rsi + 2240]",
+            "vfmadd231ps zmm12, zmm16, zmm22",
+            "vfmadd231ps zmm13, zmm17, zmm23",
+            "vfmadd231ps zmm14, zmm18, zmm22",
+            "vfmadd231ps zmm15, zmm19, zmm23",
+            "add r8, 64",
+            "add rsi, 4",
+            "dec rcx",
+            "jnz 2b",
+            // Per row: te + to, then C + that, for column 0 (C at +0) and column 1 (+2048).
+            // The operand order only matters for NaNs, which the caller recomputes exactly.
+            "vaddps zmm0, zmm0, zmm1",
+            "vaddps zmm0, zmm0, zmmword ptr [rdi + 0]",
+            "vmovups zmmword ptr [rdx + 0], zmm0",
+            "vcmpunordps k1, zmm0, zmm0",
+            "korw k2, k2, k1",
+            "vaddps zmm2, zmm2, zmm3",
+            "vaddps zmm2, zmm2, zmmword ptr [rdi + 2048]",
+            "vmovups zmmword ptr [rdx + 2048], zmm2",
+            "vcmpunordps k1, zmm2, zmm2",
+            "korw k2, k2, k1",
+            "vaddps zmm4, zmm4, zmm5",
+            "vaddps zmm4, zmm4, zmmword ptr [rdi + 64]",
+            "vmovups zmmword ptr [rdx + 64], zmm4",
+            "vcmpunordps k1, zmm4, zmm4",
+            "korw k2, k2, k1",
+            "vaddps zmm6, zmm6, zmm7",
+            "vaddps zmm6, zmm6, zmmword ptr [rdi + 2112]",
+            "vmovups zmmword ptr [rdx + 2112], zmm6",
+            "vcmpunordps k1, zmm6, zmm6",
+            "korw k2, k2, k1",
+            "vaddps zmm8, zmm8, zmm9",
+            "vaddps zmm8, zmm8, zmmword ptr [rdi + 128]",
+            "vmovups zmmword ptr [rdx + 128], zmm8",
+            "vcmpunordps k1, zmm8, zmm8",
+            "korw k2, k2, k1",
+            "vaddps zmm10, zmm10, zmm11",
+            "vaddps zmm10, zmm10, zmmword ptr [rdi + 2176]",
+            "vmovups zmmword ptr [rdx + 2176], zmm10",
+            "vcmpunordps k1, zmm10, zmm10",
+            "korw k2, k2, k1",
+            "vaddps zmm12, zmm12, zmm13",
+            "vaddps zmm12, zmm12, zmmword ptr [rdi + 192]",
+            "vmovups zmmword ptr [rdx + 192], zmm12",
+            "vcmpunordps k1, zmm12, zmm12",
+            "korw k2, k2, k1",
+            "vaddps zmm14, zmm14, zmm15",
+            "vaddps zmm14, zmm14, zmmword ptr [rdi + 2240]",
+            "vmovups zmmword ptr [rdx + 2240], zmm14",
+            "vcmpunordps k1, zmm14, zmm14",
+            "korw k2, k2, k1",
+            // The next four rows: A's (the k loop advanced it by 64 bytes of k), C's, out's.
+            "add rsi, 192",
+            "add rdi, 256",
+            "add rdx, 256",
+            "dec r9",
+            "jnz 4b",
+            "vldmxcsr dword ptr [{csr}]",
+            "kmovw eax, k2",
+            csr = in(reg) csr.as_mut_ptr(),
+            out("eax") nan,
+            // Named registers, as clobber_abi requires of outputs: A's pointer in rsi, C's
+            // in rdi, out's in rdx, B's row pointer in r8, the k count in rcx, the row
+            // groups in r9.
+            inout("rsi") a => _,
+            b = in(reg) b,
+            inout("rdi") c => _,
+            inout("rdx") out => _,
+            out("r8") _,
+            out("rcx") _,
+            out("r9") _,
+            clobber_abi("C"),
+            options(nostack),
+        );
+    }
+    nan != 0
 }
 
 /// The even and odd elements of each dword of `x`, as fp32 bit patterns.

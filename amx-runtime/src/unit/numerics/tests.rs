@@ -1238,12 +1238,25 @@ fn block_half_fused_matches_exact_sequence() {
         let (a_step, b_step) = ([2048, 1024][rng.below(2) as usize], 2048 + 64);
         let mut a = vec![0u8; steps * a_step + 2048];
         let mut b = vec![0u8; steps * b_step + 2048];
+        // Every other case without specials: NaN lanes are recomputed by the exact model,
+        // which would hide a fault of the vector kernel in them.
+        let special = iter % 2 == 0;
         for x in a.chunks_exact_mut(2).chain(b.chunks_exact_mut(2)) {
-            x.copy_from_slice(&half_special(&mut rng, half).to_le_bytes());
+            let v = if special {
+                half_special(&mut rng, half)
+            } else {
+                // Moderate magnitudes of either sign: exponent bits 0b0_11xx_xxxx.
+                (rng.u32() as u16 & 0x83FF) | 0x3800
+            };
+            x.copy_from_slice(&v.to_le_bytes());
         }
         let mut c = [[0u8; 1024]; 4];
         for t in c.iter_mut() {
-            *t = random_half_tiles(&mut rng, half).0;
+            *t = if special {
+                random_half_tiles(&mut rng, half).0
+            } else {
+                tile_of(|_, _| 0x3F80_0000 ^ (rng.u32() & 0x807F_FFFF))
+            };
         }
         let mut want = c;
         for s in 0..steps {
