@@ -180,18 +180,13 @@ impl<'t> Checked<'t> {
             // The runtime reports the unused tile as the #UD it is.
             return Ok(());
         };
-        let needed = (shape.rows as usize - 1)
-            .checked_mul(stride)
-            .and_then(|x| x.checked_add(shape.colsb as usize))
-            .and_then(|x| x.checked_add(offset));
-        match needed {
-            Some(needed) if needed <= len => Ok(()),
-            needed => Err(GemmError::Fault(Fault::OutOfBounds {
-                tile: t,
-                needed: needed.unwrap_or(usize::MAX),
-                len,
-            })),
-        }
+        tile_bounds(
+            t,
+            (shape.rows as usize, shape.colsb as usize),
+            offset,
+            stride,
+            len,
+        )
     }
 }
 
@@ -558,9 +553,22 @@ pub(crate) fn full_tile_bounds(
     stride: usize,
     len: usize,
 ) -> Result<(), GemmError> {
-    let needed = (FULL_ROWS - 1)
+    tile_bounds(t, (FULL_ROWS, FULL_COLSB), offset, stride, len)
+}
+
+/// Out of bounds unless every row `r < rows` of tile `t`, `colsb` bytes at `offset + r *
+/// stride`, lies inside `len` bytes (`rows` >= 1).
+fn tile_bounds(
+    t: u8,
+    (rows, colsb): (usize, usize),
+    offset: usize,
+    stride: usize,
+    len: usize,
+) -> Result<(), GemmError> {
+    let needed = rows
+        .saturating_sub(1)
         .checked_mul(stride)
-        .and_then(|x| x.checked_add(FULL_COLSB))
+        .and_then(|x| x.checked_add(colsb))
         .and_then(|x| x.checked_add(offset));
     match needed {
         Some(needed) if needed <= len => Ok(()),
