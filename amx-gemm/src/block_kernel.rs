@@ -66,20 +66,29 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
     unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
         let mut block = Block::zeroed();
         if t.accumulate {
-            // SAFETY: the caller keeps C's source alive and unchanged during the call (the
-            // micro-kernel contract), and nothing writes it while this shared view lives.
-            let src = unsafe { t.c_src.as_slice() };
+            // Row by row through the pointer, never a slice of the whole buffer: for a plain
+            // GEMM it is C, whose other rows other workers are writing meanwhile.
+            let src = t.c_src;
             for (i, tile) in block.tiles.iter_mut().enumerate() {
                 let at = tile_offset(t.c_src_offset, t.c_src_ld, i).unwrap_or(usize::MAX);
                 full_tile_bounds(C00 as u8 + i as u8, at, t.c_src_ld, src.len())?;
                 for (r, row) in tile.chunks_exact_mut(ROW_BYTES).enumerate() {
-                    let from = at + r * t.c_src_ld;
-                    row.copy_from_slice(&src[from..from + ROW_BYTES]);
+                    // SAFETY: full_tile_bounds proved rows r < 16 of 64 bytes at `at + r *
+                    // c_src_ld` inside the source's live bytes, which no one writes during
+                    // the call (the micro-kernel contract: this task's rows of C, or the
+                    // partial sums of this worker).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            src.ptr().add(at + r * t.c_src_ld),
+                            row.as_mut_ptr(),
+                            ROW_BYTES,
+                        )
+                    };
                 }
             }
         }
-        // SAFETY: as above, the packed A block and B panel are alive and unchanged (they are
-        // only read during the GEMM).
+        // SAFETY: the packed A block (this worker's own) and the packed B panel (shared
+        // read-only) are alive and unchanged during the call (the micro-kernel contract).
         let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
         let a = a.get(t.a_offset..).unwrap_or(&[]);
         let b = b.get(t.b_offset..).unwrap_or(&[]);
@@ -98,7 +107,7 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
             let at = tile_offset(t.c_offset, t.ldc_bytes, i).unwrap_or(usize::MAX);
             full_tile_bounds(C00 as u8 + i as u8, at, t.ldc_bytes, dst.len())?;
             for (r, row) in tile.chunks_exact(ROW_BYTES).enumerate() {
-                // SAFETY: `bounds` proved rows r < 16 of 64 bytes at `at + r * ldc_bytes`
+                // SAFETY: full_tile_bounds proved rows r < 16 of 64 bytes at `at + r * ldc_bytes`
                 // inside C's `dst.len()` live bytes; the task's rows of C are written by no
                 // other thread and no reference to them is alive (the micro-kernel contract).
                 unsafe {

@@ -54,6 +54,16 @@ impl Mem {
         }
     }
 
+    /// The buffer's first byte.
+    pub(crate) fn ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    /// The buffer's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The buffer as a slice.
     ///
     /// # Safety
