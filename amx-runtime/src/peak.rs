@@ -4,8 +4,9 @@
 //! supports best (see [`int8_path`] and [`float_path`]). [`simd_peak`] measures the throughput
 //! of the very instruction sequence those kernels are built on, register to register, with
 //! enough independent accumulators to keep every port busy; [`measure`] also times the
-//! emulated TDPBSSD and TDPBF16PS through the public [`TileUnit`] API and states each as a
-//! share of that peak. Both take a few milliseconds; call them when reporting, not per
+//! emulated TDPBSSD and TDPBF16PS through the public [`TileUnit`] API, and the same products
+//! in 2x2 blocks of [`BLOCK_STEPS`] k-steps through [`crate::block::dot_2x2`], and states each
+//! as a share of that peak. Both take a few milliseconds; call them when reporting, not per
 //! product.
 //!
 //! | kernel path | int8 products | bf16 / fp16 products |
