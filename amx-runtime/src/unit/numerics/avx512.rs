@@ -341,11 +341,11 @@ unsafe fn full_tile_int8_a_signed(
 /// `b + s * b_step` and `+ 1024`, `C[2h + w] += Ah x Bw` on full tiles (16 x 16 x 16 dwords).
 ///
 /// The same arithmetic as [`dot_int8`] (VPDPBUSD, A biased by 0x80 when both operands have the
-/// same signedness) with the per-instruction costs taken out of the step loop: C stays in
-/// `c`, the accumulators of 8 rows x 2 column tiles in registers for a whole k sweep (each B
+/// same signedness) with the per-instruction costs taken out of the step loop: the
+/// accumulators of 8 rows x 2 column tiles stay in registers for a chunk of 4 k-steps (each B
 /// row loaded once per 8 rows, each A dword broadcast once for two products), and the bias
-/// correction, which depends on the column only, accumulated over every step and subtracted
-/// once at the end (exact: everything wraps mod 2^32).
+/// correction, which depends on the column only, is accumulated over every step and
+/// subtracted once at the end (exact: everything wraps mod 2^32).
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512 VNNI; for every `s < steps`, the 2048 bytes at
