@@ -55,11 +55,12 @@ impl Block {
     /// Dword `col` (< 16) of row `row` (< 16) of tile `t` (< 4), little-endian; 0 for an index
     /// out of range.
     pub fn dword(&self, t: usize, row: usize, col: usize) -> u32 {
+        if row >= 16 || col >= 16 {
+            return 0;
+        }
         let at = row * 64 + col * 4;
         match self.tiles.get(t).and_then(|tile| tile.get(at..at + 4)) {
-            Some(bytes) if row < 16 && col < 16 => {
-                u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
-            }
+            Some(&[b0, b1, b2, b3]) => u32::from_le_bytes([b0, b1, b2, b3]),
             _ => 0,
         }
     }

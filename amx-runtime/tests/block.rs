@@ -141,3 +141,18 @@ fn operands_too_short_are_refused_and_c_is_unchanged() {
     dot_2x2(DotKind::Tdpbssd, &mut c, (&[], 0), (&[], 0), 0).unwrap();
     assert!(c == before);
 }
+
+#[test]
+fn dword_reads_little_endian_and_is_zero_out_of_range() {
+    let mut c = Block::zeroed();
+    c.tiles[2][15 * 64 + 4..15 * 64 + 8].copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(c.dword(2, 15, 1), 0x0403_0201);
+    for (t, row, col) in [
+        (4, 0, 0),
+        (0, 16, 0),
+        (0, 0, 16),
+        (0, usize::MAX, usize::MAX),
+    ] {
+        assert_eq!(c.dword(t, row, col), 0);
+    }
+}
