@@ -13,15 +13,6 @@ static BLOCK: TileConfig = tilecfg! {
     t4: 16x64; t5: 16x64; t6: 16x64; t7: 16x64;
 };
 
-const KINDS: [DotKind; 6] = [
-    DotKind::Tdpbssd,
-    DotKind::Tdpbsud,
-    DotKind::Tdpbusd,
-    DotKind::Tdpbuud,
-    DotKind::Tdpbf16ps,
-    DotKind::Tdpfp16ps,
-];
-
 /// Bytes rich in extremes, and (one dword in four) 16-bit halves that are NaNs, infinities,
 /// denormals or zeros in bf16 and fp16.
 fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
@@ -86,7 +77,7 @@ fn by_instructions(
 fn blocks_equal_their_instruction_sequences() {
     let mut rng = Rng::new(0x0B10_C4ED);
     for iter in 0..240 {
-        let kind = KINDS[iter % KINDS.len()];
+        let kind = DotKind::ALL[iter % DotKind::ALL.len()];
         // Up to 9 steps (past the fused int8 kernel's chunk of 4), spaced, packed or
         // overlapping.
         let steps = rng.below(10) as usize;

@@ -49,6 +49,16 @@ pub enum DotKind {
 }
 
 impl DotKind {
+    /// Every dot-product instruction, in the order of the enum.
+    pub const ALL: [DotKind; 6] = [
+        DotKind::Tdpbssd,
+        DotKind::Tdpbsud,
+        DotKind::Tdpbusd,
+        DotKind::Tdpbuud,
+        DotKind::Tdpbf16ps,
+        DotKind::Tdpfp16ps,
+    ];
+
     /// The mnemonic, upper case as in the manual.
     pub const fn mnemonic(self) -> &'static str {
         match self {

@@ -131,14 +131,7 @@ mod tests {
         let b: Vec<u8> = (0..5 * 2048).map(|_| next() & 0xBF).collect();
         let mut c = [[0u8; 1024]; 4];
         c.iter_mut().flatten().for_each(|v| *v = next() & 0x3F);
-        for kind in [
-            DotKind::Tdpbssd,
-            DotKind::Tdpbsud,
-            DotKind::Tdpbusd,
-            DotKind::Tdpbuud,
-            DotKind::Tdpbf16ps,
-            DotKind::Tdpfp16ps,
-        ] {
+        for kind in DotKind::ALL {
             let ops = Operands {
                 a: &a,
                 a_step: 2048,
