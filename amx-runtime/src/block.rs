@@ -32,7 +32,7 @@ use std::fmt;
 
 use amx_tilecfg::DotKind;
 
-use crate::unit::numerics::block::{self, Operands, STEP_BYTES};
+use crate::unit::numerics::block::{self, Operands};
 use crate::TILE_BYTES;
 
 /// The four C tiles of a 2x2 block, in the order C00, C01, C10, C11 (tile `2h + w` is output
@@ -105,17 +105,6 @@ impl fmt::Display for BlockError {
 
 impl std::error::Error for BlockError {}
 
-/// One past the last byte `steps` k-steps of 2048 bytes, `step` bytes apart, read.
-fn needed(steps: usize, step: usize) -> usize {
-    match steps {
-        0 => 0,
-        _ => (steps - 1)
-            .checked_mul(step)
-            .and_then(|x| x.checked_add(STEP_BYTES))
-            .unwrap_or(usize::MAX),
-    }
-}
-
 /// `steps` k-steps of the 2x2 block product `kind` into `c` (see the [module docs](self)):
 /// `a` and `b` are each a buffer and the byte distance between its k-steps (any distance,
 /// also less than 2048: steps may overlap).
@@ -130,23 +119,14 @@ pub fn dot_2x2(
     (b, b_step): (&[u8], usize),
     steps: usize,
 ) -> Result<(), BlockError> {
-    for (operand, buf, step) in [("A", a, a_step), ("B", b, b_step)] {
-        let needed = needed(steps, step);
-        if needed > buf.len() {
-            return Err(BlockError::OutOfBounds {
+    let ops =
+        Operands::new((a, a_step), (b, b_step), steps).map_err(|(operand, needed, len)| {
+            BlockError::OutOfBounds {
                 operand,
                 needed,
-                len: buf.len(),
-            });
-        }
-    }
-    let ops = Operands {
-        a,
-        a_step,
-        b,
-        b_step,
-        steps,
-    };
+                len,
+            }
+        })?;
     block::dot_2x2(kind, &mut c.tiles, &ops);
     Ok(())
 }

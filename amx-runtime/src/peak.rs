@@ -272,15 +272,20 @@ fn timing_data(len: u32) -> Vec<u8> {
         .collect()
 }
 
+/// The kernel path of `instruction` and its operations on full tiles.
+fn path_and_ops(instruction: DotKind) -> (KernelPath, u32) {
+    match instruction {
+        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => (float_path(), 16 * 16 * 32 * 2),
+        _ => (int8_path(), 16 * 16 * 64 * 2),
+    }
+}
+
 /// Times [`BLOCK_STEPS`] k-steps of `instruction` in a 2x2 block.
 fn emulated_block(instruction: DotKind) -> Emulated {
     let steps = BLOCK_STEPS;
     let data = timing_data(steps * 2048);
     let mut c = crate::block::Block::zeroed();
-    let (path, ops) = match instruction {
-        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => (float_path(), 16 * 16 * 32 * 2),
-        _ => (int8_path(), 16 * 16 * 64 * 2),
-    };
+    let (path, ops) = path_and_ops(instruction);
     let mut run = || {
         let r = crate::block::dot_2x2(
             instruction,
@@ -317,10 +322,7 @@ fn emulated(instruction: DotKind) -> Emulated {
         && emu.tilezero(0).is_ok()
         && emu.tileloadd(1, &data, 64).is_ok()
         && emu.tileloadd(2, &data, 64).is_ok();
-    let (path, ops) = match instruction {
-        DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => (float_path(), 16 * 16 * 32 * 2),
-        _ => (int8_path(), 16 * 16 * 64 * 2),
-    };
+    let (path, ops) = path_and_ops(instruction);
     let mut run = || {
         let r = match instruction {
             DotKind::Tdpbssd => emu.tdpbssd(0, 1, 2),

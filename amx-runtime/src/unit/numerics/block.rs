@@ -8,16 +8,53 @@ use amx_tilecfg::DotKind;
 use crate::peak::KernelPath;
 
 /// Bytes of one k-step of an operand: two 16 x 64-byte tiles.
-pub(crate) const STEP_BYTES: usize = 2048;
+const STEP_BYTES: usize = 2048;
 
-/// The operands of a block, already validated: for every `s < steps`, the 2048 bytes at
-/// `s * a_step` of `a` and at `s * b_step` of `b` exist.
+/// The operands of a block, validated by [`Operands::new`]: for every `s < steps`, the 2048
+/// bytes at `s * a_step` of `a` and at `s * b_step` of `b` exist. The fields are private so
+/// that no unvalidated value reaches the fused kernels, which read through raw pointers.
 pub(crate) struct Operands<'o> {
-    pub a: &'o [u8],
-    pub a_step: usize,
-    pub b: &'o [u8],
-    pub b_step: usize,
-    pub steps: usize,
+    a: &'o [u8],
+    a_step: usize,
+    b: &'o [u8],
+    b_step: usize,
+    steps: usize,
+}
+
+/// One past the last byte `steps` k-steps of 2048 bytes, `step` bytes apart, read
+/// (`usize::MAX` when that overflows).
+fn needed(steps: usize, step: usize) -> usize {
+    match steps {
+        0 => 0,
+        _ => (steps - 1)
+            .checked_mul(step)
+            .and_then(|x| x.checked_add(STEP_BYTES))
+            .unwrap_or(usize::MAX),
+    }
+}
+
+impl<'o> Operands<'o> {
+    /// The operands, or the first that is too short: `(operand, needed, len)` with the
+    /// operand `"A"` or `"B"`.
+    pub(crate) fn new(
+        (a, a_step): (&'o [u8], usize),
+        (b, b_step): (&'o [u8], usize),
+        steps: usize,
+    ) -> Result<Operands<'o>, (&'static str, usize, usize)> {
+        for (operand, buf, step) in [("A", a, a_step), ("B", b, b_step)] {
+            let needed = needed(steps, step);
+            if needed > buf.len() {
+                return Err((operand, needed, buf.len()));
+            }
+        }
+        Ok(Operands {
+            a,
+            a_step,
+            b,
+            b_step,
+            steps,
+        })
+    }
 }
 
 /// Tile `h` (0 or 1) of step `s` of an operand; `None` past the buffer (never, once
@@ -39,20 +76,18 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     };
     #[cfg(target_arch = "x86_64")]
     if let (Some(signs), KernelPath::Avx512) = (signs, super::int8_path()) {
-        if validated(ops) {
-            // SAFETY: int8_path chose AVX-512 (AVX-512F and AVX-512 VNNI present), and
-            // `validated` proved the 2048 bytes of every step inside `a` and `b`.
-            unsafe {
-                super::avx512::dot_2x2_int8(
-                    c,
-                    (ops.a.as_ptr(), ops.a_step),
-                    (ops.b.as_ptr(), ops.b_step),
-                    ops.steps,
-                    signs,
-                )
-            };
-            return;
-        }
+        // SAFETY: int8_path chose AVX-512 (AVX-512F and AVX-512 VNNI present), and
+        // `Operands::new` proved the 2048 bytes of every step inside `a` and `b`.
+        unsafe {
+            super::avx512::dot_2x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                signs,
+            )
+        };
+        return;
     }
     #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx512 {
@@ -76,18 +111,6 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     }
     let _ = signs;
     stepwise(kind, c, ops);
-}
-
-/// Whether every step's 2048 bytes lie inside both operands.
-fn validated(ops: &Operands<'_>) -> bool {
-    let fits = |len: usize, step: usize| {
-        ops.steps == 0
-            || (ops.steps - 1)
-                .checked_mul(step)
-                .and_then(|x| x.checked_add(STEP_BYTES))
-                .is_some_and(|end| end <= len)
-    };
-    fits(ops.a.len(), ops.a_step) && fits(ops.b.len(), ops.b_step)
 }
 
 /// The block as its instruction sequence, each product on the per-instruction kernel.
@@ -132,12 +155,8 @@ mod tests {
         let mut c = [[0u8; 1024]; 4];
         c.iter_mut().flatten().for_each(|v| *v = next() & 0x3F);
         for kind in DotKind::ALL {
-            let ops = Operands {
-                a: &a,
-                a_step: 2048,
-                b: &b,
-                b_step: 2048,
-                steps: 5,
+            let Ok(ops) = Operands::new((&a, 2048), (&b, 2048), 5) else {
+                panic!("5 steps of 2048 bytes fit 10 KiB");
             };
             let (mut fast, mut slow) = (c, c);
             dot_2x2(kind, &mut fast, &ops);
