@@ -518,18 +518,82 @@ fn tiles_of(x: &[u8; 2048]) -> [&[u8; 1024]; 2] {
 struct Columns([u8; 4096]);
 
 impl Columns {
+    /// The block's tiles in this layout.
+    fn of(c: &[[u8; 1024]; 4]) -> Columns {
+        let mut cols = Columns([0; 4096]);
+        for (i, tile) in c.iter().enumerate() {
+            let at = (i % 2) * 2048 + (i / 2) * 1024;
+            cols.0[at..at + 1024].copy_from_slice(tile);
+        }
+        cols
+    }
+
     /// Tile `2h + w` of the block.
     fn tile(&self, h: usize, w: usize) -> &[u8; 1024] {
         let at = w * 2048 + h * 1024;
         self.0[at..at + 1024].try_into().unwrap_or(&[0; 1024])
     }
+
+    /// Copies the block back into the four tiles.
+    fn write_to(&self, c: &mut [[u8; 1024]; 4]) {
+        for (i, tile) in c.iter_mut().enumerate() {
+            *tile = *self.tile(i / 2, i % 2);
+        }
+    }
+
+    /// Whether any lane of the block is a NaN.
+    #[target_feature(enable = "avx512f")]
+    fn any_nan(&self) -> bool {
+        self.0.chunks_exact(64).any(|row| {
+            // SAFETY: `row` is 64 readable bytes; the load is unaligned.
+            let f = _mm512_castsi512_ps(unsafe { _mm512_loadu_si512(row.as_ptr().cast()) });
+            _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(0xFFFF, f, f) != 0
+        })
+    }
+}
+
+/// One k-step's operands converted to fp32 for [`block_kernel`]: `a` is [even elements of A's
+/// rows 0..32; odd elements of them], `b` is [even B0; odd B0; even B1; odd B1] (16 rows
+/// each); 8 KiB.
+type Converted = [MaybeUninit<__m512i>; 8 * ROWS];
+
+/// Converts k-step `s` into `out`; `false` (nothing written) when the step does not lie
+/// inside the operands.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn convert_step(
+    out: &mut Converted,
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    s: usize,
+    half: Half,
+) -> bool {
+    let (Some(a_s), Some(b_s)) = (step_of(a, a_step, s), step_of(b, b_step, s)) else {
+        return false;
+    };
+    let (a_rows, b_rows) = out.split_at_mut(4 * ROWS);
+    for (h, tile) in tiles_of(a_s).into_iter().enumerate() {
+        for r in 0..ROWS {
+            let (even, odd) = split(load_row(tile, r), half);
+            a_rows[h * ROWS + r].write(even);
+            a_rows[2 * ROWS + h * ROWS + r].write(odd);
+        }
+    }
+    for (w, tile) in tiles_of(b_s).into_iter().enumerate() {
+        for r in 0..ROWS {
+            let (even, odd) = split(load_row(tile, r), half);
+            b_rows[w * 2 * ROWS + r].write(even);
+            b_rows[w * 2 * ROWS + ROWS + r].write(odd);
+        }
+    }
+    true
 }
 
 /// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), with
 /// the arithmetic of [`dot_half`]: per step, A (both tiles) and B (both tiles) are converted
 /// to fp32 once rather than once per instruction, and the four products are one
-/// [`block_kernel`] pass under one MXCSR switch. Lanes that end in a NaN are recomputed by the
-/// exact model from the step's operands, as in [`dot_half`].
+/// [`block_kernel`] pass. Lanes that end in a NaN are recomputed by the exact model from the
+/// step's operands, as in [`dot_half`].
 ///
 /// # Safety
 /// The CPU must support AVX-512F; the function reads only whole steps inside `a` and `b`
@@ -542,58 +606,84 @@ pub(super) unsafe fn dot_2x2_half(
     steps: usize,
     half: Half,
 ) {
-    // SAFETY: forwarded from this function's contract (both calls).
+    // SAFETY: forwarded from this function's contract (all calls).
     unsafe {
-        match half {
-            Half::Bf16 => half_block::<false>(c, a, b, steps),
-            Half::Fp16 => half_block::<true>(c, a, b, steps),
+        let done = match half {
+            Half::Bf16 => half_block_fast::<false>(c, a, b, steps),
+            Half::Fp16 => half_block_fast::<true>(c, a, b, steps),
+        };
+        if !done {
+            half_block_exact(c, a, b, steps, half);
         }
     }
 }
 
-/// [`dot_2x2_half`] for one format (`FP16` or bf16), so that the conversion has no branch.
+/// [`dot_2x2_half`] when no lane of C is a NaN at the end, for one format (`FP16` or bf16, so
+/// that the conversion has no branch): each step converted, then run in place, with no NaN
+/// test per step. Returns `false`, with `c` untouched, when a lane ends in a NaN: then
+/// [`half_block_exact`] redoes the block.
 ///
-/// C lives in two [`Columns`] buffers used in turn: a step reads one and writes the other,
-/// so the old C of a NaN lane is still there for the exact model, and nothing is copied.
+/// Why one test at the end is enough: a NaN lane stays a NaN through every later step (C +
+/// x is a NaN when C is one), so a block without a NaN at the end had none after any step, and
+/// on lanes that are not NaNs the kernel's result is the exact one (see [`dot_half`]).
+///
+/// One step per kernel call (an MXCSR switch each): converting two steps ahead (16 KiB of
+/// operands) made a block 3% slower, four (32 KiB) 15%, as the converted operands and the
+/// streamed A and B no longer fit in L1 together.
 ///
 /// # Safety
 /// As [`dot_2x2_half`].
 #[target_feature(enable = "avx512f")]
-unsafe fn half_block<const FP16: bool>(
+unsafe fn half_block_fast<const FP16: bool>(
     c: &mut [[u8; 1024]; 4],
-    (a, a_step): (&[u8], usize),
-    (b, b_step): (&[u8], usize),
+    a: (&[u8], usize),
+    b: (&[u8], usize),
     steps: usize,
-) {
+) -> bool {
     let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
-    let mut bufs = [Columns([0; 4096]), Columns([0; 4096])];
-    for (i, tile) in c.iter().enumerate() {
-        let at = (i % 2) * 2048 + (i / 2) * 1024;
-        bufs[0].0[at..at + 1024].copy_from_slice(tile);
-    }
-    let mut cur = 0;
-    // A as [even elements of rows 0..32; odd elements of rows 0..32], B as [even B0; odd
-    // B0; even B1; odd B1] (16 rows each), all fp32; reused by every step.
-    let mut a32 = [_mm512_setzero_si512(); 4 * ROWS];
-    let mut b32 = [_mm512_setzero_si512(); 4 * ROWS];
+    let mut cols = Columns::of(c);
+    // Written by each step's conversion before the kernel reads it, never zero-filled (a zero
+    // fill would cost as many stores as the conversion).
+    let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
     for s in 0..steps {
-        let (Some(a_s), Some(b_s)) = (step_of(a, a_step, s), step_of(b, b_step, s)) else {
+        if !convert_step(&mut ops, a, b, s, half) {
             break;
-        };
-        let (a_tiles, b_tiles) = (tiles_of(a_s), tiles_of(b_s));
-        for h in 0..2 {
-            for r in 0..ROWS {
-                let (even, odd) = split(load_row(a_tiles[h], r), half);
-                a32[h * ROWS + r] = even;
-                a32[2 * ROWS + h * ROWS + r] = odd;
-            }
         }
-        for (w, tile) in b_tiles.iter().enumerate() {
-            for r in 0..ROWS {
-                let (even, odd) = split(load_row(tile, r), half);
-                b32[w * 2 * ROWS + r] = even;
-                b32[w * 2 * ROWS + ROWS + r] = odd;
-            }
+        let cp = cols.0.as_mut_ptr();
+        // SAFETY: `ops` was converted just now (8 KiB in the kernel's layout); `cols` is 4096
+        // bytes, read and written in place (the kernel allows it), and nothing else accesses
+        // these buffers during the call. The CPU supports AVX-512F (this function's contract).
+        unsafe { block_kernel(ops.as_ptr().cast(), cp, cp) };
+    }
+    if cols.any_nan() {
+        return false;
+    }
+    cols.write_to(c);
+    true
+}
+
+/// [`dot_2x2_half`] step by step with every NaN lane recomputed by the exact model from the
+/// step's operands, as in [`dot_half`]. C lives in two [`Columns`] buffers used in turn: a
+/// step reads one and writes the other, so the old C of a NaN lane is still there for the
+/// exact model, and nothing is copied.
+///
+/// # Safety
+/// As [`dot_2x2_half`].
+#[cold]
+#[target_feature(enable = "avx512f")]
+unsafe fn half_block_exact(
+    c: &mut [[u8; 1024]; 4],
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) {
+    let mut bufs = [Columns::of(c), Columns([0; 4096])];
+    let mut cur = 0;
+    let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
+    for s in 0..steps {
+        if !convert_step(&mut ops, a, b, s, half) {
+            break;
         }
         let [first, second] = &mut bufs;
         let (old, new) = if cur == 0 {
@@ -601,18 +691,15 @@ unsafe fn half_block<const FP16: bool>(
         } else {
             (&*second, first)
         };
-        // SAFETY: a32 and b32 are 64 rows of 64 bytes each, `old` and `new` 4096 bytes, all
-        // live locals that nothing else accesses during the call, `new` distinct from the
-        // others. The CPU supports AVX-512F (this function's contract).
-        let any_nan = unsafe {
-            block_kernel(
-                a32.as_ptr().cast(),
-                b32.as_ptr().cast(),
-                old.0.as_ptr(),
-                new.0.as_mut_ptr(),
-            )
+        // SAFETY: `ops` was converted just now; `old` and `new` are 4096 bytes each, distinct
+        // live locals that nothing else accesses during the call. The CPU supports AVX-512F
+        // (this function's contract).
+        unsafe { block_kernel(ops.as_ptr().cast(), old.0.as_ptr(), new.0.as_mut_ptr()) };
+        let (Some(a_s), Some(b_s)) = (step_of(a.0, a.1, s), step_of(b.0, b.1, s)) else {
+            break; // converted above, so unreachable
         };
-        for (i, row) in new.0.chunks_exact_mut(64).enumerate().filter(|_| any_nan) {
+        let (a_tiles, b_tiles) = (tiles_of(a_s), tiles_of(b_s));
+        for (i, row) in new.0.chunks_exact_mut(64).enumerate() {
             // SAFETY: `row` is 64 readable bytes; the load is unaligned.
             let v = unsafe { _mm512_loadu_si512(row.as_ptr().cast()) };
             let f = _mm512_castsi512_ps(v);
@@ -627,43 +714,39 @@ unsafe fn half_block<const FP16: bool>(
         }
         cur ^= 1;
     }
-    for (i, tile) in c.iter_mut().enumerate() {
-        *tile = *bufs[cur].tile(i / 2, i % 2);
-    }
+    bufs[cur].write_to(c);
 }
 
 /// One k-step of a 2x2 block of floating-point products on full tiles, under [`MXCSR_AMX`]:
-/// for each of the 32 rows `m` of A and each column `w` of C, `out[w][m] = c[w][m] + (te + to)`
-/// with `te = sum_k fma(ae[m][k], be_w[k])` and likewise `to`, starting from +0.
+/// for each of the 32 rows `m` of A and each column `w` of C, `out[w][m] = c[w][m] + (te +
+/// to)` with `te = sum_k fma(ae[m][k], be_w[k])` and likewise `to`, starting from +0.
 ///
 /// Four rows at a time: per row four accumulators (te and to of both columns, 16 chains in
 /// all), B's four converted rows in registers, and each A element broadcast once for two
 /// products: 12 loads per 16 FMAs, where one column at a time needs 18. One asm block, MXCSR
-/// switch and restore included (see [`groups_kernel`]). Returns whether any output lane is
-/// a NaN (those lanes need the exact model).
+/// switch and restore included (see [`groups_kernel`]).
 ///
 /// # Safety
-/// The CPU must support AVX-512F. `a` must point to 64 rows of 64 readable bytes (fp32 even
-/// elements of A's rows 0..32, then odd), `b` to 64 rows (even B0, odd B0, even B1, odd B1,
-/// 16 rows each), `c` to 4096 readable bytes and `out` to 4096 writable bytes in the
-/// [`Columns`] layout, `out` not overlapping the others.
+/// The CPU must support AVX-512F. `ops` must point to one [`Converted`] step (8 KiB, every
+/// byte written), `c` to 4096 readable bytes and `out` to 4096 writable bytes in the
+/// [`Columns`] layout; `out` overlaps nothing else except that it may be `c` itself.
 #[target_feature(enable = "avx512f")]
-unsafe fn block_kernel(a: *const u8, b: *const u8, c: *const u8, out: *mut u8) -> bool {
+unsafe fn block_kernel(ops: *const u8, c: *const u8, out: *mut u8) {
     let mut csr = [0u32, MXCSR_AMX];
-    let nan: u32;
     // SAFETY: the memory operands lie in the buffers the caller guarantees (A rows 0..64 at
-    // dword offsets < 16, B rows 0..64, C and out bytes 0..4096); `csr` is a live local the
-    // block saves MXCSR into and restores it from before exiting; every vector register it
-    // writes is declared clobbered (clobber_abi), the pointer and counter registers are inout
-    // or outputs; no stack is used.
+    // dword offsets < 16 and B rows 0..64 of the 8 KiB of `ops`; C and out bytes 0..4096);
+    // each row of C is read before the same row of `out` is written and never after, so
+    // `c == out` is sound; `csr` is a live local the block saves MXCSR into and restores it
+    // from before exiting; every vector register it writes is declared clobbered
+    // (clobber_abi), the pointer and counter registers are inout or outputs; no stack is used.
     unsafe {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
-            "kxorw k2, k2, k2",
+            "lea r10, [rsi + 4096]",
             "mov r9, 8",
             "4:",
-            "mov r8, {b}",
+            "mov r8, r10",
             "mov rcx, 16",
             "vxorps xmm0, xmm0, xmm0",
             "vxorps xmm1, xmm1, xmm1",
@@ -719,43 +802,27 @@ unsafe fn block_kernel(a: *const u8, b: *const u8, c: *const u8, out: *mut u8) -
             "vaddps zmm0, zmm0, zmm1",
             "vaddps zmm0, zmm0, zmmword ptr [rdi + 0]",
             "vmovups zmmword ptr [rdx + 0], zmm0",
-            "vcmpunordps k1, zmm0, zmm0",
-            "korw k2, k2, k1",
             "vaddps zmm2, zmm2, zmm3",
             "vaddps zmm2, zmm2, zmmword ptr [rdi + 2048]",
             "vmovups zmmword ptr [rdx + 2048], zmm2",
-            "vcmpunordps k1, zmm2, zmm2",
-            "korw k2, k2, k1",
             "vaddps zmm4, zmm4, zmm5",
             "vaddps zmm4, zmm4, zmmword ptr [rdi + 64]",
             "vmovups zmmword ptr [rdx + 64], zmm4",
-            "vcmpunordps k1, zmm4, zmm4",
-            "korw k2, k2, k1",
             "vaddps zmm6, zmm6, zmm7",
             "vaddps zmm6, zmm6, zmmword ptr [rdi + 2112]",
             "vmovups zmmword ptr [rdx + 2112], zmm6",
-            "vcmpunordps k1, zmm6, zmm6",
-            "korw k2, k2, k1",
             "vaddps zmm8, zmm8, zmm9",
             "vaddps zmm8, zmm8, zmmword ptr [rdi + 128]",
             "vmovups zmmword ptr [rdx + 128], zmm8",
-            "vcmpunordps k1, zmm8, zmm8",
-            "korw k2, k2, k1",
             "vaddps zmm10, zmm10, zmm11",
             "vaddps zmm10, zmm10, zmmword ptr [rdi + 2176]",
             "vmovups zmmword ptr [rdx + 2176], zmm10",
-            "vcmpunordps k1, zmm10, zmm10",
-            "korw k2, k2, k1",
             "vaddps zmm12, zmm12, zmm13",
             "vaddps zmm12, zmm12, zmmword ptr [rdi + 192]",
             "vmovups zmmword ptr [rdx + 192], zmm12",
-            "vcmpunordps k1, zmm12, zmm12",
-            "korw k2, k2, k1",
             "vaddps zmm14, zmm14, zmm15",
             "vaddps zmm14, zmm14, zmmword ptr [rdi + 2240]",
             "vmovups zmmword ptr [rdx + 2240], zmm14",
-            "vcmpunordps k1, zmm14, zmm14",
-            "korw k2, k2, k1",
             // The next four rows: A's (the k loop advanced it by 64 bytes of k), C's, out's.
             "add rsi, 192",
             "add rdi, 256",
@@ -763,24 +830,21 @@ unsafe fn block_kernel(a: *const u8, b: *const u8, c: *const u8, out: *mut u8) -
             "dec r9",
             "jnz 4b",
             "vldmxcsr dword ptr [{csr}]",
-            "kmovw eax, k2",
             csr = in(reg) csr.as_mut_ptr(),
-            out("eax") nan,
             // Named registers, as clobber_abi requires of outputs: A's pointer in rsi, C's
-            // in rdi, out's in rdx, B's row pointer in r8, the k count in rcx, the row
-            // groups in r9.
-            inout("rsi") a => _,
-            b = in(reg) b,
+            // in rdi, out's in rdx, B's row pointer in r8 (B's start in r10), the k count in
+            // rcx, the row groups in r9.
+            inout("rsi") ops => _,
             inout("rdi") c => _,
             inout("rdx") out => _,
             out("r8") _,
+            out("r10") _,
             out("rcx") _,
             out("r9") _,
             clobber_abi("C"),
             options(nostack),
         );
     }
-    nan != 0
 }
 
 /// The even and odd elements of each dword of `x`, as fp32 bit patterns.
