@@ -91,6 +91,11 @@ pub(crate) struct DotShapes {
 }
 
 /// The dot product's #UD conditions, as the bare reason.
+///
+/// Inlined (with [`dot`]) into the emulator's dot product: returned through memory, the shapes
+/// were read back before their stores completed, a store-forwarding stall of about a tenth of
+/// an emulated instruction.
+#[inline]
 pub(crate) fn dot_refusal(
     cfg: &[u8; 64],
     (c, a, b): (u8, u8, u8),
@@ -113,6 +118,7 @@ pub(crate) fn dot_refusal(
 }
 
 /// TDP*: configured, three distinct used tiles whose shapes fit, within the TMUL limits (D1/D2).
+#[inline]
 pub(crate) fn dot(
     cfg: &[u8; 64],
     tiles: (u8, u8, u8),
