@@ -156,7 +156,7 @@ pub(super) unsafe fn dot_int8(
         k_dwords,
     };
     if m_rows == ROWS && !b_signed {
-        // SAFETY: `a_dwords`, `b` and `c` hold 16 rows of 64 bytes and k_dwords <= 16, so the
+        // SAFETY: `a`, `b` and `c` hold 16 rows of 64 bytes and k_dwords <= 16, so the
         // kernel's reads (A dwords k < k_dwords of rows 0..16, B rows 0..k_dwords, C rows
         // 0..16) and masked writes (C rows 0..16) are in bounds; the pointers come from live
         // borrows, and `c` does not overlap the others (`&mut`). A is the signed operand when B
