@@ -12,6 +12,7 @@
 //! | kernel path | int8 products | bf16 / fp16 products |
 //! |---|---|---|
 //! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16 |
+//! | [`KernelPath::AvxVnni`] | VPDPBUSD ymm (AVX-VNNI): 32 multiply-adds | (the AVX2 path) |
 //! | [`KernelPath::Avx2`] | VPMADDWD ymm + VPADDD ymm: 16 multiply-adds | VFMADD231PS ymm: 8 |
 //! | [`KernelPath::Portable`] | plain Rust (no peak measured) | plain Rust (no peak measured) |
 //!
@@ -41,6 +42,10 @@ pub enum KernelPath {
     /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
     /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
     Avx512,
+    /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
+    /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
+    /// [`KernelPath::Avx2`].
+    AvxVnni,
     /// AVX2 kernels: VPMADDWD + VPADDD on bytes extended to 16 bits for the integer products,
     /// VFMADD231PS on 256-bit vectors under an AMX-like MXCSR (with FMA and F16C) for the
     /// floating-point ones.
@@ -54,6 +59,7 @@ impl fmt::Display for KernelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KernelPath::Avx512 => "AVX-512",
+            KernelPath::AvxVnni => "AVX-VNNI",
             KernelPath::Avx2 => "AVX2",
             KernelPath::Portable => "portable",
         })
@@ -386,6 +392,7 @@ fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
             match (path, family) {
                 (KernelPath::Avx512, Family::Int8) => ("VPDPBUSD zmm", 128, 24, vpdpbusd_zmm),
                 (KernelPath::Avx512, Family::Float) => ("VFMADD231PS zmm", 32, 24, fma_zmm),
+                (KernelPath::AvxVnni, Family::Int8) => ("VPDPBUSD ymm", 64, 12, vpdpbusd_ymm),
                 (KernelPath::Avx2, Family::Int8) => {
                     ("VPMADDWD ymm + VPADDD ymm", 32, 12, vpmaddwd_ymm)
                 }
@@ -393,8 +400,9 @@ fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
                 _ => return None,
             };
         // SAFETY: `path` is the kernel path the emulator selected, which it selects only where
-        // the CPU has the features each loop is compiled for (AVX-512F + VNNI, AVX-512F, AVX2,
-        // AVX2 + FMA).
+        // the CPU has the features each loop is compiled for (AVX-512F + VNNI, AVX-512F,
+        // AVX2 + AVX-VNNI, AVX2, AVX2 + FMA), or an integer path `__int8_peak_on` checked the
+        // CPU for.
         let ns = best_ns_per(|| unsafe { run(ITERS) }, 1);
         Some(Peak {
             path,
@@ -443,6 +451,41 @@ mod x86 {
             "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm9, ymm9, ymm13",
             "vpmaddwd ymm12, ymm14, ymm15", "vpaddd ymm10, ymm10, ymm12",
             "vpmaddwd ymm13, ymm14, ymm15", "vpaddd ymm11, ymm11, ymm13",
+                "dec rcx",
+                "jnz 2b",
+                inout("rcx") iters.max(1) => _,
+            // Every vector register is caller-saved in the C ABI: this names them all.
+            clobber_abi("C"),
+                options(nostack, nomem),
+            );
+        }
+    }
+
+    /// 12 chains of VPDPBUSD ymm, VEX-encoded (`{vex}`: the assembler would otherwise pick
+    /// the AVX-512 VL encoding, which a CPU with AVX-VNNI alone does not decode).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and AVX-VNNI; `iters > 0`.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub(super) unsafe fn vpdpbusd_ymm(iters: usize) {
+        // SAFETY: as in `vpmaddwd_ymm`.
+        unsafe {
+            asm!(
+                "vpxor xmm14, xmm14, xmm14",
+                "vpxor xmm15, xmm15, xmm15",
+                "2:",
+            "{{vex}} vpdpbusd ymm0, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm1, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm2, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm3, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm4, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm5, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm6, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm7, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm8, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm9, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm10, ymm14, ymm15",
+            "{{vex}} vpdpbusd ymm11, ymm14, ymm15",
                 "dec rcx",
                 "jnz 2b",
                 inout("rcx") iters.max(1) => _,
@@ -578,6 +621,48 @@ mod x86 {
             );
         }
     }
+}
+
+/// The integer kernels this CPU can run, the selected one first, for benchmarks that compare
+/// them (`benches/emulator_paths.rs`); not part of the API.
+#[doc(hidden)]
+pub fn __int8_paths() -> Vec<KernelPath> {
+    use crate::unit::numerics::int8_path_available;
+    let mut paths = vec![int8_path()];
+    for path in [
+        KernelPath::Avx512,
+        KernelPath::AvxVnni,
+        KernelPath::Avx2,
+        KernelPath::Portable,
+    ] {
+        if int8_path_available(path) && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// TDPBSSD on full tiles with the integer kernel of `path` (`false` where the CPU lacks it),
+/// for `benches/emulator_paths.rs`; not part of the API.
+#[doc(hidden)]
+pub fn __int8_kernel_on(
+    path: KernelPath,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+) -> bool {
+    crate::unit::numerics::dot_int8_on(path, c, a, b, (16, 16, 16), (true, true))
+}
+
+/// The peak of the instruction sequence of `path`'s integer kernel (`None` where the CPU lacks
+/// it or the path has no measured sequence), for `benches/emulator_paths.rs`; not part of the
+/// API.
+#[doc(hidden)]
+pub fn __int8_peak_on(path: KernelPath) -> Option<Peak> {
+    if !crate::unit::numerics::int8_path_available(path) {
+        return None;
+    }
+    measure_peak(path, Family::Int8)
 }
 
 /// The emulator's arithmetic alone: `C += A x B` on full tiles (M = 16, N = 16 dwords, K = 16

@@ -70,7 +70,7 @@ type Rows4 = [[__m256i; 4]; ROWS];
 /// Row `r` (< 16) of a tile, bytes `32 * half..32 * half + 32`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn load_half_row(t: &[u8; 1024], r: usize, half: usize) -> __m256i {
+pub(super) fn load_half_row(t: &[u8; 1024], r: usize, half: usize) -> __m256i {
     let at = (r % ROWS) * 64 + (half % 2) * 32;
     let bytes: &[u8; 32] = t[at..at + 32].try_into().unwrap_or(&[0; 32]);
     // SAFETY: `bytes` is 32 readable bytes; the load is unaligned.
@@ -199,7 +199,7 @@ fn int8_kernel<const SA: bool, const SB: bool>(
 /// Writes dwords `0..n` (`n <= 16`) of `row` to row `m` of `c`, and nothing else.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn store_row(c: &mut [u8; 1024], m: usize, n: usize, row: [__m256i; 2]) {
+pub(super) fn store_row(c: &mut [u8; 1024], m: usize, n: usize, row: [__m256i; 2]) {
     let dst = &mut c[(m % ROWS) * 64..(m % ROWS) * 64 + 64];
     if n >= DWORDS {
         for (half, v) in dst.chunks_exact_mut(32).zip(row) {

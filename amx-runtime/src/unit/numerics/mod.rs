@@ -12,6 +12,8 @@
 //!   On x86-64 they are also compiled with AVX2 / FMA and chosen when the CPU has them.
 //! * `avx512` (x86-64 only): VPDPBUSD for the integer products and a VFMADD231PS kernel run under
 //!   an AMX-like MXCSR for TDPBF16PS/TDPFP16PS, chosen at run time.
+//! * `avx_vnni` (x86-64 only): VPDPBUSD on 256-bit vectors (AVX-VNNI) for the integer products,
+//!   where AVX-512 VNNI is absent but AVX-VNNI is not.
 //! * `avx2` (x86-64 only): VPMADDWD on bytes extended to i16 for the integer products, and the
 //!   same MXCSR scheme on 256-bit vectors for the floating-point ones, where AVX-512 is absent.
 //!
@@ -30,6 +32,8 @@ pub(crate) mod block;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx_vnni;
 
 #[cfg(test)]
 mod tests;
@@ -92,10 +96,58 @@ pub(crate) fn dot_int8(
         // SAFETY: int8_path chose AVX-512 because the CPU has AVX-512F and AVX-512 VNNI.
         KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path chose AVX-VNNI because the CPU has AVX2 and AVX-VNNI.
+        KernelPath::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: int8_path chose AVX2 because the CPU has it.
         KernelPath::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         _ => scalar::dot_int8_portable(c, a, b, (m, n, k), a_signed, b_signed),
     }
+}
+
+/// Whether this CPU can run the integer kernel of `path`.
+pub(crate) fn int8_path_available(path: KernelPath) -> bool {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx512 => avx512::int8_available(),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::AvxVnni => avx_vnni::int8_available(),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => avx2::int8_available(),
+        KernelPath::Portable => true,
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => false,
+    }
+}
+
+/// [`dot_int8`] on the kernel of `path` instead of the selected one (for benchmarks that
+/// compare the kernels on one CPU); `false`, with nothing computed, where the CPU lacks it.
+#[allow(clippy::too_many_arguments)] // dot_int8's shape, and the path
+pub(crate) fn dot_int8_on(
+    path: KernelPath,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    (a_signed, b_signed): (bool, bool),
+) -> bool {
+    if !int8_path_available(path) {
+        return false;
+    }
+    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path_available confirmed AVX-512F and AVX-512 VNNI.
+        KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path_available confirmed AVX2 and AVX-VNNI.
+        KernelPath::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_path_available confirmed AVX2.
+        KernelPath::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        _ => scalar::dot_int8_portable(c, a, b, (m, n, k), a_signed, b_signed),
+    }
+    true
 }
 
 /// Encodes a path for the caches below (0 means "not decided yet").
@@ -104,6 +156,7 @@ fn path_code(path: KernelPath) -> u8 {
         KernelPath::Avx512 => 1,
         KernelPath::Avx2 => 2,
         KernelPath::Portable => 3,
+        KernelPath::AvxVnni => 4,
     }
 }
 
@@ -112,6 +165,7 @@ fn path_of(code: u8) -> Option<KernelPath> {
         1 => Some(KernelPath::Avx512),
         2 => Some(KernelPath::Avx2),
         3 => Some(KernelPath::Portable),
+        4 => Some(KernelPath::AvxVnni),
         _ => None,
     }
 }
@@ -127,6 +181,8 @@ pub(crate) fn int8_path() -> KernelPath {
     #[cfg(target_arch = "x86_64")]
     let path = if avx512::int8_available() {
         KernelPath::Avx512
+    } else if avx_vnni::int8_available() {
+        KernelPath::AvxVnni
     } else if avx2::int8_available() {
         KernelPath::Avx2
     } else {

@@ -91,10 +91,17 @@ enum Kernel {
     Avx2,
     /// The AVX-512 kernels.
     Avx512,
+    /// The AVX-VNNI kernel (integer products only).
+    AvxVnni,
 }
 
 impl Kernel {
-    const INT8: [Kernel; 3] = [Kernel::Portable, Kernel::Avx2, Kernel::Avx512];
+    const INT8: [Kernel; 4] = [
+        Kernel::Portable,
+        Kernel::Avx2,
+        Kernel::AvxVnni,
+        Kernel::Avx512,
+    ];
     const FLOAT: [Kernel; 4] = [
         Kernel::Portable,
         Kernel::ScalarFma,
@@ -108,6 +115,7 @@ impl Kernel {
             Kernel::ScalarFma => "scalar FMA kernel",
             Kernel::Avx2 => "AVX2 kernel",
             Kernel::Avx512 => "AVX-512 kernel",
+            Kernel::AvxVnni => "AVX-VNNI kernel",
         }
     }
 
@@ -118,6 +126,10 @@ impl Kernel {
             Kernel::ScalarFma => Some("no such integer kernel"),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx2 => (!avx2::int8_available()).then_some("the CPU lacks AVX2"),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => {
+                (!avx_vnni::int8_available()).then_some("the CPU lacks AVX2 or AVX-VNNI")
+            }
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => {
                 (!avx512::int8_available()).then_some("the CPU lacks AVX-512F or AVX-512 VNNI")
@@ -131,6 +143,7 @@ impl Kernel {
     fn float_missing(self) -> Option<&'static str> {
         match self {
             Kernel::Portable => None,
+            Kernel::AvxVnni => Some("no such floating-point kernel"),
             #[cfg(target_arch = "x86_64")]
             Kernel::ScalarFma => {
                 (!std::arch::is_x86_feature_detected!("fma")).then_some("the CPU lacks FMA")
@@ -180,6 +193,9 @@ fn run_int8(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: int8_missing() just confirmed AVX2.
         Kernel::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: int8_missing() just confirmed AVX2 and AVX-VNNI.
+        Kernel::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: int8_missing() just confirmed AVX-512F and AVX-512 VNNI.
         Kernel::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
@@ -654,6 +670,11 @@ fn int8_kernel_avx2() {
 }
 
 #[test]
+fn int8_kernel_avx_vnni() {
+    forced_int8(Kernel::AvxVnni);
+}
+
+#[test]
 fn int8_kernel_avx512() {
     forced_int8(Kernel::Avx512);
 }
@@ -663,6 +684,7 @@ fn int8_kernel_avx512() {
 fn int8_dispatch_picks_the_best_kernel() {
     let best = [
         (Kernel::Avx512, KernelPath::Avx512),
+        (Kernel::AvxVnni, KernelPath::AvxVnni),
         (Kernel::Avx2, KernelPath::Avx2),
         (Kernel::Portable, KernelPath::Portable),
     ]

@@ -1,0 +1,53 @@
+#![allow(missing_docs)] // a bench binary
+//! The emulator's integer kernels side by side on this CPU: an emulated TDPBSSD on full tiles
+//! (the arithmetic alone, as `emulator_layers`' "kernel" row) with each kernel the CPU can
+//! run, against the peak of that kernel's own instruction sequence, all measured in this
+//! process. On a CPU with AVX-512 this shows what the AVX-VNNI, AVX2 and portable kernels
+//! give the CPUs that have nothing better.
+//!
+//! Timing: batches of 200 products, each kernel's batches taking turns, the best batch of 40
+//! kept (so a noisy stretch of a shared machine hits every kernel alike).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use amx_runtime::peak::{__int8_kernel_on, __int8_paths, __int8_peak_on};
+
+/// Operations of one 16x16x64 int8 tile product (2 per multiply-add).
+const OPS: f64 = 2.0 * 16.0 * 16.0 * 64.0;
+
+fn main() {
+    let a: [u8; 1024] = core::array::from_fn(|i| (i * 37 % 251) as u8);
+    let b: [u8; 1024] = core::array::from_fn(|i| (i * 29 % 241) as u8);
+    let paths = __int8_paths();
+    let mut cs = vec![[0u8; 1024]; paths.len()];
+    let mut best = vec![f64::INFINITY; paths.len()];
+    for _ in 0..40 {
+        for ((path, c), slot) in paths.iter().zip(cs.iter_mut()).zip(best.iter_mut()) {
+            let t = Instant::now();
+            for _ in 0..200 {
+                assert!(__int8_kernel_on(*path, black_box(c), &a, &b));
+            }
+            *slot = slot.min(t.elapsed().as_nanos() as f64 / 200.0);
+        }
+    }
+    // Every kernel computed the same 8000 products from the same start: the same bits.
+    assert!(cs.windows(2).all(|w| w[0] == w[1]), "the kernels disagree");
+    let slowest = best.iter().copied().fold(0.0, f64::max);
+    for (path, ns) in paths.iter().zip(&best) {
+        let share = match __int8_peak_on(*path) {
+            Some(peak) => format!(
+                "{:.0}% of its own peak ({:.1} GOP/s, {})",
+                100.0 * OPS / ns / peak.gops(),
+                peak.gops(),
+                peak.sequence
+            ),
+            None => "no peak measured".to_string(),
+        };
+        println!(
+            "TDPBSSD on the {path} kernel: {ns:.1} ns ({:.1} GOP/s, {:.2}x the slowest), {share}",
+            OPS / ns,
+            slowest / ns
+        );
+    }
+}
