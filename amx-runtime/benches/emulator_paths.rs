@@ -5,13 +5,16 @@
 //! process. On a CPU with AVX-512 this shows what the AVX-VNNI, AVX2 and portable kernels
 //! give the CPUs that have nothing better.
 //!
-//! Timing: batches of 200 products, each kernel's batches taking turns, the best batch of 40
-//! kept (so a noisy stretch of a shared machine hits every kernel alike).
+//! Then the same in 2x2 blocks of 32 k-steps (`amx_runtime::block::dot_2x2`'s work): the fused
+//! block kernels of AVX-512 and AVX-VNNI, the per-instruction kernels step by step elsewhere.
+//!
+//! Timing: batches, each kernel's batches taking turns, the best batch of 40 kept (so a noisy
+//! stretch of a shared machine hits every kernel alike).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use amx_runtime::peak::{__int8_kernel_on, __int8_paths, __int8_peak_on};
+use amx_runtime::peak::{__int8_block_on, __int8_kernel_on, __int8_paths, __int8_peak_on};
 
 /// Operations of one 16x16x64 int8 tile product (2 per multiply-add).
 const OPS: f64 = 2.0 * 16.0 * 16.0 * 64.0;
@@ -33,21 +36,54 @@ fn main() {
     }
     // Every kernel computed the same 8000 products from the same start: the same bits.
     assert!(cs.windows(2).all(|w| w[0] == w[1]), "the kernels disagree");
+
+    // 2x2 blocks of 32 k-steps (128 products) over 16 distinct 64 KiB micro-panels of A and
+    // B, as the emulated GEMM streams them: the fused block kernels where the path has one,
+    // else its per-instruction kernel step by step. Batches of 4 blocks, best of 40.
+    const STEPS: usize = 32;
+    let panel = STEPS * 2048;
+    let pa: Vec<u8> = (0..16 * panel).map(|i| (i * 37 % 251) as u8).collect();
+    let pb: Vec<u8> = (0..16 * panel).map(|i| (i * 29 % 241) as u8).collect();
+    let mut blocks = vec![[[0u8; 1024]; 4]; paths.len()];
+    let mut block_best = vec![f64::INFINITY; paths.len()];
+    for round in 0..40 {
+        for ((path, c), slot) in paths
+            .iter()
+            .zip(blocks.iter_mut())
+            .zip(block_best.iter_mut())
+        {
+            let t = Instant::now();
+            for i in 0..4 {
+                // The same panels, in the same order, for every kernel.
+                let p = (round * 4 + i) % 16;
+                let (a, b) = (&pa[p * panel..][..panel], &pb[p * panel..][..panel]);
+                assert!(__int8_block_on(*path, black_box(c), a, b, STEPS));
+            }
+            *slot = slot.min(t.elapsed().as_nanos() as f64 / (4.0 * 4.0 * STEPS as f64));
+        }
+    }
+    assert!(
+        blocks.windows(2).all(|w| w[0] == w[1]),
+        "the block kernels disagree"
+    );
     let slowest = best.iter().copied().fold(0.0, f64::max);
-    for (path, ns) in paths.iter().zip(&best) {
-        let share = match __int8_peak_on(*path) {
-            Some(peak) => format!(
-                "{:.0}% of its own peak ({:.1} GOP/s, {})",
-                100.0 * OPS / ns / peak.gops(),
-                peak.gops(),
-                peak.sequence
-            ),
+    for ((path, ns), block_ns) in paths.iter().zip(&best).zip(&block_best) {
+        let peak = __int8_peak_on(*path);
+        let share = |ns: f64| match peak {
+            Some(peak) => format!("{:.0}% of its own peak", 100.0 * OPS / ns / peak.gops()),
             None => "no peak measured".to_string(),
         };
+        let peak_text = match peak {
+            Some(peak) => format!("{:.1} GOP/s, {}", peak.gops(), peak.sequence),
+            None => "none".to_string(),
+        };
         println!(
-            "TDPBSSD on the {path} kernel: {ns:.1} ns ({:.1} GOP/s, {:.2}x the slowest), {share}",
+            "TDPBSSD on the {path} kernel: {ns:.1} ns ({:.1} GOP/s, {:.2}x the slowest, {}); \
+             in 2x2 blocks {block_ns:.1} ns per product ({}); peak {peak_text}",
             OPS / ns,
-            slowest / ns
+            slowest / ns,
+            share(*ns),
+            share(*block_ns),
         );
     }
 }

@@ -654,6 +654,25 @@ pub fn __int8_kernel_on(
     crate::unit::numerics::dot_int8_on(path, c, a, b, (16, 16, 16), (true, true))
 }
 
+/// TDPBSSD in 2x2 blocks of `steps` k-steps (see [`crate::block::dot_2x2`]) with the integer
+/// kernels of `path`: A's steps are `2048` bytes apart in `a`, B's in `b`. `false` where the
+/// CPU lacks the kernels or the operands are too short. For `benches/emulator_paths.rs`; not
+/// part of the API.
+#[doc(hidden)]
+pub fn __int8_block_on(
+    path: KernelPath,
+    c: &mut [[u8; 1024]; 4],
+    a: &[u8],
+    b: &[u8],
+    steps: usize,
+) -> bool {
+    use crate::unit::numerics::block::{tdpbssd_2x2_on, Operands};
+    match Operands::new((a, 2048), (b, 2048), steps) {
+        Ok(ops) => tdpbssd_2x2_on(path, c, &ops),
+        Err(_) => false,
+    }
+}
+
 /// The peak of the instruction sequence of `path`'s integer kernel (`None` where the CPU lacks
 /// it or the path has no measured sequence), for `benches/emulator_paths.rs`; not part of the
 /// API.

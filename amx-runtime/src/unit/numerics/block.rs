@@ -4,7 +4,6 @@
 
 use amx_tilecfg::DotKind;
 
-#[cfg(target_arch = "x86_64")]
 use crate::peak::KernelPath;
 
 /// Bytes of one k-step of an operand: two 16 x 64-byte tiles.
@@ -90,6 +89,21 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
         return;
     }
     #[cfg(target_arch = "x86_64")]
+    if let (Some(signs), KernelPath::AvxVnni) = (signs, super::int8_path()) {
+        // SAFETY: int8_path chose AVX-VNNI (AVX2 and AVX-VNNI present), and `Operands::new`
+        // proved the 2048 bytes of every step inside `a` and `b`.
+        unsafe {
+            super::avx_vnni::dot_2x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                signs,
+            )
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx512 {
         let half = if kind == DotKind::Tdpfp16ps {
             super::Half::Fp16
@@ -111,6 +125,60 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     }
     let _ = signs;
     stepwise(kind, c, ops);
+}
+
+/// A TDPBSSD block on the kernels of `path` rather than the selected ones (for benchmarks that
+/// compare the kernels on one CPU): the fused block kernel of AVX-512 or AVX-VNNI, else the
+/// per-instruction kernel of `path` step by step. `false`, with nothing computed, where the
+/// CPU lacks them.
+pub(crate) fn tdpbssd_2x2_on(
+    path: KernelPath,
+    c: &mut [[u8; 1024]; 4],
+    ops: &Operands<'_>,
+) -> bool {
+    if !super::int8_path_available(path) {
+        return false;
+    }
+    let signs = (true, true);
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F and AVX-512 VNNI (checked above), and `Operands::new`
+        // proved the 2048 bytes of every step inside `a` and `b`.
+        KernelPath::Avx512 => unsafe {
+            super::avx512::dot_2x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                signs,
+            )
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and AVX-VNNI (checked above); the steps as above.
+        KernelPath::AvxVnni => unsafe {
+            super::avx_vnni::dot_2x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                signs,
+            )
+        },
+        _ => {
+            for s in 0..ops.steps {
+                for (i, ct) in c.iter_mut().enumerate() {
+                    let (Some(at), Some(bt)) = (
+                        tile(ops.a, ops.a_step, s, i / 2),
+                        tile(ops.b, ops.b_step, s, i % 2),
+                    ) else {
+                        return true;
+                    };
+                    super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
+                }
+            }
+        }
+    }
+    true
 }
 
 /// The block as its instruction sequence, each product on the per-instruction kernel.
@@ -160,6 +228,54 @@ mod tests {
             };
             let (mut fast, mut slow) = (c, c);
             dot_2x2(kind, &mut fast, &ops);
+            stepwise(kind, &mut slow, &ops);
+            assert!(fast == slow, "{kind:?}");
+            assert!(fast != c, "{kind:?} computed nothing");
+        }
+    }
+
+    /// The AVX-VNNI block kernel against the instruction sequence, on every signedness and a
+    /// step count that leaves a partial chunk, whatever kernel the dispatch picks.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx_vnni_block_equals_stepwise() {
+        if !super::super::avx_vnni::int8_available() {
+            eprintln!("SKIPPED avx_vnni_block_equals_stepwise: the CPU lacks AVX2 or AVX-VNNI");
+            return;
+        }
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        let a: Vec<u8> = (0..7 * 2048).map(|_| next()).collect();
+        let b: Vec<u8> = (0..6 * 2112 + 2048).map(|_| next()).collect();
+        let mut c = [[0u8; 1024]; 4];
+        c.iter_mut().flatten().for_each(|v| *v = next());
+        let signedness = [
+            (DotKind::Tdpbssd, (true, true)),
+            (DotKind::Tdpbsud, (true, false)),
+            (DotKind::Tdpbusd, (false, true)),
+            (DotKind::Tdpbuud, (false, false)),
+        ];
+        for (kind, signs) in signedness {
+            let Ok(ops) = Operands::new((&a, 2048), (&b, 2112), 7) else {
+                panic!("7 steps fit");
+            };
+            let (mut fast, mut slow) = (c, c);
+            // SAFETY: AVX2 and AVX-VNNI are present (checked above); `Operands::new` proved
+            // every step's 2048 bytes inside `a` and `b`.
+            unsafe {
+                super::super::avx_vnni::dot_2x2_int8(
+                    &mut fast,
+                    (a.as_ptr(), 2048),
+                    (b.as_ptr(), 2112),
+                    7,
+                    signs,
+                )
+            };
             stepwise(kind, &mut slow, &ops);
             assert!(fast == slow, "{kind:?}");
             assert!(fast != c, "{kind:?} computed nothing");
