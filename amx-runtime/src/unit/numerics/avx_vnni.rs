@@ -89,6 +89,20 @@ pub(super) unsafe fn dot_int8(
     }
 }
 
+/// One k step of one row of C (two halves): `acc[h] += VPDPBUSD(av, b[h])`, A's broadcast
+/// dword `av` the unsigned operand when `A_IS_U8`, else B's row.
+#[inline]
+#[target_feature(enable = "avx2,avxvnni")]
+fn dp_row<const A_IS_U8: bool>(acc: &mut [__m256i; 2], av: __m256i, b: [__m256i; 2]) {
+    for (acc, b) in acc.iter_mut().zip(b) {
+        *acc = if A_IS_U8 {
+            _mm256_dpbusd_avx_epi32(*acc, av, b)
+        } else {
+            _mm256_dpbusd_avx_epi32(*acc, b, av)
+        };
+    }
+}
+
 /// The (clamped, nonempty) shape of a product.
 #[derive(Clone, Copy)]
 struct Shape {
@@ -126,13 +140,7 @@ fn rows<const A_IS_U8: bool, const G: usize>(
                     .cast::<i32>()
                     .read_unaligned()
             });
-            if A_IS_U8 {
-                pair[0] = _mm256_dpbusd_avx_epi32(pair[0], av, b0);
-                pair[1] = _mm256_dpbusd_avx_epi32(pair[1], av, b1);
-            } else {
-                pair[0] = _mm256_dpbusd_avx_epi32(pair[0], b0, av);
-                pair[1] = _mm256_dpbusd_avx_epi32(pair[1], b1, av);
-            }
+            dp_row::<A_IS_U8>(pair, av, [b0, b1]);
         }
     }
     for (j, pair) in acc.iter().enumerate().take(shape.m_rows.saturating_sub(m0)) {
@@ -306,13 +314,7 @@ unsafe fn block_rows<const A_IS_U8: bool, const G: usize>(
                         .cast::<i32>()
                         .read_unaligned()
                 });
-                if A_IS_U8 {
-                    pair[0] = _mm256_dpbusd_avx_epi32(pair[0], av, b0);
-                    pair[1] = _mm256_dpbusd_avx_epi32(pair[1], av, b1);
-                } else {
-                    pair[0] = _mm256_dpbusd_avx_epi32(pair[0], b0, av);
-                    pair[1] = _mm256_dpbusd_avx_epi32(pair[1], b1, av);
-                }
+                dp_row::<A_IS_U8>(pair, av, [b0, b1]);
             }
         }
     }

@@ -73,35 +73,11 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
         DotKind::Tdpbuud => Some((false, false)),
         DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => None,
     };
-    #[cfg(target_arch = "x86_64")]
-    if let (Some(signs), KernelPath::Avx512) = (signs, super::int8_path()) {
-        // SAFETY: int8_path chose AVX-512 (AVX-512F and AVX-512 VNNI present), and
-        // `Operands::new` proved the 2048 bytes of every step inside `a` and `b`.
-        unsafe {
-            super::avx512::dot_2x2_int8(
-                c,
-                (ops.a.as_ptr(), ops.a_step),
-                (ops.b.as_ptr(), ops.b_step),
-                ops.steps,
-                signs,
-            )
-        };
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if let (Some(signs), KernelPath::AvxVnni) = (signs, super::int8_path()) {
-        // SAFETY: int8_path chose AVX-VNNI (AVX2 and AVX-VNNI present), and `Operands::new`
-        // proved the 2048 bytes of every step inside `a` and `b`.
-        unsafe {
-            super::avx_vnni::dot_2x2_int8(
-                c,
-                (ops.a.as_ptr(), ops.a_step),
-                (ops.b.as_ptr(), ops.b_step),
-                ops.steps,
-                signs,
-            )
-        };
-        return;
+    if let Some(signs) = signs {
+        // SAFETY: int8_path chose a path whose features the CPU has.
+        if unsafe { fused_int8(super::int8_path(), c, ops, signs) } {
+            return;
+        }
     }
     #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx512 {
@@ -140,42 +116,47 @@ pub(crate) fn tdpbssd_2x2_on(
         return false;
     }
     let signs = (true, true);
+    // SAFETY: the CPU has the features of `path` (checked just above).
+    if unsafe { fused_int8(path, c, ops, signs) } {
+        return true;
+    }
+    for s in 0..ops.steps {
+        for (i, ct) in c.iter_mut().enumerate() {
+            let (Some(at), Some(bt)) = (
+                tile(ops.a, ops.a_step, s, i / 2),
+                tile(ops.b, ops.b_step, s, i % 2),
+            ) else {
+                return true;
+            };
+            super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
+        }
+    }
+    true
+}
+
+/// Runs the integer block on the fused kernel of `path` and returns `true`, or returns `false`
+/// (nothing computed) when `path` has none.
+///
+/// # Safety
+/// The CPU has the features of `path`.
+unsafe fn fused_int8(
+    path: KernelPath,
+    c: &mut [[u8; 1024]; 4],
+    ops: &Operands<'_>,
+    signs: (bool, bool),
+) -> bool {
+    let (a, b) = ((ops.a.as_ptr(), ops.a_step), (ops.b.as_ptr(), ops.b_step));
     match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX-512F and AVX-512 VNNI (checked above), and `Operands::new`
-        // proved the 2048 bytes of every step inside `a` and `b`.
-        KernelPath::Avx512 => unsafe {
-            super::avx512::dot_2x2_int8(
-                c,
-                (ops.a.as_ptr(), ops.a_step),
-                (ops.b.as_ptr(), ops.b_step),
-                ops.steps,
-                signs,
-            )
-        },
+        // SAFETY: the CPU has AVX-512F and AVX-512 VNNI (this function's contract), and
+        // `Operands::new` proved the 2048 bytes of every step inside `a` and `b`.
+        KernelPath::Avx512 => unsafe { super::avx512::dot_2x2_int8(c, a, b, ops.steps, signs) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2 and AVX-VNNI (checked above); the steps as above.
-        KernelPath::AvxVnni => unsafe {
-            super::avx_vnni::dot_2x2_int8(
-                c,
-                (ops.a.as_ptr(), ops.a_step),
-                (ops.b.as_ptr(), ops.b_step),
-                ops.steps,
-                signs,
-            )
-        },
+        // SAFETY: the CPU has AVX2 and AVX-VNNI (this function's contract); the steps as above.
+        KernelPath::AvxVnni => unsafe { super::avx_vnni::dot_2x2_int8(c, a, b, ops.steps, signs) },
         _ => {
-            for s in 0..ops.steps {
-                for (i, ct) in c.iter_mut().enumerate() {
-                    let (Some(at), Some(bt)) = (
-                        tile(ops.a, ops.a_step, s, i / 2),
-                        tile(ops.b, ops.b_step, s, i % 2),
-                    ) else {
-                        return true;
-                    };
-                    super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
-                }
-            }
+            let _ = (c, a, b, signs);
+            return false;
         }
     }
     true

@@ -90,16 +90,41 @@ pub(crate) fn dot_int8(
     a_signed: bool,
     b_signed: bool,
 ) {
+    // SAFETY: int8_path chose a path whose features the CPU has.
+    unsafe {
+        int8_kernel(
+            int8_path(),
+            c,
+            a,
+            b,
+            (m_rows, n_dwords, k_dwords),
+            (a_signed, b_signed),
+        )
+    }
+}
+
+/// [`dot_int8`] on the kernel of `path`.
+///
+/// # Safety
+/// The CPU has the features of `path` ([`int8_path_available`]).
+unsafe fn int8_kernel(
+    path: KernelPath,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    (a_signed, b_signed): (bool, bool),
+) {
     let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
-    match int8_path() {
+    match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path chose AVX-512 because the CPU has AVX-512F and AVX-512 VNNI.
+        // SAFETY: the CPU has AVX-512F and AVX-512 VNNI (this function's contract).
         KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path chose AVX-VNNI because the CPU has AVX2 and AVX-VNNI.
+        // SAFETY: the CPU has AVX2 and AVX-VNNI (this function's contract).
         KernelPath::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path chose AVX2 because the CPU has it.
+        // SAFETY: the CPU has AVX2 (this function's contract).
         KernelPath::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         _ => scalar::dot_int8_portable(c, a, b, (m, n, k), a_signed, b_signed),
     }
@@ -122,31 +147,19 @@ pub(crate) fn int8_path_available(path: KernelPath) -> bool {
 
 /// [`dot_int8`] on the kernel of `path` instead of the selected one (for benchmarks that
 /// compare the kernels on one CPU); `false`, with nothing computed, where the CPU lacks it.
-#[allow(clippy::too_many_arguments)] // dot_int8's shape, and the path
 pub(crate) fn dot_int8_on(
     path: KernelPath,
     c: &mut [u8; 1024],
     a: &[u8; 1024],
     b: &[u8; 1024],
-    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
-    (a_signed, b_signed): (bool, bool),
+    shape: (usize, usize, usize),
+    signs: (bool, bool),
 ) -> bool {
     if !int8_path_available(path) {
         return false;
     }
-    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
-    match path {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path_available confirmed AVX-512F and AVX-512 VNNI.
-        KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path_available confirmed AVX2 and AVX-VNNI.
-        KernelPath::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: int8_path_available confirmed AVX2.
-        KernelPath::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
-        _ => scalar::dot_int8_portable(c, a, b, (m, n, k), a_signed, b_signed),
-    }
+    // SAFETY: the CPU has the features of `path` (checked just above).
+    unsafe { int8_kernel(path, c, a, b, shape, signs) };
     true
 }
 
