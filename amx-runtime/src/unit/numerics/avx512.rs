@@ -566,9 +566,9 @@ impl Columns {
     }
 }
 
-/// One k-step's operands converted to fp32 for [`block_kernel`]: `a` is [even elements of A's
-/// rows 0..32; odd elements of them], `b` is [even B0; odd B0; even B1; odd B1] (16 rows
-/// each); 8 KiB.
+/// One k-step's operands converted to fp32 for [`block_kernel`], 128 rows of 64 bytes: rows
+/// 0..32 the even elements of A's 32 rows, 32..64 their odd elements, then even B0, odd B0,
+/// even B1, odd B1 (16 rows each).
 type Converted = [MaybeUninit<__m512i>; 8 * ROWS];
 
 /// Converts k-step `s` into `out`; `false` (nothing written) when the step does not lie
