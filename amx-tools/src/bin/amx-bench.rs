@@ -172,10 +172,15 @@ fn print_row(r: &Report) {
         roof,
         seconds(r.pack_s),
     );
-    if let (Some(simd), Some(share)) = (r.simd_peak_gops, r.percent_of_simd_peak()) {
+    if let (Some(simd), Some(share), Some(best)) = (
+        r.simd_peak_gops,
+        r.percent_of_simd_peak(),
+        r.best_percent_of_simd_peak(),
+    ) {
         println!(
             "{:>22} the emulator at {share:.1}% of the cores' own SIMD peak ({simd:.1} GOP/s \
-             of the instructions its kernels issue, measured now on {} thread(s))",
+             of the instructions its kernels issue, measured now on {} thread(s)); fastest \
+             repetition {best:.1}%",
             "", r.threads
         );
     }
