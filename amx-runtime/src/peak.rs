@@ -401,8 +401,8 @@ fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
             };
         // SAFETY: `path` is the kernel path the emulator selected, which it selects only where
         // the CPU has the features each loop is compiled for (AVX-512F + VNNI, AVX-512F,
-        // AVX2 + AVX-VNNI, AVX2, AVX2 + FMA), or an integer path `__int8_peak_on` checked the
-        // CPU for.
+        // AVX2 + AVX-VNNI, AVX2, AVX2 + FMA), or a path `__int8_peak_on` or `__float_peak_on`
+        // checked the CPU for.
         let ns = best_ns_per(|| unsafe { run(ITERS) }, 1);
         Some(Peak {
             path,
@@ -671,6 +671,51 @@ pub fn __int8_block_on(
         Ok(ops) => tdpbssd_2x2_on(path, c, &ops),
         Err(_) => false,
     }
+}
+
+/// The floating-point kernels this CPU can run, the selected one first, for
+/// `benches/emulator_paths.rs`; not part of the API.
+#[doc(hidden)]
+pub fn __float_paths() -> Vec<KernelPath> {
+    use crate::unit::numerics::float_path_available;
+    let mut paths = vec![float_path()];
+    for path in [KernelPath::Avx512, KernelPath::Avx2, KernelPath::Portable] {
+        if float_path_available(path) && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// TDPBF16PS in 2x2 blocks of `steps` k-steps with the floating-point kernels of `path`, the
+/// block kernel (`fused`) or instruction by instruction: A's steps `2048` bytes apart in `a`,
+/// B's in `b`. `false` where the CPU lacks the kernels or the operands are too short. For
+/// `benches/emulator_paths.rs`; not part of the API.
+#[doc(hidden)]
+pub fn __bf16_block_on(
+    path: KernelPath,
+    fused: bool,
+    c: &mut [[u8; 1024]; 4],
+    a: &[u8],
+    b: &[u8],
+    steps: usize,
+) -> bool {
+    use crate::unit::numerics::block::{bf16_2x2_on, Operands};
+    match Operands::new((a, 2048), (b, 2048), steps) {
+        Ok(ops) => bf16_2x2_on(path, fused, c, &ops),
+        Err(_) => false,
+    }
+}
+
+/// The peak of the instruction sequence of `path`'s floating-point kernel (`None` where the
+/// CPU lacks it or the path has no measured sequence), for `benches/emulator_paths.rs`; not
+/// part of the API.
+#[doc(hidden)]
+pub fn __float_peak_on(path: KernelPath) -> Option<Peak> {
+    if !crate::unit::numerics::float_path_available(path) {
+        return None;
+    }
+    measure_peak(path, Family::Float)
 }
 
 /// The peak of the instruction sequence of `path`'s integer kernel (`None` where the CPU lacks

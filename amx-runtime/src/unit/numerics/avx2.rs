@@ -263,16 +263,57 @@ fn halves_to_f32(v: __m256i) -> [__m256i; 2] {
     ]
 }
 
-/// The converted operands of a floating-point product, laid out for [`float_kernel`].
+/// The A operand of a floating-point product converted for [`float_kernel`].
 #[repr(C, align(64))]
-struct FloatOperands {
+struct FloatA {
     /// A's even elements: dword k of row m is `ae[m][k]`.
     ae: [[u32; DWORDS]; ROWS],
     /// A's odd elements, 1 KiB after `ae`.
     ao: [[u32; DWORDS]; ROWS],
-    /// B row k: even elements of columns 0..8, 8..16, then odd elements of columns 0..8,
-    /// 8..16 (128 bytes per k).
-    b: [[__m256i; 4]; ROWS],
+}
+
+/// The B operand of a floating-point product converted for [`float_kernel`]: row k holds the
+/// even elements of columns 0..8, 8..16, then the odd elements of columns 0..8, 8..16 (128
+/// bytes per k; aligned for the kernel's aligned loads).
+#[repr(C, align(64))]
+struct FloatB([[__m256i; 4]; ROWS]);
+
+/// A tile of 16-bit elements as [`FloatA`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn convert_a(a: &[u8; 1024], half: Half) -> FloatA {
+    let mut ops = MaybeUninit::<FloatA>::uninit();
+    let p = ops.as_mut_ptr();
+    for r in 0..ROWS {
+        let (even, odd) = split_row(a, r, half);
+        // SAFETY: `p` points to `ops`, r < 16, and the raw places are written without
+        // creating references to the uninitialised memory. The stores are unaligned.
+        unsafe {
+            let ae = addr_of_mut!((*p).ae[r]).cast::<__m256i>();
+            _mm256_storeu_si256(ae, even[0]);
+            _mm256_storeu_si256(ae.add(1), even[1]);
+            let ao = addr_of_mut!((*p).ao[r]).cast::<__m256i>();
+            _mm256_storeu_si256(ao, odd[0]);
+            _mm256_storeu_si256(ao.add(1), odd[1]);
+        }
+    }
+    // SAFETY: every field was written above.
+    unsafe { ops.assume_init() }
+}
+
+/// A tile of 16-bit elements as [`FloatB`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+fn convert_b(b: &[u8; 1024], half: Half) -> FloatB {
+    let mut ops = MaybeUninit::<FloatB>::uninit();
+    let p = ops.as_mut_ptr().cast::<[__m256i; 4]>();
+    for r in 0..ROWS {
+        let (even, odd) = split_row(b, r, half);
+        // SAFETY: `p` points to the 16 rows of `ops` and r < 16; written in place.
+        unsafe { p.add(r).write([even[0], even[1], odd[0], odd[1]]) };
+    }
+    // SAFETY: every row was written above.
+    unsafe { ops.assume_init() }
 }
 
 /// TDPBF16PS/TDPFP16PS: per row of C, two fp32 accumulator pairs (te, to over 16 columns)
@@ -295,33 +336,23 @@ pub(super) unsafe fn dot_half(
     if m_rows == 0 || n_dwords == 0 {
         return;
     }
-    let mut ops = MaybeUninit::<FloatOperands>::uninit();
-    let p = ops.as_mut_ptr();
-    for r in 0..ROWS {
-        let (even, odd) = split_row(a, r, half);
-        // SAFETY: `p` points to `ops`, r < 16, and the raw places are written without
-        // creating references to the uninitialised memory. The stores are unaligned.
-        unsafe {
-            let ae = addr_of_mut!((*p).ae[r]).cast::<__m256i>();
-            _mm256_storeu_si256(ae, even[0]);
-            _mm256_storeu_si256(ae.add(1), even[1]);
-            let ao = addr_of_mut!((*p).ao[r]).cast::<__m256i>();
-            _mm256_storeu_si256(ao, odd[0]);
-            _mm256_storeu_si256(ao.add(1), odd[1]);
-        }
-        let (even, odd) = split_row(b, r, half);
-        // SAFETY: as above.
-        unsafe { addr_of_mut!((*p).b[r]).write([even[0], even[1], odd[0], odd[1]]) };
-    }
-    // SAFETY: every field was written above.
-    let ops = unsafe { ops.assume_init_ref() };
+    let (fa, fb) = (convert_a(a, half), convert_b(b, half));
     let pairs = m_rows.div_ceil(2);
     let mut out = MaybeUninit::<Rows2>::uninit();
-    // SAFETY: the kernel reads `ops` (ae/ao rows < 2 * pairs <= 16 at dword offsets
-    // < k_dwords <= 16, b rows < k_dwords), reads c rows < 2 * pairs and writes `out` rows
+    // SAFETY: the kernel reads `fa` (ae/ao rows < 2 * pairs <= 16 at dword offsets
+    // < k_dwords <= 16), `fb` (rows < k_dwords), c rows < 2 * pairs and writes `out` rows
     // < 2 * pairs, all in bounds; nothing else touches them during the call. The CPU supports
     // AVX2 and FMA (this function's contract).
-    unsafe { float_kernel(ops, k_dwords, pairs, c.as_ptr(), out.as_mut_ptr().cast()) };
+    unsafe {
+        float_kernel(
+            &fa,
+            &fb,
+            k_dwords,
+            pairs,
+            c.as_ptr(),
+            out.as_mut_ptr().cast(),
+        )
+    };
     let wanted = (1u32 << n_dwords) - 1;
     for m in 0..m_rows {
         // SAFETY: the kernel wrote rows 0..2 * pairs, which include m < m_rows.
@@ -332,6 +363,62 @@ pub(super) unsafe fn dot_half(
         }
         store_row(c, m, n_dwords, row);
     }
+}
+
+/// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), when no
+/// lane of C is a NaN at the end: per step, A0, A1, B0 and B1 converted once each (the
+/// instruction by instruction path converts each twice) and the four products run with C
+/// updated in place, with no NaN test per row. Returns `false`, with `c` untouched, when a
+/// lane ends in a NaN (or a step lies outside the operands): the caller then runs the
+/// instructions one by one, whose NaN lanes the exact model recomputes. One test at the end
+/// suffices: a NaN lane stays one through every later step, and on the other lanes the kernel
+/// is exact (see [`dot_half`]).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_2x2_half(
+    c: &mut [[u8; 1024]; 4],
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+    half: Half,
+) -> bool {
+    let mut out = *c;
+    for s in 0..steps {
+        let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
+            step_tile(a, a_step, s, 0),
+            step_tile(a, a_step, s, 1),
+            step_tile(b, b_step, s, 0),
+            step_tile(b, b_step, s, 1),
+        ) else {
+            return false;
+        };
+        let fa = [convert_a(a0, half), convert_a(a1, half)];
+        let fb = [convert_b(b0, half), convert_b(b1, half)];
+        for (i, t) in out.iter_mut().enumerate() {
+            let p = t.as_mut_ptr();
+            // SAFETY: the kernel reads fa/fb (rows < 16, dword offsets < 16) and 16 rows of
+            // the tile, which it also writes in place (allowed); nothing else touches them
+            // during the call. The CPU supports AVX2 and FMA (this function's contract).
+            unsafe { float_kernel(&fa[i / 2], &fb[i % 2], ROWS, ROWS / 2, p, p) };
+        }
+    }
+    let any_nan = out.iter().any(|t| {
+        (0..ROWS).any(|r| nan_lanes([load_half_row(t, r, 0), load_half_row(t, r, 1)]) != 0)
+    });
+    if any_nan {
+        return false;
+    }
+    *c = out;
+    true
+}
+
+/// Tile `h` (0 or 1) of k-step `s` of an operand whose steps are `step` bytes apart; `None`
+/// past its end.
+fn step_tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 1024]> {
+    let at = s.checked_mul(step)?.checked_add(h * 1024)?;
+    x.get(at..at.checked_add(1024)?)?.try_into().ok()
 }
 
 /// Bit `n` set for each of the 16 lanes of `row` that holds a NaN.
@@ -390,13 +477,22 @@ fn fix_nan_lanes(
 ///
 /// # Safety
 /// The CPU must support AVX2 and FMA. `pairs <= 8`, `k <= 16`; `c` points to `2 * pairs`
-/// rows of 64 readable bytes and `out` to as many writable ones, not overlapping `ops` or `c`.
+/// rows of 64 readable bytes and `out` to as many writable ones, not overlapping `fa` or `fb`;
+/// `out` may be `c` itself (each row of C is read before the same row of `out` is written, and
+/// never after).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn float_kernel(ops: &FloatOperands, k: usize, pairs: usize, c: *const u8, out: *mut u8) {
+unsafe fn float_kernel(
+    fa: &FloatA,
+    fb: &FloatB,
+    k: usize,
+    pairs: usize,
+    c: *const u8,
+    out: *mut u8,
+) {
     let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the memory operands are within `ops`, `c` and `out` as the caller guarantees
-    // (`a` walks ae rows 2p, 2p + 1 and, 1 KiB further, the same ao rows; `b` walks the first
-    // k rows of ops.b); `csr` is a live local the block saves MXCSR into and restores it from
+    // SAFETY: the memory operands are within `fa`, `fb`, `c` and `out` as the caller
+    // guarantees (`a` walks ae rows 2p, 2p + 1 and, 1 KiB further, the same ao rows; `b` walks
+    // the first k rows of fb, 32-byte aligned); `c == out` is sound as the contract says; `csr` is a live local the block saves MXCSR into and restores it from
     // before exiting; ymm0-15 are declared clobbered, the pointer and counter registers are
     // inout; no stack is used.
     unsafe {
@@ -463,8 +559,8 @@ unsafe fn float_kernel(ops: &FloatOperands, k: usize, pairs: usize, c: *const u8
             "5:",
             "vldmxcsr dword ptr [{csr}]",
             csr = in(reg) csr.as_mut_ptr(),
-            a = inout(reg) (ops as *const FloatOperands).cast::<u8>() => _,
-            b = in(reg) core::ptr::addr_of!(ops.b).cast::<u8>(),
+            a = inout(reg) (fa as *const FloatA).cast::<u8>() => _,
+            b = in(reg) (fb as *const FloatB).cast::<u8>(),
             pa = out(reg) _,
             pb = out(reg) _,
             kk = out(reg) _,

@@ -99,6 +99,22 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
         };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if signs.is_none() && super::float_path() == KernelPath::Avx2 {
+        let half = if kind == DotKind::Tdpfp16ps {
+            super::Half::Fp16
+        } else {
+            super::Half::Bf16
+        };
+        // SAFETY: float_path chose AVX2 (AVX2, FMA and F16C present, DAZ/FTZ self-checked);
+        // the kernel reads only whole tiles inside `a` and `b`, through checked slices.
+        let done = unsafe {
+            super::avx2::dot_2x2_half(c, (ops.a, ops.a_step), (ops.b, ops.b_step), ops.steps, half)
+        };
+        if done {
+            return;
+        }
+    }
     let _ = signs;
     stepwise(kind, c, ops);
 }
@@ -129,6 +145,56 @@ pub(crate) fn tdpbssd_2x2_on(
                 return true;
             };
             super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
+        }
+    }
+    true
+}
+
+/// A TDPBF16PS block on the kernels of `path` rather than the selected ones (for benchmarks
+/// that compare the kernels on one CPU): with `fused`, the block kernel of AVX-512 or AVX2
+/// (instruction by instruction where it declines), else the per-instruction kernel of `path`
+/// step by step. `false`, with nothing computed, where the CPU lacks them.
+pub(crate) fn bf16_2x2_on(
+    path: KernelPath,
+    fused: bool,
+    c: &mut [[u8; 1024]; 4],
+    ops: &Operands<'_>,
+) -> bool {
+    if !super::float_path_available(path) {
+        return false;
+    }
+    let (a, b) = ((ops.a, ops.a_step), (ops.b, ops.b_step));
+    let half = super::Half::Bf16;
+    #[cfg(target_arch = "x86_64")]
+    if fused {
+        match path {
+            KernelPath::Avx512 => {
+                // SAFETY: the CPU runs the AVX-512 float kernels (checked above); the kernel
+                // reads whole steps through checked slices.
+                unsafe { super::avx512::dot_2x2_half(c, a, b, ops.steps, half) };
+                return true;
+            }
+            KernelPath::Avx2 => {
+                // SAFETY: the CPU runs the AVX2 float kernels (checked above); the kernel
+                // reads whole tiles through checked slices.
+                let done = unsafe { super::avx2::dot_2x2_half(c, a, b, ops.steps, half) };
+                if done {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    let _ = (fused, a, b);
+    for s in 0..ops.steps {
+        for (i, ct) in c.iter_mut().enumerate() {
+            let (Some(at), Some(bt)) = (
+                tile(ops.a, ops.a_step, s, i / 2),
+                tile(ops.b, ops.b_step, s, i % 2),
+            ) else {
+                return true;
+            };
+            super::dot_half_on(path, ct, at, bt, (16, 16, 16), half);
         }
     }
     true

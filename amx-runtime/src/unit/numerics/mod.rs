@@ -66,7 +66,7 @@ const ONE: u32 = 0x3F80_0000;
 
 /// The element type of a floating-point dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Half {
+pub(crate) enum Half {
     /// bfloat16 (TDPBF16PS).
     Bf16,
     /// IEEE binary16 (TDPFP16PS).
@@ -304,15 +304,62 @@ fn dot_half(
     k_dwords: usize,
     half: Half,
 ) {
-    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
-    match float_path() {
+    // SAFETY: float_path chose a path whose kernel the CPU runs (features and self-check).
+    unsafe { half_kernel(float_path(), c, a, b, (m_rows, n_dwords, k_dwords), half) }
+}
+
+/// Whether this CPU can run the floating-point kernel of `path` (its features, and the
+/// DAZ/FTZ self-check for the vector kernels).
+pub(crate) fn float_path_available(path: KernelPath) -> bool {
+    match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: float_path chose AVX-512 because the CPU has AVX-512F (and passed the
-        // self-check).
+        KernelPath::Avx512 => avx512::float_available(),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => avx2::float_available(),
+        KernelPath::Portable => true,
+        _ => false,
+    }
+}
+
+/// [`dot_bf16`] or [`dot_fp16`] on the kernel of `path` instead of the selected one (for
+/// benchmarks that compare the kernels on one CPU); `false`, with nothing computed, where the
+/// CPU lacks it.
+pub(crate) fn dot_half_on(
+    path: KernelPath,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    shape: (usize, usize, usize),
+    half: Half,
+) -> bool {
+    if !float_path_available(path) {
+        return false;
+    }
+    // SAFETY: the CPU runs the kernel of `path` (checked just above).
+    unsafe { half_kernel(path, c, a, b, shape, half) };
+    true
+}
+
+/// [`dot_half`] on the kernel of `path`.
+///
+/// # Safety
+/// The CPU runs the kernel of `path` ([`float_path_available`]).
+unsafe fn half_kernel(
+    path: KernelPath,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    half: Half,
+) {
+    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX-512F and passed the self-check (this function's contract).
         KernelPath::Avx512 => unsafe { avx512::dot_half(c, a, b, m, n, k, half) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: float_path chose AVX2 because the CPU has AVX2, FMA and F16C (and passed
-        // the self-check).
+        // SAFETY: the CPU has AVX2, FMA and F16C and passed the self-check (this function's
+        // contract).
         KernelPath::Avx2 => unsafe { avx2::dot_half(c, a, b, m, n, k, half) },
         _ => {
             // The silicon neither reads nor writes MXCSR (section 10), but the scalar path's

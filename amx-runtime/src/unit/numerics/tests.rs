@@ -1242,12 +1242,14 @@ fn block_int8_fused_matches_instruction_sequence() {
 }
 
 /// Random 2x2 blocks of floating-point products (special-heavy elements, both formats) on the
-/// AVX-512 block kernel against the exact model applied instruction by instruction.
+/// AVX-512 and AVX2 block kernels against the exact model applied instruction by instruction.
 #[test]
 fn block_half_fused_matches_exact_sequence() {
-    if let Some(why) = Kernel::Avx512.float_missing() {
-        report_skipped(Kernel::Avx512, why);
-        return;
+    let avx512 = Kernel::Avx512.float_missing().is_none();
+    for kernel in [Kernel::Avx512, Kernel::Avx2] {
+        if let Some(why) = kernel.float_missing() {
+            report_skipped(kernel, why);
+        }
     }
     let mut rng = Rng(0x00B1_0CF1);
     for iter in 0..90 {
@@ -1310,12 +1312,42 @@ fn block_half_fused_matches_exact_sequence() {
                 *w = oracle_half(w, at, bt, 16, 16, 16, half);
             }
         }
-        let mut got = c;
-        // SAFETY: AVX-512F is present and passed the DAZ/FTZ self-check (checked above).
-        unsafe { avx512::dot_2x2_half(&mut got, (&a, a_step), (&b, b_step), steps, half) };
-        for t in 0..4 {
-            let ctx = |_: usize, _: usize| format!("tile {t}, steps {steps}, {half:?}");
-            assert_same("fused half block", &got[t], &want[t], &ctx);
+        if avx512 {
+            let mut got = c;
+            // SAFETY: AVX-512F is present and passed the DAZ/FTZ self-check (checked above).
+            unsafe { avx512::dot_2x2_half(&mut got, (&a, a_step), (&b, b_step), steps, half) };
+            for t in 0..4 {
+                let ctx = |_: usize, _: usize| format!("tile {t}, steps {steps}, {half:?}");
+                assert_same("fused half block", &got[t], &want[t], &ctx);
+            }
         }
+        check_avx2_half_block(&c, (&a, a_step), (&b, b_step), steps, half, &want, !special);
+    }
+}
+
+/// The AVX2 float block on one case: the sequence's result, or (only where a lane ends in a
+/// NaN, never when `nan_free`) a refusal with C untouched. Skipped where the CPU lacks the
+/// kernel.
+fn check_avx2_half_block(
+    c: &[Tile; 4],
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+    want: &[Tile; 4],
+    nan_free: bool,
+) {
+    if Kernel::Avx2.float_missing().is_some() {
+        return;
+    }
+    let mut got = *c;
+    // SAFETY: AVX2, FMA and F16C are present and passed the DAZ/FTZ self-check (checked
+    // above).
+    let done = unsafe { avx2::dot_2x2_half(&mut got, a, b, steps, half) };
+    assert!(done || !nan_free, "the AVX2 block refused a NaN-free case");
+    let want = if done { want } else { c };
+    for t in 0..4 {
+        let ctx = |_: usize, _: usize| format!("AVX2, tile {t}, steps {steps}, {half:?}");
+        assert_same("AVX2 half block", &got[t], &want[t], &ctx);
     }
 }
