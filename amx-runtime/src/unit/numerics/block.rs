@@ -136,17 +136,9 @@ pub(crate) fn tdpbssd_2x2_on(
     if unsafe { fused_int8(path, c, ops, signs) } {
         return true;
     }
-    for s in 0..ops.steps {
-        for (i, ct) in c.iter_mut().enumerate() {
-            let (Some(at), Some(bt)) = (
-                tile(ops.a, ops.a_step, s, i / 2),
-                tile(ops.b, ops.b_step, s, i % 2),
-            ) else {
-                return true;
-            };
-            super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
-        }
-    }
+    each_product(c, ops, |ct, at, bt| {
+        super::dot_int8_on(path, ct, at, bt, (16, 16, 16), signs);
+    });
     true
 }
 
@@ -186,17 +178,9 @@ pub(crate) fn bf16_2x2_on(
         }
     }
     let _ = (fused, a, b);
-    for s in 0..ops.steps {
-        for (i, ct) in c.iter_mut().enumerate() {
-            let (Some(at), Some(bt)) = (
-                tile(ops.a, ops.a_step, s, i / 2),
-                tile(ops.b, ops.b_step, s, i % 2),
-            ) else {
-                return true;
-            };
-            super::dot_half_on(path, ct, at, bt, (16, 16, 16), half);
-        }
-    }
+    each_product(c, ops, |ct, at, bt| {
+        super::dot_half_on(path, ct, at, bt, (16, 16, 16), half);
+    });
     true
 }
 
@@ -230,6 +214,23 @@ unsafe fn fused_int8(
 
 /// The block as its instruction sequence, each product on the per-instruction kernel.
 pub(crate) fn stepwise(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    each_product(c, ops, |ct, at, bt| match kind {
+        DotKind::Tdpbssd => super::dot_int8(ct, at, bt, 16, 16, 16, true, true),
+        DotKind::Tdpbsud => super::dot_int8(ct, at, bt, 16, 16, 16, true, false),
+        DotKind::Tdpbusd => super::dot_int8(ct, at, bt, 16, 16, 16, false, true),
+        DotKind::Tdpbuud => super::dot_int8(ct, at, bt, 16, 16, 16, false, false),
+        DotKind::Tdpbf16ps => super::dot_bf16(ct, at, bt, 16, 16, 16),
+        DotKind::Tdpfp16ps => super::dot_fp16(ct, at, bt, 16, 16, 16),
+    });
+}
+
+/// `product(C[2h + w], Ah, Bw)` for each step in order and each of its four products, on the
+/// operands in place.
+fn each_product(
+    c: &mut [[u8; 1024]; 4],
+    ops: &Operands<'_>,
+    mut product: impl FnMut(&mut [u8; 1024], &[u8; 1024], &[u8; 1024]),
+) {
     for s in 0..ops.steps {
         for (i, ct) in c.iter_mut().enumerate() {
             let (Some(at), Some(bt)) = (
@@ -238,14 +239,7 @@ pub(crate) fn stepwise(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_
             ) else {
                 return;
             };
-            match kind {
-                DotKind::Tdpbssd => super::dot_int8(ct, at, bt, 16, 16, 16, true, true),
-                DotKind::Tdpbsud => super::dot_int8(ct, at, bt, 16, 16, 16, true, false),
-                DotKind::Tdpbusd => super::dot_int8(ct, at, bt, 16, 16, 16, false, true),
-                DotKind::Tdpbuud => super::dot_int8(ct, at, bt, 16, 16, 16, false, false),
-                DotKind::Tdpbf16ps => super::dot_bf16(ct, at, bt, 16, 16, 16),
-                DotKind::Tdpfp16ps => super::dot_fp16(ct, at, bt, 16, 16, 16),
-            }
+            product(ct, at, bt);
         }
     }
 }
