@@ -387,10 +387,10 @@ pub(super) unsafe fn dot_2x2_half(
     let mut out = *c;
     for s in 0..steps {
         let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
-            step_tile(a, a_step, s, 0),
-            step_tile(a, a_step, s, 1),
-            step_tile(b, b_step, s, 0),
-            step_tile(b, b_step, s, 1),
+            super::block::tile(a, a_step, s, 0),
+            super::block::tile(a, a_step, s, 1),
+            super::block::tile(b, b_step, s, 0),
+            super::block::tile(b, b_step, s, 1),
         ) else {
             return false;
         };
@@ -412,13 +412,6 @@ pub(super) unsafe fn dot_2x2_half(
     }
     *c = out;
     true
-}
-
-/// Tile `h` (0 or 1) of k-step `s` of an operand whose steps are `step` bytes apart; `None`
-/// past its end.
-fn step_tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 1024]> {
-    let at = s.checked_mul(step)?.checked_add(h * 1024)?;
-    x.get(at..at.checked_add(1024)?)?.try_into().ok()
 }
 
 /// Bit `n` set for each of the 16 lanes of `row` that holds a NaN.

@@ -510,19 +510,13 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
     }
 }
 
-/// The 2048 bytes of k-step `s` of an operand whose steps are `stride` bytes apart.
-fn step_of(x: &[u8], stride: usize, s: usize) -> Option<&[u8; 2048]> {
-    let at = s.checked_mul(stride)?;
-    x.get(at..at.checked_add(2048)?)?.try_into().ok()
-}
-
-/// The two tiles of a k-step.
-fn tiles_of(x: &[u8; 2048]) -> [&[u8; 1024]; 2] {
-    let (lo, hi) = x.split_at(1024);
-    [
-        lo.try_into().unwrap_or(&[0; 1024]),
-        hi.try_into().unwrap_or(&[0; 1024]),
-    ]
+/// The two tiles of k-step `s` of an operand whose steps are `stride` bytes apart; `None`
+/// past its end.
+fn step_tiles(x: &[u8], stride: usize, s: usize) -> Option<[&[u8; 1024]; 2]> {
+    Some([
+        super::block::tile(x, stride, s, 0)?,
+        super::block::tile(x, stride, s, 1)?,
+    ])
 }
 
 /// The four C tiles of a 2x2 block as two columns of 32 rows: `[C00; C10]` then `[C01; C11]`
@@ -582,18 +576,19 @@ fn convert_step(
     s: usize,
     half: Half,
 ) -> bool {
-    let (Some(a_s), Some(b_s)) = (step_of(a, a_step, s), step_of(b, b_step, s)) else {
+    let (Some(a_tiles), Some(b_tiles)) = (step_tiles(a, a_step, s), step_tiles(b, b_step, s))
+    else {
         return false;
     };
     let (a_rows, b_rows) = out.split_at_mut(4 * ROWS);
-    for (h, tile) in tiles_of(a_s).into_iter().enumerate() {
+    for (h, tile) in a_tiles.into_iter().enumerate() {
         for r in 0..ROWS {
             let (even, odd) = split(load_row(tile, r), half);
             a_rows[h * ROWS + r].write(even);
             a_rows[2 * ROWS + h * ROWS + r].write(odd);
         }
     }
-    for (w, tile) in tiles_of(b_s).into_iter().enumerate() {
+    for (w, tile) in b_tiles.into_iter().enumerate() {
         for r in 0..ROWS {
             let (even, odd) = split(load_row(tile, r), half);
             b_rows[w * 2 * ROWS + r].write(even);
@@ -709,10 +704,10 @@ unsafe fn half_block_exact(
         // live locals that nothing else accesses during the call. The CPU supports AVX-512F
         // (this function's contract).
         unsafe { block_kernel(ops.as_ptr().cast(), old.0.as_ptr(), new.0.as_mut_ptr()) };
-        let (Some(a_s), Some(b_s)) = (step_of(a.0, a.1, s), step_of(b.0, b.1, s)) else {
+        let (Some(a_tiles), Some(b_tiles)) = (step_tiles(a.0, a.1, s), step_tiles(b.0, b.1, s))
+        else {
             break; // converted above, so unreachable
         };
-        let (a_tiles, b_tiles) = (tiles_of(a_s), tiles_of(b_s));
         for (i, row) in new.0.chunks_exact_mut(64).enumerate() {
             // SAFETY: `row` is 64 readable bytes; the load is unaligned.
             let v = unsafe { _mm512_loadu_si512(row.as_ptr().cast()) };

@@ -58,7 +58,7 @@ impl<'o> Operands<'o> {
 
 /// Tile `h` (0 or 1) of step `s` of an operand; `None` past the buffer (never, once
 /// validated; the `Option` keeps this panic-free).
-fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 1024]> {
+pub(super) fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 1024]> {
     let at = s.checked_mul(step)?.checked_add(h * 1024)?;
     x.get(at..at.checked_add(1024)?)?.try_into().ok()
 }
