@@ -330,6 +330,33 @@ on_both! {
         }
     }
 
+    /// D1 after a configuration change: operands that passed the checks under one
+    /// configuration are checked again under the next one (the emulator remembers the last
+    /// product it checked), and after TILERELEASE.
+    fn d1_rechecked_after_ldtilecfg<U>(u) {
+        u.ldtilecfg(&cfg(0, &[(0, 16, 64), (1, 16, 64), (2, 16, 64)])).unwrap();
+        u.tdpbssd(0, 1, 2).unwrap();
+        u.tdpbssd(0, 1, 2).unwrap();
+        u.ldtilecfg(&cfg(0, &[(0, 8, 64), (1, 16, 64), (2, 16, 64)])).unwrap();
+        assert!(is_ud(u.tdpbssd(0, 1, 2)), "C.rows != A.rows under the new configuration");
+        u.ldtilecfg(&cfg(0, &[(0, 16, 64), (1, 16, 64), (2, 16, 64)])).unwrap();
+        u.tdpbssd(0, 1, 2).unwrap();
+        u.tilerelease();
+        assert!(is_ud(u.tdpbssd(0, 1, 2)), "unconfigured after TILERELEASE");
+        u.ldtilecfg(&[0; 64]).unwrap();
+        assert!(is_ud(u.tdpbssd(0, 1, 2)), "unconfigured after LDTILECFG of palette 0");
+        // A product whose shape differs from the last one checked computes with its own shape.
+        u.ldtilecfg(&cfg(0, &[(0, 2, 8), (1, 2, 4), (2, 1, 8), (3, 16, 64), (4, 16, 64), (5, 16, 64)]))
+            .unwrap();
+        u.tdpbssd(3, 4, 5).unwrap();
+        u.tileloadd(1, &[1u8; 8], 4).unwrap();
+        u.tileloadd(2, &[2u8; 8], 8).unwrap();
+        u.tdpbssd(0, 1, 2).unwrap();
+        let mut out = [0u8; 16];
+        u.tilestored(0, &mut out, 8).unwrap();
+        assert_eq!(out, [8, 0, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0, 8, 0, 0, 0]);
+    }
+
     /// D3/D4: a dot product with start_row 3 executes and resets start_row (that it computes
     /// every row needs tile data under a non-zero start_row, which only XRSTOR gives: see
     /// `d3_start_row_ignored_emulator`); C bytes past colsb and rows past M are zero; A and B

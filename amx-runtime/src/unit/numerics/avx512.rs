@@ -120,6 +120,23 @@ pub(super) unsafe fn dot_int8(
     if m_rows == 0 || n_dwords == 0 {
         return;
     }
+    if m_rows == ROWS && a_signed && b_signed {
+        // SAFETY: `a`, `b` and `c` hold 16 rows of 64 bytes and k_dwords <= 16, so the
+        // kernel's reads (A dwords k < k_dwords of rows 0..16, B rows 0..k_dwords, C rows
+        // 0..16) and masked writes (C rows 0..16) are in bounds; the pointers come from live
+        // borrows, and `c` does not overlap the others (`&mut`). The CPU supports AVX-512F and
+        // AVX-512 VNNI (this function's contract).
+        unsafe {
+            full_tile_int8_signed_signed(
+                c.as_mut_ptr(),
+                a.as_ptr(),
+                b.as_ptr(),
+                k_dwords,
+                lane_mask(n_dwords),
+            )
+        };
+        return;
+    }
     let biased = a_signed == b_signed;
     let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
     // A with the bias applied, when there is one, so the hot loop only broadcasts dwords.
@@ -204,10 +221,9 @@ fn int8_rows<const A_IS_U8: bool, const G: usize>(
     for m0 in (0..shape.m_rows).step_by(G) {
         // Rows past m_rows (up to the group's end, at most row 15) are computed from whatever
         // the tiles hold and then dropped.
+        // From zero, C added at the end: the k chains then do not wait for the previous
+        // instruction's store of C, so back-to-back products on one C tile overlap.
         let mut acc = [_mm512_setzero_si512(); G];
-        for (j, v) in acc.iter_mut().enumerate() {
-            *v = load_row(c, (m0 + j) % ROWS);
-        }
         for k in 0..shape.k_dwords {
             let bk = load_row(b, k);
             for (j, v) in acc.iter_mut().enumerate() {
@@ -227,7 +243,8 @@ fn int8_rows<const A_IS_U8: bool, const G: usize>(
             }
         }
         for (j, v) in acc.iter().enumerate().take(shape.m_rows - m0) {
-            store_row_masked(c, m0 + j, mask, _mm512_sub_epi32(*v, corr));
+            let sum = _mm512_add_epi32(*v, load_row(c, m0 + j));
+            store_row_masked(c, m0 + j, mask, _mm512_sub_epi32(sum, corr));
         }
     }
 }
@@ -263,22 +280,22 @@ unsafe fn full_tile_int8_a_signed(
         // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
         // requires of outputs.
         asm!(
-            "vmovdqu32 zmm0, zmmword ptr [{c} + 0]",
-            "vmovdqu32 zmm1, zmmword ptr [{c} + 64]",
-            "vmovdqu32 zmm2, zmmword ptr [{c} + 128]",
-            "vmovdqu32 zmm3, zmmword ptr [{c} + 192]",
-            "vmovdqu32 zmm4, zmmword ptr [{c} + 256]",
-            "vmovdqu32 zmm5, zmmword ptr [{c} + 320]",
-            "vmovdqu32 zmm6, zmmword ptr [{c} + 384]",
-            "vmovdqu32 zmm7, zmmword ptr [{c} + 448]",
-            "vmovdqu32 zmm8, zmmword ptr [{c} + 512]",
-            "vmovdqu32 zmm9, zmmword ptr [{c} + 576]",
-            "vmovdqu32 zmm10, zmmword ptr [{c} + 640]",
-            "vmovdqu32 zmm11, zmmword ptr [{c} + 704]",
-            "vmovdqu32 zmm12, zmmword ptr [{c} + 768]",
-            "vmovdqu32 zmm13, zmmword ptr [{c} + 832]",
-            "vmovdqu32 zmm14, zmmword ptr [{c} + 896]",
-            "vmovdqu32 zmm15, zmmword ptr [{c} + 960]",
+            "vpxord xmm0, xmm0, xmm0",
+            "vpxord xmm1, xmm1, xmm1",
+            "vpxord xmm2, xmm2, xmm2",
+            "vpxord xmm3, xmm3, xmm3",
+            "vpxord xmm4, xmm4, xmm4",
+            "vpxord xmm5, xmm5, xmm5",
+            "vpxord xmm6, xmm6, xmm6",
+            "vpxord xmm7, xmm7, xmm7",
+            "vpxord xmm8, xmm8, xmm8",
+            "vpxord xmm9, xmm9, xmm9",
+            "vpxord xmm10, xmm10, xmm10",
+            "vpxord xmm11, xmm11, xmm11",
+            "vpxord xmm12, xmm12, xmm12",
+            "vpxord xmm13, xmm13, xmm13",
+            "vpxord xmm14, xmm14, xmm14",
+            "vpxord xmm15, xmm15, xmm15",
             "test rcx, rcx",
             "jz 3f",
             "2:",
@@ -304,36 +321,52 @@ unsafe fn full_tile_int8_a_signed(
             "dec rcx",
             "jnz 2b",
             "3:",
+            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]",
             "vpsubd zmm0, zmm0, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0",
+            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]",
             "vpsubd zmm1, zmm1, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1",
+            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]",
             "vpsubd zmm2, zmm2, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2",
+            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]",
             "vpsubd zmm3, zmm3, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3",
+            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]",
             "vpsubd zmm4, zmm4, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4",
+            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]",
             "vpsubd zmm5, zmm5, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5",
+            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]",
             "vpsubd zmm6, zmm6, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6",
+            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]",
             "vpsubd zmm7, zmm7, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7",
+            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]",
             "vpsubd zmm8, zmm8, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8",
+            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]",
             "vpsubd zmm9, zmm9, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9",
+            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]",
             "vpsubd zmm10, zmm10, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10",
+            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]",
             "vpsubd zmm11, zmm11, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11",
+            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]",
             "vpsubd zmm12, zmm12, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12",
+            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]",
             "vpsubd zmm13, zmm13, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13",
+            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]",
             "vpsubd zmm14, zmm14, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14",
+            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]",
             "vpsubd zmm15, zmm15, zmmword ptr [{corr}]",
             "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15",
             c = in(reg) c,
@@ -344,6 +377,156 @@ unsafe fn full_tile_int8_a_signed(
             corr = in(reg) &corr,
             // Declares zmm0-16, which the block writes, clobbered (with the other caller-saved
             // registers); no input lives in a vector register.
+            clobber_abi("C"),
+            options(nostack),
+        );
+    }
+}
+
+/// A whole 16-row TDPBSSD: both operands signed, so A's bytes are biased by 0x80 into
+/// VPDPBUSD's unsigned operand and `128 * sum_k B[k]` is subtracted (see [`dot_int8`]), all in
+/// one pass with no copy of A: each row's A dword is broadcast and biased by one VPXORD with a
+/// broadcast memory operand, and the correction is a 17th accumulator fed by the B row already
+/// in a register. 16 accumulators (zmm0-15) cover VPDPBUSD's latency on both ports.
+///
+/// Built this way because the biased copy of A (16 stores, then broadcasts reading the lines
+/// just stored) and the separate correction loop were about a third of the instruction, while
+/// the VPXORD runs on a vector port VPDPBUSD does not need.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 VNNI. `c` must point to 16 rows of 64 writable
+/// bytes not overlapping `a` or `b`, `a` to 16 rows of 64 readable bytes (dword k of row m is
+/// the broadcast A operand), `b` to `k` (<= 16) rows of 64 readable bytes.
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn full_tile_int8_signed_signed(
+    c: *mut u8,
+    a: *const u8,
+    b: *const u8,
+    k: usize,
+    mask: __mmask16,
+) {
+    let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
+    // SAFETY: the memory operands are within the buffers the caller guarantees (C rows 0..16,
+    // A dwords 0..k of rows 0..16, B rows 0..k); zmm0-31 are declared clobbered (the bias
+    // splat is an input in zmm18, which the block only reads), the pointer and counter
+    // registers are inout; no stack is used.
+    unsafe {
+        // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
+        // requires of outputs.
+        asm!(
+            "vpxord xmm0, xmm0, xmm0",
+            "vpxord xmm1, xmm1, xmm1",
+            "vpxord xmm2, xmm2, xmm2",
+            "vpxord xmm3, xmm3, xmm3",
+            "vpxord xmm4, xmm4, xmm4",
+            "vpxord xmm5, xmm5, xmm5",
+            "vpxord xmm6, xmm6, xmm6",
+            "vpxord xmm7, xmm7, xmm7",
+            "vpxord xmm8, xmm8, xmm8",
+            "vpxord xmm9, xmm9, xmm9",
+            "vpxord xmm10, xmm10, xmm10",
+            "vpxord xmm11, xmm11, xmm11",
+            "vpxord xmm12, xmm12, xmm12",
+            "vpxord xmm13, xmm13, xmm13",
+            "vpxord xmm14, xmm14, xmm14",
+            "vpxord xmm15, xmm15, xmm15",
+            "vpxord xmm17, xmm17, xmm17",
+            "test rcx, rcx",
+            "jz 3f",
+            "2:",
+            "vmovdqu32 zmm16, zmmword ptr [rdx]",
+            "vpdpbusd zmm17, zmm18, zmm16",
+            "vpxord zmm19, zmm18, dword ptr [rsi + 0]{{1to16}}",
+            "vpdpbusd zmm0, zmm19, zmm16",
+            "vpxord zmm20, zmm18, dword ptr [rsi + 64]{{1to16}}",
+            "vpdpbusd zmm1, zmm20, zmm16",
+            "vpxord zmm21, zmm18, dword ptr [rsi + 128]{{1to16}}",
+            "vpdpbusd zmm2, zmm21, zmm16",
+            "vpxord zmm22, zmm18, dword ptr [rsi + 192]{{1to16}}",
+            "vpdpbusd zmm3, zmm22, zmm16",
+            "vpxord zmm19, zmm18, dword ptr [rsi + 256]{{1to16}}",
+            "vpdpbusd zmm4, zmm19, zmm16",
+            "vpxord zmm20, zmm18, dword ptr [rsi + 320]{{1to16}}",
+            "vpdpbusd zmm5, zmm20, zmm16",
+            "vpxord zmm21, zmm18, dword ptr [rsi + 384]{{1to16}}",
+            "vpdpbusd zmm6, zmm21, zmm16",
+            "vpxord zmm22, zmm18, dword ptr [rsi + 448]{{1to16}}",
+            "vpdpbusd zmm7, zmm22, zmm16",
+            "vpxord zmm19, zmm18, dword ptr [rsi + 512]{{1to16}}",
+            "vpdpbusd zmm8, zmm19, zmm16",
+            "vpxord zmm20, zmm18, dword ptr [rsi + 576]{{1to16}}",
+            "vpdpbusd zmm9, zmm20, zmm16",
+            "vpxord zmm21, zmm18, dword ptr [rsi + 640]{{1to16}}",
+            "vpdpbusd zmm10, zmm21, zmm16",
+            "vpxord zmm22, zmm18, dword ptr [rsi + 704]{{1to16}}",
+            "vpdpbusd zmm11, zmm22, zmm16",
+            "vpxord zmm19, zmm18, dword ptr [rsi + 768]{{1to16}}",
+            "vpdpbusd zmm12, zmm19, zmm16",
+            "vpxord zmm20, zmm18, dword ptr [rsi + 832]{{1to16}}",
+            "vpdpbusd zmm13, zmm20, zmm16",
+            "vpxord zmm21, zmm18, dword ptr [rsi + 896]{{1to16}}",
+            "vpdpbusd zmm14, zmm21, zmm16",
+            "vpxord zmm22, zmm18, dword ptr [rsi + 960]{{1to16}}",
+            "vpdpbusd zmm15, zmm22, zmm16",
+            "add rdx, 64",
+            "add rsi, 4",
+            "dec rcx",
+            "jnz 2b",
+            "3:",
+            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]",
+            "vpsubd zmm0, zmm0, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0",
+            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]",
+            "vpsubd zmm1, zmm1, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1",
+            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]",
+            "vpsubd zmm2, zmm2, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2",
+            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]",
+            "vpsubd zmm3, zmm3, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3",
+            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]",
+            "vpsubd zmm4, zmm4, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4",
+            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]",
+            "vpsubd zmm5, zmm5, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5",
+            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]",
+            "vpsubd zmm6, zmm6, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6",
+            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]",
+            "vpsubd zmm7, zmm7, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7",
+            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]",
+            "vpsubd zmm8, zmm8, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8",
+            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]",
+            "vpsubd zmm9, zmm9, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9",
+            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]",
+            "vpsubd zmm10, zmm10, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10",
+            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]",
+            "vpsubd zmm11, zmm11, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11",
+            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]",
+            "vpsubd zmm12, zmm12, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12",
+            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]",
+            "vpsubd zmm13, zmm13, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13",
+            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]",
+            "vpsubd zmm14, zmm14, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14",
+            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]",
+            "vpsubd zmm15, zmm15, zmm17",
+            "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15",
+            c = in(reg) c,
+            inout("rsi") a => _,
+            inout("rdx") b => _,
+            inout("rcx") k => _,
+            in("zmm18") splat,
+            mask = in(kreg) mask,
             clobber_abi("C"),
             options(nostack),
         );
