@@ -39,9 +39,13 @@ pub struct Emulator {
     /// The last dot product's operands that passed the D1/D2 checks, with the epoch they were
     /// checked in and their (m, n, k): a kernel repeats the same few products, and those checks
     /// depend on nothing but the configuration (start_row plays no part in them).
-    checked_dot: Option<(u64, (u8, u8, u8), (usize, usize, usize))>,
+    checked_dot: Option<CheckedDot>,
     tiles: [[u8; TILE_BYTES]; TILES],
 }
+
+/// A dot product's (C, A, B) tiles that passed D1/D2 in a configuration epoch, and its
+/// (m, n, k).
+type CheckedDot = (u64, (u8, u8, u8), (usize, usize, usize));
 
 impl Default for Emulator {
     fn default() -> Self {
