@@ -11,7 +11,8 @@
 
 use std::marker::PhantomData;
 
-use amx_runtime::block::{dot_2x2, Block, BlockError};
+use amx_runtime::block::{bias_a, dot_2x2, tdpbssd_2x2_a_biased, Block, BlockError};
+use amx_runtime::rules::DotKind;
 use amx_runtime::Fault;
 
 use crate::configs::{A0, B0, C00};
@@ -63,6 +64,14 @@ fn out_of_bounds(e: BlockError) -> GemmError {
 }
 
 impl<P: Precision> MicroKernel for Block2x2<P> {
+    /// TDPBSSD's A biased once per packed block (see `tdpbssd_2x2_a_biased`) rather than once
+    /// per task: each block of A is reused by `nc / 32` tasks.
+    fn prepare_a(&mut self, block: &mut [u8]) {
+        if P::KIND.dot_kind() == DotKind::Tdpbssd {
+            bias_a(block);
+        }
+    }
+
     unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
         let mut block = Block::zeroed();
         if t.accumulate {
@@ -92,13 +101,13 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
         let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
         let a = a.get(t.a_offset..).unwrap_or(&[]);
         let b = b.get(t.b_offset..).unwrap_or(&[]);
-        dot_2x2(
-            P::KIND.dot_kind(),
-            &mut block,
-            (a, t.a_step),
-            (b, STEP),
-            t.steps,
-        )
+        let kind = P::KIND.dot_kind();
+        if kind == DotKind::Tdpbssd {
+            // `prepare_a` biased the block.
+            tdpbssd_2x2_a_biased(&mut block, (a, t.a_step), (b, STEP), t.steps)
+        } else {
+            dot_2x2(kind, &mut block, (a, t.a_step), (b, STEP), t.steps)
+        }
         .map_err(out_of_bounds)?;
         #[cfg(test)]
         crate::tile_ops::probe::BLOCK_DOTS.with(|n| n.set(n.get() + 4 * t.steps as u64));

@@ -1160,6 +1160,7 @@ fn nest<P: Precision, K: MicroKernel>(
                         operand: Operand::A,
                     })?;
                 pack::pack_a(p.a, ic..ic_end, pc, kcur, block);
+                kernel.prepare_a(block);
                 let a = Mem::new(&a_buf.as_bytes()[..need]);
                 // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
                 // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.

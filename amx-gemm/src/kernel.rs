@@ -80,6 +80,10 @@ pub(crate) trait MicroKernel {
     /// The contract above: the configuration, and buffers alive and laid out as described,
     /// with the task's C rows written by no other thread.
     unsafe fn run(&mut self, task: &MicroTask) -> Result<(), GemmError>;
+
+    /// Puts a block of A that `pack_a` just wrote into the form [`MicroKernel::run`] reads
+    /// (padding included): as packed, unless the kernel says otherwise.
+    fn prepare_a(&mut self, _block: &mut [u8]) {}
 }
 
 /// The 2x2 register-tile AMX micro-kernel (4 C tiles, 2 A tiles, 2 B tiles: 32 x 32 outputs per

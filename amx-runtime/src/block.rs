@@ -130,3 +130,54 @@ pub fn dot_2x2(
     block::dot_2x2(kind, &mut c.tiles, &ops);
     Ok(())
 }
+
+/// Biases int8 bytes for [`tdpbssd_2x2_a_biased`]: XOR 0x80 on every byte (the signed byte
+/// `v` becomes the unsigned `v + 128`). Applying it twice restores the bytes.
+pub fn bias_a(bytes: &mut [u8]) {
+    for v in bytes {
+        *v ^= 0x80;
+    }
+}
+
+/// [`dot_2x2`] for [`DotKind::Tdpbssd`] with A given biased by [`bias_a`]: the same result, bit
+/// for bit, as `dot_2x2(DotKind::Tdpbssd, ..)` on the unbiased A.
+///
+/// The emulator's fastest integer kernel (AVX-512 VNNI's VPDPBUSD) multiplies an unsigned byte
+/// by a signed one, so TDPBSSD biases A and subtracts a correction; a GEMM that reuses one
+/// packed block of A for many blocks of B can bias it once, when it packs it, instead of once
+/// per block. On other CPUs A is restored a few steps at a time on the stack, so this is never
+/// slower than a biased copy per call.
+///
+/// ```
+/// use amx_runtime::block::{bias_a, dot_2x2, tdpbssd_2x2_a_biased, Block};
+/// use amx_runtime::rules::DotKind;
+///
+/// let a: Vec<u8> = (0..2 * 2048).map(|i| (i % 251) as u8).collect();
+/// let b: Vec<u8> = (0..2 * 2048).map(|i| (i % 241) as u8).collect();
+/// let mut biased = a.clone();
+/// bias_a(&mut biased);
+/// let (mut plain, mut fast) = (Block::zeroed(), Block::zeroed());
+/// dot_2x2(DotKind::Tdpbssd, &mut plain, (&a, 2048), (&b, 2048), 2).unwrap();
+/// tdpbssd_2x2_a_biased(&mut fast, (&biased, 2048), (&b, 2048), 2).unwrap();
+/// assert!(plain == fast);
+/// ```
+///
+/// # Errors
+/// As [`dot_2x2`]; `c` is then unchanged.
+pub fn tdpbssd_2x2_a_biased(
+    c: &mut Block,
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+) -> Result<(), BlockError> {
+    let ops =
+        Operands::new((a, a_step), (b, b_step), steps).map_err(|(operand, needed, len)| {
+            BlockError::OutOfBounds {
+                operand,
+                needed,
+                len,
+            }
+        })?;
+    block::tdpbssd_2x2_a_biased(&mut c.tiles, &ops);
+    Ok(())
+}

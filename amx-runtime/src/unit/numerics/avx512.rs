@@ -558,21 +558,40 @@ pub(super) unsafe fn dot_2x2_int8(
     // SAFETY: forwarded from this function's contract (all four calls).
     unsafe {
         match (a_signed == b_signed, b_signed) {
-            (true, true) => block_int8::<true, true>(c, (a, a_step), (b, b_step), steps),
-            (true, false) => block_int8::<true, false>(c, (a, a_step), (b, b_step), steps),
-            (false, true) => block_int8::<false, true>(c, (a, a_step), (b, b_step), steps),
-            (false, false) => block_int8::<false, false>(c, (a, a_step), (b, b_step), steps),
+            (true, true) => block_int8::<true, true, true>(c, (a, a_step), (b, b_step), steps),
+            (true, false) => block_int8::<true, true, false>(c, (a, a_step), (b, b_step), steps),
+            (false, true) => block_int8::<false, false, true>(c, (a, a_step), (b, b_step), steps),
+            (false, false) => block_int8::<false, false, false>(c, (a, a_step), (b, b_step), steps),
         }
     }
 }
 
-/// [`dot_2x2_int8`] for one signedness: `BIASED` when A is biased by 0x80 (same signedness),
-/// `A_IS_U8` when A's (biased) bytes are VPDPBUSD's unsigned operand (B signed).
+/// [`dot_2x2_int8`] for TDPBSSD with A already biased: every byte of A's steps is A's byte
+/// XOR 0x80, as a GEMM packs it once per block for all the blocks that reuse it. The kernel
+/// then skips its own biased copy of A and applies the same correction.
 ///
 /// # Safety
 /// As [`dot_2x2_int8`].
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
+pub(super) unsafe fn dot_2x2_tdpbssd_a_biased(
+    c: &mut [[u8; 1024]; 4],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    steps: usize,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { block_int8::<false, true, true>(c, a, b, steps) }
+}
+
+/// [`dot_2x2_int8`] for one signedness: `BIAS_A` when the kernel biases A by 0x80 itself,
+/// `CORRECT` when A is biased (by the kernel, or by the caller: same signedness) so the
+/// correction applies, `A_IS_U8` when A's (biased) bytes are VPDPBUSD's unsigned operand (B
+/// signed).
+///
+/// # Safety
+/// As [`dot_2x2_int8`].
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: bool>(
     c: &mut [[u8; 1024]; 4],
     (a, a_step): (*const u8, usize),
     (b, b_step): (*const u8, usize),
@@ -585,7 +604,7 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
     /// chunk rather than once per step (a chunk of biased A is 8 KiB, in L1).
     const CHUNK: usize = 4;
     let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
-    // A chunk's A (both tiles of each step, 32 rows of 64 bytes), biased when BIASED.
+    // A chunk's A (both tiles of each step, 32 rows of 64 bytes), biased when BIAS_A.
     let mut biased = [[_mm512_setzero_si512(); 2 * ROWS]; CHUNK];
     // The correction of each column tile, in two chains each.
     let mut corr = [[_mm512_setzero_si512(); 2]; 2];
@@ -601,10 +620,12 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
             // SAFETY: see above.
             unsafe { _mm512_loadu_si512(b.add((s0 + j) * b_step + w * 1024 + k * 64).cast()) }
         };
-        if BIASED {
+        if CORRECT {
             for (j, rows) in biased.iter_mut().enumerate().take(chunk) {
-                for (r, v) in rows.iter_mut().enumerate() {
-                    *v = _mm512_xor_si512(row_a(j, r), splat);
+                if BIAS_A {
+                    for (r, v) in rows.iter_mut().enumerate() {
+                        *v = _mm512_xor_si512(row_a(j, r), splat);
+                    }
                 }
                 for k in 0..ROWS {
                     for (w, chains) in corr.iter_mut().enumerate() {
@@ -620,7 +641,7 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
         }
         // Byte `at` of step j's (biased) A.
         let a_dword = |j: usize, at: usize| -> i32 {
-            let base: *const u8 = if BIASED {
+            let base: *const u8 = if BIAS_A {
                 biased[j].as_ptr().cast()
             } else {
                 // SAFETY: as in `row_a`.
@@ -679,7 +700,7 @@ unsafe fn block_int8<const BIASED: bool, const A_IS_U8: bool>(
             }
         }
     }
-    if BIASED && steps > 0 {
+    if CORRECT && steps > 0 {
         let corr = [
             _mm512_add_epi32(corr[0][0], corr[0][1]),
             _mm512_add_epi32(corr[1][0], corr[1][1]),

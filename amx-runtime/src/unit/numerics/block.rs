@@ -119,6 +119,58 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     stepwise(kind, c, ops);
 }
 
+/// TDPBSSD's block with A given biased: every byte of A's steps is A's byte XOR 0x80 (see
+/// [`crate::block::tdpbssd_2x2_a_biased`]). The fused AVX-512 kernel reads it as it is;
+/// elsewhere [`unbiased_tdpbssd`] restores A.
+pub(crate) fn tdpbssd_2x2_a_biased(c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    if super::int8_path() == KernelPath::Avx512 {
+        // SAFETY: int8_path chose AVX-512 (AVX-512F and AVX-512 VNNI present), and
+        // `Operands::new` proved the 2048 bytes of every step inside `a` and `b`.
+        unsafe {
+            super::avx512::dot_2x2_tdpbssd_a_biased(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+            )
+        };
+        return;
+    }
+    unbiased_tdpbssd(c, ops);
+}
+
+/// [`tdpbssd_2x2_a_biased`] on any CPU: A's steps restored (XOR 0x80 again) a few at a time
+/// into a buffer on the stack, each group run by [`dot_2x2`] (the sums stay in step order, so
+/// the result is the same).
+fn unbiased_tdpbssd(c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    /// Steps restored at a time: 16 KiB on the stack.
+    const GROUP: usize = 8;
+    let mut restored = [0u8; GROUP * STEP_BYTES];
+    for s0 in (0..ops.steps).step_by(GROUP) {
+        let n = GROUP.min(ops.steps - s0);
+        for (j, out) in restored.chunks_exact_mut(STEP_BYTES).take(n).enumerate() {
+            let step = (s0 + j)
+                .checked_mul(ops.a_step)
+                .and_then(|at| ops.a.get(at..)?.get(..STEP_BYTES));
+            let Some(step) = step else {
+                return; // inside the operand once validated, so unreachable
+            };
+            for (o, x) in out.iter_mut().zip(step) {
+                *o = x ^ 0x80;
+            }
+        }
+        let b = s0
+            .checked_mul(ops.b_step)
+            .and_then(|at| ops.b.get(at..))
+            .unwrap_or(&[]);
+        let Ok(group) = Operands::new((&restored, STEP_BYTES), (b, ops.b_step), n) else {
+            return; // B's steps s0..s0 + n lie inside it once validated, so unreachable
+        };
+        dot_2x2(DotKind::Tdpbssd, c, &group);
+    }
+}
+
 /// A TDPBSSD block on the kernels of `path` rather than the selected ones (for benchmarks that
 /// compare the kernels on one CPU): the fused block kernel of AVX-512 or AVX-VNNI, else the
 /// per-instruction kernel of `path` step by step. `false`, with nothing computed, where the
@@ -273,6 +325,42 @@ mod tests {
             assert!(fast == slow, "{kind:?}");
             assert!(fast != c, "{kind:?} computed nothing");
         }
+    }
+
+    /// TDPBSSD with A given biased, on the dispatch (the fused AVX-512 kernel where the CPU
+    /// has it) and on the fallback that restores A, against TDPBSSD on A itself: a step count
+    /// that is not a multiple of the kernel's chunk nor of the fallback's group, and steps of
+    /// A and B not 2048 bytes apart.
+    #[test]
+    fn tdpbssd_with_a_biased_equals_tdpbssd() {
+        let mut x = 0x51_7CC1_B727_220Au64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        };
+        let steps = 11;
+        let (a_step, b_step) = (2112, 2048 + 64 * 3);
+        let a: Vec<u8> = (0..(steps - 1) * a_step + 2048).map(|_| next()).collect();
+        let b: Vec<u8> = (0..(steps - 1) * b_step + 2048).map(|_| next()).collect();
+        let biased: Vec<u8> = a.iter().map(|v| v ^ 0x80).collect();
+        let mut c = [[0u8; 1024]; 4];
+        c.iter_mut().flatten().for_each(|v| *v = next());
+        let (Ok(plain), Ok(pre)) = (
+            Operands::new((&a, a_step), (&b, b_step), steps),
+            Operands::new((&biased, a_step), (&b, b_step), steps),
+        ) else {
+            panic!("the steps fit");
+        };
+        let mut want = c;
+        stepwise(DotKind::Tdpbssd, &mut want, &plain);
+        assert!(want != c, "computed nothing");
+        let (mut fast, mut fallback) = (c, c);
+        tdpbssd_2x2_a_biased(&mut fast, &pre);
+        unbiased_tdpbssd(&mut fallback, &pre);
+        assert!(fast == want, "dispatch");
+        assert!(fallback == want, "fallback");
     }
 
     /// The AVX-VNNI block kernel against the instruction sequence, on every signedness and a
