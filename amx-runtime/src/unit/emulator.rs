@@ -2,6 +2,7 @@
 
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
+use super::numerics::{Half, Widened};
 use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
@@ -41,6 +42,12 @@ pub struct Emulator {
     /// depend on nothing but the configuration (start_row plays no part in them).
     checked_dot: Option<CheckedDot>,
     tiles: [[u8; TILE_BYTES]; TILES],
+    /// Per tile, its bf16 or fp16 pairs widened to fp32, valid where `widened_as` names the
+    /// format: computed by the first floating-point product that reads the tile (where the
+    /// kernel reads widened operands) and dropped by every write to the tile, so a tile used
+    /// in several products (A of a row of C tiles, B of a column) is converted once.
+    widened: [Widened; TILES],
+    widened_as: [Option<Half>; TILES],
 }
 
 /// A dot product's (C, A, B) tiles that passed D1/D2 in a configuration epoch, and its
@@ -121,6 +128,10 @@ impl Emulator {
             addr_of_mut!((*this).tiles)
                 .cast::<u8>()
                 .write_bytes(0, TILES * TILE_BYTES);
+            addr_of_mut!((*this).widened)
+                .cast::<u8>()
+                .write_bytes(0, TILES * std::mem::size_of::<Widened>());
+            addr_of_mut!((*this).widened_as).write([None; TILES]);
         }
     }
 
@@ -134,6 +145,8 @@ impl Emulator {
             epoch: 0,
             checked_dot: None,
             tiles: [[0; TILE_BYTES]; TILES],
+            widened: [Widened::ZERO; TILES],
+            widened_as: [None; TILES],
         }
     }
 
@@ -215,6 +228,7 @@ impl Emulator {
     /// into them (a copy less per trapped TILELOADD) and then applies TILELOADD's zeroing.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     pub(crate) fn tile_bytes_mut(&mut self, t: u8) -> Option<&mut [u8; TILE_BYTES]> {
+        self.written(t);
         self.tiles.get_mut(t as usize)
     }
 
@@ -229,6 +243,7 @@ impl Emulator {
     /// Overwrites tile `t`'s 1024 bytes as XRSTOR can, e.g. to prefill the bytes an instruction
     /// must keep or zero. Does nothing for `t >= 8`.
     pub fn set_tile_bytes(&mut self, t: u8, data: &[u8; TILE_BYTES]) {
+        self.written(t);
         if let Some(tile) = self.tiles.get_mut(t as usize) {
             *tile = *data;
         }
@@ -236,6 +251,34 @@ impl Emulator {
 
     fn clear_start_row(&mut self) {
         self.config[image::START_ROW] = 0;
+    }
+
+    /// Drops tile `t`'s widened form: every write to a tile goes through here (or through
+    /// `all_written`) before it changes a byte.
+    fn written(&mut self, t: u8) {
+        if let Some(w) = self.widened_as.get_mut(t as usize) {
+            *w = None;
+        }
+    }
+
+    /// [`Emulator::written`] for every tile.
+    fn all_written(&mut self) {
+        self.widened_as = [None; TILES];
+    }
+
+    /// Tile `t` widened as `half`, computed now unless the tile is unchanged since the last
+    /// time; `None` for `t >= 8`.
+    fn widened(&mut self, t: u8, half: Half) -> Option<&Widened> {
+        let (tile, widened, widened_as) = (
+            self.tiles.get(t as usize)?,
+            self.widened.get_mut(t as usize)?,
+            self.widened_as.get_mut(t as usize)?,
+        );
+        if *widened_as != Some(half) {
+            numerics::widen(tile, half, widened);
+            *widened_as = Some(half);
+        }
+        Some(widened)
     }
 
     /// Tile `t`'s rows when a load of `shape` replaces every one of them as whole 64-byte
@@ -246,6 +289,7 @@ impl Emulator {
         if shape.colsb as usize != ROW_BYTES || image::start_row(&self.config) != 0 {
             return None;
         }
+        self.written(t);
         let (rows, _) = self.tiles.get_mut(t as usize)?.as_chunks_mut::<ROW_BYTES>();
         Some(rows)
     }
@@ -256,6 +300,7 @@ impl Emulator {
     fn load_rows(&mut self, t: u8, shape: TileShape, mut read_row: impl FnMut(usize, &mut [u8])) {
         let start = image::start_row(&self.config) as usize;
         let colsb = shape.colsb as usize;
+        self.written(t);
         let tile = &mut self.tiles[t as usize];
         for (r, row) in tile.chunks_exact_mut(ROW_BYTES).enumerate().skip(start) {
             if r < shape.rows as usize {
@@ -397,6 +442,15 @@ impl Emulator {
         kind: DotKind,
         (m, n, k): (usize, usize, usize),
     ) -> Result<(), Fault> {
+        let half = match kind {
+            DotKind::Tdpbf16ps => Some(Half::Bf16),
+            DotKind::Tdpfp16ps => Some(Half::Fp16),
+            _ => None,
+        };
+        if let Some(half) = half.filter(|_| numerics::reads_widened()) {
+            return self.dot_widened((c, a, b), kind, (m, n, k), half);
+        }
+        self.written(c);
         // Distinct and below 8 (check::dot proved it, or the types did); were they not, the
         // operands would alias, which is the #UD check::dot reports for that.
         let [ct, at, bt] = self
@@ -409,6 +463,56 @@ impl Emulator {
                 };
                 check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
             })?;
+        Self::compute(ct, at, bt, kind, (m, n, k));
+        Self::zero_past_shape(ct, m, n);
+        self.clear_start_row();
+        Ok(())
+    }
+
+    /// A floating-point product on the widened forms of A and B (see `widened`).
+    fn dot_widened(
+        &mut self,
+        (c, a, b): (u8, u8, u8),
+        kind: DotKind,
+        (m, n, k): (usize, usize, usize),
+        half: Half,
+    ) -> Result<(), Fault> {
+        let aliased = || {
+            let aliased = DotMismatch::Aliased {
+                roles: ("C", "A"),
+                tile: c,
+            };
+            check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
+        };
+        if c == a || c == b || a == b {
+            return Err(aliased());
+        }
+        self.written(c);
+        // Computed first (they need `&mut self`), then borrowed beside the tiles.
+        self.widened(a, half).ok_or_else(aliased)?;
+        self.widened(b, half).ok_or_else(aliased)?;
+        let [ct, at, bt] = self
+            .tiles
+            .get_disjoint_mut([c as usize, a as usize, b as usize])
+            .map_err(|_| aliased())?;
+        let (Some(aw), Some(bw)) = (self.widened.get(a as usize), self.widened.get(b as usize))
+        else {
+            return Err(aliased());
+        };
+        numerics::dot_half_widened(ct, (at, aw), (bt, bw), m, n, k, half);
+        Self::zero_past_shape(ct, m, n);
+        self.clear_start_row();
+        Ok(())
+    }
+
+    /// The arithmetic of `kind` on C, A and B.
+    fn compute(
+        ct: &mut [u8; TILE_BYTES],
+        at: &[u8; TILE_BYTES],
+        bt: &[u8; TILE_BYTES],
+        kind: DotKind,
+        (m, n, k): (usize, usize, usize),
+    ) {
         match kind {
             DotKind::Tdpbssd => numerics::dot_int8(ct, at, bt, m, n, k, true, true),
             DotKind::Tdpbsud => numerics::dot_int8(ct, at, bt, m, n, k, true, false),
@@ -417,8 +521,11 @@ impl Emulator {
             DotKind::Tdpbf16ps => numerics::dot_bf16(ct, at, bt, m, n, k),
             DotKind::Tdpfp16ps => numerics::dot_fp16(ct, at, bt, m, n, k),
         }
-        // D4: C bytes past colsb and rows past M are zeroed (nothing to do for a full tile,
-        // the common case: no loop of empty fills).
+    }
+
+    /// D4: C bytes past colsb and rows past M are zeroed (nothing to do for a full tile, the
+    /// common case: no loop of empty fills).
+    fn zero_past_shape(ct: &mut [u8; TILE_BYTES], m: usize, n: usize) {
         let keep = (n * 4).min(ROW_BYTES);
         if m < TILE_BYTES / ROW_BYTES || keep < ROW_BYTES {
             for (r, row) in ct.chunks_exact_mut(ROW_BYTES).enumerate() {
@@ -428,8 +535,6 @@ impl Emulator {
                 }
             }
         }
-        self.clear_start_row();
-        Ok(())
     }
 }
 
@@ -444,6 +549,7 @@ impl TileUnit for Emulator {
         // The image passed the reserved-byte checks, so it is exactly what STTILECFG writes.
         self.config = *image;
         self.epoch = self.epoch.wrapping_add(1);
+        self.all_written();
         self.tiles = [[0; TILE_BYTES]; TILES];
         Ok(())
     }
@@ -455,6 +561,7 @@ impl TileUnit for Emulator {
     fn tilerelease(&mut self) {
         self.config = [0; 64];
         self.epoch = self.epoch.wrapping_add(1);
+        self.all_written();
         self.tiles = [[0; TILE_BYTES]; TILES];
     }
 
@@ -465,6 +572,7 @@ impl TileUnit for Emulator {
 
     fn tilezero(&mut self, t: u8) -> Result<(), Fault> {
         check::tilezero(&self.config, t)?;
+        self.written(t);
         self.tiles[t as usize] = [0; TILE_BYTES];
         self.clear_start_row();
         Ok(())
@@ -607,5 +715,109 @@ unsafe fn copy_rows_body(
         } else {
             [0; ROW_BYTES]
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A palette-1 image with tiles 0-3 of 16 rows x `colsb` bytes.
+    fn config(colsb: u16) -> [u8; 64] {
+        let shapes = [Some(TileShape::new(16, colsb)); 4];
+        let mut all = [None; 8];
+        all[..4].copy_from_slice(&shapes);
+        image::encode(1, 0, &all)
+    }
+
+    /// Moderate bf16 pairs (and fp16 ones: the same bytes read as fp16 are moderate too), a
+    /// different pattern per `seed`.
+    fn data(seed: usize) -> [u8; TILE_BYTES] {
+        core::array::from_fn(|i| match i % 2 {
+            1 => 0x3C + ((i / 2 + seed) % 3) as u8,
+            _ => ((i * 37 + seed * 11) % 251) as u8,
+        })
+    }
+
+    /// After `write` changes tile 1 (A), a floating-point product reads the new bytes, not a
+    /// widened form of the old ones: every way of writing a tile, each against the kernel run
+    /// on the tiles' bytes directly.
+    #[test]
+    fn every_tile_write_drops_the_widened_form() {
+        type Write = fn(&mut Emulator);
+        let writes: [(&str, Write); 10] = [
+            ("TILELOADD", |e| e.tileloadd(1, &data(7), 64).unwrap()),
+            ("TILELOADD of part of each row", |e| {
+                e.ldtilecfg(&config(32)).unwrap();
+                e.tileloadd(1, &data(7), 64).unwrap();
+                e.ldtilecfg(&config(64)).unwrap();
+            }),
+            ("TILELOADD under start_row", |e| {
+                e.set_start_row(3);
+                e.tileloadd(1, &data(7), 64).unwrap();
+            }),
+            ("TILEZERO", |e| e.tilezero(1).unwrap()),
+            ("set_tile_bytes", |e| e.set_tile_bytes(1, &data(7))),
+            ("a product into it", |e| e.tdpbf16ps(1, 2, 3).unwrap()),
+            ("an integer product into it", |e| {
+                e.tdpbssd(1, 2, 3).unwrap()
+            }),
+            ("the trap engine's direct write", |e| {
+                #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+                if let Some(tile) = e.tile_bytes_mut(1) {
+                    *tile = data(7);
+                }
+                #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+                e.set_tile_bytes(1, &data(7));
+            }),
+            // These two zero tile 1 (B is set again so that the product is not all zeros).
+            ("LDTILECFG", |e| {
+                e.ldtilecfg(&config(64)).unwrap();
+                e.set_tile_bytes(2, &data(2));
+            }),
+            // (The LDTILECFG that must follow drops every widened form too.)
+            ("TILERELEASE", |e| {
+                e.tilerelease();
+                e.ldtilecfg(&config(64)).unwrap();
+                e.set_tile_bytes(2, &data(2));
+            }),
+        ];
+        for (what, write) in writes {
+            for kind in [DotKind::Tdpbf16ps, DotKind::Tdpfp16ps] {
+                let mut e = Emulator::new();
+                e.ldtilecfg(&config(64)).unwrap();
+                for t in 1..4 {
+                    e.set_tile_bytes(t, &data(t as usize));
+                }
+                let product = |e: &mut Emulator| match kind {
+                    DotKind::Tdpbf16ps => e.tdpbf16ps(0, 1, 2).unwrap(),
+                    _ => e.tdpfp16ps(0, 1, 2).unwrap(),
+                };
+                product(&mut e);
+                write(&mut e);
+                let (mut want, a, b) = (e.tiles[0], e.tiles[1], e.tiles[2]);
+                match kind {
+                    DotKind::Tdpbf16ps => numerics::dot_bf16(&mut want, &a, &b, 16, 16, 16),
+                    _ => numerics::dot_fp16(&mut want, &a, &b, 16, 16, 16),
+                }
+                product(&mut e);
+                assert!(e.tiles[0] == want, "{what}, {kind:?}");
+            }
+        }
+    }
+
+    /// A tile widened as bf16 and then read as fp16 is widened again.
+    #[test]
+    fn a_tile_read_in_the_other_format_is_widened_again() {
+        let mut e = Emulator::new();
+        e.ldtilecfg(&config(64)).unwrap();
+        for t in 1..4 {
+            e.set_tile_bytes(t, &data(t as usize));
+        }
+        e.tdpbf16ps(0, 1, 2).unwrap();
+        let (mut want, a, b) = (e.tiles[3], e.tiles[1], e.tiles[2]);
+        numerics::dot_fp16(&mut want, &a, &b, 16, 16, 16);
+        e.tdpfp16ps(3, 1, 2).unwrap();
+        assert!(e.tiles[3] == want);
     }
 }

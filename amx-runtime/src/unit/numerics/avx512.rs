@@ -21,7 +21,7 @@ use core::arch::x86_64::{
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use super::{exact, get_dword, Half, DWORDS, ROWS};
+use super::{exact, get_dword, Half, Widened, DWORDS, ROWS};
 
 /// Whether [`dot_int8`] may run on this CPU.
 #[inline]
@@ -1098,11 +1098,6 @@ pub(super) unsafe fn dot_half(
     k_dwords: usize,
     half: Half,
 ) {
-    let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows, n_dwords, k_dwords);
-    if m_rows == 0 || n_dwords == 0 {
-        return;
-    }
-    let row_end = m_rows.div_ceil(GROUP) * GROUP;
     // fp32 operands: A[m][k] even/odd (broadcast in the kernel), B[k] even/odd rows. All 16
     // rows are converted whatever the shape: that is cheaper than branching. Built element by
     // element (`from_fn`), never zero-filled first: a zero fill of these five 1 KiB arrays was
@@ -1112,18 +1107,89 @@ pub(super) unsafe fn dot_half(
     let ao: Panel = core::array::from_fn(|r| split(load_row(a, r), half).1);
     let be: Panel = core::array::from_fn(|r| split(load_row(b, r), half).0);
     let bo: Panel = core::array::from_fn(|r| split(load_row(b, r), half).1);
+    let operands = (
+        ae.as_ptr().cast(),
+        ao.as_ptr().cast(),
+        be.as_ptr().cast(),
+        bo.as_ptr().cast(),
+    );
+    // SAFETY: the four panels are 1024 bytes each, live for the call; the CPU supports
+    // AVX-512F (this function's contract).
+    unsafe { half_from_widened(c, (a, b), operands, (m_rows, n_dwords, k_dwords), half) }
+}
+
+/// Widens `tile` into `out` (see [`Widened`]): the form [`dot_half_widened`] reads, as A or
+/// as B.
+#[target_feature(enable = "avx512f")]
+pub(super) fn widen(tile: &[u8; 1024], half: Half, out: &mut Widened) {
+    for r in 0..ROWS {
+        let (even, odd) = split(load_row(tile, r), half);
+        // SAFETY: row r < 16 of each 1024-byte half of `out`; the stores are unaligned.
+        unsafe {
+            _mm512_storeu_si512(out.even.as_mut_ptr().add(r * 64).cast(), even);
+            _mm512_storeu_si512(out.odd.as_mut_ptr().add(r * 64).cast(), odd);
+        }
+    }
+}
+
+/// [`dot_half`] with A and B already widened (`aw`, `bw`, from [`widen`] of `a` and `b`):
+/// the arithmetic without the conversion, for operands the emulator keeps widened while their
+/// tiles are unchanged. `a` and `b` are still read for the lanes that end in a NaN.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn dot_half_widened(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
+    let operands = (
+        aw.even.as_ptr(),
+        aw.odd.as_ptr(),
+        bw.even.as_ptr(),
+        bw.odd.as_ptr(),
+    );
+    // SAFETY: the four halves are 1024 bytes each, borrowed for the call; the CPU supports
+    // AVX-512F (this function's contract).
+    unsafe { half_from_widened(c, (a, b), operands, (m_rows, n_dwords, k_dwords), half) }
+}
+
+/// The kernel and the NaN epilogue of [`dot_half`], on widened operands `(ae, ao, be, bo)`.
+///
+/// # Safety
+/// The CPU must support AVX-512F; each of the four pointers must point to 1024 readable bytes
+/// (16 rows of 16 fp32) that nothing writes during the call.
+#[target_feature(enable = "avx512f")]
+unsafe fn half_from_widened(
+    c: &mut [u8; 1024],
+    (a, b): (&[u8; 1024], &[u8; 1024]),
+    (ae, ao, be, bo): (*const u8, *const u8, *const u8, *const u8),
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    half: Half,
+) {
+    let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows, n_dwords, k_dwords);
+    if m_rows == 0 || n_dwords == 0 {
+        return;
+    }
+    let row_end = m_rows.div_ceil(GROUP) * GROUP;
     let mut out = [MaybeUninit::<__m512i>::uninit(); ROWS];
-    // SAFETY: the arrays, `c` and `out` hold 16 rows of 64 bytes and row_end <= 16 is a multiple
-    // of GROUP, so the kernel reads ae/ao rows 0..row_end (dword offsets < k_dwords <= 16),
-    // be/bo rows 0..k_dwords, c rows 0..row_end, and writes out rows 0..row_end, all in bounds;
-    // the pointers come from live borrows and nothing else accesses those buffers during the
-    // call. The CPU supports AVX-512F (this function's contract).
+    // SAFETY: the operands (the caller's contract), `c` and `out` hold 16 rows of 64 bytes and
+    // row_end <= 16 is a multiple of GROUP, so the kernel reads ae/ao rows 0..row_end (dword
+    // offsets < k_dwords <= 16), be/bo rows 0..k_dwords, c rows 0..row_end, and writes out
+    // rows 0..row_end, all in bounds; nothing else accesses `c` and `out` during the call.
+    // The CPU supports AVX-512F (this function's contract).
     unsafe {
         groups_kernel(
-            ae.as_ptr().cast(),
-            ao.as_ptr().cast(),
-            be.as_ptr().cast(),
-            bo.as_ptr().cast(),
+            ae,
+            ao,
+            be,
+            bo,
             k_dwords,
             c.as_ptr(),
             out.as_mut_ptr().cast(),

@@ -308,6 +308,67 @@ fn dot_half(
     unsafe { half_kernel(float_path(), c, a, b, (m_rows, n_dwords, k_dwords), half) }
 }
 
+/// A tile's bf16 or fp16 pairs widened to fp32: row `r` of `even` holds the fp32 values of
+/// the even elements of row `r`'s 16 dwords, `odd` those of the odd elements. It is what the
+/// AVX-512 floating-point kernel reads, for A as for B, so the emulator can keep a tile's
+/// widened form while the tile is unchanged ([`reads_widened`]).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Widened {
+    pub(crate) even: [u8; 1024],
+    pub(crate) odd: [u8; 1024],
+}
+
+impl Widened {
+    pub(crate) const ZERO: Widened = Widened {
+        even: [0; 1024],
+        odd: [0; 1024],
+    };
+}
+
+/// Whether the selected floating-point kernel reads widened operands, so that widening a tile
+/// once for several products pays ([`widen`], [`dot_half_widened`]).
+pub(crate) fn reads_widened() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return float_path() == KernelPath::Avx512;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Widens `tile` into `out` where [`reads_widened`]; elsewhere leaves `out` as it is (nothing
+/// reads it there).
+pub(crate) fn widen(tile: &[u8; 1024], half: Half, out: &mut Widened) {
+    #[cfg(target_arch = "x86_64")]
+    if reads_widened() {
+        // SAFETY: the AVX-512 float path was selected, so the CPU has AVX-512F.
+        unsafe { avx512::widen(tile, half, out) };
+    }
+    let _ = (tile, half, out);
+}
+
+/// [`dot_bf16`] or [`dot_fp16`] (`half`) with `aw` and `bw` the widened forms of `a` and `b`
+/// ([`widen`]): the same result, without converting the operands where [`reads_widened`];
+/// elsewhere the ordinary kernel on `a` and `b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dot_half_widened(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if reads_widened() {
+        // SAFETY: the AVX-512 float path was selected: AVX-512F present, DAZ/FTZ self-checked.
+        unsafe { avx512::dot_half_widened(c, (a, aw), (b, bw), m_rows, n_dwords, k_dwords, half) };
+        return;
+    }
+    let _ = (aw, bw);
+    dot_half(c, a, b, m_rows, n_dwords, k_dwords, half);
+}
+
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the
 /// DAZ/FTZ self-check for the vector kernels).
 pub(crate) fn float_path_available(path: KernelPath) -> bool {
