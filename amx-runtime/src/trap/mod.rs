@@ -358,6 +358,9 @@ mod linux {
 
     pub(super) fn install(preload: bool) -> Result<(), InstallError> {
         let _guard = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+        // The handler's kernels are chosen by CPU detection, which runs `cpuid`: done here,
+        // before CPUID faulting is on (see `decide_paths`).
+        crate::unit::numerics::decide_paths();
         if !ACTIVE.load(Ordering::Acquire) {
             if native_amx() {
                 return Err(InstallError::NativeAmx);

@@ -369,6 +369,16 @@ pub(crate) fn dot_half_widened(
     dot_half(c, a, b, m_rows, n_dwords, k_dwords, half);
 }
 
+/// Decides now what the dispatch would decide on first use: the standard library's CPU
+/// feature cache, the integer and floating-point paths (with the DAZ/FTZ self-check). The
+/// trap engine calls it before it makes `cpuid` fault: a detection that ran `cpuid` inside its
+/// SIGILL handler, where every signal is blocked, would kill the process.
+pub(crate) fn decide_paths() {
+    #[cfg(target_arch = "x86_64")]
+    let _ = std::arch::is_x86_feature_detected!("avx512f");
+    let _ = (int8_path(), float_path());
+}
+
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the
 /// DAZ/FTZ self-check for the vector kernels).
 pub(crate) fn float_path_available(path: KernelPath) -> bool {
