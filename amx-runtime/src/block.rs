@@ -105,6 +105,19 @@ impl fmt::Display for BlockError {
 
 impl std::error::Error for BlockError {}
 
+/// The validated operands of a block, or the one that is too short.
+fn operands<'o>(
+    a: (&'o [u8], usize),
+    b: (&'o [u8], usize),
+    steps: usize,
+) -> Result<Operands<'o>, BlockError> {
+    Operands::new(a, b, steps).map_err(|(operand, needed, len)| BlockError::OutOfBounds {
+        operand,
+        needed,
+        len,
+    })
+}
+
 /// `steps` k-steps of the 2x2 block product `kind` into `c` (see the [module docs](self)):
 /// `a` and `b` are each a buffer and the byte distance between its k-steps (any distance,
 /// also less than 2048: steps may overlap).
@@ -119,14 +132,7 @@ pub fn dot_2x2(
     (b, b_step): (&[u8], usize),
     steps: usize,
 ) -> Result<(), BlockError> {
-    let ops =
-        Operands::new((a, a_step), (b, b_step), steps).map_err(|(operand, needed, len)| {
-            BlockError::OutOfBounds {
-                operand,
-                needed,
-                len,
-            }
-        })?;
+    let ops = operands((a, a_step), (b, b_step), steps)?;
     block::dot_2x2(kind, &mut c.tiles, &ops);
     Ok(())
 }
@@ -170,14 +176,7 @@ pub fn tdpbssd_2x2_a_biased(
     (b, b_step): (&[u8], usize),
     steps: usize,
 ) -> Result<(), BlockError> {
-    let ops =
-        Operands::new((a, a_step), (b, b_step), steps).map_err(|(operand, needed, len)| {
-            BlockError::OutOfBounds {
-                operand,
-                needed,
-                len,
-            }
-        })?;
+    let ops = operands((a, a_step), (b, b_step), steps)?;
     block::tdpbssd_2x2_a_biased(&mut c.tiles, &ops);
     Ok(())
 }
