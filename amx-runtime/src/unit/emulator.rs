@@ -107,7 +107,7 @@ impl Emulator {
         Emulator::unconfigured(PaletteTable::ARCHITECTURAL, TmulLimits::ARCHITECTURAL)
     }
 
-    /// Writes [`Emulator::new`] to `this` field by field, without building the 8 KiB value
+    /// Writes [`Emulator::new`] to `this` field by field, without building the 24 KiB value
     /// on the stack: the trap engine initializes its per-thread state this way from a signal
     /// handler, which may run on a small alternate stack.
     ///
