@@ -300,17 +300,21 @@ fn each_product(
 mod tests {
     use super::*;
 
-    /// The fallback (the path of CPUs without the fused kernels) against the dispatch, on
-    /// every instruction: on a CPU with AVX-512 the dispatch runs the fused kernels.
-    #[test]
-    fn stepwise_equals_the_dispatch() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
+    /// A xorshift byte stream from `seed` (each test its own, so their data stay fixed).
+    fn bytes(mut x: u64) -> impl FnMut() -> u8 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x as u8
-        };
+        }
+    }
+
+    /// The fallback (the path of CPUs without the fused kernels) against the dispatch, on
+    /// every instruction: on a CPU with AVX-512 the dispatch runs the fused kernels.
+    #[test]
+    fn stepwise_equals_the_dispatch() {
+        let mut next = bytes(0x2545_F491_4F6C_DD1Du64);
         let a: Vec<u8> = (0..5 * 2048).map(|_| next() & 0xBF).collect();
         let b: Vec<u8> = (0..5 * 2048).map(|_| next() & 0xBF).collect();
         let mut c = [[0u8; 1024]; 4];
@@ -333,13 +337,7 @@ mod tests {
     /// A and B not 2048 bytes apart.
     #[test]
     fn tdpbssd_with_a_biased_equals_tdpbssd() {
-        let mut x = 0x51_7CC1_B727_220Au64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        };
+        let mut next = bytes(0x51_7CC1_B727_220Au64);
         let steps = 11;
         let (a_step, b_step) = (2112, 2048 + 64 * 3);
         let a: Vec<u8> = (0..(steps - 1) * a_step + 2048).map(|_| next()).collect();
@@ -372,13 +370,7 @@ mod tests {
             eprintln!("SKIPPED avx_vnni_block_equals_stepwise: the CPU lacks AVX2 or AVX-VNNI");
             return;
         }
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        };
+        let mut next = bytes(0x9E37_79B9_7F4A_7C15u64);
         let a: Vec<u8> = (0..7 * 2048).map(|_| next()).collect();
         let b: Vec<u8> = (0..6 * 2112 + 2048).map(|_| next()).collect();
         let mut c = [[0u8; 1024]; 4];
