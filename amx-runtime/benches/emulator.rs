@@ -52,6 +52,25 @@ fn bench(c: &mut Criterion) {
         let data = [7u8; 1024];
         b.iter(|| emu.tileloadd(1, black_box(&data), 64).unwrap())
     });
+    // A just loaded: what the emulator keeps per tile (A's row corrections for TDPBSSD, the
+    // widened A for TDPBF16PS) is computed again for every product. Against the rows above,
+    // TILELOADD plus the product on unchanged operands.
+    let mut emu = loaded();
+    group.bench_function("TILELOADD A + TDPBSSD", |b| {
+        let data = [7u8; 1024];
+        b.iter(|| {
+            emu.tileloadd(1, black_box(&data), 64).unwrap();
+            emu.tdpbssd(0, 1, 2).unwrap()
+        })
+    });
+    let mut emu = loaded();
+    group.bench_function("TILELOADD A + TDPBF16PS", |b| {
+        let data = [0x3Cu8; 1024];
+        b.iter(|| {
+            emu.tileloadd(1, black_box(&data), 64).unwrap();
+            emu.tdpbf16ps(0, 1, 2).unwrap()
+        })
+    });
     group.finish();
 
     // A GEMM micro-kernel's k-loop: 2x2 blocks of 32 k-steps (128 instructions per call) over

@@ -9,6 +9,10 @@
 //! 4. `typed`: the typed handles of a `tilecfg!` layout, whose operands the types proved.
 //!
 //! Ends with each layer's time over the kernel's, from interleaved batches of one run.
+//!
+//! The kernel row derives what it needs from the tiles on every call (TDPBSSD: A's row sums;
+//! TDPBF16PS: the operands widened to fp32), which the emulator keeps per tile while the tile
+//! is unchanged, so the layers above it can be the faster.
 
 use std::hint::black_box;
 use std::time::Instant;

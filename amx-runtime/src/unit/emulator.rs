@@ -2,7 +2,7 @@
 
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
-use super::numerics::{Half, Widened};
+use super::numerics::{Half, RowCorrections, Widened};
 use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
@@ -48,6 +48,10 @@ pub struct Emulator {
     /// in several products (A of a row of C tiles, B of a column) is converted once.
     widened: [Widened; TILES],
     widened_as: [Option<Half>; TILES],
+    /// Per tile, the row sums a TDPBSSD with it as A subtracts (where the integer kernel reads
+    /// them), kept like `widened` until the tile is written: a tile that is A of several
+    /// products, or of one repeated, has them computed once.
+    row_corrections: [RowCorrections; TILES],
 }
 
 /// A dot product's (C, A, B) tiles that passed D1/D2 in a configuration epoch, and its
@@ -132,6 +136,7 @@ impl Emulator {
                 .cast::<u8>()
                 .write_bytes(0, TILES * std::mem::size_of::<Widened>());
             addr_of_mut!((*this).widened_as).write([None; TILES]);
+            addr_of_mut!((*this).row_corrections).write([RowCorrections::NONE; TILES]);
         }
     }
 
@@ -147,6 +152,7 @@ impl Emulator {
             tiles: [[0; TILE_BYTES]; TILES],
             widened: [Widened::ZERO; TILES],
             widened_as: [None; TILES],
+            row_corrections: [RowCorrections::NONE; TILES],
         }
     }
 
@@ -249,25 +255,46 @@ impl Emulator {
         }
     }
 
+    #[inline(always)]
     fn clear_start_row(&mut self) {
         self.config[image::START_ROW] = 0;
     }
 
-    /// Drops tile `t`'s widened form: every write to a tile goes through here (or through
-    /// `all_written`) before it changes a byte.
+    /// Drops the forms derived from tile `t` (widened, row corrections): every write to a
+    /// tile goes through here (or through `all_written`) before it changes a byte.
+    #[inline(always)]
     fn written(&mut self, t: u8) {
         if let Some(w) = self.widened_as.get_mut(t as usize) {
             *w = None;
+        }
+        if let Some(r) = self.row_corrections.get_mut(t as usize) {
+            r.forget();
         }
     }
 
     /// [`Emulator::written`] for every tile.
     fn all_written(&mut self) {
         self.widened_as = [None; TILES];
+        self.row_corrections = [RowCorrections::NONE; TILES];
+    }
+
+    /// Brings tile `t`'s row corrections over `k` dwords (as A of a TDPBSSD) up to date:
+    /// computed now unless the tile is unchanged since they were. `false` for `t >= 8` or
+    /// where the kernel does not read them.
+    #[inline(always)]
+    fn update_row_corrections(&mut self, t: u8, k: usize) -> bool {
+        match (
+            self.tiles.get(t as usize),
+            self.row_corrections.get_mut(t as usize),
+        ) {
+            (Some(tile), Some(kept)) => kept.update(tile, k),
+            _ => false,
+        }
     }
 
     /// Tile `t` widened as `half`, computed now unless the tile is unchanged since the last
     /// time; `None` for `t >= 8`.
+    #[inline(always)]
     fn widened(&mut self, t: u8, half: Half) -> Option<&Widened> {
         let (tile, widened, widened_as) = (
             self.tiles.get(t as usize)?,
@@ -406,6 +433,7 @@ impl Emulator {
     }
 
     /// A dot product: the D1/D2 checks, then [`Emulator::dot_shaped`].
+    #[inline(always)]
     fn dot(&mut self, tiles: (u8, u8, u8), kind: DotKind) -> Result<(), Fault> {
         let shape = match self.checked_dot {
             Some((epoch, last, shape)) if epoch == self.epoch && last == tiles => shape,
@@ -427,6 +455,7 @@ impl Emulator {
     /// Memory-safe whatever the arguments: the tiles are indexed with bounds checks and the
     /// kernels clamp the shape to the tile, so a wrong call computes wrong data, never touches
     /// memory outside the tiles.
+    #[inline(always)]
     pub(crate) fn dot_proven(
         &mut self,
         tiles: (u8, u8, u8),
@@ -436,6 +465,11 @@ impl Emulator {
         self.dot_shaped(tiles, kind, shape)
     }
 
+    /// Inlined, as is every layer from the instruction methods down to the kernel's call
+    /// (here and in `numerics`): with those layers out of line, back-to-back products lost
+    /// their overlap, and a TDPBUSD took 86-91 ns instead of 74 ns on a Zen 4 core, whose 256
+    /// VPDPBUSDs take 69 ns (BENCHMARKS.md).
+    #[inline(always)]
     fn dot_shaped(
         &mut self,
         (c, a, b): (u8, u8, u8),
@@ -450,6 +484,8 @@ impl Emulator {
         if let Some(half) = half.filter(|_| numerics::reads_widened()) {
             return self.dot_widened((c, a, b), kind, (m, n, k), half);
         }
+        // Before C's derived forms are dropped: C may be A only in a call that fails below.
+        let corrected = kind == DotKind::Tdpbssd && self.update_row_corrections(a, k);
         self.written(c);
         // Distinct and below 8 (check::dot proved it, or the types did); were they not, the
         // operands would alias, which is the #UD check::dot reports for that.
@@ -463,13 +499,17 @@ impl Emulator {
                 };
                 check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
             })?;
-        Self::compute(ct, at, bt, kind, (m, n, k));
+        match self.row_corrections.get(a as usize).filter(|_| corrected) {
+            Some(corr) => numerics::dot_int8_ss_corrected(ct, at, bt, (m, n, k), corr),
+            None => Self::compute(ct, at, bt, kind, (m, n, k)),
+        }
         Self::zero_past_shape(ct, m, n);
         self.clear_start_row();
         Ok(())
     }
 
     /// A floating-point product on the widened forms of A and B (see `widened`).
+    #[inline(always)]
     fn dot_widened(
         &mut self,
         (c, a, b): (u8, u8, u8),
@@ -506,6 +546,7 @@ impl Emulator {
     }
 
     /// The arithmetic of `kind` on C, A and B.
+    #[inline(always)]
     fn compute(
         ct: &mut [u8; TILE_BYTES],
         at: &[u8; TILE_BYTES],
@@ -525,6 +566,7 @@ impl Emulator {
 
     /// D4: C bytes past colsb and rows past M are zeroed (nothing to do for a full tile, the
     /// common case: no loop of empty fills).
+    #[inline(always)]
     fn zero_past_shape(ct: &mut [u8; TILE_BYTES], m: usize, n: usize) {
         let keep = (n * 4).min(ROW_BYTES);
         if m < TILE_BYTES / ROW_BYTES || keep < ROW_BYTES {
@@ -627,26 +669,32 @@ impl TileUnit for Emulator {
         Ok(())
     }
 
+    #[inline(always)]
     fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpbssd)
     }
 
+    #[inline(always)]
     fn tdpbsud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpbsud)
     }
 
+    #[inline(always)]
     fn tdpbusd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpbusd)
     }
 
+    #[inline(always)]
     fn tdpbuud(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpbuud)
     }
 
+    #[inline(always)]
     fn tdpbf16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpbf16ps)
     }
 
+    #[inline(always)]
     fn tdpfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.dot((c, a, b), DotKind::Tdpfp16ps)
     }
@@ -739,11 +787,11 @@ mod tests {
         })
     }
 
-    /// After `write` changes tile 1 (A), a floating-point product reads the new bytes, not a
-    /// widened form of the old ones: every way of writing a tile, each against the kernel run
-    /// on the tiles' bytes directly.
+    /// After `write` changes tile 1 (A), a product reads the new bytes, not a form derived from
+    /// the old ones (floating-point products: the widened A; TDPBSSD: A's row corrections):
+    /// every way of writing a tile, each against the kernel run on the tiles' bytes directly.
     #[test]
-    fn every_tile_write_drops_the_widened_form() {
+    fn every_tile_write_drops_the_derived_forms() {
         type Write = fn(&mut Emulator);
         let writes: [(&str, Write); 10] = [
             ("TILELOADD", |e| e.tileloadd(1, &data(7), 64).unwrap()),
@@ -783,7 +831,7 @@ mod tests {
             }),
         ];
         for (what, write) in writes {
-            for kind in [DotKind::Tdpbf16ps, DotKind::Tdpfp16ps] {
+            for kind in [DotKind::Tdpbf16ps, DotKind::Tdpfp16ps, DotKind::Tdpbssd] {
                 let mut e = Emulator::new();
                 e.ldtilecfg(&config(64)).unwrap();
                 for t in 1..4 {
@@ -791,6 +839,7 @@ mod tests {
                 }
                 let product = |e: &mut Emulator| match kind {
                     DotKind::Tdpbf16ps => e.tdpbf16ps(0, 1, 2).unwrap(),
+                    DotKind::Tdpbssd => e.tdpbssd(0, 1, 2).unwrap(),
                     _ => e.tdpfp16ps(0, 1, 2).unwrap(),
                 };
                 product(&mut e);
@@ -798,6 +847,9 @@ mod tests {
                 let (mut want, a, b) = (e.tiles[0], e.tiles[1], e.tiles[2]);
                 match kind {
                     DotKind::Tdpbf16ps => numerics::dot_bf16(&mut want, &a, &b, 16, 16, 16),
+                    DotKind::Tdpbssd => {
+                        numerics::dot_int8(&mut want, &a, &b, 16, 16, 16, true, true)
+                    }
                     _ => numerics::dot_fp16(&mut want, &a, &b, 16, 16, 16),
                 }
                 product(&mut e);

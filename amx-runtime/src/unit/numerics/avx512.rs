@@ -14,9 +14,11 @@ use core::arch::asm;
 use core::arch::x86_64::{
     __m512i, __mmask16, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
     _mm512_castsi512_ps, _mm512_cvtepi32_epi16, _mm512_cvtph_ps, _mm512_dpbusd_epi32,
-    _mm512_loadu_si512, _mm512_mask_cmp_ps_mask, _mm512_mask_storeu_epi32, _mm512_set1_epi32,
-    _mm512_setzero_si512, _mm512_slli_epi32, _mm512_srli_epi32, _mm512_storeu_si512,
-    _mm512_sub_epi32, _mm512_xor_si512, _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
+    _mm512_loadu_si512, _mm512_mask_cmp_ps_mask, _mm512_mask_storeu_epi32, _mm512_maskz_mov_epi32,
+    _mm512_set1_epi32, _mm512_setzero_si512, _mm512_shuffle_i32x4, _mm512_slli_epi32,
+    _mm512_srli_epi32, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_unpackhi_epi32,
+    _mm512_unpackhi_epi64, _mm512_unpacklo_epi32, _mm512_unpacklo_epi64, _mm512_xor_si512,
+    _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
 };
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -102,6 +104,9 @@ fn lane_mask(n: usize) -> __mmask16 {
 /// So A is biased by 0x80 exactly when both operands have the same signedness, the corrections
 /// depend on n only (one vector per call, K extra VPDPBUSD), and everything is mod 2^32.
 ///
+/// A 16-row SS product instead biases B and subtracts per-row sums of A
+/// ([`full_tile_int8_signed_signed`]), so that A stays VPDPBUSD's broadcast memory operand.
+///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512 VNNI.
 #[allow(clippy::too_many_arguments)]
@@ -121,19 +126,12 @@ pub(super) unsafe fn dot_int8(
         return;
     }
     if m_rows == ROWS && a_signed && b_signed {
-        // SAFETY: `a`, `b` and `c` hold 16 rows of 64 bytes and k_dwords <= 16, so the
-        // kernel's reads (A dwords k < k_dwords of rows 0..16, B rows 0..k_dwords, C rows
-        // 0..16) and masked writes (C rows 0..16) are in bounds; the pointers come from live
-        // borrows, and `c` does not overlap the others (`&mut`). The CPU supports AVX-512F and
-        // AVX-512 VNNI (this function's contract).
+        // SAFETY: the CPU supports AVX-512F and AVX-512 VNNI (this function's contract), and
+        // the shape is clamped and nonempty.
         unsafe {
-            full_tile_int8_signed_signed(
-                c.as_mut_ptr(),
-                a.as_ptr(),
-                b.as_ptr(),
-                k_dwords,
-                lane_mask(n_dwords),
-            )
+            let mut corr = [0; ROWS];
+            row_corrections(a, k_dwords, &mut corr);
+            dot_int8_ss_corrected(c, a, b, (m_rows, n_dwords, k_dwords), &corr)
         };
         return;
     }
@@ -199,6 +197,43 @@ pub(super) unsafe fn dot_int8(
     }
 }
 
+/// TDPBSSD on a clamped shape, given A's [`row_corrections`] over `k_dwords`: the whole-tile
+/// kernel for 16 rows, [`dot_int8`]'s row loop otherwise (which does not need them).
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 VNNI; `corr` is `row_corrections(a, k_dwords)`
+/// (otherwise the result is wrong, never out of bounds).
+#[target_feature(enable = "avx512f,avx512vnni")]
+pub(super) unsafe fn dot_int8_ss_corrected(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    corr: &[i32; ROWS],
+) {
+    let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows, n_dwords, k_dwords);
+    if m_rows != ROWS || n_dwords == 0 {
+        // SAFETY: the CPU supports AVX-512F and AVX-512 VNNI (this function's contract).
+        unsafe { dot_int8(c, a, b, m_rows, n_dwords, k_dwords, true, true) };
+        return;
+    }
+    // SAFETY: `a`, `b` and `c` hold 16 rows of 64 bytes and k_dwords <= 16, so the kernel's
+    // reads (A dwords k < k_dwords of rows 0..16, B rows 0..k_dwords, C rows 0..16, the 16
+    // corrections) and masked writes (C rows 0..16) are in bounds; the pointers come from live
+    // borrows, and `c` does not overlap the others (`&mut`). The CPU supports AVX-512F and
+    // AVX-512 VNNI (this function's contract).
+    unsafe {
+        full_tile_int8_signed_signed(
+            c.as_mut_ptr(),
+            a.as_ptr(),
+            b.as_ptr(),
+            k_dwords,
+            lane_mask(n_dwords),
+            corr,
+        )
+    };
+}
+
 /// The (clamped, nonempty) shape of an integer product.
 #[derive(Clone, Copy)]
 struct Int8Shape {
@@ -249,6 +284,135 @@ fn int8_rows<const A_IS_U8: bool, const G: usize>(
     }
 }
 
+/// Zeroes zmm0-15, the 16 accumulators (one per row of C) of the whole-tile integer kernels.
+macro_rules! zero_accumulators {
+    () => {
+        concat!(
+            "vpxord xmm0, xmm0, xmm0\n",
+            "vpxord xmm1, xmm1, xmm1\n",
+            "vpxord xmm2, xmm2, xmm2\n",
+            "vpxord xmm3, xmm3, xmm3\n",
+            "vpxord xmm4, xmm4, xmm4\n",
+            "vpxord xmm5, xmm5, xmm5\n",
+            "vpxord xmm6, xmm6, xmm6\n",
+            "vpxord xmm7, xmm7, xmm7\n",
+            "vpxord xmm8, xmm8, xmm8\n",
+            "vpxord xmm9, xmm9, xmm9\n",
+            "vpxord xmm10, xmm10, xmm10\n",
+            "vpxord xmm11, xmm11, xmm11\n",
+            "vpxord xmm12, xmm12, xmm12\n",
+            "vpxord xmm13, xmm13, xmm13\n",
+            "vpxord xmm14, xmm14, xmm14\n",
+            "vpxord xmm15, xmm15, xmm15\n",
+        )
+    };
+}
+
+/// One k-step of the whole-tile integer kernels: B's row, in zmm16 (VPDPBUSD's unsigned
+/// operand), against each row m's A dword at `[rsi + 64 m]` (the signed operand, broadcast from
+/// memory), into accumulator m.
+macro_rules! vpdpbusd_rows {
+    () => {
+        concat!(
+            "vpdpbusd zmm0, zmm16, dword ptr [rsi + 0]{{1to16}}\n",
+            "vpdpbusd zmm1, zmm16, dword ptr [rsi + 64]{{1to16}}\n",
+            "vpdpbusd zmm2, zmm16, dword ptr [rsi + 128]{{1to16}}\n",
+            "vpdpbusd zmm3, zmm16, dword ptr [rsi + 192]{{1to16}}\n",
+            "vpdpbusd zmm4, zmm16, dword ptr [rsi + 256]{{1to16}}\n",
+            "vpdpbusd zmm5, zmm16, dword ptr [rsi + 320]{{1to16}}\n",
+            "vpdpbusd zmm6, zmm16, dword ptr [rsi + 384]{{1to16}}\n",
+            "vpdpbusd zmm7, zmm16, dword ptr [rsi + 448]{{1to16}}\n",
+            "vpdpbusd zmm8, zmm16, dword ptr [rsi + 512]{{1to16}}\n",
+            "vpdpbusd zmm9, zmm16, dword ptr [rsi + 576]{{1to16}}\n",
+            "vpdpbusd zmm10, zmm16, dword ptr [rsi + 640]{{1to16}}\n",
+            "vpdpbusd zmm11, zmm16, dword ptr [rsi + 704]{{1to16}}\n",
+            "vpdpbusd zmm12, zmm16, dword ptr [rsi + 768]{{1to16}}\n",
+            "vpdpbusd zmm13, zmm16, dword ptr [rsi + 832]{{1to16}}\n",
+            "vpdpbusd zmm14, zmm16, dword ptr [rsi + 896]{{1to16}}\n",
+            "vpdpbusd zmm15, zmm16, dword ptr [rsi + 960]{{1to16}}\n",
+        )
+    };
+}
+
+/// The whole-tile integer kernels' epilogue: row m of C (at `{c}`) plus accumulator m minus the
+/// correction, stored under `{mask}`. The correction is one vector for every row (the operand
+/// given), or with `rows:` row m's dword of the array at the given register, broadcast.
+#[rustfmt::skip] // one line per instruction pair, as in the asm
+macro_rules! add_c_and_store {
+    ($corr:literal) => {
+        concat!(
+            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]\n", "vpsubd zmm0, zmm0, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0\n",
+            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]\n", "vpsubd zmm1, zmm1, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1\n",
+            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]\n", "vpsubd zmm2, zmm2, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2\n",
+            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]\n", "vpsubd zmm3, zmm3, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3\n",
+            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]\n", "vpsubd zmm4, zmm4, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4\n",
+            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]\n", "vpsubd zmm5, zmm5, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5\n",
+            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]\n", "vpsubd zmm6, zmm6, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6\n",
+            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]\n", "vpsubd zmm7, zmm7, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7\n",
+            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]\n", "vpsubd zmm8, zmm8, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8\n",
+            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]\n", "vpsubd zmm9, zmm9, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9\n",
+            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]\n", "vpsubd zmm10, zmm10, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10\n",
+            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]\n", "vpsubd zmm11, zmm11, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11\n",
+            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]\n", "vpsubd zmm12, zmm12, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12\n",
+            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]\n", "vpsubd zmm13, zmm13, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13\n",
+            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]\n", "vpsubd zmm14, zmm14, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14\n",
+            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]\n", "vpsubd zmm15, zmm15, ", $corr, "\n",
+            "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15\n",
+        )
+    };
+    (rows: $base:literal) => {
+        concat!(
+            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]\n", "vpsubd zmm0, zmm0, dword ptr [", $base, " + 0]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0\n",
+            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]\n", "vpsubd zmm1, zmm1, dword ptr [", $base, " + 4]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1\n",
+            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]\n", "vpsubd zmm2, zmm2, dword ptr [", $base, " + 8]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2\n",
+            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]\n", "vpsubd zmm3, zmm3, dword ptr [", $base, " + 12]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3\n",
+            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]\n", "vpsubd zmm4, zmm4, dword ptr [", $base, " + 16]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4\n",
+            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]\n", "vpsubd zmm5, zmm5, dword ptr [", $base, " + 20]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5\n",
+            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]\n", "vpsubd zmm6, zmm6, dword ptr [", $base, " + 24]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6\n",
+            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]\n", "vpsubd zmm7, zmm7, dword ptr [", $base, " + 28]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7\n",
+            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]\n", "vpsubd zmm8, zmm8, dword ptr [", $base, " + 32]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8\n",
+            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]\n", "vpsubd zmm9, zmm9, dword ptr [", $base, " + 36]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9\n",
+            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]\n", "vpsubd zmm10, zmm10, dword ptr [", $base, " + 40]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10\n",
+            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]\n", "vpsubd zmm11, zmm11, dword ptr [", $base, " + 44]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11\n",
+            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]\n", "vpsubd zmm12, zmm12, dword ptr [", $base, " + 48]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12\n",
+            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]\n", "vpsubd zmm13, zmm13, dword ptr [", $base, " + 52]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13\n",
+            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]\n", "vpsubd zmm14, zmm14, dword ptr [", $base, " + 56]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14\n",
+            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]\n", "vpsubd zmm15, zmm15, dword ptr [", $base, " + 60]{{1to16}}\n",
+            "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15\n",
+        )
+    };
+}
+
 /// A whole 16-row `TDPB[SU][SU]D` whose A bytes are VPDPBUSD's signed operand (TDPBSUD, and
 /// TDPBUUD after [`dot_int8`]'s bias): `C[m] = C[m] + sum_k VPDPBUSD(B[k], A[m][k]) - corr`
 /// for the 16 rows, the dwords of C selected by `mask` written. 16 accumulators (zmm0-15)
@@ -280,95 +444,18 @@ unsafe fn full_tile_int8_a_signed(
         // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
         // requires of outputs.
         asm!(
-            "vpxord xmm0, xmm0, xmm0",
-            "vpxord xmm1, xmm1, xmm1",
-            "vpxord xmm2, xmm2, xmm2",
-            "vpxord xmm3, xmm3, xmm3",
-            "vpxord xmm4, xmm4, xmm4",
-            "vpxord xmm5, xmm5, xmm5",
-            "vpxord xmm6, xmm6, xmm6",
-            "vpxord xmm7, xmm7, xmm7",
-            "vpxord xmm8, xmm8, xmm8",
-            "vpxord xmm9, xmm9, xmm9",
-            "vpxord xmm10, xmm10, xmm10",
-            "vpxord xmm11, xmm11, xmm11",
-            "vpxord xmm12, xmm12, xmm12",
-            "vpxord xmm13, xmm13, xmm13",
-            "vpxord xmm14, xmm14, xmm14",
-            "vpxord xmm15, xmm15, xmm15",
+            zero_accumulators!(),
             "test rcx, rcx",
             "jz 3f",
             "2:",
             "vmovdqu32 zmm16, zmmword ptr [rdx]",
-            "vpdpbusd zmm0, zmm16, dword ptr [rsi + 0]{{1to16}}",
-            "vpdpbusd zmm1, zmm16, dword ptr [rsi + 64]{{1to16}}",
-            "vpdpbusd zmm2, zmm16, dword ptr [rsi + 128]{{1to16}}",
-            "vpdpbusd zmm3, zmm16, dword ptr [rsi + 192]{{1to16}}",
-            "vpdpbusd zmm4, zmm16, dword ptr [rsi + 256]{{1to16}}",
-            "vpdpbusd zmm5, zmm16, dword ptr [rsi + 320]{{1to16}}",
-            "vpdpbusd zmm6, zmm16, dword ptr [rsi + 384]{{1to16}}",
-            "vpdpbusd zmm7, zmm16, dword ptr [rsi + 448]{{1to16}}",
-            "vpdpbusd zmm8, zmm16, dword ptr [rsi + 512]{{1to16}}",
-            "vpdpbusd zmm9, zmm16, dword ptr [rsi + 576]{{1to16}}",
-            "vpdpbusd zmm10, zmm16, dword ptr [rsi + 640]{{1to16}}",
-            "vpdpbusd zmm11, zmm16, dword ptr [rsi + 704]{{1to16}}",
-            "vpdpbusd zmm12, zmm16, dword ptr [rsi + 768]{{1to16}}",
-            "vpdpbusd zmm13, zmm16, dword ptr [rsi + 832]{{1to16}}",
-            "vpdpbusd zmm14, zmm16, dword ptr [rsi + 896]{{1to16}}",
-            "vpdpbusd zmm15, zmm16, dword ptr [rsi + 960]{{1to16}}",
+            vpdpbusd_rows!(),
             "add rdx, 64",
             "add rsi, 4",
             "dec rcx",
             "jnz 2b",
             "3:",
-            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]",
-            "vpsubd zmm0, zmm0, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0",
-            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]",
-            "vpsubd zmm1, zmm1, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1",
-            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]",
-            "vpsubd zmm2, zmm2, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2",
-            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]",
-            "vpsubd zmm3, zmm3, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3",
-            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]",
-            "vpsubd zmm4, zmm4, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4",
-            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]",
-            "vpsubd zmm5, zmm5, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5",
-            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]",
-            "vpsubd zmm6, zmm6, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6",
-            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]",
-            "vpsubd zmm7, zmm7, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7",
-            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]",
-            "vpsubd zmm8, zmm8, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8",
-            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]",
-            "vpsubd zmm9, zmm9, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9",
-            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]",
-            "vpsubd zmm10, zmm10, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10",
-            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]",
-            "vpsubd zmm11, zmm11, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11",
-            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]",
-            "vpsubd zmm12, zmm12, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12",
-            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]",
-            "vpsubd zmm13, zmm13, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13",
-            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]",
-            "vpsubd zmm14, zmm14, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14",
-            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]",
-            "vpsubd zmm15, zmm15, zmmword ptr [{corr}]",
-            "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15",
+            add_c_and_store!("zmmword ptr [{corr}]"),
             c = in(reg) c,
             inout("rsi") a => _,
             inout("rdx") b => _,
@@ -383,15 +470,54 @@ unsafe fn full_tile_int8_a_signed(
     }
 }
 
-/// A whole 16-row TDPBSSD: both operands signed, so A's bytes are biased by 0x80 into
-/// VPDPBUSD's unsigned operand and `128 * sum_k B[k]` is subtracted (see [`dot_int8`]), all in
-/// one pass with no copy of A: each row's A dword is broadcast and biased by one VPXORD with a
-/// broadcast memory operand, and the correction is a 17th accumulator fed by the B row already
-/// in a register. 16 accumulators (zmm0-15) cover VPDPBUSD's latency on both ports.
+/// `128 * (the sum of row m's bytes in dwords 0..k)` for each row m of A (k <= 16): what
+/// biasing B by 0x80 adds to row m of a TDPBSSD (see [`full_tile_int8_signed_signed`]).
+/// Everything wraps mod 2^32, like the product.
 ///
-/// Built this way because the biased copy of A (16 stores, then broadcasts reading the lines
-/// just stored) and the separate correction loop were about a third of the instruction, while
-/// the VPXORD runs on a vector port VPDPBUSD does not need.
+/// Per row, one VPDPBUSD of 0x80 bytes by the row's dwords gives 16 partial sums; a
+/// transposing add tree (unpack dwords, unpack qwords, then 128-bit lanes twice) turns the 16
+/// vectors into one whose dword m is row m's total. About 60 instructions on the ports the
+/// product needs, so they are worth computing once per A tile, not per product: the emulator
+/// keeps them while the tile is unchanged.
+#[target_feature(enable = "avx512f,avx512vnni")]
+pub(super) fn row_corrections(a: &[u8; 1024], k: usize, out: &mut [i32; ROWS]) {
+    let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
+    let live = lane_mask(k);
+    let s: Panel = core::array::from_fn(|m| {
+        let row = _mm512_maskz_mov_epi32(live, load_row(a, m));
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), splat, row)
+    });
+    // Per 128-bit lane, [row 2i, row 2i+1] pairs of partial sums, then rows 4i..4i+3.
+    let x: [__m512i; 8] = core::array::from_fn(|i| {
+        let (p, q) = (s[2 * i], s[2 * i + 1]);
+        _mm512_add_epi32(_mm512_unpacklo_epi32(p, q), _mm512_unpackhi_epi32(p, q))
+    });
+    let y: [__m512i; 4] = core::array::from_fn(|i| {
+        let (p, q) = (x[2 * i], x[2 * i + 1]);
+        _mm512_add_epi32(_mm512_unpacklo_epi64(p, q), _mm512_unpackhi_epi64(p, q))
+    });
+    // Adds the 128-bit lanes pairwise: [p0+p1, p2+p3, q0+q1, q2+q3].
+    let lanes = |p: __m512i, q: __m512i| {
+        _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(p, q),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(p, q),
+        )
+    };
+    let total = lanes(lanes(y[0], y[1]), lanes(y[2], y[3]));
+    // SAFETY: `out` is 16 writable dwords; the store is unaligned.
+    unsafe { _mm512_storeu_si512(out.as_mut_ptr().cast(), total) };
+}
+
+/// A whole 16-row TDPBSSD: both operands signed, so B's bytes are biased by 0x80 into
+/// VPDPBUSD's unsigned operand (one VPXORD per B row, fused with its load) and each row m of
+/// the result carries `128 * sum_k A[m][k]` too: `corr[m]` ([`row_corrections`]), which the
+/// epilogue subtracts as a broadcast memory operand. A's dwords stay the instruction's own
+/// broadcast memory operand, so the loop is TDPBSUD's ([`full_tile_int8_a_signed`]) plus 16
+/// VPXORDs. 16 accumulators (zmm0-15) cover VPDPBUSD's latency on both ports.
+///
+/// Built this way because biasing A instead needs a VPXORD per VPDPBUSD (A is the broadcast
+/// operand): 256 more instructions, about 10% of the product's time, while the corrections
+/// depend on A alone and can be kept per A tile.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512 VNNI. `c` must point to 16 rows of 64 writable
@@ -404,129 +530,36 @@ unsafe fn full_tile_int8_signed_signed(
     b: *const u8,
     k: usize,
     mask: __mmask16,
+    corr: &[i32; ROWS],
 ) {
     let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
     // SAFETY: the memory operands are within the buffers the caller guarantees (C rows 0..16,
-    // A dwords 0..k of rows 0..16, B rows 0..k); zmm0-31 are declared clobbered (the bias
-    // splat is an input in zmm18, which the block only reads), the pointer and counter
-    // registers are inout; no stack is used.
+    // A dwords 0..k of rows 0..16, B rows 0..k) and `corr`, 16 readable dwords;
+    // zmm0-31 are declared clobbered (the bias splat is an input in zmm18, which the block
+    // only reads), the pointer and counter registers are inout; no stack is used.
     unsafe {
         // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
         // requires of outputs.
         asm!(
-            "vpxord xmm0, xmm0, xmm0",
-            "vpxord xmm1, xmm1, xmm1",
-            "vpxord xmm2, xmm2, xmm2",
-            "vpxord xmm3, xmm3, xmm3",
-            "vpxord xmm4, xmm4, xmm4",
-            "vpxord xmm5, xmm5, xmm5",
-            "vpxord xmm6, xmm6, xmm6",
-            "vpxord xmm7, xmm7, xmm7",
-            "vpxord xmm8, xmm8, xmm8",
-            "vpxord xmm9, xmm9, xmm9",
-            "vpxord xmm10, xmm10, xmm10",
-            "vpxord xmm11, xmm11, xmm11",
-            "vpxord xmm12, xmm12, xmm12",
-            "vpxord xmm13, xmm13, xmm13",
-            "vpxord xmm14, xmm14, xmm14",
-            "vpxord xmm15, xmm15, xmm15",
-            "vpxord xmm17, xmm17, xmm17",
+            zero_accumulators!(),
             "test rcx, rcx",
             "jz 3f",
             "2:",
-            "vmovdqu32 zmm16, zmmword ptr [rdx]",
-            "vpdpbusd zmm17, zmm18, zmm16",
-            "vpxord zmm19, zmm18, dword ptr [rsi + 0]{{1to16}}",
-            "vpdpbusd zmm0, zmm19, zmm16",
-            "vpxord zmm20, zmm18, dword ptr [rsi + 64]{{1to16}}",
-            "vpdpbusd zmm1, zmm20, zmm16",
-            "vpxord zmm21, zmm18, dword ptr [rsi + 128]{{1to16}}",
-            "vpdpbusd zmm2, zmm21, zmm16",
-            "vpxord zmm22, zmm18, dword ptr [rsi + 192]{{1to16}}",
-            "vpdpbusd zmm3, zmm22, zmm16",
-            "vpxord zmm19, zmm18, dword ptr [rsi + 256]{{1to16}}",
-            "vpdpbusd zmm4, zmm19, zmm16",
-            "vpxord zmm20, zmm18, dword ptr [rsi + 320]{{1to16}}",
-            "vpdpbusd zmm5, zmm20, zmm16",
-            "vpxord zmm21, zmm18, dword ptr [rsi + 384]{{1to16}}",
-            "vpdpbusd zmm6, zmm21, zmm16",
-            "vpxord zmm22, zmm18, dword ptr [rsi + 448]{{1to16}}",
-            "vpdpbusd zmm7, zmm22, zmm16",
-            "vpxord zmm19, zmm18, dword ptr [rsi + 512]{{1to16}}",
-            "vpdpbusd zmm8, zmm19, zmm16",
-            "vpxord zmm20, zmm18, dword ptr [rsi + 576]{{1to16}}",
-            "vpdpbusd zmm9, zmm20, zmm16",
-            "vpxord zmm21, zmm18, dword ptr [rsi + 640]{{1to16}}",
-            "vpdpbusd zmm10, zmm21, zmm16",
-            "vpxord zmm22, zmm18, dword ptr [rsi + 704]{{1to16}}",
-            "vpdpbusd zmm11, zmm22, zmm16",
-            "vpxord zmm19, zmm18, dword ptr [rsi + 768]{{1to16}}",
-            "vpdpbusd zmm12, zmm19, zmm16",
-            "vpxord zmm20, zmm18, dword ptr [rsi + 832]{{1to16}}",
-            "vpdpbusd zmm13, zmm20, zmm16",
-            "vpxord zmm21, zmm18, dword ptr [rsi + 896]{{1to16}}",
-            "vpdpbusd zmm14, zmm21, zmm16",
-            "vpxord zmm22, zmm18, dword ptr [rsi + 960]{{1to16}}",
-            "vpdpbusd zmm15, zmm22, zmm16",
+            "vpxord zmm16, zmm18, zmmword ptr [rdx]",
+            vpdpbusd_rows!(),
             "add rdx, 64",
             "add rsi, 4",
             "dec rcx",
             "jnz 2b",
             "3:",
-            "vpaddd zmm0, zmm0, zmmword ptr [{c} + 0]",
-            "vpsubd zmm0, zmm0, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 0] {{{mask}}}, zmm0",
-            "vpaddd zmm1, zmm1, zmmword ptr [{c} + 64]",
-            "vpsubd zmm1, zmm1, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 64] {{{mask}}}, zmm1",
-            "vpaddd zmm2, zmm2, zmmword ptr [{c} + 128]",
-            "vpsubd zmm2, zmm2, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 128] {{{mask}}}, zmm2",
-            "vpaddd zmm3, zmm3, zmmword ptr [{c} + 192]",
-            "vpsubd zmm3, zmm3, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 192] {{{mask}}}, zmm3",
-            "vpaddd zmm4, zmm4, zmmword ptr [{c} + 256]",
-            "vpsubd zmm4, zmm4, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 256] {{{mask}}}, zmm4",
-            "vpaddd zmm5, zmm5, zmmword ptr [{c} + 320]",
-            "vpsubd zmm5, zmm5, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 320] {{{mask}}}, zmm5",
-            "vpaddd zmm6, zmm6, zmmword ptr [{c} + 384]",
-            "vpsubd zmm6, zmm6, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 384] {{{mask}}}, zmm6",
-            "vpaddd zmm7, zmm7, zmmword ptr [{c} + 448]",
-            "vpsubd zmm7, zmm7, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 448] {{{mask}}}, zmm7",
-            "vpaddd zmm8, zmm8, zmmword ptr [{c} + 512]",
-            "vpsubd zmm8, zmm8, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 512] {{{mask}}}, zmm8",
-            "vpaddd zmm9, zmm9, zmmword ptr [{c} + 576]",
-            "vpsubd zmm9, zmm9, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 576] {{{mask}}}, zmm9",
-            "vpaddd zmm10, zmm10, zmmword ptr [{c} + 640]",
-            "vpsubd zmm10, zmm10, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 640] {{{mask}}}, zmm10",
-            "vpaddd zmm11, zmm11, zmmword ptr [{c} + 704]",
-            "vpsubd zmm11, zmm11, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 704] {{{mask}}}, zmm11",
-            "vpaddd zmm12, zmm12, zmmword ptr [{c} + 768]",
-            "vpsubd zmm12, zmm12, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 768] {{{mask}}}, zmm12",
-            "vpaddd zmm13, zmm13, zmmword ptr [{c} + 832]",
-            "vpsubd zmm13, zmm13, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 832] {{{mask}}}, zmm13",
-            "vpaddd zmm14, zmm14, zmmword ptr [{c} + 896]",
-            "vpsubd zmm14, zmm14, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 896] {{{mask}}}, zmm14",
-            "vpaddd zmm15, zmm15, zmmword ptr [{c} + 960]",
-            "vpsubd zmm15, zmm15, zmm17",
-            "vmovdqu32 zmmword ptr [{c} + 960] {{{mask}}}, zmm15",
+            add_c_and_store!(rows: "{corr}"),
             c = in(reg) c,
             inout("rsi") a => _,
             inout("rdx") b => _,
             inout("rcx") k => _,
             in("zmm18") splat,
             mask = in(kreg) mask,
+            corr = in(reg) corr,
             clobber_abi("C"),
             options(nostack),
         );

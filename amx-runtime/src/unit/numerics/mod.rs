@@ -79,7 +79,11 @@ pub(crate) enum Half {
 ///
 /// Only those C elements are written. Out-of-range sizes are clamped to the tile (callers never
 /// pass them; clamping keeps this function panic-free).
+///
+/// The dispatchers here are inlined into the emulator's instructions (see `dot_shaped` there
+/// for the cost of a call chain between two products).
 #[allow(clippy::too_many_arguments)] // the shape of the instruction, as the emulator calls it
+#[inline(always)]
 pub(crate) fn dot_int8(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
@@ -103,10 +107,89 @@ pub(crate) fn dot_int8(
     }
 }
 
+/// What the AVX-512 TDPBSSD kernel subtracts from row m of C: `128 * sum_k A[m][k]` over the
+/// bytes of A's first `k_dwords` dwords per row (the kernel biases B by 0x80 into VPDPBUSD's
+/// unsigned operand, and A's dwords stay its broadcast operand). It depends on A's bytes and K
+/// alone, so the emulator keeps it per tile while the tile is unchanged, as it keeps widened
+/// floating-point operands.
+///
+/// Updated in place and read by reference, never moved: the kernel reads the sums as
+/// broadcast dwords, which a copy through smaller moves would make wait for the copy's stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowCorrections {
+    /// The K (clamped to 16) the sums cover; [`RowCorrections::NONE`] when there are none.
+    k_dwords: usize,
+    sums: [i32; ROWS],
+}
+
+impl RowCorrections {
+    /// No corrections (of any K).
+    pub(crate) const NONE: RowCorrections = RowCorrections {
+        k_dwords: usize::MAX,
+        sums: [0; ROWS],
+    };
+
+    /// Forgets the corrections (A was written).
+    #[inline]
+    pub(crate) fn forget(&mut self) {
+        self.k_dwords = usize::MAX;
+    }
+
+    /// The corrections of `a` over `k_dwords`, kept if they are, computed now if they are not
+    /// (the caller forgets them when A changes); `false` where this CPU's integer kernel does not
+    /// read them (nothing is computed then).
+    #[inline]
+    pub(crate) fn update(&mut self, a: &[u8; 1024], k_dwords: usize) -> bool {
+        let k_dwords = k_dwords.min(DWORDS);
+        if self.k_dwords == k_dwords {
+            return true;
+        }
+        match int8_path() {
+            #[cfg(target_arch = "x86_64")]
+            KernelPath::Avx512 => {
+                // SAFETY: int8_path chose AVX-512, so the CPU has AVX-512F and AVX-512 VNNI.
+                unsafe { avx512::row_corrections(a, k_dwords, &mut self.sums) };
+                self.k_dwords = k_dwords;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The K the kept sums cover, if any.
+    #[cfg(test)]
+    pub(crate) fn k_dwords(&self) -> Option<usize> {
+        (self.k_dwords != usize::MAX).then_some(self.k_dwords)
+    }
+}
+
+/// TDPBSSD ([`dot_int8`] with both operands signed) given `corr`, the [`RowCorrections`] of
+/// this A: the same bits, without computing them again. Corrections for another K than
+/// `k_dwords` are not used (the product is computed as by [`dot_int8`]).
+#[inline(always)]
+pub(crate) fn dot_int8_ss_corrected(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    corr: &RowCorrections,
+) {
+    let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
+    #[cfg(target_arch = "x86_64")]
+    if corr.k_dwords == k && int8_path() == KernelPath::Avx512 {
+        // SAFETY: int8_path chose AVX-512, so the CPU has AVX-512F and AVX-512 VNNI; `corr`
+        // holds A's sums over the k dwords of this product.
+        unsafe { avx512::dot_int8_ss_corrected(c, a, b, (m, n, k), &corr.sums) };
+        return;
+    }
+    dot_int8(c, a, b, m, n, k, true, true);
+}
+
 /// [`dot_int8`] on the kernel of `path`.
 ///
 /// # Safety
 /// The CPU has the features of `path` ([`int8_path_available`]).
+#[inline(always)]
 unsafe fn int8_kernel(
     path: KernelPath,
     c: &mut [u8; 1024],
@@ -269,6 +352,7 @@ fn daz_ftz_self_check(
 /// TDPBF16PS (docs/semantics.md section 10): for `m < m_rows`, `n < n_dwords`,
 /// `C[m][n] = add32(C[m][n], add32(te, to))` where the two fp32 lanes `te`, `to` start at +0.0
 /// and accumulate `fma32` of the even and odd bf16 pairs in increasing `k < k_dwords`.
+#[inline(always)]
 pub(crate) fn dot_bf16(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
@@ -283,6 +367,7 @@ pub(crate) fn dot_bf16(
 /// TDPFP16PS (docs/semantics.md section 11): the TDPBF16PS formula with the fp16 inputs converted
 /// exactly to fp32 (fp16 denormals become normal fp32 values and are never flushed); C is DAZ'd
 /// and every step flushes tiny results.
+#[inline(always)]
 pub(crate) fn dot_fp16(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
@@ -295,6 +380,7 @@ pub(crate) fn dot_fp16(
 }
 
 /// Dispatch shared by [`dot_bf16`] and [`dot_fp16`].
+#[inline(always)]
 fn dot_half(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
@@ -350,6 +436,7 @@ pub(crate) fn widen(tile: &[u8; 1024], half: Half, out: &mut Widened) {
 /// ([`widen`]): the same result, without converting the operands where [`reads_widened`];
 /// elsewhere the ordinary kernel on `a` and `b`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn dot_half_widened(
     c: &mut [u8; 1024],
     (a, aw): (&[u8; 1024], &Widened),
@@ -415,6 +502,7 @@ pub(crate) fn dot_half_on(
 ///
 /// # Safety
 /// The CPU runs the kernel of `path` ([`float_path_available`]).
+#[inline(always)]
 unsafe fn half_kernel(
     path: KernelPath,
     c: &mut [u8; 1024],

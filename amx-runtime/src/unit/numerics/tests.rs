@@ -625,6 +625,39 @@ fn int8_differential_all_signedness() {
     }
 }
 
+/// TDPBSSD given A's row corrections (as the emulator keeps them per tile) against the i64
+/// reference, for every K and several M and N; and corrections kept for another K than the
+/// product's are not used. Where the kernel reads no corrections there are none to keep.
+#[test]
+fn int8_ss_with_kept_row_corrections() {
+    let mut rng = Rng(0x5EED_C0AA);
+    for iter in 0..200 {
+        let (c, a, b, _, _) = random_int8_case(&mut rng, iter);
+        let k = iter % 17;
+        let (m, n) = [(16, 16), (16, 5), (9, 16), (1, 1)][iter % 4];
+        let want = int8_reference(&c, &a, &b, m, n, k, true, true);
+        let ctx = |_: usize, _: usize| format!("M={m} N={n} K={k}");
+        let mut kept = RowCorrections::NONE;
+        if !kept.update(&a, k) {
+            assert_ne!(int8_path(), KernelPath::Avx512);
+            assert_eq!(kept.k_dwords(), None);
+            return;
+        }
+        assert_eq!(kept.k_dwords(), Some(k));
+        let mut got = c;
+        dot_int8_ss_corrected(&mut got, &a, &b, (m, n, k), &kept);
+        assert_same("kept row corrections", &got, &want, &ctx);
+        let mut other = RowCorrections::NONE;
+        assert!(other.update(&a, (k + 5) % 17));
+        let mut got = c;
+        dot_int8_ss_corrected(&mut got, &a, &b, (m, n, k), &other);
+        assert_same("row corrections of another K", &got, &want, &ctx);
+        let mut got = c;
+        dot_int8_ss_corrected(&mut got, &a, &b, (m, n, k), &RowCorrections::NONE);
+        assert_same("no row corrections", &got, &want, &ctx);
+    }
+}
+
 /// The integer products on one kernel only, whatever the dispatch picks: the wrap-around
 /// extremes of every signedness and random shapes, against the i64 reference. A kernel the
 /// CPU lacks is reported as skipped.
