@@ -185,8 +185,8 @@ pub fn gemm<P: Precision>(
         let row = &mut c[i * ldc..i * ldc + n];
         let start = (mode == Mode::Accumulate).then_some(&*row);
         let e = b.row::<P>(&a[i * lda..i * lda + k], start);
-        for (out, exact) in row.iter_mut().zip(&e.exact) {
-            *out = P::C::from_f64(*exact);
+        for (out, e) in row.iter_mut().zip(&e) {
+            *out = P::C::from_f64(e.exact);
         }
     }
     Ok(())
@@ -218,14 +218,56 @@ struct Widened {
     values: Vec<f64>,
 }
 
-/// One row of the reference.
-struct ExpectedRow {
-    /// The exact (int8, already wrapped to i32) or f64 (bf16) results.
-    exact: Vec<f64>,
-    /// `|c0| + sum |a_k||b_k|` per output.
-    magnitude: Vec<f64>,
+/// One output of the reference.
+#[derive(Clone, Copy)]
+struct Expected {
+    /// The exact (int8, already wrapped to i32) or f64 (bf16) result.
+    exact: f64,
+    /// `|c0| + sum |a_k||b_k|`.
+    magnitude: f64,
     /// The same over the finite terms only: what an intermediate sum can grow to.
-    finite: Vec<f64>,
+    finite: f64,
+}
+
+impl Expected {
+    /// Before the products: `c0` as the tiles read it (DAZ when there is a product: with
+    /// K = 0 the tiles never read C), or zero.
+    fn start<P: Precision>(c0: Option<&P::C>, k: usize) -> Expected {
+        let c = c0.map_or(0.0, |x| match k {
+            0 => x.to_f64(),
+            _ => daz(x.to_f64()),
+        });
+        let magnitude = c.abs();
+        Expected {
+            exact: c,
+            magnitude,
+            finite: if magnitude.is_finite() {
+                magnitude
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// Adds the next product, `a_k * b_k` with both as the tiles read them (DAZ).
+    #[inline(always)]
+    fn add(&mut self, p: f64) {
+        self.exact += p;
+        self.magnitude += p.abs();
+        if p.is_finite() {
+            self.finite += p.abs();
+        }
+    }
+
+    /// After the last product: integer results wrap to i32 as the tiles wrap them. The `f64`
+    /// sums are exact for the integer types (each product below 2^16, so any K below 2^37
+    /// stays below 2^53).
+    fn finish<P: Precision>(mut self) -> Expected {
+        if P::KIND != PrecisionKind::Bf16 {
+            self.exact = f64::from(self.exact as i64 as i32);
+        }
+        self
+    }
 }
 
 impl Widened {
@@ -237,46 +279,37 @@ impl Widened {
         Widened { n, values }
     }
 
-    /// Row `a_row x B`, plus `c0` when given, as the tiles read them: DAZ on A and, when
-    /// there is a product (with K = 0 the tiles never read C), on `c0`. The `f64` sums are
-    /// exact for the integer types (each product below 2^16, so any K below 2^37 stays below
-    /// 2^53), then wrapped to `i32`.
-    fn row<P: Precision>(&self, a_row: &[P::A], c0: Option<&[P::C]>) -> ExpectedRow {
-        let read_c0 = |x: &P::C| match a_row.is_empty() {
-            true => x.to_f64(),
-            false => daz(x.to_f64()),
+    /// Row `a_row x B`, plus `c0` when given, as the tiles read them (see [`Expected`]).
+    fn row<P: Precision>(&self, a_row: &[P::A], c0: Option<&[P::C]>) -> Vec<Expected> {
+        let k = a_row.len();
+        let mut row: Vec<Expected> = match c0 {
+            Some(c0) => c0
+                .iter()
+                .map(|x| Expected::start::<P>(Some(x), k))
+                .collect(),
+            None => vec![Expected::start::<P>(None, k); self.n],
         };
-        let mut exact: Vec<f64> = match c0 {
-            Some(c0) => c0.iter().map(read_c0).collect(),
-            None => vec![0.0; self.n],
-        };
-        let mut magnitude: Vec<f64> = exact.iter().map(|x| x.abs()).collect();
-        let mut finite: Vec<f64> = magnitude
-            .iter()
-            .map(|&m| if m.is_finite() { m } else { 0.0 })
-            .collect();
         for (kk, a) in a_row.iter().enumerate() {
             let a = daz(a.to_f64());
             let b_row = &self.values[kk * self.n..(kk + 1) * self.n];
-            for (j, b) in b_row.iter().enumerate() {
-                let p = a * b;
-                exact[j] += p;
-                magnitude[j] += p.abs();
-                if p.is_finite() {
-                    finite[j] += p.abs();
-                }
+            for (e, b) in row.iter_mut().zip(b_row) {
+                e.add(a * b);
             }
         }
-        if P::KIND != PrecisionKind::Bf16 {
-            for e in &mut exact {
-                *e = f64::from(*e as i64 as i32); // two's complement wraparound, as the tiles
-            }
+        row.into_iter().map(Expected::finish::<P>).collect()
+    }
+
+    /// Output `j` of [`Widened::row`] alone, the same sums in the same order: what a sampled
+    /// check needs, without the rest of the row (at 2048^3, a row per sampled output was most
+    /// of a benchmark's run).
+    fn at<P: Precision>(&self, a_row: &[P::A], c0: Option<&P::C>, j: usize) -> Expected {
+        let mut e = Expected::start::<P>(c0, a_row.len());
+        // With K = 0 there are no values (and no products).
+        let column = self.values.get(j..).unwrap_or_default();
+        for (a, b) in a_row.iter().zip(column.iter().step_by(self.n.max(1))) {
+            e.add(daz(a.to_f64()) * b);
         }
-        ExpectedRow {
-            exact,
-            magnitude,
-            finite,
-        }
+        e.finish::<P>()
     }
 }
 
@@ -523,7 +556,6 @@ pub fn verify<P: Precision>(
         } else {
             &a[i * lda..i * lda + k]
         };
-        let e = b.row::<P>(a_row, start);
         let all: Vec<usize>;
         let cols = match &picked {
             Some(cols) => &cols[i],
@@ -532,14 +564,20 @@ pub fn verify<P: Precision>(
                 &all
             }
         };
+        // A few outputs of a row one by one, more as the whole row.
+        let whole = (cols.len() * 8 >= n).then(|| b.row::<P>(a_row, start));
         for &j in cols {
             let got = c[i * ldc + j].to_f64();
-            let expected = e.exact[j];
+            let e = match &whole {
+                Some(row) => row[j],
+                None => b.at::<P>(a_row, start.map(|s| &s[j]), j),
+            };
+            let expected = e.exact;
             verified.checked += 1;
             let (tolerance, matches) = match P::KIND {
                 PrecisionKind::Bf16 => {
-                    let tolerance = bf16_tolerance(k, e.magnitude[j]);
-                    let overflow = may_overflow(k, e.finite[j]);
+                    let tolerance = bf16_tolerance(k, e.magnitude);
+                    let overflow = may_overflow(k, e.finite);
                     (tolerance, bf16_matches(got, expected, tolerance, overflow))
                 }
                 PrecisionKind::Int8 | PrecisionKind::U8S8 => (0.0, got == expected),
@@ -582,6 +620,68 @@ mod tests {
         assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Outputs::All).is_ok());
         c[0] += 1;
         assert!(verify::<Int8>(1, 1, k, &a, k, &b, 1, None, &c, 1, Outputs::All).is_err());
+    }
+
+    /// One output computed alone (the sampled check's path) has the very bits of the same
+    /// output in its row, for bf16 with specials and denormals and for wrapping int8, with and
+    /// without C.
+    #[test]
+    fn an_output_alone_equals_its_row() {
+        fn same(x: Expected, y: Expected) -> bool {
+            let bits = |e: Expected| (e.exact.to_bits(), e.magnitude.to_bits(), e.finite.to_bits());
+            bits(x) == bits(y)
+        }
+        let (k, n) = (37, 11);
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = mix(seed);
+            seed
+        };
+        let special = [
+            0x0001u16, 0x8001, 0x7F80, 0xFF80, 0x7FC0, 0x0000, 0x8000, 0x7F7F,
+        ];
+        let mut bf = |_| {
+            let r = next();
+            match r % 8 {
+                0 => bf16::from_bits(special[(r >> 8) as usize % special.len()]),
+                _ => bf16::from_bits((r >> 16) as u16),
+            }
+        };
+        let a: Vec<bf16> = (0..k).map(&mut bf).collect();
+        let b: Vec<bf16> = (0..k * n).map(&mut bf).collect();
+        let c0: Vec<f32> = (0..n)
+            .map(|j| [1.5e-39, -0.0, 3.0, f32::NAN][j % 4])
+            .collect();
+        let w = Widened::new::<Bf16>(k, n, &b, n);
+        for c0 in [None, Some(&c0[..])] {
+            let row = w.row::<Bf16>(&a, c0);
+            for (j, &e) in row.iter().enumerate() {
+                assert!(same(w.at::<Bf16>(&a, c0.map(|c| &c[j]), j), e), "bf16 {j}");
+            }
+        }
+        // Denormal A against infinity (DAZ makes it 0 x inf = NaN) and against 1.0 alone (a
+        // product that no larger term absorbs), and a denormal C with a product (DAZ'd).
+        let a = [bf16::from_bits(0x0001), bf16::from_bits(0x8001)];
+        let b = [0x7F80, 0x3F80, 0x0000, 0x0000, 0x0000, 0x3F80].map(bf16::from_bits);
+        let c0 = [0.0f32, 0.0, 1.0e-40];
+        let w = Widened::new::<Bf16>(2, 3, &b, 3);
+        let row = w.row::<Bf16>(&a, Some(&c0));
+        for (j, &e) in row.iter().enumerate() {
+            assert!(
+                same(w.at::<Bf16>(&a, Some(&c0[j]), j), e),
+                "bf16 directed {j}"
+            );
+        }
+        assert!(row[0].exact.is_nan() && row[1].exact == 0.0 && row[2].exact == 0.0);
+        let a = vec![-128i8; k];
+        let b = vec![-128i8; k * n];
+        let c0: Vec<i32> = (0..n as i32).map(|j| i32::MAX - j).collect();
+        let w = Widened::new::<Int8>(k, n, &b, n);
+        let row = w.row::<Int8>(&a, Some(&c0));
+        for (j, &e) in row.iter().enumerate() {
+            assert!(same(w.at::<Int8>(&a, Some(&c0[j]), j), e), "int8 {j}");
+            assert!(e.exact < 0.0, "wrapped");
+        }
     }
 
     #[test]
@@ -987,10 +1087,10 @@ pub fn verify_linear<P: Precision, O: Output>(
             }
             let (q, acc_err) = if int {
                 // The exact integer, wrapped to i32 as the tiles wrap it.
-                let q = row.exact[j] as i64 - (zp * col_sums[j]) as i64;
+                let q = row[j].exact as i64 - (zp * col_sums[j]) as i64;
                 (f64::from(q as i32), 0.0)
             } else {
-                (row.exact[j], bf16_tolerance(k, row.magnitude[j]))
+                (row[j].exact, bf16_tolerance(k, row[j].magnitude))
             };
             let s = params.scale(j);
             let expected =
