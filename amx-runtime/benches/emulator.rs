@@ -12,10 +12,18 @@ use std::hint::black_box;
 
 use amx_runtime::block::{dot_2x2, Block};
 use amx_runtime::rules::DotKind;
-use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
+use amx_runtime::{configure_typed_on, tilecfg, Backend, Emulator, TileConfig, TileUnit};
 use criterion::{criterion_group, Criterion};
 
 static FULL: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x64; t2: 16x64 };
+
+tilecfg! {
+    struct Int8Tiles;
+    palette 1;
+    t0 as c: 16x16 i32;
+    t1 as a: 16x64 i8;
+    t2 as b: 16x64 i8;
+}
 
 fn loaded() -> Emulator {
     let mut emu = Emulator::new();
@@ -42,6 +50,16 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("emulator 16x16x16 tile product");
     let mut emu = loaded();
     group.bench_function("TDPBSSD", |b| b.iter(|| emu.tdpbssd(0, 1, 2).unwrap()));
+    // The same through typed tiles configured once, as a kernel runs them (this thread's
+    // emulator, not the values above).
+    group.bench_function("TDPBSSD, typed tiles", |bench| {
+        let data: [i8; 1024] = core::array::from_fn(|i| (i * 37 % 251) as u8 as i8);
+        let mut t = configure_typed_on::<Int8Tiles>(Backend::Emulated).unwrap();
+        t.zero(Int8Tiles::c);
+        t.load(Int8Tiles::a, &data, 64).unwrap();
+        t.load(Int8Tiles::b, &data, 64).unwrap();
+        bench.iter(|| t.tdpbssd(Int8Tiles::c, Int8Tiles::a, Int8Tiles::b))
+    });
     let mut emu = loaded();
     group.bench_function("TDPBUSD", |b| b.iter(|| emu.tdpbusd(0, 1, 2).unwrap()));
     let mut emu = loaded();

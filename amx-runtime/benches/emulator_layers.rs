@@ -4,8 +4,8 @@
 //!
 //! 1. `kernel`: the arithmetic alone (the kernel the emulator runs on this CPU);
 //! 2. `Emulator`: `TileUnit::tdpbssd` on an `Emulator` value (checks, tile state, D4 zeroing);
-//! 3. `Tiles (dyn)`: the same through the guard `configure_on(Backend::Emulated, ..)` returns,
-//!    i.e. through `dyn TileUnit`;
+//! 3. `Tiles`: the same through the guard `configure_on(Backend::Emulated, ..)` returns (its
+//!    inherent instruction methods, which call the backend without a `dyn` call);
 //! 4. `typed`: the typed handles of a `tilecfg!` layout, whose operands the types proved.
 //!
 //! Ends with each layer's time over the kernel's, from interleaved batches of one run.
@@ -90,7 +90,7 @@ fn layers(kind: DotKind) -> Vec<Layer<'static>> {
         _ => &Bf16Tile::CONFIG,
     };
     out.push((
-        "Tiles (dyn)",
+        "Tiles",
         Box::new(move || {
             let mut t = configure_on(Backend::Emulated, config).unwrap();
             match kind {
