@@ -143,7 +143,8 @@ pub struct Emulated {
     /// The kernel path that ran it.
     pub path: KernelPath,
     /// Instructions per timed call: 1 for one instruction through [`TileUnit`] on an
-    /// [`Emulator`] (checks included); [`BLOCK_STEPS`] x 4 for a 2x2 block through
+    /// [`Emulator`] (checks included; the same tiles every time, so what the emulator derives
+    /// from A and B is computed once and kept); [`BLOCK_STEPS`] x 4 for a 2x2 block through
     /// [`crate::block::dot_2x2`].
     pub instructions: u32,
     /// Operations per call (2 per multiply-add).
@@ -192,7 +193,7 @@ impl fmt::Display for Comparison {
         } else {
             write!(
                 f,
-                "{} emulated ({}): {:.0} ns, {:.1} GOP/s",
+                "{} emulated ({}), operands unchanged between instructions: {:.0} ns, {:.1} GOP/s",
                 e.instruction.mnemonic(),
                 e.path,
                 e.ns,

@@ -670,6 +670,8 @@ fn human(
             }
             out += &t.render("  ", true);
             out += "  GOP/s = 2 x M x N x K / time (M = N = 16; K = 64 int8 or 32 bf16/fp16)\n";
+            out += "  dot products on the same tiles each time: what the emulator derives from A\n  \
+                    and B (row sums, widened pairs) is computed once, as for tiles a kernel reuses\n";
             for (family, peak) in [("int8", simd.int8), ("bf16/fp16", simd.float)] {
                 out += &match peak {
                     Some(p) => format!("  SIMD peak of this core for the {family} kernel: {p}\n"),
