@@ -7,8 +7,17 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use amx_runtime::{configure_on, Backend, Emulator, Hardware, TileConfig, TileUnit};
+use amx_runtime::{
+    configure_on, configure_typed_on, tilecfg, Backend, Emulator, Hardware, TileConfig, TileUnit,
+};
 use criterion::{criterion_group, Criterion};
+
+tilecfg! {
+    struct Typed;
+    palette 1;
+    t0 as c: 16x16 i32;
+    t1 as a: 16x64 i8;
+}
 
 fn configs() -> (TileConfig, TileConfig) {
     let a = TileConfig::builder()
@@ -40,6 +49,10 @@ fn bench(c: &mut Criterion) {
         group.bench_function("already loaded (skip)", |bench| {
             drop(configure_on(backend, &a).unwrap());
             bench.iter(|| drop(black_box(configure_on(backend, black_box(&a)).unwrap())));
+        });
+        group.bench_function("typed, already loaded (skip)", |bench| {
+            drop(configure_typed_on::<Typed>(backend).unwrap());
+            bench.iter(|| drop(black_box(configure_typed_on::<Typed>(backend).unwrap())));
         });
         group.bench_function("reconfigure on a held guard (skip)", |bench| {
             let mut tiles = configure_on(backend, &a).unwrap();

@@ -299,6 +299,7 @@ impl Tiles {
     /// Why the typed layer cannot run on this unit, or `None` when it can (see
     /// `Hardware::typed_unsupported`): on the emulator, only limits below the architectural
     /// ones stop it.
+    #[inline]
     pub(crate) fn typed_unsupported(&mut self) -> Option<Unsupported> {
         match &mut self.unit {
             Unit::Hardware(h) => h.typed_unsupported(),

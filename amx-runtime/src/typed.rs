@@ -54,7 +54,7 @@ use amx_tilecfg::{image, DotKind, ElemType};
 
 use crate::backend::Backend;
 use crate::config::TileConfig;
-use crate::context::{configure, configure_on, ConfigureError, Tiles};
+use crate::context::{configure, configure_on, ConfigureError, Tiles, Unsupported};
 use crate::error::Fault;
 use crate::unit::TILE_BYTES;
 
@@ -338,13 +338,24 @@ impl<L: Layout> fmt::Debug for TypedTiles<L> {
 /// AMX-BF16 or the architectural TMUL limits: the typed dot products return no `Result`, so
 /// the typed layer runs only where all of them execute (every AMX CPU to date). The untyped
 /// [`Tiles`] still works there, each instruction returning its `Fault`.
+#[inline(always)]
 pub fn configure_typed<L: Layout>() -> Result<TypedTiles<L>, ConfigureError> {
     TypedTiles::new(configure(&L::CONFIG)?)
 }
 
 /// [`configure_typed`] on a given backend rather than the process's.
+#[inline(always)]
 pub fn configure_typed_on<L: Layout>(backend: Backend) -> Result<TypedTiles<L>, ConfigureError> {
     TypedTiles::new(configure_on(backend, &L::CONFIG)?)
+}
+
+/// The cold half of [`TypedTiles::new`]: leaves nothing loaded (a configured thread has its
+/// tile state saved and restored by the OS on every context switch).
+#[cold]
+#[inline(never)]
+fn refuse(mut tiles: Tiles, why: Unsupported) -> ConfigureError {
+    tiles.tilerelease();
+    ConfigureError::Unsupported(why)
 }
 
 /// The cold half of [`TypedTiles::proven`].
@@ -379,12 +390,14 @@ impl<L: Layout> TypedTiles<L> {
     /// execute every instruction the typed operations may issue: AMX-INT8, AMX-BF16 and the
     /// architectural TMUL limits (the emulator has both instructions, and the limits unless it
     /// models a smaller CPU, see [`Emulator::with_limits`](crate::Emulator::with_limits)).
+    ///
+    /// Inlined with `configure_typed` (the refusal out of line), like `configure`'s skip: a
+    /// call and a `Result` through memory made a typed configure of a loaded layout cost four
+    /// times an untyped one.
+    #[inline(always)]
     fn new(mut tiles: Tiles) -> Result<TypedTiles<L>, ConfigureError> {
         if let Some(why) = tiles.typed_unsupported() {
-            // Leave nothing loaded: a configured thread has its tile state saved and restored
-            // by the OS on every context switch.
-            tiles.tilerelease();
-            return Err(ConfigureError::Unsupported(why));
+            return Err(refuse(tiles, why));
         }
         Ok(TypedTiles {
             epoch: tiles.config_epoch(),
