@@ -468,6 +468,9 @@ impl Emulator {
         self.dot_shaped(tiles, kind, shape)
     }
 
+    /// A dot product whose operands fit the loaded configuration: the arithmetic, then D4 and
+    /// the start_row clear.
+    ///
     /// Inlined, as is every layer from the instruction methods down to the kernel's call
     /// (here and in `numerics`): with those layers out of line, back-to-back products lost
     /// their overlap, and a TDPBUSD took 86-91 ns instead of 74 ns on a Zen 4 core, whose 256
@@ -495,13 +498,7 @@ impl Emulator {
         let [ct, at, bt] = self
             .tiles
             .get_disjoint_mut([c as usize, a as usize, b as usize])
-            .map_err(|_| {
-                let aliased = DotMismatch::Aliased {
-                    roles: ("C", "A"),
-                    tile: c,
-                };
-                check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
-            })?;
+            .map_err(|_| aliased(kind, c))?;
         match self.row_corrections.get(a as usize).filter(|_| corrected) {
             Some(corr) => numerics::dot_int8_ss_corrected(ct, at, bt, (m, n, k), corr),
             None => Self::compute(ct, at, bt, kind, (m, n, k)),
@@ -520,13 +517,7 @@ impl Emulator {
         (m, n, k): (usize, usize, usize),
         half: Half,
     ) -> Result<(), Fault> {
-        let aliased = || {
-            let aliased = DotMismatch::Aliased {
-                roles: ("C", "A"),
-                tile: c,
-            };
-            check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
-        };
+        let aliased = || aliased(kind, c);
         if c == a || c == b || a == b {
             return Err(aliased());
         }
@@ -708,6 +699,19 @@ impl TileUnit for Emulator {
             .copied()
             .ok_or(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }))
     }
+}
+
+/// The #UD of a dot product whose operands alias (or lie past tile 7), for the paths whose
+/// operands the checks or the types already proved distinct: reached only if they were not.
+/// Out of line, so the inlined instruction paths carry a call, not the error's construction.
+#[cold]
+#[inline(never)]
+fn aliased(kind: DotKind, c: u8) -> Fault {
+    let aliased = DotMismatch::Aliased {
+        roles: ("C", "A"),
+        tile: c,
+    };
+    check::ud(Mnemonic::DotProduct(kind), UdReason::DotOperands(aliased))
 }
 
 /// Fills `rows` with `loaded` rows of 64 bytes read from `src` (row `r` at `src + r * stride`)

@@ -334,6 +334,29 @@ macro_rules! vpdpbusd_rows {
     };
 }
 
+/// The k loop of the whole-tile integer kernels, after zeroing the accumulators: per k-step,
+/// B's row into zmm16 by `$load_b` (a plain load, or one that biases it), then
+/// `vpdpbusd_rows!`; A's pointer in rsi and B's in rdx advance, rcx counts the steps down (none
+/// when it starts at 0). Ends at local label 3.
+macro_rules! k_loop {
+    ($load_b:literal) => {
+        concat!(
+            zero_accumulators!(),
+            "test rcx, rcx\n",
+            "jz 3f\n",
+            "2:\n",
+            $load_b,
+            "\n",
+            vpdpbusd_rows!(),
+            "add rdx, 64\n",
+            "add rsi, 4\n",
+            "dec rcx\n",
+            "jnz 2b\n",
+            "3:\n",
+        )
+    };
+}
+
 /// The whole-tile integer kernels' epilogue: row m of C (at `{c}`) plus accumulator m minus the
 /// correction, stored under `{mask}`. The correction is one vector for every row (the operand
 /// given), or with `rows:` row m's dword of the array at the given register, broadcast.
@@ -444,17 +467,7 @@ unsafe fn full_tile_int8_a_signed(
         // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
         // requires of outputs.
         asm!(
-            zero_accumulators!(),
-            "test rcx, rcx",
-            "jz 3f",
-            "2:",
-            "vmovdqu32 zmm16, zmmword ptr [rdx]",
-            vpdpbusd_rows!(),
-            "add rdx, 64",
-            "add rsi, 4",
-            "dec rcx",
-            "jnz 2b",
-            "3:",
+            k_loop!("vmovdqu32 zmm16, zmmword ptr [rdx]"),
             add_c_and_store!("zmmword ptr [{corr}]"),
             c = in(reg) c,
             inout("rsi") a => _,
@@ -541,17 +554,7 @@ unsafe fn full_tile_int8_signed_signed(
         // A's pointer in rsi, B's in rdx, the k count in rcx: named registers, as clobber_abi
         // requires of outputs.
         asm!(
-            zero_accumulators!(),
-            "test rcx, rcx",
-            "jz 3f",
-            "2:",
-            "vpxord zmm16, zmm18, zmmword ptr [rdx]",
-            vpdpbusd_rows!(),
-            "add rdx, 64",
-            "add rsi, 4",
-            "dec rcx",
-            "jnz 2b",
-            "3:",
+            k_loop!("vpxord zmm16, zmm18, zmmword ptr [rdx]"),
             add_c_and_store!(rows: "{corr}"),
             c = in(reg) c,
             inout("rsi") a => _,
