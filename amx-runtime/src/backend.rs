@@ -1,10 +1,11 @@
 //! Backend choice: the silicon when it is usable, the emulator otherwise, overridable with the
 //! `AMX_BACKEND` environment variable (`hardware`, `emulated`, `trapped` or `auto`).
 //!
-//! `trapped` is not a third backend: it installs the [`trap`](crate::trap) engine where the CPU
-//! lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline asm, every
-//! instruction trapping to the engine's emulator) runs everywhere; where the CPU has AMX it is
-//! the silicon itself.
+//! `trapped` is not a third backend: it installs the trap engine of the `amx-trap` crate where
+//! the CPU lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline
+//! asm, every instruction trapping to the engine's emulator) runs everywhere; where the CPU has
+//! AMX it is the silicon itself. The engine must be in the process: registered
+//! (`amx_trap::register()`), or preloaded (`libamx_trap.so`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -45,8 +46,8 @@ pub enum BackendChoice {
     Hardware,
     /// The emulator, even where the hardware is usable.
     Emulated,
-    /// The hardware code path: the silicon where it is usable, else the
-    /// [`trap`](crate::trap) engine executing the silicon's instructions one trap at a time.
+    /// The hardware code path: the silicon where it is usable, else the trap engine of the
+    /// `amx-trap` crate executing the silicon's instructions one trap at a time.
     Trapped,
 }
 
@@ -81,14 +82,32 @@ impl BackendChoice {
             BackendChoice::Hardware => Hardware::new()
                 .map(|_| Backend::Hardware)
                 .map_err(BackendError::HardwareUnavailable),
-            BackendChoice::Trapped => crate::trap::hardware()
-                .map(|_| Backend::Hardware)
-                .map_err(BackendError::HardwareUnavailable),
+            BackendChoice::Trapped => trapped().map(|_| Backend::Hardware),
             BackendChoice::Auto => Ok(match Hardware::new() {
                 Ok(_) => Backend::Hardware,
                 Err(_) => Backend::Emulated,
             }),
         }
+    }
+}
+
+/// The silicon, else the trap engine installed through its hook.
+fn trapped() -> Result<Hardware, BackendError> {
+    let why = match Hardware::new() {
+        Ok(hw) => return Ok(hw),
+        Err(why) => why,
+    };
+    let Some(engine) = crate::engine::hook() else {
+        return Err(if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            BackendError::NoTrapEngine
+        } else {
+            BackendError::HardwareUnavailable(why)
+        });
+    };
+    if (engine.install)() == crate::engine::status::ACTIVE {
+        Hardware::new().map_err(BackendError::HardwareUnavailable)
+    } else {
+        Err(BackendError::HardwareUnavailable(why))
     }
 }
 
@@ -130,6 +149,8 @@ pub enum BackendError {
     InvalidChoice(String),
     /// The hardware was asked for but cannot be used here.
     HardwareUnavailable(Unavailable),
+    /// `trapped` was asked for where the CPU lacks AMX, and no trap engine is in the process.
+    NoTrapEngine,
 }
 
 impl fmt::Display for BackendError {
@@ -142,6 +163,11 @@ impl fmt::Display for BackendError {
             BackendError::HardwareUnavailable(why) => {
                 write!(f, "the hardware backend was asked for, but {why}")
             }
+            BackendError::NoTrapEngine => f.write_str(
+                "AMX_BACKEND=trapped needs the trap engine where the CPU lacks AMX: call \
+                 amx_trap::register() (crate amx-trap) at start, or run the program with \
+                 LD_PRELOAD=libamx_trap.so",
+            ),
         }
     }
 }
@@ -152,7 +178,7 @@ impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BackendError::HardwareUnavailable(why) => why.source(),
-            BackendError::InvalidChoice(_) => None,
+            BackendError::InvalidChoice(_) | BackendError::NoTrapEngine => None,
         }
     }
 }

@@ -28,12 +28,13 @@ pub mod block;
 mod config;
 pub mod context;
 pub mod detect;
+#[doc(hidden)]
+pub mod engine;
 mod error;
 #[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
 pub mod peak;
 pub mod permit;
-pub mod trap;
 pub mod typed;
 mod unit;
 

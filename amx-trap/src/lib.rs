@@ -1,69 +1,443 @@
-//! `libamx_trap.so`: Intel AMX programs on x86-64 Linux CPUs without AMX, unmodified.
+//! Trap-and-emulate: the AMX instructions on an x86-64 Linux CPU without AMX.
 //!
-//! ```sh
-//! cargo build --release -p amx-trap
-//! LD_PRELOAD=target/release/libamx_trap.so ./my-amx-program
-//! ```
+//! On such a CPU every AMX instruction raises #UD before it does anything, and Linux delivers
+//! SIGILL. Once [`install`]ed, the engine's SIGILL handler decodes the instruction at the
+//! faulting RIP ([`decode`]), executes it on the thread's own emulated tile unit (the bit-exact
+//! [`Emulator`](amx_runtime::Emulator)) with its memory operand computed from the saved registers and
+//! accessed fault-safely, moves RIP past it and returns. The silicon code path (the
+//! [`Hardware`] backend's inline asm, the raw [`intrinsics`](amx_runtime::intrinsics), typed tiles,
+//! the GEMM micro-kernels, C code built with `-mamx-tile`) then runs unchanged, at the cost of
+//! one signal per instruction.
 //!
-//! Loaded before the program, the library installs the [`amx_runtime::trap`] engine from an ELF
-//! constructor: every AMX instruction then traps (SIGILL) and executes on the calling thread's
-//! bit-exact emulated tile unit. The library also makes the operating-system interface look
-//! like Linux on an AMX CPU:
+//! What the program sees is the silicon's (docs/semantics.md section 1):
 //!
-//! - **CPUID** through CPUID faulting (`arch_prctl(ARCH_SET_CPUID, 0)`): every `cpuid` traps
-//!   (SIGSEGV) and is answered from the modelled CPU, a Sapphire Rapids (`AMX_TRAP_CPU=spr`,
-//!   the default: AMX-TILE, AMX-INT8, AMX-BF16) or a Granite Rapids (`AMX_TRAP_CPU=gnr`: also
-//!   AMX-FP16), with leaf 0xD subleaves 17 and 18, the palette table of leaf 0x1D and the TMUL
-//!   limits of leaf 0x1E; every other leaf is the host's. Where the kernel does not offer CPUID
-//!   faulting, `cpuid` reports the host.
-//! - **Permission** through the interposed `syscall` and `arch_prctl`:
-//!   `ARCH_REQ_XCOMP_PERM` for XTILEDATA (18) is granted and `ARCH_GET_XCOMP_PERM` reports bits
-//!   17 and 18 as Linux on AMX does; before the request the first tile-data instruction raises
-//!   SIGILL (`ILL_ILLOPC`), as XFD does.
-//! - **Signals** through the interposed `sigaction`, `signal`, `bsd_signal` and `sigset`: the
-//!   engine stays first in line for SIGILL and SIGSEGV while the program's handlers for them are
-//!   recorded and receive exactly what the kernel would send on the silicon (a #GP as SIGSEGV
-//!   with `SI_KERNEL` and REG_TRAPNO 13, a #UD as SIGILL with REG_TRAPNO 6, an inaccessible
-//!   operand as the page fault's SIGSEGV), so they may `siglongjmp` out; without handlers the
-//!   process dies of the same signal with the same status. Every other handler is wrapped so
-//!   that it runs with the INIT tile state and the interrupted state comes back on return.
+//! | the instruction raises | the program gets |
+//! |---|---|
+//! | #UD (bad encoding, or the tile state forbids it) | SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6 |
+//! | #GP (a configuration LDTILECFG rejects, a non-canonical address) | SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13, `si_addr` 0 |
+//! | #PF (an operand row that cannot be read or written) | SIGSEGV, `SEGV_MAPERR`/`SEGV_ACCERR`, REG_TRAPNO 14, `si_addr` the first inaccessible byte; start_row left at the faulting row |
+//! | XFD (tile data before `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`) | SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0 |
 //!
-//! Not covered: XGETBV (it cannot be trapped: code reading XCR0 sees the host's, without bits
-//! 17 and 18), a raw `syscall` instruction that bypasses the C library (no seccomp filter is
-//! installed: a filter would outlive `exec` and kill children that run without the library),
-//! and timing (each instruction costs a signal round trip).
+//! The program's own handler gets these with the interrupted context (it may fix it up,
+//! return to retry the instruction, or `siglongjmp` out); without one the process dies of that
+//! signal. A SIGILL that is not an AMX instruction's goes to the action the program had before
+//! the engine was installed.
 //!
-//! Where the CPU has AMX itself, the library installs nothing and every interposed function
-//! forwards to the C library.
+//! # What the engine also answers
+//!
+//! - **Permission**: while it is active the runtime's [`permit`](amx_runtime::permit) module asks it,
+//!   not the kernel: `ARCH_REQ_XCOMP_PERM` for XTILEDATA is granted and `ARCH_GET_XCOMP_PERM`
+//!   reports bits 17 and 18 besides the kernel's, as Linux on an AMX CPU does. `fork` keeps the
+//!   permission and every thread's tile state; `exec` ends them with the process image.
+//! - **Detection**: XGETBV cannot be trapped, so [`detect()`](amx_runtime::detect()) asks the engine
+//!   and reports the modelled CPU ([`Model`]): AMX-TILE/INT8/BF16 (and AMX-FP16 for Granite
+//!   Rapids), the palette table of leaf 0x1D, the TMUL limits of leaf 0x1E, and XCR0 with bits
+//!   17 and 18. Code that reads CPUID or XCR0 itself sees the host, unless it runs under the
+//!   `amx-trap` preload, whose CPUID faulting answers `cpuid` from the model too (XCR0 stays
+//!   the host's).
+//! - **XSAVE** cannot be trapped either: `Hardware::tile_data` reads the engine's state.
+//!
+//! # Signal handlers
+//!
+//! A handler the engine delivers a signal to runs with the INIT tile state, and the
+//! interrupted state comes back when it returns ([`SAVE_SLOTS`] levels deep), as Linux does on
+//! the silicon. Other handlers are the kernel's to call: under the `amx-trap` preload every
+//! handler is wrapped so that the same holds; in a program that calls [`install`] itself, a
+//! handler that uses AMX opens a [`HandlerScope`] first.
+//!
+//! Limits: the engine must stay SIGILL's handler (install it after the program's own SIGILL
+//! handler, or use the preload, which keeps it first); AMX code must not run with SIGILL
+//! blocked (the kernel then kills the process, as it would for any #UD); a handler asking for
+//! its alternate stack (`SA_ONSTACK`) runs on the stack the engine's handler runs on. The
+//! first executions of an instruction cost a signal round trip each (microseconds) and the
+//! emulator's work; after [`PATCH_AFTER`] of them the engine patches the instruction's site
+//! into a jump to a stub that runs it through a function call, at a small multiple of the
+//! emulator's own cost ([`patching`]; `AMX_TRAP_PATCH=0` turns it off; the design is described
+//! in the `patch` module's source). Timings under the engine measure the emulator, not the
+//! silicon.
+
+pub use amx_tilecfg::decode;
+
+mod cpuid;
+mod regs;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod prctl;
+mod deliver;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod real;
+mod exec;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod signals;
+mod fastcopy;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod handler;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod memory;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod patch;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod state;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stub;
 
-/// Runs when the library is loaded (an ELF constructor in `.init_array`).
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[used]
-#[link_section = ".init_array"]
-static CONSTRUCTOR: extern "C" fn() = constructor;
+pub use cpuid::Model;
+pub use regs::Regs;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-extern "C" fn constructor() {
-    let _ = install();
+pub use exec::{execute, Exception, Outcome};
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub use memory::PageFault;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub use state::SAVE_SLOTS;
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use amx_runtime::{Hardware, Unavailable};
+
+/// Why [`install`] did not install the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// The engine exists only on x86-64 Linux.
+    Unsupported,
+    /// The CPU and OS offer usable AMX: the silicon runs the instructions itself.
+    NativeAmx,
+    /// `sigaction` failed with this errno.
+    Sigaction {
+        /// The errno.
+        errno: i32,
+    },
 }
 
-/// Installs the engine as the preload does (idempotent). `Ok(true)` when CPUID faulting is on
-/// too; an error when the engine cannot run here (AMX present, or not x86-64 Linux).
-pub fn install() -> Result<bool, amx_runtime::trap::InstallError> {
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Unsupported => {
+                f.write_str("the AMX trap engine runs only on x86-64 Linux")
+            }
+            InstallError::NativeAmx => {
+                f.write_str("this CPU executes AMX itself; the trap engine is for CPUs without AMX")
+            }
+            InstallError::Sigaction { errno } => {
+                write!(f, "installing the SIGILL handler failed with errno {errno}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PERMITTED: AtomicBool = AtomicBool::new(false);
+/// The model: 0 Sapphire Rapids, 1 Granite Rapids.
+static MODEL: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the engine is installed in this process (inherited by `fork`, cleared by `exec`).
+#[inline]
+pub fn is_active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
+/// The CPU the engine models (chosen by `AMX_TRAP_CPU` when it was installed).
+pub fn model() -> Model {
+    if MODEL.load(Ordering::Relaxed) == 1 {
+        Model::GraniteRapids
+    } else {
+        Model::SapphireRapids
+    }
+}
+
+/// Whether the process holds the emulated XTILEDATA permission.
+pub(crate) fn permission_granted() -> bool {
+    PERMITTED.load(Ordering::Acquire)
+}
+
+/// `arch_prctl(ARCH_REQ_XCOMP_PERM, feature)` as Linux on the modelled CPU answers it, or
+/// `None` when the engine is inactive or the feature is not a tile one (the kernel's to answer).
+#[doc(hidden)]
+pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
+    if !is_active() {
+        return None;
+    }
+    match feature {
+        17 => Some(Ok(())),
+        18 => {
+            PERMITTED.store(true, Ordering::Release);
+            Some(Ok(()))
+        }
+        _ => None,
+    }
+}
+
+/// `arch_prctl(ARCH_GET_XCOMP_PERM)` as Linux on the modelled CPU answers it, given the
+/// kernel's answer: bit 17 always, bit 18 once granted.
+#[doc(hidden)]
+pub fn xcomp_perm(kernel: u64) -> u64 {
+    let granted = if permission_granted() { 1 << 18 } else { 0 };
+    kernel | 1 << 17 | granted
+}
+
+/// The tile registers the engine holds for this thread (`None` when inactive).
+pub(crate) fn tile_data(t: u8) -> Option<[u8; 1024]> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
-        real::resolve();
-        amx_runtime::trap::preload::install()
+        if is_active() {
+            return state::tile(t);
+        }
+    }
+    let _ = t;
+    None
+}
+
+/// The engine's answers to the runtime (see `amx_runtime::engine`).
+pub const HOOK: amx_runtime::engine::Hook = amx_runtime::engine::Hook {
+    size: std::mem::size_of::<amx_runtime::engine::Hook>(),
+    active: hook::active,
+    install: hook::install,
+    cpuid: hook::cpuid,
+    xcr0: hook::xcr0,
+    request_permission: hook::request_permission,
+    permission: hook::permission,
+    tile_data: hook::tile_data,
+};
+
+/// Registers the engine with `amx-runtime` without installing it: `AMX_BACKEND=trapped` then
+/// installs it on first use where the CPU lacks AMX. ([`install`] registers it too.)
+pub fn register() {
+    amx_runtime::engine::register(&HOOK);
+}
+
+mod hook {
+    use amx_runtime::engine::{status, Cpuid};
+
+    pub(super) extern "C" fn active() -> bool {
+        super::is_active()
+    }
+
+    pub(super) extern "C" fn install() -> u32 {
+        match super::install() {
+            Ok(()) => status::ACTIVE,
+            Err(super::InstallError::NativeAmx) => status::NATIVE_AMX,
+            Err(super::InstallError::Unsupported) => status::UNSUPPORTED,
+            Err(_) => status::FAILED,
+        }
+    }
+
+    pub(super) extern "C" fn cpuid(leaf: u32, subleaf: u32) -> Cpuid {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        let [eax, ebx, ecx, edx] = super::cpuid::answer(leaf, subleaf);
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let [eax, ebx, ecx, edx] = {
+            let _ = (leaf, subleaf);
+            [0; 4]
+        };
+        Cpuid { eax, ebx, ecx, edx }
+    }
+
+    pub(super) extern "C" fn xcr0(real: u64) -> u64 {
+        super::model().xcr0(real)
+    }
+
+    pub(super) extern "C" fn request_permission(feature: u64) -> i64 {
+        match super::request_xcomp_perm(feature) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => i64::from(e),
+            None => -1,
+        }
+    }
+
+    pub(super) extern "C" fn permission(kernel: u64) -> u64 {
+        super::xcomp_perm(kernel)
+    }
+
+    pub(super) extern "C" fn tile_data(t: u8, out: &mut [u8; 1024]) -> bool {
+        match super::tile_data(t) {
+            Some(tile) => {
+                *out = tile;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Installs the engine in this process: idempotent and thread-safe. From then on every AMX
+/// instruction on any thread executes on that thread's emulated state.
+///
+/// Fails with [`InstallError::Unsupported`] off x86-64 Linux and with
+/// [`InstallError::NativeAmx`] where the CPU and OS already offer AMX (the silicon is then the
+/// backend). Install it after any SIGILL handler of the program's own: the engine chains every
+/// SIGILL that is not an AMX instruction's to the action it replaced.
+pub fn install() -> Result<(), InstallError> {
+    register();
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        linux::install(false)
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     {
-        Err(amx_runtime::trap::InstallError::Unsupported)
+        Err(InstallError::Unsupported)
+    }
+}
+
+/// The AMX unit of this thread: the silicon where it is usable, else the trap engine (installed
+/// on first use) running the same instructions. For tests and tools that want the silicon code
+/// path everywhere it can run.
+pub fn hardware() -> Result<Hardware, Unavailable> {
+    match Hardware::new() {
+        Ok(hw) => Ok(hw),
+        Err(why) => match install() {
+            Ok(()) => Hardware::new(),
+            Err(_) => Err(why),
+        },
+    }
+}
+
+/// While alive, this thread's AMX instructions run on a fresh INIT state; the state before
+/// comes back when it drops. Open one at the top of a signal handler that uses AMX, in a
+/// program that installed the engine itself (the preload does this for every handler). Does
+/// nothing while the engine is inactive.
+#[derive(Debug)]
+#[must_use = "the interrupted state comes back when the scope drops"]
+pub struct HandlerScope {
+    open: bool,
+    _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+/// Opens a [`HandlerScope`].
+pub fn handler_scope() -> HandlerScope {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        if is_active() {
+            let here = 0u8;
+            // A signal arriving meanwhile may itself run AMX on this thread's state.
+            let mask = deliver::block_all();
+            state::enter_handler(&here as *const u8 as u64);
+            deliver::set_mask(libc::SIG_SETMASK, mask);
+            return HandlerScope {
+                open: true,
+                _thread_bound: std::marker::PhantomData,
+            };
+        }
+    }
+    HandlerScope {
+        open: false,
+        _thread_bound: std::marker::PhantomData,
+    }
+}
+
+impl Drop for HandlerScope {
+    fn drop(&mut self) {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if self.open {
+            let mask = deliver::block_all();
+            state::leave_handler();
+            deliver::set_mask(libc::SIG_SETMASK, mask);
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = self.open;
+    }
+}
+
+/// The pieces the `amx-trap` preload library builds on. Not a stable API.
+#[doc(hidden)]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod preload {
+    pub use super::deliver::{owned, program_action, record, set_real_sigaction, Action};
+
+    /// Installs the engine for a preloaded library: SIGILL, SIGSEGV and CPUID faulting (when
+    /// the kernel offers it; `Ok(false)` when it does not).
+    pub fn install() -> Result<bool, super::InstallError> {
+        super::linux::install(true)?;
+        Ok(super::cpuid::FAULTING.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The engine's handler for `sig`, if it occupies it.
+    pub fn engine_handler(sig: libc::c_int) -> Option<usize> {
+        match sig {
+            libc::SIGILL => Some(super::handler::on_sigill as *const () as usize),
+            libc::SIGSEGV if owned(libc::SIGSEGV) => {
+                Some(super::handler::on_sigsegv as *const () as usize)
+            }
+            _ => None,
+        }
+    }
+
+    /// Opens a handler level (see [`HandlerScope`](super::HandlerScope)) at stack address `sp`.
+    pub fn enter_handler(sp: u64) {
+        super::state::enter_handler(sp);
+    }
+
+    /// Closes the innermost handler level.
+    pub fn leave_handler() {
+        super::state::leave_handler();
+    }
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod linux {
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+
+    use super::deliver::{self, Action};
+    use super::{cpuid, handler, InstallError, Model, ACTIVE, MODEL};
+
+    static INSTALLING: Mutex<()> = Mutex::new(());
+
+    /// Whether the host itself offers AMX (CPUID and XCR0).
+    fn native_amx() -> bool {
+        let caps = amx_runtime::detect();
+        caps.amx_tile && caps.xtilecfg_enabled() && caps.xtiledata_enabled()
+    }
+
+    /// Puts `f` in the kernel's table for `sig` and records the action it replaces.
+    fn take_over(sig: libc::c_int, f: usize) -> Result<(), InstallError> {
+        let ours = Action {
+            handler: f,
+            flags: libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART,
+            // Nothing may run on this thread while the engine works on its state.
+            mask: !0,
+        };
+        // SAFETY: an all-zero sigaction is valid; `old` is written by the call.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        let new = ours.to_c();
+        // SAFETY: both pointers are live sigactions; the handler is async-signal-safe.
+        let rc = unsafe { deliver::real_sigaction(sig, &new, &mut old) };
+        if rc != 0 {
+            return Err(InstallError::Sigaction {
+                // SAFETY: __errno_location returns this thread's errno slot.
+                errno: unsafe { *libc::__errno_location() },
+            });
+        }
+        if old.sa_sigaction != f {
+            deliver::record(sig, Action::from_c(&old));
+        }
+        Ok(())
+    }
+
+    pub(super) fn install(preload: bool) -> Result<(), InstallError> {
+        let _guard = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+        // The handler's kernels are chosen by CPU detection, which runs `cpuid`: done here,
+        // before CPUID faulting is on (see `decide_paths`).
+        amx_runtime::engine::decide_paths();
+        if !ACTIVE.load(Ordering::Acquire) {
+            if native_amx() {
+                return Err(InstallError::NativeAmx);
+            }
+            let model = Model::from_env();
+            MODEL.store(u8::from(model == Model::GraniteRapids), Ordering::Relaxed);
+            take_over(libc::SIGILL, handler::on_sigill as *const () as usize)?;
+            ACTIVE.store(true, Ordering::Release);
+        }
+        if preload && !deliver::owned(libc::SIGSEGV) {
+            take_over(libc::SIGSEGV, handler::on_sigsegv as *const () as usize)?;
+            if cpuid::set_cpuid_enabled(false).is_ok() {
+                cpuid::FAULTING.store(true, Ordering::Relaxed);
+            }
+        }
+        // Hot sites run without a signal (patch.rs), or on the slow path alone if they cannot.
+        super::patch::prepare();
+        Ok(())
     }
 }

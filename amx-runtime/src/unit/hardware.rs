@@ -560,7 +560,7 @@ impl TileUnit for Hardware {
             return Err(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }));
         }
         // XSAVE cannot be trapped: under the trap engine the tiles live in its state.
-        if let Some(tile) = crate::trap::tile_data(t) {
+        if let Some(tile) = crate::engine::tile_data(t) {
             return Ok(tile);
         }
         let Some(layout) = self.silicon.xsave else {

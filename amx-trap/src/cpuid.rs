@@ -1,6 +1,6 @@
 //! What CPUID answers on the modelled CPU: the host's own answers with the AMX leaves of a
 //! Sapphire Rapids (or a Granite Rapids, which adds AMX-FP16) laid over them. Used by
-//! [`detect()`](crate::detect()) while the engine is active, and by the engine's CPUID-faulting
+//! `amx_runtime::detect()` while the engine is active, and by the engine's CPUID-faulting
 //! handler for foreign code that executes `cpuid` itself.
 
 /// The AMX CPU the engine models.
@@ -88,31 +88,6 @@ const XTILE_BITS: u64 = 3 << 17;
 /// End of the XTILEDATA component in the standard XSAVE layout (2816 + 8192).
 const XSAVE_END: u32 = 2816 + 8192;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sapphire_rapids_leaves() {
-        let m = Model::SapphireRapids;
-        assert_eq!(m.cpuid(0, 0, [0x10, 1, 2, 3], 0x10)[0], 0x1E);
-        let l7 = m.cpuid(7, 0, [0, 0, 0, 0], 0x10);
-        assert_eq!(l7[3], AMX_BF16 | AMX_TILE | AMX_INT8);
-        assert_eq!(m.cpuid(7, 1, [0, 0, 0, 0], 0x10), [0; 4]);
-        assert_eq!(m.cpuid(0x1D, 1, [9; 4], 0x10)[0], 0x0400_2000);
-        assert_eq!(m.cpuid(0x1E, 0, [9; 4], 0x10)[1], 0x4010);
-        assert_eq!(m.cpuid(0x1C, 0, [9; 4], 0x10), [0; 4]);
-        assert_eq!(m.xcr0(0xe7), 0x600e7);
-    }
-
-    #[test]
-    fn granite_rapids_adds_fp16() {
-        let m = Model::GraniteRapids;
-        assert_eq!(m.cpuid(7, 0, [0; 4], 0x20)[0], 1);
-        assert_eq!(m.cpuid(7, 1, [0; 4], 0x20)[0], AMX_FP16);
-    }
-}
-
 /// Whether `cpuid` faults in this process (the engine enabled CPUID faulting).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) static FAULTING: std::sync::atomic::AtomicBool =
@@ -165,15 +140,27 @@ pub(crate) fn answer(leaf: u32, subleaf: u32) -> [u32; 4] {
     super::model().cpuid(leaf, subleaf, real, max)
 }
 
-/// A `raw_cpuid` reader of the modelled CPU, for `detect()` while the engine is active.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ModelReader;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-impl raw_cpuid::CpuIdReader for ModelReader {
-    fn cpuid2(&self, eax: u32, ecx: u32) -> raw_cpuid::CpuIdResult {
-        let [eax, ebx, ecx, edx] = answer(eax, ecx);
-        raw_cpuid::CpuIdResult { eax, ebx, ecx, edx }
+    #[test]
+    fn sapphire_rapids_leaves() {
+        let m = Model::SapphireRapids;
+        assert_eq!(m.cpuid(0, 0, [0x10, 1, 2, 3], 0x10)[0], 0x1E);
+        let l7 = m.cpuid(7, 0, [0, 0, 0, 0], 0x10);
+        assert_eq!(l7[3], AMX_BF16 | AMX_TILE | AMX_INT8);
+        assert_eq!(m.cpuid(7, 1, [0, 0, 0, 0], 0x10), [0; 4]);
+        assert_eq!(m.cpuid(0x1D, 1, [9; 4], 0x10)[0], 0x0400_2000);
+        assert_eq!(m.cpuid(0x1E, 0, [9; 4], 0x10)[1], 0x4010);
+        assert_eq!(m.cpuid(0x1C, 0, [9; 4], 0x10), [0; 4]);
+        assert_eq!(m.xcr0(0xe7), 0x600e7);
+    }
+
+    #[test]
+    fn granite_rapids_adds_fp16() {
+        let m = Model::GraniteRapids;
+        assert_eq!(m.cpuid(7, 0, [0; 4], 0x20)[0], 1);
+        assert_eq!(m.cpuid(7, 1, [0; 4], 0x20)[0], AMX_FP16);
     }
 }

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
-use amx_runtime::rules::DotKind;
-use amx_runtime::trap::decode::{decode, Address, Decoded, Operation};
+use amx_tilecfg::decode::{decode, Address, Decoded, Operation};
+use amx_tilecfg::DotKind;
 
 const REGS: [&str; 16] = [
     "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",

@@ -39,7 +39,7 @@ fn lookup(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
 /// Resolves every function and hands `sigaction` to the engine.
 pub(crate) fn resolve() {
     if let Some(f) = sigaction() {
-        amx_runtime::trap::preload::set_real_sigaction(f);
+        engine::preload::set_real_sigaction(f);
     }
     let _ = syscall();
     let _ = arch_prctl();

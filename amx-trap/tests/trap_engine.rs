@@ -11,7 +11,8 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use amx_runtime::intrinsics::*;
-use amx_runtime::{trap, Emulator, TileUnit};
+use amx_runtime::{Emulator, TileUnit};
+use amx_trap as trap;
 
 mod trap_support;
 use trap_support::*;

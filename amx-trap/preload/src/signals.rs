@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use amx_runtime::trap::{self, preload};
+use engine::{self as trap, preload};
 
 use crate::real;
 

@@ -10,7 +10,8 @@
 use std::sync::atomic::Ordering;
 
 use amx_runtime::intrinsics::*;
-use amx_runtime::{trap, Emulator, TileUnit};
+use amx_runtime::{Emulator, TileUnit};
+use amx_trap as trap;
 
 mod trap_support;
 use trap_support::*;

@@ -18,16 +18,16 @@ fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let deps = exe.parent().expect("the deps directory");
     let candidates = [
-        deps.join("libamx_trap.so"),
+        deps.join("libamx_trap_preload.so"),
         deps.parent()
-            .map(|p| p.join("libamx_trap.so"))
+            .map(|p| p.join("libamx_trap_preload.so"))
             .unwrap_or_default(),
     ];
     candidates
         .iter()
         .find(|p| p.is_file())
         .cloned()
-        .unwrap_or_else(|| panic!("libamx_trap.so is in none of {candidates:?}"))
+        .unwrap_or_else(|| panic!("libamx_trap_preload.so is in none of {candidates:?}"))
 }
 
 /// The C program, built once; or why gcc cannot build it.

@@ -2,7 +2,7 @@
 //! AMX CPU answers them while the engine is active; everything else forwarded.
 
 use amx_runtime::permit::{ARCH_GET_XCOMP_PERM, ARCH_REQ_XCOMP_PERM};
-use amx_runtime::trap;
+use engine as trap;
 
 use crate::real;
 

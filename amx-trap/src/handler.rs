@@ -3,12 +3,12 @@
 //! past it, delivers the exception the instruction raised, or chains a signal that is not the
 //! engine's to the program's action.
 
-use super::decode::{self, Decoded, Instruction, MAX_LEN};
 use super::deliver::{self, deliver};
 use super::exec::{execute, Exception, Outcome};
 use super::memory;
 use super::regs::context;
 use super::state;
+use amx_tilecfg::decode::{self, Decoded, Instruction, MAX_LEN};
 
 /// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
 const ILL_ILLOPC: i32 = 1;

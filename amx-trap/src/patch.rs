@@ -65,12 +65,12 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use super::decode::{self, Decoded, Instruction, Operation, MAX_LEN};
 use super::deliver::{self, deliver, Action};
 use super::exec::{execute, Outcome};
 use super::handler::Errno;
 use super::regs::{context, Regs};
 use super::{fastcopy, handler, memory, state, stub};
+use amx_tilecfg::decode::{self, Decoded, Instruction, Operation, MAX_LEN};
 
 /// Traps at one address after which the site is patched: the second execution patches it, so
 /// code run once (initialisation) costs no patch.

@@ -20,7 +20,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 
-use crate::unit::{Emulator, TileUnit};
+use amx_runtime::{Emulator, TileUnit};
 
 /// Nested handler levels whose interrupted state is saved. Deeper levels run on the state they
 /// interrupted (and may change it).
@@ -97,10 +97,12 @@ fn map_state() -> Option<*mut ThreadState> {
     // zero counters); the emulators are written in place, without a temporary on the small
     // stack a handler may run on, before any reference to the state exists.
     unsafe {
-        Emulator::init_in_place(std::ptr::addr_of_mut!((*state).unit).cast::<Emulator>());
+        amx_runtime::engine::init_emulator(
+            std::ptr::addr_of_mut!((*state).unit).cast::<Emulator>(),
+        );
         let saved = std::ptr::addr_of_mut!((*state).saved).cast::<Emulator>();
         for i in 0..SAVE_SLOTS {
-            Emulator::init_in_place(saved.add(i));
+            amx_runtime::engine::init_emulator(saved.add(i));
         }
     }
     Some(state)

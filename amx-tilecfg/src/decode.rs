@@ -1,6 +1,7 @@
-//! The instruction decoder: the bytes at an address to an AMX [`Instruction`], or the reason
-//! they are not one. The project's only x86 decoder: the trap engine, the encoding tests and the
-//! asm unit tests all read machine code through it.
+//! The encoding rules of the AMX instructions: the bytes at an address to an AMX
+//! [`Instruction`], or the reason they are not one. The project's only x86 decoder: the
+//! `amx-trap` engine, the encoding tests and the runtime's asm unit tests all read machine code
+//! through it.
 //!
 //! Two layers: [`vex`] splits any three-byte-VEX (C4) instruction of map 0F38 into its fields
 //! (prefixes, VEX bits, opcode, ModRM, SIB, displacement, length) without judging them;
@@ -12,7 +13,7 @@
 //! address-size prefix (67) gives 32-bit addressing; FS and GS segment prefixes add their base;
 //! the other segment prefixes are ignored, as 64-bit mode does.
 
-use amx_tilecfg::DotKind;
+use crate::DotKind;
 
 /// Longest x86 instruction.
 pub const MAX_LEN: usize = 15;

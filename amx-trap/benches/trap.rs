@@ -14,7 +14,8 @@ mod linux {
     use std::time::Instant;
 
     use amx_runtime::intrinsics::{_tile_dpbssd, _tile_loadconfig, _tile_loadd, _tile_release};
-    use amx_runtime::{configure_on, tilecfg, trap, Backend, TileConfig};
+    use amx_runtime::{configure_on, tilecfg, Backend, TileConfig};
+    use amx_trap as trap;
     use criterion::{criterion_group, Criterion};
 
     static FULL: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x64; t2: 16x64 };

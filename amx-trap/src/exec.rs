@@ -8,11 +8,12 @@
 
 use amx_tilecfg::{image, DotKind, TileShape};
 
-use super::decode::{Address, Instruction, Operation, Segment};
 use super::memory::{self, PageFault, Span};
 use super::regs::Regs;
 use super::{model, permission_granted};
-use crate::unit::{check, Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
+use amx_runtime::engine as check;
+use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
+use amx_tilecfg::decode::{Address, Instruction, Operation, Segment};
 
 /// The exception an instruction raised instead of completing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,7 +226,7 @@ fn load(
     let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
     let colsb = usize::from(shape.colsb);
     let rows = usize::from(shape.rows).min(16);
-    let Some(tile) = unit.tile_bytes_mut(t) else {
+    let Some(tile) = check::tile_bytes_mut(unit, t) else {
         return Err(Exception::InvalidOpcode);
     };
     // The memory rows go straight into the tile's rows (rows below start_row are not read:
