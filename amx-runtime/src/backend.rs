@@ -5,7 +5,7 @@
 //! the CPU lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline
 //! asm, every instruction trapping to the engine's emulator) runs everywhere; where the CPU has
 //! AMX it is the silicon itself. The engine must be in the process: registered
-//! (`amx_trap::register()`), or preloaded (`libamx_trap.so`).
+//! (`amx_trap::register()`), or preloaded (`libamx_trap_preload.so`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -166,7 +166,7 @@ impl fmt::Display for BackendError {
             BackendError::NoTrapEngine => f.write_str(
                 "AMX_BACKEND=trapped needs the trap engine where the CPU lacks AMX: call \
                  amx_trap::register() (crate amx-trap) at start, or run the program with \
-                 LD_PRELOAD=libamx_trap.so",
+                 LD_PRELOAD=libamx_trap_preload.so",
             ),
         }
     }

@@ -4,7 +4,7 @@
 //!
 //! The runtime does not contain the engine. The engine registers a [`Hook`] ([`register`],
 //! done by `amx_trap::install` and `amx_trap::register`), or, when it was preloaded into the
-//! process as `libamx_trap.so`, exports one under the symbol [`SYMBOL`], which the runtime
+//! process as `libamx_trap_preload.so`, exports one under the symbol [`SYMBOL`], which the runtime
 //! looks up. Through the hook:
 //!
 //! - [`detect()`](crate::detect()) reports the CPU the engine models (XGETBV cannot be trapped,

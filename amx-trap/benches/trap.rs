@@ -5,7 +5,7 @@
 //! patching off), and a patched site (repeat executions through its stub). Ends with the
 //! ratios to the emulator, measured in the same run.
 //!
-//! `cargo bench -p amx-runtime --bench trap`. On a CPU with AMX the engine does not install
+//! `cargo bench -p amx-trap --bench trap`. On a CPU with AMX the engine does not install
 //! and only the emulator is timed.
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -93,6 +93,34 @@ const XSAVE_END: u32 = 2816 + 8192;
 pub(crate) static FAULTING: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// Whether `cpuid` faults (and the engine answers it).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn faulting() -> bool {
+    FAULTING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether the OS lets user code read the FS and GS bases (RDFSBASE, RDGSBASE).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+static FSGSBASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reads, once at installation, what the engine asks the CPU and OS for later.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn prepare() {
+    const HWCAP2_FSGSBASE: libc::c_ulong = 1 << 1;
+    // SAFETY: getauxval reads the process's auxiliary vector; no memory is passed.
+    let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+    FSGSBASE.store(
+        hwcap2 & HWCAP2_FSGSBASE != 0,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// Whether RDFSBASE and RDGSBASE may be used.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) fn fsgsbase() -> bool {
+    FSGSBASE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// `arch_prctl(ARCH_SET_CPUID, ..)`: 0 makes `cpuid` fault (SIGSEGV) on this thread and the
 /// threads it creates, 1 makes it execute again.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -100,18 +128,12 @@ pub(crate) fn set_cpuid_enabled(enabled: bool) -> Result<(), i32> {
     const ARCH_SET_CPUID: libc::c_long = 0x1012;
     // SAFETY: ARCH_SET_CPUID takes its argument by value and touches no user memory.
     let rc = unsafe {
-        libc::syscall(
+        crate::sys::call(
             libc::SYS_arch_prctl,
-            ARCH_SET_CPUID,
-            libc::c_long::from(enabled),
+            &[ARCH_SET_CPUID as u64, u64::from(enabled)],
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        // SAFETY: __errno_location returns this thread's errno slot.
-        Err(unsafe { *libc::__errno_location() })
-    }
+    crate::sys::check(rc).map(|_| ())
 }
 
 /// The host's CPUID.

@@ -1,38 +1,44 @@
-//! The execute step: one decoded AMX instruction on an emulated unit, with its memory operand
-//! computed from the registers and accessed fault-safely. Callable from the SIGILL handler and
-//! from ordinary code alike (it allocates nothing and takes no lock).
+//! The execute step: one decoded AMX instruction on an emulated unit, its memory operand
+//! computed from the registers as the silicon computes it and accessed with the CPU's own loads
+//! and stores ([`crate::access`]). Allocates nothing and takes no lock.
 //!
-//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions that
-//! depend on the tile configuration, then XFD (no permission), then the memory operand
-//! (#GP for a non-canonical address, #PF for an inaccessible page), then LDTILECFG's #GP rules.
+//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions
+//! that depend on the tile configuration, then XFD (no permission), then the memory operand
+//! (whatever fault the CPU's access raises: #GP for a non-canonical address, #PF, SIGBUS), then
+//! LDTILECFG's #GP rules.
+//!
+//! Addresses: the effective address is `base + disp` (the next instruction's address for
+//! RIP-relative forms), a tile row `r` adds `r * (index << scale)`; every sum wraps at the
+//! address size (2^32 with a `67` prefix, the registers read as their low 32 bits), and only
+//! then is the FS or GS base added, wrapping at 2^64.
 
-use amx_tilecfg::{image, DotKind, TileShape};
-
-use super::memory::{self, PageFault, Span};
-use super::regs::Regs;
-use super::{model, permission_granted};
 use amx_runtime::engine as check;
 use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
 use amx_tilecfg::decode::{Address, Instruction, Operation, Segment};
+use amx_tilecfg::{image, DotKind, TileShape};
+
+use crate::access::{self, Fault};
+use crate::regs::Regs;
+use crate::{model, permission_granted};
 
 /// The exception an instruction raised instead of completing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Exception {
+pub(crate) enum Exception {
     /// #UD: SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6.
     InvalidOpcode,
-    /// #GP(0): SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13.
+    /// #GP(0) the engine decides (an image LDTILECFG rejects): SIGSEGV, `SI_KERNEL`,
+    /// REG_TRAPNO 13.
     GeneralProtection,
     /// XFD #NM (tile data without the XTILEDATA permission): SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0
     /// as Linux reports it.
     DeviceNotAvailable,
-    /// #PF: SIGSEGV, `SEGV_MAPERR` or `SEGV_ACCERR`, REG_TRAPNO 14.
-    PageFault(PageFault),
+    /// The fault the CPU raised for an access of the operand, as the kernel reported it.
+    Memory(Fault),
 }
 
 /// How an instruction ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It completed; `regs.rip` now points past it.
     Completed,
     /// It raised an exception; `regs.rip` still points at it (a load or store that faulted
@@ -41,9 +47,15 @@ pub enum Outcome {
 }
 
 /// Executes `insn` (at `regs.rip`) on `unit`, reading and writing the process's memory as the
-/// instruction would.
-pub fn execute(insn: &Instruction, regs: &mut Regs, unit: &mut Emulator) -> Outcome {
-    match step(insn, regs, unit) {
+/// instruction would. `pkru`: the program's PKRU, loaded around the operand's accesses (`None`
+/// where it is loaded already: a patched site runs in the program's own context).
+pub(crate) fn execute(
+    insn: &Instruction,
+    regs: &mut Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+) -> Outcome {
+    match step(insn, regs, unit, pkru) {
         Ok(()) => {
             regs.rip = regs.rip.wrapping_add(u64::from(insn.len));
             Outcome::Completed
@@ -52,7 +64,12 @@ pub fn execute(insn: &Instruction, regs: &mut Regs, unit: &mut Emulator) -> Outc
     }
 }
 
-fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exception> {
+fn step(
+    insn: &Instruction,
+    regs: &Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+) -> Result<(), Exception> {
     let cfg = unit.loaded_config();
     // The TILECFG-dependent #UD conditions come before XFD (section 12).
     let shape = match insn.op {
@@ -73,12 +90,18 @@ fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exce
         return Err(Exception::DeviceNotAvailable);
     }
     let next = regs.rip.wrapping_add(u64::from(insn.len));
-    let ea = |m: &Address| effective_address(m, regs, next);
+    let program = |f: &mut dyn FnMut() -> Result<(), Exception>| match pkru {
+        Some(pkru) => access::with_pkru(pkru, f),
+        None => f(),
+    };
     match (insn.op, insn.mem, shape) {
         (Operation::Ldtilecfg, Some(m), _) => {
-            let addr = canonical_span(ea(&m), 64, m.addr32)?;
+            let at = Operand::new(&m, regs, next).row(0);
             let mut img = [0u8; 64];
-            memory::read_spans(&[addr], &mut [&mut img[..]]).map_err(|(_, f)| pf(f))?;
+            program(&mut || {
+                // SAFETY: `img` is ours; the operand is the program's, any address.
+                unsafe { access::copy(img.as_mut_ptr(), at as *const u8, 64) }.map_err(mem)
+            })?;
             // Checked first, without the message an emulator fault would format.
             if !check::ldtilecfg_accepts(&img, unit.palette_table()) {
                 return Err(Exception::GeneralProtection);
@@ -87,9 +110,12 @@ fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exce
                 .map_err(|_| Exception::GeneralProtection)
         }
         (Operation::Sttilecfg, Some(m), _) => {
-            let addr = canonical_span(ea(&m), 64, m.addr32)?;
+            let at = Operand::new(&m, regs, next).row(0);
             let img = unit.sttilecfg();
-            memory::write_spans(&[addr], &[&img[..]]).map_err(|(_, f)| pf(f))
+            program(&mut || {
+                // SAFETY: as above, for a store.
+                unsafe { access::copy(at as *mut u8, img.as_ptr(), 64) }.map_err(mem)
+            })
         }
         (Operation::Tilerelease, _, _) => {
             unit.tilerelease();
@@ -97,9 +123,23 @@ fn step(insn: &Instruction, regs: &Regs, unit: &mut Emulator) -> Result<(), Exce
         }
         (Operation::Tilezero(t), _, _) => unit.tilezero(t).map_err(ud),
         (Operation::Tileloadd(t) | Operation::Tileloaddt1(t), Some(m), Some(shape)) => {
-            load(unit, t, shape, &m, regs, next)
+            let operand = Operand::new(&m, regs, next);
+            let mut result = Ok(());
+            program(&mut || {
+                result = load(unit, t, shape, &operand);
+                Ok(())
+            })?;
+            result
         }
-        (Operation::Tilestored(t), Some(m), Some(shape)) => store(unit, t, shape, &m, regs, next),
+        (Operation::Tilestored(t), Some(m), Some(shape)) => {
+            let operand = Operand::new(&m, regs, next);
+            let mut result = Ok(());
+            program(&mut || {
+                result = store(unit, t, shape, &operand);
+                Ok(())
+            })?;
+            result
+        }
         (Operation::DotProduct { kind, c, a, b }, _, _) => match kind {
             DotKind::Tdpbssd => unit.tdpbssd(c, a, b),
             DotKind::Tdpbsud => unit.tdpbsud(c, a, b),
@@ -118,46 +158,80 @@ fn ud<T>(_: T) -> Exception {
     Exception::InvalidOpcode
 }
 
-fn pf(f: PageFault) -> Exception {
-    Exception::PageFault(f)
+fn mem(f: Fault) -> Exception {
+    Exception::Memory(f)
 }
 
-/// Whether every address from `addr` to `addr + len - 1` is canonical (48-bit).
-fn canonical(addr: u64, len: usize) -> bool {
-    let ok = |a: u64| {
-        let top = a >> 47;
-        top == 0 || top == (1 << 17) - 1
-    };
-    let last = addr.wrapping_add(len.saturating_sub(1) as u64);
-    ok(addr) && ok(last) && last >= addr
+/// A memory operand's addresses.
+struct Operand {
+    /// The effective address of row 0, wrapped at the address size.
+    base: u64,
+    /// The row stride (index << scale), wrapped at the address size.
+    stride: u64,
+    /// 32-bit address size (prefix 67).
+    addr32: bool,
+    /// The FS or GS base (0 without a segment prefix).
+    segment: u64,
 }
 
-fn canonical_span(addr: u64, len: usize, addr32: bool) -> Result<Span, Exception> {
-    if addr32 || canonical(addr, len) {
-        Ok(Span { addr, len })
-    } else {
-        Err(Exception::GeneralProtection)
+impl Operand {
+    fn new(m: &Address, regs: &Regs, next: u64) -> Operand {
+        let size = |v: u64| if m.addr32 { v & 0xFFFF_FFFF } else { v };
+        let register = |r: u8| size(regs.gpr.get(usize::from(r & 15)).copied().unwrap_or(0));
+        let start = if m.rip_relative {
+            size(next)
+        } else {
+            m.base.map_or(0, register)
+        };
+        Operand {
+            base: size(start.wrapping_add(m.disp as i64 as u64)),
+            stride: size(m.index.map_or(0, |i| register(i) << m.scale)),
+            addr32: m.addr32,
+            segment: segment_base(m.segment),
+        }
+    }
+
+    /// The linear address of row `r`.
+    fn row(&self, r: usize) -> u64 {
+        let mut ea = self.base.wrapping_add((r as u64).wrapping_mul(self.stride));
+        if self.addr32 {
+            ea &= 0xFFFF_FFFF;
+        }
+        self.segment.wrapping_add(ea)
     }
 }
 
-fn register(regs: &Regs, r: u8, addr32: bool) -> u64 {
-    let v = regs.gpr[usize::from(r & 15)];
-    if addr32 {
-        v & 0xFFFF_FFFF
-    } else {
-        v
-    }
-}
-
+/// The base of FS or GS (0 without a segment prefix).
 fn segment_base(segment: Option<Segment>) -> u64 {
+    let Some(segment) = segment else {
+        return 0;
+    };
+    if crate::cpuid::fsgsbase() {
+        let base: u64;
+        // SAFETY: RDFSBASE/RDGSBASE exist where the OS enables FSGSBASE (checked); they read the
+        // thread's segment base, which a signal handler shares with the interrupted code.
+        unsafe {
+            match segment {
+                Segment::Fs => core::arch::asm!("rdfsbase {}", out(reg) base,
+                    options(nomem, nostack, preserves_flags)),
+                Segment::Gs => core::arch::asm!("rdgsbase {}", out(reg) base,
+                    options(nomem, nostack, preserves_flags)),
+            }
+        }
+        return base;
+    }
     let code: libc::c_long = match segment {
-        None => return 0,
-        Some(Segment::Fs) => 0x1003, // ARCH_GET_FS
-        Some(Segment::Gs) => 0x1004, // ARCH_GET_GS
+        Segment::Fs => 0x1003, // ARCH_GET_FS
+        Segment::Gs => 0x1004, // ARCH_GET_GS
     };
     let mut base: u64 = 0;
     // SAFETY: ARCH_GET_FS/GS write one u64 to the given address, a live local.
-    let rc = unsafe { libc::syscall(libc::SYS_arch_prctl, code, &mut base as *mut u64) };
+    let rc = unsafe {
+        crate::sys::call(
+            libc::SYS_arch_prctl,
+            &[code as u64, &mut base as *mut u64 as u64],
+        )
+    };
     if rc == 0 {
         base
     } else {
@@ -165,65 +239,8 @@ fn segment_base(segment: Option<Segment>) -> u64 {
     }
 }
 
-/// The address of the first byte (row 0) of a memory operand: segment base + base + disp
-/// (+ the next instruction's address when RIP-relative); the SIB index is the row stride.
-fn effective_address(m: &Address, regs: &Regs, next: u64) -> u64 {
-    let mut a = if m.rip_relative {
-        next
-    } else {
-        m.base.map_or(0, |b| register(regs, b, m.addr32))
-    };
-    a = a.wrapping_add(m.disp as i64 as u64);
-    if m.addr32 {
-        a &= 0xFFFF_FFFF;
-    }
-    a.wrapping_add(segment_base(m.segment))
-}
-
-/// The stride of a tile load or store: index << scale, 0 without an index.
-fn stride(m: &Address, regs: &Regs) -> u64 {
-    m.index
-        .map_or(0, |i| register(regs, i, m.addr32) << m.scale)
-}
-
-/// The rows `start_row..rows` of a tile access, as spans, up to (not including) the first row
-/// whose address is not canonical; that row's number, if any.
-fn row_spans(
-    shape: TileShape,
-    start: usize,
-    base: u64,
-    stride: u64,
-    addr32: bool,
-    out: &mut [Span; 16],
-) -> (usize, Option<usize>) {
-    let mut n = 0;
-    for r in start..usize::from(shape.rows).min(16) {
-        let mut addr = base.wrapping_add((r as u64).wrapping_mul(stride));
-        if addr32 {
-            addr &= 0xFFFF_FFFF;
-        }
-        let len = usize::from(shape.colsb);
-        if !addr32 && !canonical(addr, len) {
-            return (n, Some(r));
-        }
-        out[n] = Span { addr, len };
-        n += 1;
-    }
-    (n, None)
-}
-
-fn load(
-    unit: &mut Emulator,
-    t: u8,
-    shape: TileShape,
-    m: &Address,
-    regs: &Regs,
-    next: u64,
-) -> Result<(), Exception> {
+fn load(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<(), Exception> {
     let start = usize::from(image::start_row(&unit.loaded_config()));
-    let base = effective_address(m, regs, next);
-    let mut spans = [Span { addr: 0, len: 0 }; 16];
-    let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
     let colsb = usize::from(shape.colsb);
     let rows = usize::from(shape.rows).min(16);
     let Some(tile) = check::tile_bytes_mut(unit, t) else {
@@ -232,62 +249,52 @@ fn load(
     // The memory rows go straight into the tile's rows (rows below start_row are not read:
     // they keep their bytes, T4). A row that faults may be left partly read: the silicon leaves
     // it unspecified, and resuming reads it again (T6).
-    let result = {
-        let mut out: [&mut [u8]; 16] = Default::default();
-        for (i, row) in tile
-            .chunks_exact_mut(ROW_BYTES)
-            .skip(start)
-            .take(n)
-            .enumerate()
-        {
-            out[i] = &mut row[..colsb];
+    let mut end = rows;
+    let mut outcome = Ok(());
+    for (r, row) in tile
+        .chunks_exact_mut(ROW_BYTES)
+        .enumerate()
+        .take(rows)
+        .skip(start)
+    {
+        // SAFETY: the row is the tile's, `colsb` <= 64 bytes; the source is the program's.
+        if let Err(f) = unsafe { access::copy(row.as_mut_ptr(), m.row(r) as *const u8, colsb) } {
+            end = r;
+            outcome = Err(Exception::Memory(f));
+            break;
         }
-        memory::read_spans(&spans[..n], &mut out[..n])
-    };
-    // Up to where the load got: rows read (or, on success, every row up to `rows`).
-    let (end, outcome) = match (result, bad_row) {
-        (Ok(()), None) => (rows, Ok(())),
-        (Ok(()), Some(row)) => (row, Err(Exception::GeneralProtection)),
-        (Err((i, f)), _) => (start + i, Err(pf(f))),
-    };
+    }
     // TILELOADD's zeroing (T3): past colsb in each row read, and every row past `rows`.
     for row in tile.chunks_exact_mut(ROW_BYTES).take(end).skip(start) {
-        row[colsb..].fill(0);
+        if let Some(past) = row.get_mut(colsb..) {
+            past.fill(0);
+        }
     }
-    tile[rows * ROW_BYTES..].fill(0);
+    if let Some(past) = tile.get_mut(rows * ROW_BYTES..) {
+        past.fill(0);
+    }
     // start_row records where to resume after a fault (T6), and is 0 after a completed load.
     unit.set_start_row(if outcome.is_ok() { 0 } else { end as u8 });
     outcome
 }
 
-fn store(
-    unit: &mut Emulator,
-    t: u8,
-    shape: TileShape,
-    m: &Address,
-    regs: &Regs,
-    next: u64,
-) -> Result<(), Exception> {
+fn store(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<(), Exception> {
     let start = usize::from(image::start_row(&unit.loaded_config()));
-    let base = effective_address(m, regs, next);
-    let mut spans = [Span { addr: 0, len: 0 }; 16];
-    let (n, bad_row) = row_spans(shape, start, base, stride(m, regs), m.addr32, &mut spans);
+    let colsb = usize::from(shape.colsb);
+    let rows = usize::from(shape.rows).min(16);
     let tile = unit.tile_bytes(t).copied().unwrap_or([0; TILE_BYTES]);
-    let result = {
-        let mut data: [&[u8]; 16] = Default::default();
-        for (i, chunk) in tile.chunks_exact(ROW_BYTES).skip(start).take(n).enumerate() {
-            data[i] = chunk;
+    for (r, row) in tile
+        .chunks_exact(ROW_BYTES)
+        .enumerate()
+        .take(rows)
+        .skip(start)
+    {
+        // SAFETY: the row is ours; the destination is the program's.
+        if let Err(f) = unsafe { access::copy(m.row(r) as *mut u8, row.as_ptr(), colsb) } {
+            unit.set_start_row(r as u8);
+            return Err(Exception::Memory(f));
         }
-        memory::write_spans(&spans[..n], &data[..n])
-    };
-    let (row, exception) = match (result, bad_row) {
-        (Ok(()), None) => {
-            unit.set_start_row(0);
-            return Ok(());
-        }
-        (Ok(()), Some(row)) => (row, Exception::GeneralProtection),
-        (Err((i, f)), _) => (start + i, pf(f)),
-    };
-    unit.set_start_row(row as u8);
-    Err(exception)
+    }
+    unit.set_start_row(0);
+    Ok(())
 }

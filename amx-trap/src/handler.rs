@@ -1,185 +1,169 @@
-//! The engine's signal handlers: SIGILL (every AMX instruction on a CPU without AMX) and, with
-//! CPUID faulting, SIGSEGV (every `cpuid`). Each either completes the instruction and returns
-//! past it, delivers the exception the instruction raised, or chains a signal that is not the
-//! engine's to the program's action.
+//! What the engine does with each signal it takes, on its work stack: an AMX instruction's
+//! SIGILL (emulate it, patch its site once hot), a patched site's exits, a `cpuid` that faulted
+//! (answer it from the modelled CPU), the `int3` of a site being patched (emulate the site's
+//! instruction); every other signal goes to the program ([`crate::deliver`]).
 
-use super::deliver::{self, deliver};
-use super::exec::{execute, Exception, Outcome};
-use super::memory;
-use super::regs::context;
-use super::state;
 use amx_tilecfg::decode::{self, Decoded, Instruction, MAX_LEN};
+
+use crate::deliver::{deliver, siginfo, SI_KERNEL};
+use crate::entry::{si_code, synchronous, Ctx, Resume};
+use crate::exec::{execute, Exception, Outcome};
+use crate::fastpath::{self, Exit};
+use crate::kframe::{self, reg};
+use crate::regs::Regs;
+use crate::slot::Slot;
+use crate::{access, cpuid, patch};
 
 /// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
 const ILL_ILLOPC: i32 = 1;
 const ILL_ILLOPN: i32 = 2;
-const SEGV_MAPERR: i32 = 1;
-const SEGV_ACCERR: i32 = 2;
-const SI_KERNEL: i32 = 0x80;
 
-/// Restores errno on every way out of a handler (the interrupted code must see its own).
-pub(super) struct Errno(i32);
-
-impl Errno {
-    pub(super) fn save() -> Errno {
-        // SAFETY: __errno_location returns this thread's errno slot.
-        Errno(unsafe { *libc::__errno_location() })
+/// Handles `sig`, which interrupted the context `ctx` (the kernel's frame, copied).
+pub(crate) fn handle<'a>(slot: &Slot, sig: i32, ctx: &'a mut Ctx) -> Resume<'a> {
+    let info = ctx.frame.info;
+    let code = si_code(&info);
+    let sync = synchronous(sig, code);
+    if !sync {
+        // A signal that interrupted a patched site's path or a handler's return: the program
+        // meets it at the instruction boundary that path stands for.
+        fastpath::settle(slot, ctx);
+    }
+    match sig {
+        libc::SIGILL if code > 0 => sigill(slot, ctx, &info),
+        libc::SIGSEGV if code == SI_KERNEL && cpuid::faulting() => {
+            let rip = ctx.frame.uc.rip();
+            let mut bytes = [0u8; 2];
+            if access::fetch(rip, &mut bytes) == 2 && bytes == [0x0F, 0xA2] {
+                let g = &mut ctx.frame.uc.gregs;
+                let [a, b, c, d] = cpuid::answer(g[reg::RAX] as u32, g[reg::RCX] as u32);
+                g[reg::RAX] = u64::from(a);
+                g[reg::RBX] = u64::from(b);
+                g[reg::RCX] = u64::from(c);
+                g[reg::RDX] = u64::from(d);
+                g[reg::RIP] = rip.wrapping_add(2);
+                return Resume::Context(ctx);
+            }
+            deliver(slot, ctx, sig, &info, sync)
+        }
+        libc::SIGTRAP if code == SI_KERNEL => {
+            let at = ctx.frame.uc.rip().wrapping_sub(1);
+            match patch::int3_site(at) {
+                Some(insn) => {
+                    ctx.frame.uc.gregs[reg::RIP] = at;
+                    emulate(slot, ctx, &insn)
+                }
+                None => deliver(slot, ctx, sig, &info, sync),
+            }
+        }
+        _ => deliver(slot, ctx, sig, &info, sync),
     }
 }
 
-impl Drop for Errno {
-    fn drop(&mut self) {
-        // SAFETY: as in `save`.
-        unsafe { *libc::__errno_location() = self.0 };
+/// A SIGILL the CPU raised.
+fn sigill<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
+    let rip = ctx.frame.uc.rip();
+    match fastpath::exit(slot, rip) {
+        Some(Exit::Fault(site)) => {
+            // The fast path met a fault or a changed instruction: the slow path runs what is at
+            // the site now (or raises the instruction's exception there).
+            ctx.frame.uc.gregs[reg::RIP] = site.addr();
+            return sigill(slot, ctx, info);
+        }
+        Some(Exit::Deferred(resume)) => {
+            // The held-back signals are raised on the way out (`entry::finish`).
+            ctx.frame.uc.gregs[reg::RIP] = resume;
+            return Resume::Context(ctx);
+        }
+        None => {}
     }
-}
-
-/// Delivers the signal the silicon's exception `e` raises, at the instruction at `rip`.
-///
-/// # Safety
-/// `uc` is the running handler's context.
-unsafe fn raise(e: Exception, uc: *mut libc::ucontext_t, rip: u64) {
-    // SAFETY: the caller passes the handler's own context, exclusively ours until we return.
-    let ctx = unsafe { &mut *uc };
-    let (sig, mut info) = match e {
-        Exception::InvalidOpcode => {
-            context::set_exception(ctx, 6, 0, None);
-            (
-                libc::SIGILL,
-                deliver::siginfo(libc::SIGILL, ILL_ILLOPN, rip),
-            )
-        }
-        Exception::DeviceNotAvailable => {
-            context::set_exception(ctx, 0, 0, None);
-            (
-                libc::SIGILL,
-                deliver::siginfo(libc::SIGILL, ILL_ILLOPC, rip),
-            )
-        }
-        Exception::GeneralProtection => {
-            context::set_exception(ctx, 13, 0, None);
-            (libc::SIGSEGV, deliver::siginfo(libc::SIGSEGV, SI_KERNEL, 0))
-        }
-        Exception::PageFault(f) => {
-            // Error code: present, write, user.
-            let err = u64::from(f.present) | u64::from(f.write) << 1 | 4;
-            context::set_exception(ctx, 14, err, Some(f.addr));
-            let code = if f.present { SEGV_ACCERR } else { SEGV_MAPERR };
-            (libc::SIGSEGV, deliver::siginfo(libc::SIGSEGV, code, f.addr))
+    if !crate::emulating() {
+        return deliver(slot, ctx, libc::SIGILL, info, true);
+    }
+    let mut buf = [0u8; MAX_LEN];
+    let n = access::fetch(rip, &mut buf);
+    let code = buf.get(..n).unwrap_or_default();
+    // A site patched after this thread trapped on it, or whose other bytes the program
+    // changed: the instruction there now. Otherwise the instruction trapped itself: counted
+    // for patching.
+    let decoded = match patch::patched_since(rip, code) {
+        Some(decoded) => decoded,
+        None => {
+            let decoded = decode::decode(code);
+            if let Decoded::Amx(insn) = decoded {
+                patch::trapped(rip, &insn, code);
+            }
+            decoded
         }
     };
-    // SAFETY: forwarded.
-    unsafe { deliver(sig, &mut info, uc, true) };
-}
-
-/// Executes `insn`, the instruction at `rip` (the context's RIP), for the thread interrupted
-/// at `uc`: completes it and moves RIP past it, or delivers the exception it raised.
-///
-/// # Safety
-/// `uc` is the running handler's context.
-pub(crate) unsafe fn emulate(insn: &Instruction, uc: *mut libc::ucontext_t, rip: u64) {
-    // SAFETY: the caller passes the handler's own context.
-    let ctx = unsafe { &mut *uc };
-    let mut regs = context::read(ctx);
-    // System-call copies even when this handler interrupted a patched site's fast path: a
-    // direct copy faulting here, with SIGSEGV blocked, would kill the process.
-    let outcome =
-        super::fastcopy::indirect(|| state::with_unit(|unit| execute(insn, &mut regs, unit)));
-    match outcome {
-        Some(Outcome::Completed) => context::set_rip(ctx, regs.rip),
-        Some(Outcome::Fault(e)) => {
-            // SAFETY: `uc` is this handler's context.
-            unsafe { raise(e, uc, rip) }
-        }
-        // The thread is exiting: its tile state is gone, as after TILERELEASE.
-        None => {
-            // SAFETY: `uc` is this handler's context.
-            unsafe { raise(Exception::InvalidOpcode, uc, rip) }
-        }
+    match decoded {
+        Decoded::Amx(insn) => emulate(slot, ctx, &insn),
+        // #UD on the silicon too.
+        Decoded::Invalid => raise(slot, ctx, Exception::InvalidOpcode),
+        Decoded::NotAmx => deliver(slot, ctx, libc::SIGILL, info, true),
     }
 }
 
-/// The SIGILL handler.
-pub(crate) extern "C" fn on_sigill(
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    uc: *mut libc::c_void,
-) {
-    let _errno = Errno::save();
-    let uc = uc.cast::<libc::ucontext_t>();
-    // SAFETY: the kernel passes a valid siginfo_t and ucontext_t to an SA_SIGINFO handler; they
-    // live on this handler's frame until it returns.
-    let (info, ctx) = unsafe { (&mut *info, &mut *uc) };
-    // A SIGILL sent by a process (si_code <= 0) is not an instruction's.
-    if info.si_code <= 0 {
-        // SAFETY: `uc` is this handler's context.
-        unsafe { deliver(sig, info, uc, false) };
-        return;
+/// The program's PKRU in the interrupted context (its XSAVE state), where protection keys
+/// exist.
+fn program_pkru(ctx: &Ctx) -> Option<u32> {
+    if !access::pku() {
+        return None;
     }
-    let rip = context::rip(ctx);
-    // A patched site's stub resuming at its fault exit: the exception is raised at the site.
-    if let Some((site, insn)) = super::patch::fault_exit(rip) {
-        context::set_rip(ctx, site);
-        // SAFETY: `uc` is this handler's context, its RIP the site's.
-        unsafe { emulate(&insn, uc, site) };
-        return;
+    if ctx.frame.uc.fpregs == 0 {
+        return Some(0);
     }
-    let mut code = [0u8; MAX_LEN];
-    let n = memory::read_prefix(rip, &mut code);
-    // The site was patched after this thread trapped on it: the instruction is the table's.
-    if let Some(insn) = super::patch::patched_since(rip, &code[..n]) {
-        // SAFETY: `uc` is this handler's context.
-        unsafe { emulate(&insn, uc, rip) };
-        return;
+    let bv = ctx.fp().get(kframe::XSTATE_BV..kframe::XSTATE_BV + 8)?;
+    // PKRU is component 9; absent from XSTATE_BV it is in its initial state, 0.
+    if u64::from_le_bytes(bv.try_into().ok()?) & (1 << 9) == 0 {
+        return Some(0);
     }
-    match decode::decode(&code[..n]) {
-        Decoded::Amx(insn) => {
-            super::patch::trapped(rip, &insn);
-            // SAFETY: `uc` is this handler's context.
-            unsafe { emulate(&insn, uc, rip) }
+    let at = access::pkru_offset();
+    let pkru = ctx.fp().get(at..at.saturating_add(4))?;
+    Some(u32::from_le_bytes(pkru.try_into().ok()?))
+}
+
+/// Executes `insn` (at the context's RIP) for the interrupted thread: completes it and moves
+/// RIP past it, or delivers the exception it raised.
+pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> Resume<'a> {
+    let mut regs = Regs::of(&ctx.frame.uc);
+    let pkru = program_pkru(ctx);
+    match execute(insn, &mut regs, slot.unit(), pkru) {
+        Outcome::Completed => {
+            ctx.frame.uc.gregs[reg::RIP] = regs.rip;
+            Resume::Context(ctx)
         }
-        // #UD on the silicon too: what the kernel reported is exactly that.
-        Decoded::Invalid => {
-            // SAFETY: `uc` is this handler's context.
-            unsafe { raise(Exception::InvalidOpcode, uc, rip) }
-        }
-        Decoded::NotAmx => {
-            // SAFETY: `uc` is this handler's context.
-            unsafe { deliver(sig, info, uc, true) };
-        }
+        Outcome::Fault(e) => raise(slot, ctx, e),
     }
 }
 
-/// The SIGSEGV handler (with CPUID faulting): answers `cpuid` from the model, chains the rest.
-pub(crate) extern "C" fn on_sigsegv(
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    uc: *mut libc::c_void,
-) {
-    let _errno = Errno::save();
-    let uc = uc.cast::<libc::ucontext_t>();
-    // SAFETY: as in `on_sigill`.
-    let (info, ctx) = unsafe { (&mut *info, &mut *uc) };
-    // A fault inside the fast path's direct copy (fastcopy.rs) is the engine's to recover.
-    if super::fastcopy::recover(info, ctx) {
-        return;
-    }
-    if info.si_code == SI_KERNEL {
-        let rip = context::rip(ctx);
-        let mut code = [0u8; 2];
-        if memory::read_prefix(rip, &mut code) == 2 && code == [0x0F, 0xA2] {
-            let g = &mut ctx.uc_mcontext.gregs;
-            let leaf = g[libc::REG_RAX as usize] as u32;
-            let subleaf = g[libc::REG_RCX as usize] as u32;
-            let [a, b, c, d] = super::cpuid::answer(leaf, subleaf);
-            g[libc::REG_RAX as usize] = i64::from(a);
-            g[libc::REG_RBX as usize] = i64::from(b);
-            g[libc::REG_RCX as usize] = i64::from(c);
-            g[libc::REG_RDX as usize] = i64::from(d);
-            context::set_rip(ctx, rip + 2);
-            return;
+/// Delivers the signal the silicon's exception `e` raises, at the context's instruction.
+fn raise<'a>(slot: &Slot, ctx: &'a mut Ctx, e: Exception) -> Resume<'a> {
+    let rip = ctx.frame.uc.rip();
+    let g = &mut ctx.frame.uc.gregs;
+    let (sig, info) = match e {
+        Exception::InvalidOpcode => {
+            g[reg::TRAPNO] = 6;
+            g[reg::ERR] = 0;
+            (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPN, rip))
         }
-    }
-    // SAFETY: `uc` is this handler's context.
-    unsafe { deliver(sig, info, uc, info.si_code > 0) };
+        Exception::DeviceNotAvailable => {
+            g[reg::TRAPNO] = 0;
+            g[reg::ERR] = 0;
+            (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPC, rip))
+        }
+        Exception::GeneralProtection => {
+            g[reg::TRAPNO] = 13;
+            g[reg::ERR] = 0;
+            (libc::SIGSEGV, siginfo(libc::SIGSEGV, SI_KERNEL, 0))
+        }
+        Exception::Memory(f) => {
+            g[reg::TRAPNO] = f.trapno;
+            g[reg::ERR] = f.err;
+            if f.trapno == 14 {
+                g[reg::CR2] = f.addr();
+            }
+            (f.signal(), f.info)
+        }
+    };
+    deliver(slot, ctx, sig, &info, true)
 }

@@ -1,94 +1,86 @@
-//! Trap-and-emulate: the AMX instructions on an x86-64 Linux CPU without AMX.
+//! Intel AMX on an x86-64 Linux CPU without AMX: every AMX instruction traps, and the engine
+//! executes it on the calling thread's bit-exact emulated tile unit.
 //!
 //! On such a CPU every AMX instruction raises #UD before it does anything, and Linux delivers
 //! SIGILL. Once [`install`]ed, the engine's SIGILL handler decodes the instruction at the
-//! faulting RIP ([`decode`]), executes it on the thread's own emulated tile unit (the bit-exact
-//! [`Emulator`](amx_runtime::Emulator)) with its memory operand computed from the saved registers and
-//! accessed fault-safely, moves RIP past it and returns. The silicon code path (the
-//! [`Hardware`] backend's inline asm, the raw [`intrinsics`](amx_runtime::intrinsics), typed tiles,
-//! the GEMM micro-kernels, C code built with `-mamx-tile`) then runs unchanged, at the cost of
-//! one signal per instruction.
+//! faulting RIP, executes it on the thread's own `amx_runtime::Emulator`, with its memory
+//! operand computed from the saved registers and accessed by the CPU's own loads and stores,
+//! moves RIP past it and returns. The silicon code path (the `Hardware` backend's inline asm,
+//! the raw intrinsics, typed tiles, the GEMM micro-kernels, C code built with `-mamx-tile`)
+//! then runs unchanged; hot sites are patched into a jump to a stub, so that their repeat
+//! executions cost a function call instead of a signal.
+//!
+//! Two ways in:
+//!
+//! - **In-process**: [`install`] (or [`register`], which lets `AMX_BACKEND=trapped` install it
+//!   on first use). The engine takes SIGILL, SIGSEGV, SIGBUS and SIGTRAP; handlers the program
+//!   installed before are kept and receive what the kernel would send them. Install it after
+//!   the program's own handlers for those four, keep them unblocked where AMX code runs, and
+//!   open a [`HandlerScope`] in a handler of the program's that uses AMX.
+//! - **Preloaded** into any program: `libamx_trap_preload.so` (the `amx-trap-preload`
+//!   package), which also keeps every `sigaction`, mask and handler of the program's in front
+//!   of the engine, so that none of the above is needed. See the crate's README.
 //!
 //! What the program sees is the silicon's (docs/semantics.md section 1):
 //!
 //! | the instruction raises | the program gets |
 //! |---|---|
 //! | #UD (bad encoding, or the tile state forbids it) | SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6 |
-//! | #GP (a configuration LDTILECFG rejects, a non-canonical address) | SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13, `si_addr` 0 |
-//! | #PF (an operand row that cannot be read or written) | SIGSEGV, `SEGV_MAPERR`/`SEGV_ACCERR`, REG_TRAPNO 14, `si_addr` the first inaccessible byte; start_row left at the faulting row |
+//! | #GP (a configuration LDTILECFG rejects) | SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13, `si_addr` 0 |
+//! | a fault of the memory operand | the CPU's own: SIGSEGV (`SEGV_MAPERR`, `SEGV_ACCERR`, `SEGV_PKUERR`, or `SI_KERNEL` for a non-canonical address) or SIGBUS, with its `si_addr`, REG_TRAPNO and REG_ERR; start_row left at the faulting row |
 //! | XFD (tile data before `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`) | SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0 |
 //!
-//! The program's own handler gets these with the interrupted context (it may fix it up,
-//! return to retry the instruction, or `siglongjmp` out); without one the process dies of that
-//! signal. A SIGILL that is not an AMX instruction's goes to the action the program had before
-//! the engine was installed.
+//! A handler gets these in a signal frame of the kernel's layout, on the stack the kernel
+//! would choose, with the INIT tile state; it may return (the interrupted tile state comes
+//! back), change the context, `siglongjmp` out or throw (the tile state stays what it left).
+//! Without a handler the process dies of that signal.
 //!
-//! # What the engine also answers
-//!
-//! - **Permission**: while it is active the runtime's [`permit`](amx_runtime::permit) module asks it,
-//!   not the kernel: `ARCH_REQ_XCOMP_PERM` for XTILEDATA is granted and `ARCH_GET_XCOMP_PERM`
-//!   reports bits 17 and 18 besides the kernel's, as Linux on an AMX CPU does. `fork` keeps the
-//!   permission and every thread's tile state; `exec` ends them with the process image.
-//! - **Detection**: XGETBV cannot be trapped, so [`detect()`](amx_runtime::detect()) asks the engine
-//!   and reports the modelled CPU ([`Model`]): AMX-TILE/INT8/BF16 (and AMX-FP16 for Granite
-//!   Rapids), the palette table of leaf 0x1D, the TMUL limits of leaf 0x1E, and XCR0 with bits
-//!   17 and 18. Code that reads CPUID or XCR0 itself sees the host, unless it runs under the
-//!   `amx-trap` preload, whose CPUID faulting answers `cpuid` from the model too (XCR0 stays
-//!   the host's).
-//! - **XSAVE** cannot be trapped either: `Hardware::tile_data` reads the engine's state.
-//!
-//! # Signal handlers
-//!
-//! A handler the engine delivers a signal to runs with the INIT tile state, and the
-//! interrupted state comes back when it returns ([`SAVE_SLOTS`] levels deep), as Linux does on
-//! the silicon. Other handlers are the kernel's to call: under the `amx-trap` preload every
-//! handler is wrapped so that the same holds; in a program that calls [`install`] itself, a
-//! handler that uses AMX opens a [`HandlerScope`] first.
-//!
-//! Limits: the engine must stay SIGILL's handler (install it after the program's own SIGILL
-//! handler, or use the preload, which keeps it first); AMX code must not run with SIGILL
-//! blocked (the kernel then kills the process, as it would for any #UD); a handler asking for
-//! its alternate stack (`SA_ONSTACK`) runs on the stack the engine's handler runs on. The
-//! first executions of an instruction cost a signal round trip each (microseconds) and the
-//! emulator's work; after [`PATCH_AFTER`] of them the engine patches the instruction's site
-//! into a jump to a stub that runs it through a function call, at a small multiple of the
-//! emulator's own cost ([`patching`]; `AMX_TRAP_PATCH=0` turns it off; the design is described
-//! in the `patch` module's source). Timings under the engine measure the emulator, not the
-//! silicon.
+//! The engine also answers, while it is active, the runtime's detection and permission
+//! requests (`amx_runtime::detect()` reports the modelled CPU, [`Model`]), and
+//! `Hardware::tile_data` (XSAVE cannot be trapped).
 
-pub use amx_tilecfg::decode;
+// A memory fault carries the kernel's 128-byte siginfo by value: boxing it would allocate on
+// the signal path.
+#![allow(clippy::result_large_err)]
+
+pub use cpuid::Model;
 
 mod cpuid;
-mod regs;
 
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod access;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod deliver;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod entry;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod exec;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod fastcopy;
+mod fastpath;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod fatal;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod handler;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod memory;
+mod kframe;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod maps;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod patch;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod state;
+mod regs;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod stub;
+mod signals;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod slot;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[doc(hidden)]
+pub mod sys;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod tls;
 
-pub use cpuid::Model;
-pub use regs::Regs;
-
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub use exec::{execute, Exception, Outcome};
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub use memory::PageFault;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub use state::SAVE_SLOTS;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -103,7 +95,7 @@ pub enum InstallError {
     Unsupported,
     /// The CPU and OS offer usable AMX: the silicon runs the instructions itself.
     NativeAmx,
-    /// `sigaction` failed with this errno.
+    /// Installing a signal handler failed with this errno.
     Sigaction {
         /// The errno.
         errno: i32,
@@ -120,7 +112,10 @@ impl fmt::Display for InstallError {
                 f.write_str("this CPU executes AMX itself; the trap engine is for CPUs without AMX")
             }
             InstallError::Sigaction { errno } => {
-                write!(f, "installing the SIGILL handler failed with errno {errno}")
+                write!(
+                    f,
+                    "installing the engine's signal handlers failed with errno {errno}"
+                )
             }
         }
     }
@@ -130,6 +125,8 @@ impl std::error::Error for InstallError {}
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PERMITTED: AtomicBool = AtomicBool::new(false);
+/// Whether the engine executes AMX instructions (not where the CPU does: `AMX_TRAP_FORCE`).
+static EMULATE: AtomicBool = AtomicBool::new(true);
 /// The model: 0 Sapphire Rapids, 1 Granite Rapids.
 static MODEL: AtomicU8 = AtomicU8::new(0);
 
@@ -137,6 +134,12 @@ static MODEL: AtomicU8 = AtomicU8::new(0);
 #[inline]
 pub fn is_active() -> bool {
     ACTIVE.load(Ordering::Acquire)
+}
+
+/// Whether the engine executes the AMX instructions it traps (false only where it was forced
+/// onto a CPU with AMX, to exercise its signal handling there).
+pub(crate) fn emulating() -> bool {
+    EMULATE.load(Ordering::Relaxed)
 }
 
 /// The CPU the engine models (chosen by `AMX_TRAP_CPU` when it was installed).
@@ -157,7 +160,7 @@ pub(crate) fn permission_granted() -> bool {
 /// `None` when the engine is inactive or the feature is not a tile one (the kernel's to answer).
 #[doc(hidden)]
 pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
-    if !is_active() {
+    if !is_active() || !emulating() {
         return None;
     }
     match feature {
@@ -174,16 +177,20 @@ pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
 /// kernel's answer: bit 17 always, bit 18 once granted.
 #[doc(hidden)]
 pub fn xcomp_perm(kernel: u64) -> u64 {
+    if !emulating() {
+        return kernel;
+    }
     let granted = if permission_granted() { 1 << 18 } else { 0 };
     kernel | 1 << 17 | granted
 }
 
 /// The tile registers the engine holds for this thread (`None` when inactive).
-pub(crate) fn tile_data(t: u8) -> Option<[u8; 1024]> {
+fn tile_data(t: u8) -> Option<[u8; 1024]> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
-        if is_active() {
-            return state::tile(t);
+        if is_active() && emulating() {
+            let slot = slot::current()?;
+            return slot.unit().tile_bytes(t).copied();
         }
     }
     let _ = t;
@@ -212,7 +219,7 @@ mod hook {
     use amx_runtime::engine::{status, Cpuid};
 
     pub(super) extern "C" fn active() -> bool {
-        super::is_active()
+        super::is_active() && super::emulating()
     }
 
     pub(super) extern "C" fn install() -> u32 {
@@ -267,18 +274,45 @@ mod hook {
 ///
 /// Fails with [`InstallError::Unsupported`] off x86-64 Linux and with
 /// [`InstallError::NativeAmx`] where the CPU and OS already offer AMX (the silicon is then the
-/// backend). Install it after any SIGILL handler of the program's own: the engine chains every
-/// SIGILL that is not an AMX instruction's to the action it replaced.
+/// backend). Where the preload library runs the process's engine already, that engine is the
+/// one the runtime uses, and this installs nothing. Install it after the program's own
+/// handlers of SIGILL, SIGSEGV, SIGBUS and SIGTRAP: the engine passes every one of those
+/// signals that is not its own to the action it replaced.
 pub fn install() -> Result<(), InstallError> {
-    register();
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
+        if preloaded_engine_active() {
+            return Ok(());
+        }
+        register();
         linux::install(false)
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     {
         Err(InstallError::Unsupported)
     }
+}
+
+/// Whether a preloaded library runs this process's engine (its hook is found and active).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn preloaded_engine_active() -> bool {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, amx_runtime::engine::SYMBOL.as_ptr()) };
+    if symbol.is_null()
+        || std::ptr::eq(
+            symbol.cast_const(),
+            (&HOOK as *const amx_runtime::engine::Hook).cast(),
+        )
+    {
+        return false;
+    }
+    // SAFETY: a library exports the symbol only as a Hook (see amx_runtime::engine).
+    let hook = unsafe { &*symbol.cast::<amx_runtime::engine::Hook>() };
+    if (hook.active)() {
+        amx_runtime::engine::register(hook);
+        return true;
+    }
+    false
 }
 
 /// The AMX unit of this thread: the silicon where it is usable, else the trap engine (installed
@@ -296,33 +330,29 @@ pub fn hardware() -> Result<Hardware, Unavailable> {
 
 /// While alive, this thread's AMX instructions run on a fresh INIT state; the state before
 /// comes back when it drops. Open one at the top of a signal handler that uses AMX, in a
-/// program that installed the engine itself (the preload does this for every handler). Does
-/// nothing while the engine is inactive.
+/// program that installed the engine itself (the kernel calls such a handler directly; the
+/// preload, and the engine's own deliveries, give every handler this already). Does nothing
+/// while the engine is inactive. A handler left by `siglongjmp` keeps the state it left, as
+/// on the silicon.
 #[derive(Debug)]
 #[must_use = "the interrupted state comes back when the scope drops"]
 pub struct HandlerScope {
-    open: bool,
+    /// The saved state (an anonymous mapping), 0 when nothing was saved.
+    saved: usize,
     _thread_bound: std::marker::PhantomData<*const ()>,
 }
 
 /// Opens a [`HandlerScope`].
 pub fn handler_scope() -> HandlerScope {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    {
-        if is_active() {
-            let here = 0u8;
-            // A signal arriving meanwhile may itself run AMX on this thread's state.
-            let mask = deliver::block_all();
-            state::enter_handler(&here as *const u8 as u64);
-            deliver::set_mask(libc::SIG_SETMASK, mask);
-            return HandlerScope {
-                open: true,
-                _thread_bound: std::marker::PhantomData,
-            };
-        }
+    if is_active() && emulating() {
+        return HandlerScope {
+            saved: linux::save_scope(),
+            _thread_bound: std::marker::PhantomData,
+        };
     }
     HandlerScope {
-        open: false,
+        saved: 0,
         _thread_bound: std::marker::PhantomData,
     }
 }
@@ -330,48 +360,43 @@ pub fn handler_scope() -> HandlerScope {
 impl Drop for HandlerScope {
     fn drop(&mut self) {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        if self.open {
-            let mask = deliver::block_all();
-            state::leave_handler();
-            deliver::set_mask(libc::SIG_SETMASK, mask);
+        if self.saved != 0 {
+            linux::restore_scope(self.saved);
         }
         #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-        let _ = self.open;
+        let _ = self.saved;
     }
 }
 
-/// The pieces the `amx-trap` preload library builds on. Not a stable API.
+/// The pieces the preload library builds on. Not a stable API.
 #[doc(hidden)]
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub mod preload {
-    pub use super::deliver::{owned, program_action, record, set_real_sigaction, Action};
+    pub use crate::patch::unpatch_range;
+    pub use crate::signals::{
+        owned, pending, program_action, program_mask, release_pending, set_program_action,
+        set_program_view, virtualized, waiting, Action, ENGINE,
+    };
 
-    /// Installs the engine for a preloaded library: SIGILL, SIGSEGV and CPUID faulting (when
-    /// the kernel offers it; `Ok(false)` when it does not).
+    /// Installs the engine for a preloaded library: the signals it takes, the program's masks
+    /// virtualized for them, and CPUID faulting where asked for (`AMX_TRAP_CPUID=1`) and
+    /// offered. `Ok(true)` when `cpuid` faults.
     pub fn install() -> Result<bool, super::InstallError> {
         super::linux::install(true)?;
-        Ok(super::cpuid::FAULTING.load(std::sync::atomic::Ordering::Relaxed))
+        Ok(super::cpuid::faulting())
     }
 
-    /// The engine's handler for `sig`, if it occupies it.
-    pub fn engine_handler(sig: libc::c_int) -> Option<usize> {
-        match sig {
-            libc::SIGILL => Some(super::handler::on_sigill as *const () as usize),
-            libc::SIGSEGV if owned(libc::SIGSEGV) => {
-                Some(super::handler::on_sigsegv as *const () as usize)
-            }
-            _ => None,
+    /// Gives this thread's engine state back (the thread is about to end).
+    pub fn thread_exit() {
+        if let Some(slot) = crate::slot::current() {
+            crate::tls::thread().store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+            slot.release();
         }
     }
 
-    /// Opens a handler level (see [`HandlerScope`](super::HandlerScope)) at stack address `sp`.
-    pub fn enter_handler(sp: u64) {
-        super::state::enter_handler(sp);
-    }
-
-    /// Closes the innermost handler level.
-    pub fn leave_handler() {
-        super::state::leave_handler();
+    /// This thread's view of the engine's signals (for a thread it starts).
+    pub fn view() -> u64 {
+        crate::tls::view().load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -380,8 +405,9 @@ mod linux {
     use std::sync::atomic::Ordering;
     use std::sync::Mutex;
 
-    use super::deliver::{self, Action};
-    use super::{cpuid, handler, InstallError, Model, ACTIVE, MODEL};
+    use amx_runtime::{TileUnit, TILE_BYTES};
+
+    use super::{cpuid, signals, InstallError, Model, ACTIVE, EMULATE, MODEL};
 
     static INSTALLING: Mutex<()> = Mutex::new(());
 
@@ -391,53 +417,113 @@ mod linux {
         caps.amx_tile && caps.xtilecfg_enabled() && caps.xtiledata_enabled()
     }
 
-    /// Puts `f` in the kernel's table for `sig` and records the action it replaces.
-    fn take_over(sig: libc::c_int, f: usize) -> Result<(), InstallError> {
-        let ours = Action {
-            handler: f,
-            flags: libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART,
-            // Nothing may run on this thread while the engine works on its state.
-            mask: !0,
-        };
-        // SAFETY: an all-zero sigaction is valid; `old` is written by the call.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        let new = ours.to_c();
-        // SAFETY: both pointers are live sigactions; the handler is async-signal-safe.
-        let rc = unsafe { deliver::real_sigaction(sig, &new, &mut old) };
-        if rc != 0 {
-            return Err(InstallError::Sigaction {
-                // SAFETY: __errno_location returns this thread's errno slot.
-                errno: unsafe { *libc::__errno_location() },
-            });
-        }
-        if old.sa_sigaction != f {
-            deliver::record(sig, Action::from_c(&old));
-        }
-        Ok(())
+    fn env_is(name: &str, value: &str) -> bool {
+        std::env::var_os(name).is_some_and(|v| v == value)
     }
 
     pub(super) fn install(preload: bool) -> Result<(), InstallError> {
         let _guard = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
-        // The handler's kernels are chosen by CPU detection, which runs `cpuid`: done here,
-        // before CPUID faulting is on (see `decide_paths`).
+        // The emulator's kernels are chosen by CPU detection, which runs `cpuid`: done here,
+        // before CPUID faulting can be on.
         amx_runtime::engine::decide_paths();
+        crate::access::prepare();
+        cpuid::prepare();
         if !ACTIVE.load(Ordering::Acquire) {
-            if native_amx() {
+            let native = native_amx();
+            // Forced onto a CPU with AMX, the engine handles signals but leaves the
+            // instructions to the silicon: its signal handling can be tested there.
+            if native && !env_is("AMX_TRAP_FORCE", "1") {
                 return Err(InstallError::NativeAmx);
             }
+            EMULATE.store(!native, Ordering::Relaxed);
             let model = Model::from_env();
             MODEL.store(u8::from(model == Model::GraniteRapids), Ordering::Relaxed);
-            take_over(libc::SIGILL, handler::on_sigill as *const () as usize)?;
+            // The copy routine's faults first: the others' handling copies memory.
+            for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP] {
+                signals::take(sig).map_err(|errno| InstallError::Sigaction { errno })?;
+            }
             ACTIVE.store(true, Ordering::Release);
+            if !native {
+                crate::patch::prepare(preload);
+            }
+            // SAFETY: registers a handler the C library calls in a fork's child, in ordinary
+            // context; it only records the thread's slot as the child's.
+            unsafe { libc::pthread_atfork(None, None, Some(forked)) };
         }
-        if preload && !deliver::owned(libc::SIGSEGV) {
-            take_over(libc::SIGSEGV, handler::on_sigsegv as *const () as usize)?;
-            if cpuid::set_cpuid_enabled(false).is_ok() {
+        if preload && !signals::virtualized() {
+            signals::virtualize();
+            // The mask this thread inherited (through exec) is the program's: its view, with
+            // the engine's signals unblocked in the kernel.
+            let real = signals::current_mask();
+            signals::set_mask(signals::set_program_view(real));
+            if env_is("AMX_TRAP_CPUID", "1") && cpuid::set_cpuid_enabled(false).is_ok() {
                 cpuid::FAULTING.store(true, Ordering::Relaxed);
             }
         }
-        // Hot sites run without a signal (patch.rs), or on the slow path alone if they cannot.
-        super::patch::prepare();
         Ok(())
+    }
+
+    /// In a fork's child: the forking thread's slot is the child's.
+    extern "C" fn forked() {
+        if let Some(slot) = crate::slot::current() {
+            slot.adopt();
+        }
+    }
+
+    /// A saved tile state.
+    #[repr(C)]
+    struct Saved {
+        config: [u8; 64],
+        tiles: [[u8; TILE_BYTES]; 8],
+    }
+
+    const SAVED: usize = std::mem::size_of::<Saved>();
+
+    /// Saves this thread's tile state into a fresh mapping and leaves the INIT state; the
+    /// mapping's address (0: nothing saved).
+    pub(super) fn save_scope() -> usize {
+        let Ok(slot) = crate::slot::get() else {
+            return 0;
+        };
+        // A signal arriving meanwhile may itself run AMX on this thread's state.
+        let mask = signals::set_mask(!0);
+        let mut saved = 0;
+        if let Ok(map) = crate::sys::mmap_anon(0, SAVED, libc::PROT_READ | libc::PROT_WRITE, 0) {
+            // SAFETY: the mapping is SAVED bytes, page-aligned, zeroed, ours alone; any bytes
+            // are a valid `Saved`.
+            let saved_state = unsafe { &mut *(map as usize as *mut Saved) };
+            let unit = slot.unit();
+            saved_state.config = unit.loaded_config();
+            for (t, tile) in (0u8..).zip(saved_state.tiles.iter_mut()) {
+                if let Some(bytes) = unit.tile_bytes(t) {
+                    *tile = *bytes;
+                }
+            }
+            unit.tilerelease();
+            saved = map as usize;
+        }
+        signals::set_mask(mask);
+        saved
+    }
+
+    /// Puts back a state [`save_scope`] saved and unmaps it.
+    pub(super) fn restore_scope(saved: usize) {
+        let Some(slot) = crate::slot::current() else {
+            return;
+        };
+        let mask = signals::set_mask(!0);
+        // SAFETY: `saved` is the `Saved` mapping `save_scope` made, which nobody else uses.
+        let saved_state = unsafe { &*(saved as *const Saved) };
+        let unit = slot.unit();
+        if unit.ldtilecfg(&saved_state.config).is_ok() {
+            for (t, tile) in (0u8..).zip(saved_state.tiles.iter()) {
+                unit.set_tile_bytes(t, tile);
+            }
+        } else {
+            unit.tilerelease();
+        }
+        // SAFETY: the mapping is no longer used.
+        let _ = unsafe { crate::sys::munmap(saved as u64, SAVED) };
+        signals::set_mask(mask);
     }
 }

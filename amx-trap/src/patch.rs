@@ -3,74 +3,42 @@
 //! A signal round trip costs microseconds, the emulator's work tens to hundreds of nanoseconds.
 //! So once an AMX instruction has trapped [`PATCH_AFTER`] times at the same address (a *site*),
 //! the engine rewrites the site's first five bytes into `jmp rel32` to a stub of its own, and
-//! later executions run the instruction through a function call instead of a signal:
+//! later executions run the instruction through a function call instead of a signal
+//! ([`crate::fastpath`]).
 //!
-//! 1. **The stub** (one page per site, mapped within ±2 GiB of it, made read+execute before
-//!    the jump to it exists) steps over the red zone (`lea rsp, [rsp-128]`) and calls the
-//!    engine's common entry ([`super::stub`]). The entry saves every general-purpose register
-//!    and RFLAGS, the vector state the compiled code can change (ymm0-15 and MXCSR; with
-//!    `XSAVE`, x87 to AVX-512, where the OS enables AVX-512 state) in an aligned area below
-//!    them, loads the default MXCSR (the one a signal handler gets, so results are those of
-//!    the slow path bit for bit), and calls
-//!    [`fast`] with the saved registers. [`fast`] takes the instruction the site table holds,
-//!    decoded when the site was patched, and runs [`execute`] on the thread's emulator (on the
-//!    engine's work stack, allocation-free, lock-free). Memory operands are copied directly
-//!    ([`super::fastcopy`]): a fault inside the copy is caught by the engine's SIGSEGV handler
-//!    and the access is redone with the slow path's `process_vm_readv`/`writev`, which computes
-//!    the exact page fault. The entry restores everything and returns to the address [`fast`]
-//!    chose with `ret 128`, which also gives back the red zone.
-//! 2. **Completed**: the stub resumes after the instruction (the bytes of the site past the
-//!    jump are never executed). **Faulted** (#UD, #GP, #PF, XFD): the stub resumes, with every
-//!    register as the instruction found it, at a `ud2` of its own; the SIGILL handler
-//!    recognises it ([`fault_exit`]), puts RIP back on the site and runs the instruction on the
-//!    slow path, which raises the exception exactly as an unpatched site does: the program's
-//!    handler sees RIP at the site, the original registers, the silicon's signal, code,
-//!    `si_addr` and REG_TRAPNO, and start_row left at the faulting row.
-//! 3. **Writing the jump** while other threads may be executing the site is the breakpoint-first
-//!    sequence of cross-modifying code: `int3` over byte 0, a core-serializing
-//!    `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` on every thread of the process,
-//!    bytes 1..4 (the displacement), sync, byte 0 = `E9`, sync. A thread sees the original
-//!    instruction (SIGILL: slow path), the `int3` (SIGTRAP: the engine's handler, first in
-//!    line, emulates the site's instruction on the slow path and chains every other SIGTRAP to
-//!    the program's action), or the complete jump; never a mix. The bytes are written through
-//!    `/proc/self/mem` (as a debugger writes breakpoints), so the code's page protections are
-//!    never changed under other threads: a file-backed text page becomes a private copy, as on
-//!    any write to it. Where that write, the membarrier or an executable stub page is refused,
-//!    the site stays on the slow path, which is always correct.
+//! **Writing the jump** while other threads may be executing the site is the breakpoint-first
+//! sequence of cross-modifying code: `int3` over byte 0, a core-serializing
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`, bytes 1..4 (the displacement),
+//! sync, byte 0 = `E9`, sync. A thread sees the original instruction (SIGILL: the slow path),
+//! the `int3` (SIGTRAP: the engine emulates the site's instruction, but only while the site is
+//! being written and its other bytes are the site's: any other `int3` is the program's), or
+//! the complete jump; never a mix. The bytes are written through `/proc/self/mem` (as a
+//! debugger writes breakpoints), so the code's page protections never change under other
+//! threads. Removing a patch is the same sequence backwards.
+//!
+//! **What the engine never patches**: a site in a shared mapping (the write would reach the
+//! file, or another process), a site whose bytes changed since it trapped, and any site while
+//! the engine does not hold SIGTRAP (its `int3` must never reach a handler of the program's).
+//! Stub pages are placed within reach of the jump but never above the program break, where the
+//! heap of `brk` grows.
+//!
+//! **What the program can still observe**: its own code bytes, read back, show the jump (five
+//! bytes) instead of the instruction's first five. The preload removes a site's patch before
+//! the program `mprotect`s, `mremap`s, `madvise`s or unmaps its page, so a JIT that makes its
+//! code writable to change it sees its own bytes; and every execution of a patched site checks
+//! that the instruction's other bytes are unchanged (a program that rewrites them in place gets
+//! the instruction it wrote). `AMX_TRAP_PATCH=0` turns patching off.
 //!
 //! Patching happens inside the SIGILL handler of the thread that trapped, under a try-lock (a
 //! busy lock means "patch on a later trap", never a wait). The site table is a fixed static
-//! array of atomics, so the handlers allocate nothing and take no lock.
-//!
-//! `AMX_TRAP_PATCH=0` in the environment when the engine is installed turns patching off (every
-//! execution traps); [`set_patching`] does the same at run time for sites not yet patched.
-//!
-//! Inherited and unusual cases: `fork` copies the patched code and the stubs, so a child runs
-//! them as its parent did; `exec` discards them. Code unloaded and replaced at a patched
-//! address traps as new code and stays on the slow path (the table's instruction serves a SIGILL
-//! at the site only while the bytes there are the engine's `int3` or jump). A signal arriving while a thread is in a stub runs its handler on the thread's
-//! stack below the stub's frame; a handler that runs AMX instructions there opens a
-//! [`HandlerScope`](super::HandlerScope) (the preload does it for every handler), as on the
-//! slow path. A handler that leaves a stub by `siglongjmp` abandons the instruction midway
-//! (the silicon would have completed or not started it). The stub needs about 1.5 KiB of the
-//! program's stack (about 4 KiB with `XSAVE`).
-//!
-//! Limits: a SIGTRAP handler the program installs after the engine receives the `int3` of a
-//! thread that reaches a site in the microseconds it is being patched. Without the preload, a
-//! SIGSEGV handler the program installs after the engine also receives faults of the direct
-//! copy (at an address inside the engine, instead of the slow path's exact report); the engine
-//! checks its SIGSEGV handler each time it patches a site and copies through the slow path
-//! from then on if it was replaced.
+//! array of atomics: the handlers allocate nothing and take no lock.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use super::deliver::{self, deliver, Action};
-use super::exec::{execute, Outcome};
-use super::handler::Errno;
-use super::regs::{context, Regs};
-use super::{fastcopy, handler, memory, state, stub};
 use amx_tilecfg::decode::{self, Decoded, Instruction, Operation, MAX_LEN};
+
+use crate::{access, fastpath, signals};
 
 /// Traps at one address after which the site is patched: the second execution patches it, so
 /// code run once (initialisation) costs no patch.
@@ -82,30 +50,33 @@ const MAX_SITES: usize = 1024;
 /// Slots probed from a site's hash slot.
 const PROBES: usize = 32;
 
-const PAGE: u64 = 4096;
-
-/// A site's life: counting traps, claimed by the thread patching it, its int3 or jump written
-/// (the instruction in the table is valid from here on), patched, or refused for good.
+/// A site's life: counting traps, claimed by the thread patching it, its `int3` or jump being
+/// written (the instruction is published from here on), patched, its patch being removed,
+/// retired for good (its instruction stays valid for a thread still in its stub), or refused.
 const COUNTING: u8 = 0;
 const CLAIMED: u8 = 1;
 const PATCHING: u8 = 2;
 const PATCHED: u8 = 3;
-const REFUSED: u8 = 4;
+const UNPATCHING: u8 = 4;
+const DEAD: u8 = 5;
+const REFUSED: u8 = 6;
 
-struct Site {
+pub(crate) struct Site {
     /// The instruction's address; 0: free slot.
     addr: AtomicU64,
     state: AtomicU8,
     traps: AtomicU32,
-    /// The stub's page.
+    /// The stub.
     stub: AtomicU64,
-    /// Written once by the patching thread before `state` becomes [`PATCHING`] (release); read
-    /// only after `state` was seen at [`PATCHING`] or later (acquire).
+    /// Written once by the patching thread before `state` becomes [`PATCHING`] (release);
+    /// read only after `state` was seen at [`PATCHING`] or later (acquire).
     insn: UnsafeCell<Instruction>,
+    /// The instruction's bytes, published with `insn`.
+    bytes: UnsafeCell<[u8; MAX_LEN]>,
 }
 
-// SAFETY: every field but `insn` is atomic; `insn` follows the publication protocol documented
-// on it, so no read races with its one write.
+// SAFETY: every field but `insn` and `bytes` is atomic; those follow the publication protocol
+// documented on them (a retired site is never written again), so no read races with a write.
 unsafe impl Sync for Site {}
 
 static SITES: [Site; MAX_SITES] = [const {
@@ -119,21 +90,22 @@ static SITES: [Site; MAX_SITES] = [const {
             mem: None,
             len: 0,
         }),
+        bytes: UnsafeCell::new([0; MAX_LEN]),
     }
 }; MAX_SITES];
 
 /// Whether new sites are patched (the environment and [`set_patching`]).
 static ENABLED: AtomicBool = AtomicBool::new(true);
-/// Whether the process can patch: the stub's save area fits, SIGTRAP is the engine's, the
-/// membarrier is registered.
+/// Whether the process can patch: the stubs' entry chosen, the membarrier registered.
 static READY: AtomicBool = AtomicBool::new(false);
-/// Held while a site is written (and its stub allocated): one patch at a time.
+/// Held while a site is written (and its stub made): one patch at a time.
 static PATCH_LOCK: AtomicBool = AtomicBool::new(false);
 /// Sites patched so far.
 static PATCHED_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Whether the engine's SIGTRAP must be checked before each patch (in-process: the program may
+/// have replaced it; the preload keeps it).
+static CHECK_SIGTRAP: AtomicBool = AtomicBool::new(true);
 
-/// Linux's `si_code` of a trap instruction (`int3`).
-const SI_KERNEL: i32 = 0x80;
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 5;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 6;
 
@@ -156,34 +128,33 @@ pub fn patched_sites() -> usize {
     PATCHED_COUNT.load(Ordering::Relaxed)
 }
 
-/// Prepares patching when the engine is installed: reads `AMX_TRAP_PATCH`, checks the stub's
-/// save area, registers the membarrier and takes SIGTRAP (for the patching window) and, unless
-/// the engine already has it, SIGSEGV (for the direct copy). Outside signal context.
-pub(crate) fn prepare() {
+/// Prepares patching when the engine is installed: reads `AMX_TRAP_PATCH`, chooses the stubs'
+/// entry and registers the membarrier. `sigtrap_kept`: the preload keeps SIGTRAP itself.
+/// Outside signal context.
+pub(crate) fn prepare(sigtrap_kept: bool) {
     if READY.load(Ordering::Acquire) {
         return;
     }
     if std::env::var_os("AMX_TRAP_PATCH").is_some_and(|v| v == "0") {
         ENABLED.store(false, Ordering::Release);
     }
-    if !stub::prepare() || !register_membarrier() {
+    CHECK_SIGTRAP.store(!sigtrap_kept, Ordering::Relaxed);
+    if !fastpath::prepare() || !register_membarrier() {
         return;
     }
-    if !take_sigtrap() {
-        return;
-    }
-    fastcopy::prepare();
     READY.store(true, Ordering::Release);
 }
 
 fn register_membarrier() -> bool {
     // SAFETY: membarrier takes no pointers.
     unsafe {
-        libc::syscall(
+        crate::sys::call(
             libc::SYS_membarrier,
-            MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE,
-            0,
-            0,
+            &[
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE as u64,
+                0,
+                0,
+            ],
         ) == 0
     }
 }
@@ -194,11 +165,9 @@ fn sync_cores() -> bool {
     let sync = || {
         // SAFETY: membarrier takes no pointers.
         unsafe {
-            libc::syscall(
+            crate::sys::call(
                 libc::SYS_membarrier,
-                MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
-                0,
-                0,
+                &[MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE as u64, 0, 0],
             ) == 0
         }
     };
@@ -206,83 +175,182 @@ fn sync_cores() -> bool {
     sync() || (register_membarrier() && sync())
 }
 
-fn take_sigtrap() -> bool {
-    if deliver::owned(libc::SIGTRAP) {
-        return true;
-    }
-    let ours = Action {
-        handler: on_sigtrap as *const () as usize,
-        flags: libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_RESTART,
-        mask: !0,
-    }
-    .to_c();
-    // SAFETY: an all-zero sigaction is valid.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are live sigactions; the handler is async-signal-safe.
-    if unsafe { deliver::real_sigaction(libc::SIGTRAP, &ours, &mut old) } != 0 {
-        return false;
-    }
-    deliver::record(libc::SIGTRAP, Action::from_c(&old));
-    true
-}
-
 fn hash(addr: u64) -> usize {
     (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % MAX_SITES
 }
 
-/// The site at `addr`, if the table has it.
+/// The table entries a site at `addr` may occupy, in probing order.
+fn probes(addr: u64) -> impl Iterator<Item = &'static Site> {
+    let from = SITES.get(hash(addr)..).unwrap_or_default();
+    from.iter().chain(SITES.iter()).take(PROBES)
+}
+
+/// The live (not retired) site at `addr`, if the table has it.
 fn find(addr: u64) -> Option<&'static Site> {
-    let h = hash(addr);
-    for i in 0..PROBES {
-        let s = &SITES[(h + i) % MAX_SITES];
+    for s in probes(addr) {
         match s.addr.load(Ordering::Acquire) {
-            a if a == addr => return Some(s),
             0 => return None,
+            a if a == addr && s.state.load(Ordering::Acquire) != DEAD => return Some(s),
             _ => {}
         }
     }
     None
 }
 
-/// The site at `addr`, entered into the table if absent (`None` when the table is full there).
+/// The live site at `addr`, entered into the table if absent (`None` when the table is full
+/// there).
 fn find_or_insert(addr: u64) -> Option<&'static Site> {
-    let h = hash(addr);
-    for i in 0..PROBES {
-        let s = &SITES[(h + i) % MAX_SITES];
+    for s in probes(addr) {
         match s
             .addr
             .compare_exchange(0, addr, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => return Some(s),
-            Err(a) if a == addr => return Some(s),
+            Err(a) if a == addr && s.state.load(Ordering::Acquire) != DEAD => return Some(s),
             Err(_) => {}
         }
     }
     None
 }
 
-/// The site's instruction, once published.
-fn published(s: &Site) -> Option<Instruction> {
-    match s.state.load(Ordering::Acquire) {
-        // SAFETY: the state is at PATCHING or later, so the write to `insn` happened before
-        // (release/acquire on `state`) and there is none after.
-        PATCHING | PATCHED => Some(unsafe { *s.insn.get() }),
-        _ => None,
+/// The site with table index `index`.
+pub(crate) fn site(index: u32) -> Option<&'static Site> {
+    SITES.get(index as usize)
+}
+
+fn site_index(site: &Site) -> u32 {
+    ((site as *const Site as usize - SITES.as_ptr() as usize) / std::mem::size_of::<Site>()) as u32
+}
+
+impl Site {
+    /// The site's address.
+    pub(crate) fn addr(&self) -> u64 {
+        self.addr.load(Ordering::Acquire)
+    }
+
+    /// The site's stub.
+    pub(crate) fn stub(&self) -> u64 {
+        self.stub.load(Ordering::Acquire)
+    }
+
+    /// The site's instruction and bytes, once published.
+    pub(crate) fn published(&self) -> Option<(Instruction, [u8; MAX_LEN])> {
+        match self.state.load(Ordering::Acquire) {
+            PATCHING | PATCHED | UNPATCHING | DEAD => {
+                // SAFETY: the state is at PATCHING or later, so the writes to `insn` and
+                // `bytes` happened before (release/acquire on `state`) and there is none after.
+                Some(unsafe { (*self.insn.get(), *self.bytes.get()) })
+            }
+            _ => None,
+        }
     }
 }
 
-/// Called by the SIGILL handler for every AMX instruction it is about to emulate at `rip`:
-/// counts the trap and patches the site once it is hot.
-pub(crate) fn trapped(rip: u64, insn: &Instruction) {
+/// The jump of a site patched to `stub`: `E9` and the displacement.
+fn jump(site: u64, stub: u64) -> Option<[u8; 5]> {
+    let rel = i32::try_from(stub.wrapping_sub(site.wrapping_add(5)) as i64).ok()?;
+    let mut j = [0xE9, 0, 0, 0, 0];
+    j[1..].copy_from_slice(&rel.to_le_bytes());
+    Some(j)
+}
+
+/// What the bytes `code` at `rip` are, for a site of the table: the instruction the program
+/// has there now, if the site's first five bytes are the engine's (its `int3` while being
+/// written, or its jump): the site's own instruction when its other bytes are unchanged, else
+/// the instruction the program made by changing them (the site's patch is then removed).
+pub(crate) fn patched_since(rip: u64, code: &[u8]) -> Option<Decoded> {
+    // A retired site's jump may still be in the code (a patch that could not be removed).
+    let site = find_any(rip)?;
+    let (insn, bytes) = site.published()?;
+    let len = usize::from(insn.len);
+    let head = code.get(..5)?;
+    let ours = match head.first()? {
+        0xCC => matches!(site.state.load(Ordering::Acquire), PATCHING | UNPATCHING),
+        0xE9 => jump(rip, site.stub()).is_some_and(|j| head == j),
+        _ => false,
+    };
+    if !ours {
+        return None;
+    }
+    let tail = code.get(5..len.max(5))?;
+    if tail == bytes.get(5..len.max(5))? {
+        return Some(Decoded::Amx(insn));
+    }
+    // The program changed the instruction's other bytes in place: its instruction is its own
+    // first bytes with them.
+    let mut now = [0u8; MAX_LEN];
+    let n = code.len().min(MAX_LEN);
+    let (first, rest) = now.get_mut(..n)?.split_at_mut_checked(5)?;
+    first.copy_from_slice(bytes.get(..5)?);
+    rest.copy_from_slice(code.get(5..n)?);
+    unpatch(site, false);
+    Some(decode::decode(now.get(..n)?))
+}
+
+/// The instruction of a site whose `int3` the thread met at `at` (SIGTRAP at `at + 1`): an
+/// `int3` the engine wrote while writing the site's jump or removing it. By the time the
+/// handler reads the site the writing may have gone on, so the site's bytes may be the `int3`,
+/// the jump or the original instruction; any other byte, or an `int3` outside such a window
+/// (a program's own, or one filling a freed page), is the program's.
+pub(crate) fn int3_site(at: u64) -> Option<Instruction> {
+    let site = find_any(at)?;
+    let (insn, bytes) = site.published()?;
+    let len = usize::from(insn.len);
+    let mut buf = [0u8; MAX_LEN];
+    let code = buf.get_mut(..len)?;
+    if access::fetch(at, code) < len {
+        return None;
+    }
+    let jump = jump(at, site.stub())?;
+    let (head, tail) = code.split_at_checked(5)?;
+    let (original, original_tail) = bytes.get(..len)?.split_at_checked(5)?;
+    let ours = match site.state.load(Ordering::Acquire) {
+        PATCHING | UNPATCHING => head.first() == Some(&0xCC) || head == jump || head == original,
+        // The window closed after this thread met the int3: the jump, or the instruction back.
+        PATCHED => head == jump,
+        DEAD => head == original,
+        _ => false,
+    };
+    let displacement_ok = head.get(1..) == original.get(1..) || head.get(1..) == jump.get(1..);
+    (ours && displacement_ok && tail == original_tail).then_some(insn)
+}
+
+/// The newest site at `addr`, retired or not.
+fn find_any(addr: u64) -> Option<&'static Site> {
+    find(addr).or_else(|| {
+        probes(addr)
+            .take_while(|s| s.addr.load(Ordering::Acquire) != 0)
+            .filter(|s| s.addr.load(Ordering::Acquire) == addr)
+            .last()
+    })
+}
+
+/// Called by the SIGILL handler for every AMX instruction it is about to emulate at `rip`
+/// (`code`: its bytes): counts the trap and patches the site once it is hot.
+pub(crate) fn trapped(rip: u64, insn: &Instruction, code: &[u8]) {
     if !patching() {
         return;
     }
     let Some(site) = find_or_insert(rip) else {
         return;
     };
-    if site.state.load(Ordering::Acquire) != COUNTING
-        || site.traps.fetch_add(1, Ordering::Relaxed) + 1 < PATCH_AFTER
-    {
+    match site.state.load(Ordering::Acquire) {
+        COUNTING => {}
+        // Patched, yet the original instruction trapped: the code was replaced (a library
+        // unloaded and loaded again at the same address). The old entry retires.
+        PATCHED => {
+            if site
+                .state
+                .compare_exchange(PATCHED, DEAD, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                PATCHED_COUNT.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        _ => return,
+    }
+    if site.traps.fetch_add(1, Ordering::Relaxed).saturating_add(1) < PATCH_AFTER {
         return;
     }
     if site
@@ -297,151 +365,178 @@ pub(crate) fn trapped(rip: u64, insn: &Instruction) {
         site.state.store(COUNTING, Ordering::Release);
         return;
     }
-    let done = patch(site, rip, insn);
+    let done = patch(site, rip, insn, code);
     PATCH_LOCK.store(false, Ordering::Release);
     if done {
         PATCHED_COUNT.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// Writes the jump for `site` (claimed by this thread). Returns whether the site is patched.
-fn patch(site: &Site, rip: u64, insn: &Instruction) -> bool {
-    fastcopy::check_guard();
-    // SAFETY: the site is CLAIMED by this thread: no one reads `insn` before PATCHING.
-    unsafe { *site.insn.get() = *insn };
+/// Why a site may not be patched now, if it may not.
+fn refused(rip: u64, insn: &Instruction, code: &[u8]) -> bool {
+    if usize::from(insn.len) < 5 || code.len() < usize::from(insn.len) {
+        return true;
+    }
     // The bytes must still be this instruction (the program may rewrite its code).
-    let mut code = [0u8; MAX_LEN];
-    let n = memory::read_prefix(rip, &mut code);
-    if decode::decode(&code[..n]) != Decoded::Amx(*insn) || insn.len < 5 {
+    let mut buf = [0u8; MAX_LEN];
+    let n = access::fetch(rip, &mut buf);
+    let now = buf.get(..n).unwrap_or_default();
+    let same = n.min(code.len());
+    if decode::decode(now) != Decoded::Amx(*insn) || now.get(..same) != code.get(..same) {
+        return true;
+    }
+    // A write into a shared mapping would reach the file, or the other processes mapping it.
+    crate::maps::private(rip) != Some(true)
+}
+
+/// Writes the jump for `site` (claimed by this thread). Returns whether the site is patched.
+fn patch(site: &Site, rip: u64, insn: &Instruction, code: &[u8]) -> bool {
+    if CHECK_SIGTRAP.load(Ordering::Relaxed) && !engine_holds_sigtrap() {
+        // The int3 could reach the program's own SIGTRAP handler: not now.
+        site.state.store(COUNTING, Ordering::Release);
+        return false;
+    }
+    if refused(rip, insn, code) {
         site.state.store(REFUSED, Ordering::Release);
         return false;
     }
-    let Some(page) = stub::build(rip, site_index(site)) else {
+    let mut bytes = [0u8; MAX_LEN];
+    let len = usize::from(insn.len).min(MAX_LEN);
+    if let (Some(to), Some(from)) = (bytes.get_mut(..len), code.get(..len)) {
+        to.copy_from_slice(from);
+    }
+    // SAFETY: the site is CLAIMED by this thread: no one reads `insn` or `bytes` before
+    // PATCHING.
+    unsafe {
+        *site.insn.get() = *insn;
+        *site.bytes.get() = bytes;
+    }
+    let Some(stub) = fastpath::build_stub(rip, site_index(site)) else {
         site.state.store(REFUSED, Ordering::Release);
         return false;
     };
-    site.stub.store(page, Ordering::Release);
-    let rel = page as i64 - (rip as i64 + 5);
-    let Ok(rel) = i32::try_from(rel) else {
+    site.stub.store(stub, Ordering::Release);
+    let Some(jump) = jump(rip, stub) else {
         site.state.store(REFUSED, Ordering::Release);
         return false;
     };
-    // SAFETY: a NUL-terminated path; open has no other memory arguments.
-    let fd = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 || !sync_cores() {
-        if fd >= 0 {
-            // SAFETY: `fd` is ours.
-            unsafe { libc::close(fd) };
-        }
+    let Some(mem) = Mem::open() else {
+        site.state.store(REFUSED, Ordering::Release);
+        return false;
+    };
+    if !sync_cores() {
         site.state.store(REFUSED, Ordering::Release);
         return false;
     }
     // From here a thread may meet the int3: the instruction is published first.
     site.state.store(PATCHING, Ordering::Release);
-    let ok = poke(fd, rip, &[0xCC]);
-    let ok = ok && sync_cores() && poke(fd, rip + 1, &rel.to_le_bytes()) && sync_cores();
-    let ok = ok && poke(fd, rip, &[0xE9]) && sync_cores();
-    if !ok {
-        // Put the instruction back; should that fail too, the int3 stays and the SIGTRAP
-        // handler keeps emulating the site (state PATCHING), which is correct.
-        if poke(fd, rip + 1, &code[1..5]) && sync_cores() && poke(fd, rip, &code[..1]) {
-            sync_cores();
-            site.state.store(REFUSED, Ordering::Release);
-        }
-    } else {
+    let ok = mem.poke(rip, &[0xCC])
+        && sync_cores()
+        && mem.poke(rip.wrapping_add(1), &jump[1..])
+        && sync_cores()
+        && mem.poke(rip, &jump[..1])
+        && sync_cores();
+    if ok {
         site.state.store(PATCHED, Ordering::Release);
+        return true;
     }
-    // SAFETY: `fd` is ours.
-    unsafe { libc::close(fd) };
-    ok
-}
-
-/// Writes `bytes` at `addr` of this process through `/proc/self/mem` (`fd`).
-fn poke(fd: libc::c_int, addr: u64, bytes: &[u8]) -> bool {
-    // SAFETY: `bytes` is a live buffer of its length; the kernel checks the target address.
-    let n = unsafe { libc::pwrite64(fd, bytes.as_ptr().cast(), bytes.len(), addr as i64) };
-    n == bytes.len() as isize
-}
-
-fn site_index(site: &Site) -> u32 {
-    ((site as *const Site as usize - SITES.as_ptr() as usize) / std::mem::size_of::<Site>()) as u32
-}
-
-/// The instruction of the site at `rip` if `code` (the bytes there now) is the engine's `int3`
-/// or jump: a thread that trapped on the original instruction, whose handler reads the bytes
-/// after another thread patched them.
-pub(crate) fn patched_since(rip: u64, code: &[u8]) -> Option<Instruction> {
-    let first = *code.first()?;
-    if first != 0xCC && first != 0xE9 {
-        return None;
+    // Put the instruction back; should that fail too, the int3 stays and the SIGTRAP path
+    // keeps emulating the site (state PATCHING), which is correct.
+    if mem.poke(rip.wrapping_add(1), &bytes[1..5]) && sync_cores() && mem.poke(rip, &bytes[..1]) {
+        sync_cores();
+        site.state.store(REFUSED, Ordering::Release);
     }
-    let site = find(rip)?;
-    let insn = published(site)?;
-    if first == 0xE9 {
-        let rel = i32::from_le_bytes(code.get(1..5)?.try_into().ok()?);
-        let target = rip.wrapping_add(5).wrapping_add(rel as i64 as u64);
-        if target != site.stub.load(Ordering::Acquire) {
-            return None;
-        }
-    }
-    Some(insn)
+    false
 }
 
-/// If `rip` is a stub's fault exit (the `ud2` a faulted fast-path execution resumes at), the
-/// site's address and instruction: the SIGILL handler then raises the exception at the site.
-pub(crate) fn fault_exit(rip: u64) -> Option<(u64, Instruction)> {
-    if rip % PAGE != stub::FAULT_EXIT {
-        return None;
-    }
-    let page = rip - stub::FAULT_EXIT;
-    SITES.iter().find_map(|s| {
-        if s.stub.load(Ordering::Acquire) != page {
-            return None;
-        }
-        Some((s.addr.load(Ordering::Acquire), published(s)?))
-    })
-}
-
-/// The fast path: called by the stub's common entry with the site's number and the
-/// interrupted registers (RIP set here); executes the instruction and returns the address to resume at (past
-/// the instruction, or the stub's fault exit).
-pub(crate) fn fast(index: u32, regs: &mut Regs) -> u64 {
-    // Every stub carries its own site's number, always in range.
-    let site = &SITES[index as usize % MAX_SITES];
-    let stub = site.stub.load(Ordering::Acquire);
-    let (Some(insn), addr) = (published(site), site.addr.load(Ordering::Acquire)) else {
-        return stub + stub::FAULT_EXIT;
-    };
-    regs.rip = addr;
-    let outcome = state::with_unit(|unit| fastcopy::direct(|| execute(&insn, regs, unit)));
-    match outcome {
-        Some(Outcome::Completed) => regs.rip,
-        // The slow path raises the exception, or #UD for a thread being torn down.
-        _ => stub + stub::FAULT_EXIT,
-    }
-}
-
-/// The SIGTRAP handler: a thread that met the `int3` of a site being patched runs the site's
-/// instruction on the slow path; any other SIGTRAP goes to the program's action.
-pub(crate) extern "C" fn on_sigtrap(
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    uc: *mut libc::c_void,
-) {
-    let _errno = Errno::save();
-    let uc = uc.cast::<libc::ucontext_t>();
-    // SAFETY: the kernel passes a valid siginfo_t and ucontext_t to an SA_SIGINFO handler; they
-    // live on this handler's frame until it returns.
-    let (info, ctx) = unsafe { (&mut *info, &mut *uc) };
-    if info.si_code == SI_KERNEL {
-        let at = context::rip(ctx).wrapping_sub(1);
-        if let Some(insn) = find(at).and_then(published) {
-            context::set_rip(ctx, at);
-            // SAFETY: `uc` is this handler's context; RIP is the site's.
-            unsafe { handler::emulate(&insn, uc, at) };
+/// Removes `site`'s patch: its original first bytes written back (if its jump is still
+/// there), the entry retired. With `wait`, waits for a patch in progress on another thread
+/// (outside signal handlers only: a handler must not wait for the code it interrupted);
+/// without, gives up when one is.
+fn unpatch(site: &Site, wait: bool) {
+    while PATCH_LOCK.swap(true, Ordering::Acquire) {
+        if !wait {
             return;
         }
+        std::hint::spin_loop();
     }
-    // SAFETY: `uc` is this handler's context.
-    unsafe { deliver(sig, info, uc, info.si_code > 0) };
+    if site
+        .state
+        .compare_exchange(PATCHED, UNPATCHING, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+    {
+        let rip = site.addr();
+        // SAFETY: UNPATCHING is a published state: `bytes` is written and stays so.
+        let bytes = unsafe { *site.bytes.get() };
+        let mut head = [0u8; 5];
+        let ours = access::fetch(rip, &mut head) == 5 && jump(rip, site.stub()) == Some(head);
+        if ours {
+            if let Some(mem) = Mem::open() {
+                let _ = mem.poke(rip, &[0xCC])
+                    && sync_cores()
+                    && mem.poke(rip.wrapping_add(1), &bytes[1..5])
+                    && sync_cores()
+                    && mem.poke(rip, &bytes[..1])
+                    && sync_cores();
+            }
+        }
+        site.state.store(DEAD, Ordering::Release);
+        PATCHED_COUNT.fetch_sub(1, Ordering::Relaxed);
+    }
+    PATCH_LOCK.store(false, Ordering::Release);
+}
+
+/// Removes the patches of every site in `start..start + len` (the program is about to change,
+/// protect, move or unmap that memory).
+pub fn unpatch_range(start: u64, len: u64) {
+    if PATCHED_COUNT.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let end = start.saturating_add(len);
+    for site in &SITES {
+        let at = site.addr();
+        if at != 0 && at < end && at.saturating_add(MAX_LEN as u64) > start {
+            unpatch(site, true);
+        }
+    }
+}
+
+/// Whether the engine's entry is SIGTRAP's action in the kernel's table.
+fn engine_holds_sigtrap() -> bool {
+    signals::kernel_action(libc::SIGTRAP)
+        .is_some_and(|a| a.handler == crate::entry::handler() as u64)
+}
+
+/// `/proc/self/mem`, open for writing code as a debugger writes breakpoints.
+struct Mem(i32);
+
+impl Mem {
+    fn open() -> Option<Mem> {
+        crate::sys::open(c"/proc/self/mem", libc::O_RDWR | libc::O_CLOEXEC)
+            .ok()
+            .map(Mem)
+    }
+
+    /// Writes `bytes` at `addr` of this process.
+    fn poke(&self, addr: u64, bytes: &[u8]) -> bool {
+        i64::try_from(addr).is_ok()
+            && crate::sys::pwrite(self.0, bytes, addr) == Ok(bytes.len() as u64)
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        crate::sys::close(self.0);
+    }
+}
+
+/// Writes `bytes` into a page of the engine's own executable stubs (read+execute: the write goes
+/// through `/proc/self/mem`, as for a site).
+pub(crate) fn poke_code(addr: u64, bytes: &[u8]) -> bool {
+    Mem::open().is_some_and(|m| m.poke(addr, bytes))
+}
+
+/// The site a stub at `stub` serves (its number is in the stub; checked against the table).
+pub(crate) fn by_stub(stub: u64, index: u32) -> Option<&'static Site> {
+    site(index).filter(|s| s.stub() == stub)
 }

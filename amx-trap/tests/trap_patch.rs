@@ -292,9 +292,10 @@ fn faults_on_patched_sites_reach_the_handler_at_the_site() {
         .iter()
         .any(|l| l.ends_with("patched true true true true"))
     {
-        // SEGV_ACCERR at the first byte of the protected page (row 8), a user read of a
-        // present page, RIP at the site, the registers the instruction saw.
-        has("load-pf 11 2 14 4096 5 true 512");
+        // SEGV_ACCERR at the first byte of the protected page (row 8), the error code of a
+        // user read of a page that is not present (PROT_NONE), RIP at the site, the registers
+        // the instruction saw.
+        has("load-pf 11 2 14 4096 4 true 512");
         has("resumed true");
         // A user write.
         has("store-pf 11 2 14 4096 7 true");

@@ -6,81 +6,27 @@
 //! lacks the AMX flags.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 
 use amx_runtime::{Emulator, TileUnit};
 
-/// The preload library cargo built for this test (the cdylib beside the test's own deps).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let deps = exe.parent().expect("the deps directory");
-    let candidates = [
-        deps.join("libamx_trap_preload.so"),
-        deps.parent()
-            .map(|p| p.join("libamx_trap_preload.so"))
-            .unwrap_or_default(),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .unwrap_or_else(|| panic!("libamx_trap_preload.so is in none of {candidates:?}"))
+mod support;
+use support::*;
+
+/// The C program, built with gcc's AMX flags; `None` after a visible skip.
+fn program() -> Option<PathBuf> {
+    build(
+        "amx_program.c",
+        &["-O2", "-mamx-tile", "-mamx-int8", "-mamx-bf16"],
+    )
 }
 
-/// The C program, built once; or why gcc cannot build it.
-fn build() -> Result<&'static Path, &'static str> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/amx_program.c");
-            let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("amx_program");
-            let built = Command::new("gcc")
-                .args(["-O2", "-mamx-tile", "-mamx-int8", "-mamx-bf16", "-o"])
-                .arg(&out)
-                .arg(&source)
-                .output();
-            match built {
-                Ok(o) if o.status.success() => Ok(out),
-                Ok(o) => Err(format!(
-                    "gcc cannot build AMX code here: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )),
-                Err(e) => Err(format!("no gcc: {e}")),
-            }
-        })
-        .as_ref()
-        .map(PathBuf::as_path)
-        .map_err(String::as_str)
-}
-
-/// The C program, or `None` after skipping the calling test (each test that needs it).
-fn program() -> Option<&'static Path> {
-    build()
-        .map_err(|why| amx_test_support::skip(amx_test_support::Kind::NotApplicable, why))
-        .ok()
-}
-
-fn run(program: &Path, mode: &str) -> Output {
-    Command::new(program)
-        .arg(mode)
-        .env("LD_PRELOAD", library())
-        .env_remove("AMX_TRAP_CPU")
-        .output()
-        .expect("run the C program")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The line of `out` starting with `key ` (without the key).
-fn line<'a>(out: &'a str, key: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {key:?} line in:\n{out}"))
+/// The program in `mode` under the library, with CPUID faulting asked for (where the kernel
+/// offers it, `cpuid` then reports the modelled CPU).
+fn run(program: &std::path::Path, mode: &str) -> Run {
+    Program::preloaded(program, &[mode])
+        .env("AMX_TRAP_CPUID", "1")
+        .run()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -105,30 +51,24 @@ fn cpuid_faulting_available() -> bool {
 #[test]
 fn c_program_results_and_handlers() {
     let Some(program) = program() else { return };
-    let out = run(program, "run");
-    let text = stdout(&out);
-    assert!(
-        out.status.success(),
-        "{}: {text}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run(&program, "run");
+    assert!(out.ok(), "{out}");
 
-    if cpuid_faulting_available() {
-        assert_eq!(line(&text, "cpuid7"), "tile=1 int8=1 bf16=1", "{text}");
-        assert_eq!(
-            line(&text, "palette1"),
-            "04002000 00080040 00000010",
-            "{text}"
-        );
+    if native_amx() || cpuid_faulting_available() {
+        assert_eq!(out.line("cpuid7"), "tile=1 int8=1 bf16=1", "{out}");
+        assert_eq!(out.line("palette1"), "04002000 00080040 00000010", "{out}");
     } else {
-        println!(
-            "CPUID faulting is not offered here: cpuid reports the host ({})",
-            line(&text, "cpuid7")
+        skip(
+            Kind::NotApplicable,
+            format!(
+                "its cpuid part: CPUID faulting is not offered here, so cpuid reports the host \
+                 ({})",
+                out.line("cpuid7")
+            ),
         );
     }
-    assert_eq!(line(&text, "perm before"), "0", "{text}");
-    assert_eq!(line(&text, "perm request"), "0 after 1", "{text}");
+    assert_eq!(out.line("perm before"), "0", "{out}");
+    assert_eq!(out.line("perm request"), "0 after 1", "{out}");
 
     // The same instructions on the emulator.
     let a: Vec<u8> = (0..1024u32).map(|i| (i * 37 + 11) as u8).collect();
@@ -151,61 +91,54 @@ fn c_program_results_and_handlers() {
     for (name, c, dot) in dots {
         emu.tilezero(c).unwrap();
         dot(&mut emu, c, 1, 2).unwrap();
-        let mut out = [0u8; 1024];
-        emu.tilestored(c, &mut out, 64).unwrap();
+        let mut tile = [0u8; 1024];
+        emu.tilestored(c, &mut tile, 64).unwrap();
         assert_eq!(
-            line(&text, name),
-            hex(&out),
+            out.line(name),
+            hex(&tile),
             "{name} differs from the emulator"
         );
     }
-    assert_eq!(line(&text, "config kept"), "1", "{text}");
+    assert_eq!(out.line("config kept"), "1", "{out}");
     assert_eq!(
-        line(&text, "handler saw init"),
+        out.line("handler saw init"),
         "1, state restored 1",
-        "a handler using AMX: {text}"
+        "a handler using AMX: {out}"
     );
     assert_eq!(
-        line(&text, "sigset handler saw init"),
+        out.line("sigset handler saw init"),
         "1, state restored 1",
-        "a handler installed with sigset: {text}"
+        "a handler installed with sigset: {out}"
     );
 
     // docs/semantics.md section 1, read by the program's own handlers.
     assert_eq!(
-        line(&text, "gp"),
+        out.line("gp"),
         "sig=11 code=128 trapno=13 addr=(nil)",
-        "{text}"
+        "{out}"
     );
     // The handler ran with the INIT tile state and siglongjmp does not restore the frame's:
     // the configuration is gone afterwards, as on the silicon.
-    assert_eq!(line(&text, "config after gp kept"), "0", "{text}");
-    assert_eq!(line(&text, "ud"), "sig=4 code=2 trapno=6", "{text}");
-    assert_eq!(line(&text, "ud2"), "sig=4 code=2 trapno=6", "{text}");
+    assert_eq!(out.line("config after gp kept"), "0", "{out}");
+    assert_eq!(out.line("ud"), "sig=4 code=2 trapno=6", "{out}");
+    assert_eq!(out.line("ud2"), "sig=4 code=2 trapno=6", "{out}");
 }
 
 #[test]
 fn c_program_without_the_permission_gets_xfd() {
     let Some(program) = program() else { return };
-    let out = run(program, "xfd");
-    let text = stdout(&out);
-    assert!(out.status.success(), "{}: {text}", out.status);
+    let out = run(&program, "xfd");
+    assert!(out.ok(), "{out}");
     // XFD's #NM as Linux reports it: SIGILL, ILL_ILLOPC, REG_TRAPNO 0.
-    assert_eq!(line(&text, "xfd"), "sig=4 code=1 trapno=0", "{text}");
+    assert_eq!(out.line("xfd"), "sig=4 code=1 trapno=0", "{out}");
 }
 
 #[test]
 fn c_program_without_handlers_dies_of_the_signal() {
     let Some(program) = program() else { return };
     for (mode, signal) in [("die-gp", libc::SIGSEGV), ("die-ud", libc::SIGILL)] {
-        let out = run(program, mode);
-        assert_eq!(
-            out.status.signal(),
-            Some(signal),
-            "{mode}: {} {}",
-            out.status,
-            stdout(&out)
-        );
-        assert!(!stdout(&out).contains("survived"), "{mode}");
+        let out = run(&program, mode);
+        assert_eq!(out.signal(), Some(signal), "{mode}: {out}");
+        assert!(!out.stdout.contains("survived"), "{mode}: {out}");
     }
 }
