@@ -18,7 +18,7 @@ use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
 };
 use crate::pool;
-use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind};
+use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind, ROW_BYTES};
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
@@ -911,7 +911,31 @@ fn acc_layout<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<(usiz
 /// Bytes of packed A the loop nest of `region` uses at most: [`nest`]'s largest block.
 fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<usize> {
     let rows = region.rows.len().min(p.blocking.mc);
-    packed_a_bytes(rows, kc_steps(p, region))
+    packed_a_bytes(rows, a_chunk_steps(p, region))
+}
+
+/// The most bytes of A one packed block holds when it spans more than one K block: a block
+/// packed once and reused for every column block must not outgrow a share of L2 on the way
+/// to memory, and a worker's scratch stays bounded whatever K is.
+const A_BLOCK_BYTES: usize = 1 << 20;
+
+/// K-steps of A packed at once ([`nest`]): all of K when the block of `mc` rows fits
+/// [`A_BLOCK_BYTES`] (then each block of A is packed once per call, however many column
+/// blocks reuse it), else as many whole K blocks as fit (at least one).
+fn a_chunk_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
+    let kc = kc_steps(p, region);
+    let steps = p.b.steps;
+    let rows = region.rows.len().min(p.blocking.mc).max(1);
+    #[cfg(test)]
+    let limit = tests::A_BLOCK_LIMIT.with(Cell::get);
+    #[cfg(not(test))]
+    let limit = A_BLOCK_BYTES;
+    let fit = limit / (rows * ROW_BYTES);
+    if steps <= fit.max(kc) {
+        steps
+    } else {
+        (fit / kc).max(1) * kc
+    }
 }
 
 /// K-steps per block of [`nest`]: a single micro-row reuses nothing of B, so it keeps C in the
@@ -1136,21 +1160,24 @@ fn nest<P: Precision, K: MicroKernel>(
     let tile_mem = MemMut::new(tile);
     let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
     let (rows, cols) = region.shape.dims();
-    // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
-    for jc in region.panels.clone().step_by(nc) {
-        let jc_end = jc.saturating_add(nc).min(region.panels.end);
-        // LOOP 4: pc over K in blocks of kc k-steps (B is already packed: the block is the
-        // k-steps pc..pc+kc of each panel).
-        for pc in (0..steps).step_by(kc) {
-            let kcur = kc.min(steps - pc);
-            let last = pc + kcur >= steps;
-            // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
-            for ic in region.rows.clone().step_by(blocking.mc) {
-                let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
+    // A is packed in chunks of `ka` k-steps: all of K unless a block of mc rows would outgrow
+    // A_BLOCK_BYTES. With one chunk, each block of A is packed once and serves every column
+    // block; with several, a chunk is repacked per column block (K is then long enough for the
+    // packing to be a small share of the work).
+    let ka = a_chunk_steps(p, region);
+    let single_chunk = ka >= steps;
+    // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
+    for ic in region.rows.clone().step_by(blocking.mc) {
+        let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
+        // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
+        for (j, jc) in region.panels.clone().step_by(nc).enumerate() {
+            let jc_end = jc.saturating_add(nc).min(region.panels.end);
+            for k0 in (0..steps).step_by(ka) {
+                let kchunk = ka.min(steps - k0);
                 // `work` reserved the largest block before configuring: slicing allocates
                 // nothing (see `work`), and a block that did not fit is an error, not a
                 // reallocation.
-                let need = packed_a_bytes(ic_end - ic, kcur).ok_or(GemmError::TooLarge {
+                let need = packed_a_bytes(ic_end - ic, kchunk).ok_or(GemmError::TooLarge {
                     operand: Operand::A,
                 })?;
                 let block = a_buf
@@ -1159,116 +1186,127 @@ fn nest<P: Precision, K: MicroKernel>(
                     .ok_or(GemmError::TooLarge {
                         operand: Operand::A,
                     })?;
-                pack::pack_a(p.a, ic..ic_end, pc, kcur, block);
-                kernel.prepare_a(block);
+                if j == 0 || !single_chunk {
+                    pack::pack_a(p.a, ic..ic_end, k0, kchunk, block);
+                    kernel.prepare_a(block);
+                }
                 let a = Mem::new(&a_buf.as_bytes()[..need]);
-                // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
-                // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.
-                for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
-                    // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed from L2.
-                    for jr in jc..jc_end {
-                        // Where the micro-tile is stored, and loaded from when accumulating.
-                        let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
-                            match &p.target {
-                                Target::Plain {
-                                    c,
-                                    ldc_bytes,
-                                    accumulate,
-                                } => {
-                                    let at = ir * ldc_bytes + jr * NR * 4;
-                                    let acc_in = *accumulate || pc > 0;
-                                    (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
-                                }
-                                Target::Fused(_) => {
+                // LOOP 4: pc over the chunk in blocks of kc k-steps (B is already packed: the
+                // block is the k-steps pc..pc+kc of each panel).
+                for pc in (k0..k0 + kchunk).step_by(kc) {
+                    let kcur = kc.min(k0 + kchunk - pc);
+                    let last = pc + kcur >= steps;
+                    // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows.
+                    for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
+                        let a_step = pack::packed_a_step(ic_end - ir);
+                        // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed
+                        // from L2 past the micro-panel.
+                        for jr in jc..jc_end {
+                            // // Where the micro-tile is stored, and loaded from when accumulating.
+                            let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
+                                match &p.target {
+                                    Target::Plain {
+                                        c,
+                                        ldc_bytes,
+                                        accumulate,
+                                    } => {
+                                        let at = ir * ldc_bytes + jr * NR * 4;
+                                        let acc_in = *accumulate || pc > 0;
+                                        (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
+                                    }
+                                    Target::Fused(_) => {
+                                        let at = (ir - region.rows.start) * acc_ld
+                                            + (jr - jc) * TILE_ROW;
+                                        let src = Mem::from(acc);
+                                        if grouped {
+                                            // Each group starts from zero; `fold` adds it to the
+                                            // partial sums at `at`.
+                                            (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
+                                        } else if last {
+                                            (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
+                                        } else {
+                                            (acc, at, acc_ld, pc > 0, src, at, acc_ld)
+                                        }
+                                    }
+                                };
+                            let task = MicroTask {
+                                a,
+                                a_offset: q * kchunk * STEP + (pc - k0) * a_step,
+                                a_step,
+                                b,
+                                b_offset: jr * stride + pc * STEP,
+                                steps: kcur,
+                                c,
+                                c_offset,
+                                ldc_bytes,
+                                accumulate,
+                                c_src,
+                                c_src_offset: src_offset,
+                                c_src_ld: src_ld,
+                                prefetch: blocking.prefetch_steps.saturating_mul(STEP),
+                            };
+                            // SAFETY: the caller configured this region's shape, whose kernel
+                            // variant `K` is; A is the block just packed (alive in `scratch`), B the
+                            // packed panels. C is the caller's buffer whose rows ir.. and columns
+                            // 32 jr.. belong to this worker only (regions of different workers are
+                            // disjoint), and the micro-tile lies inside it because the region's
+                            // shape is exactly what remains of M and N there; or, with an epilogue,
+                            // this worker's own partial sums (rows of the region times the columns
+                            // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
+                            // lies inside) or scratch tile (32 rows of 128 bytes). The
+                            // configuration is still the region's: since `configure`, only this
+                            // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
+                            // run, none of which calls code outside the crate or allocates (`work`
+                            // reserved the buffers first, `Prepared::new` the epilogue's).
+                            unsafe { kernel.run(&task)? };
+                            if grouped {
+                                if let Target::Fused(e) = &p.target {
                                     let at =
                                         (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
-                                    let src = Mem::from(acc);
-                                    if grouped {
-                                        // Each group starts from zero; `fold` adds it to the
-                                        // partial sums at `at`.
-                                        (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
-                                    } else if last {
-                                        (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
-                                    } else {
-                                        (acc, at, acc_ld, pc > 0, src, at, acc_ld)
-                                    }
+                                    // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
+                                    // `scratch.acc`, alive for this function and used by this thread
+                                    // only: in this mode the micro-kernel writes `tile_mem`, never
+                                    // `acc`, so this is the only access to it while the slice lives
+                                    // (it is dropped at the end of this block).
+                                    let (stored, partial) = unsafe {
+                                        (
+                                            std::slice::from_raw_parts(
+                                                tile_mem.ptr().cast_const(),
+                                                tile_need,
+                                            ),
+                                            std::slice::from_raw_parts_mut(acc.ptr(), acc_need),
+                                        )
+                                    };
+                                    let partial =
+                                        partial.get_mut(at..).ok_or(GemmError::TooLarge {
+                                            operand: Operand::C,
+                                        })?;
+                                    e.fold(
+                                        stored,
+                                        partial,
+                                        acc_ld,
+                                        (rows, cols),
+                                        pc / kc,
+                                        (pc == 0, last),
+                                        (ir, jr * NR),
+                                    )?;
                                 }
-                            };
-                        let task = MicroTask {
-                            a,
-                            a_offset: q * kcur * STEP,
-                            a_step: pack::packed_a_step(ic_end - ir),
-                            b,
-                            b_offset: jr * stride + pc * STEP,
-                            steps: kcur,
-                            c,
-                            c_offset,
-                            ldc_bytes,
-                            accumulate,
-                            c_src,
-                            c_src_offset: src_offset,
-                            c_src_ld: src_ld,
-                            prefetch: blocking.prefetch_steps.saturating_mul(STEP),
-                        };
-                        // SAFETY: the caller configured this region's shape, whose kernel
-                        // variant `K` is; A is the block just packed (alive in `scratch`), B the
-                        // packed panels. C is the caller's buffer whose rows ir.. and columns
-                        // 32 jr.. belong to this worker only (regions of different workers are
-                        // disjoint), and the micro-tile lies inside it because the region's
-                        // shape is exactly what remains of M and N there; or, with an epilogue,
-                        // this worker's own partial sums (rows of the region times the columns
-                        // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
-                        // lies inside) or scratch tile (32 rows of 128 bytes). The
-                        // configuration is still the region's: since `configure`, only this
-                        // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
-                        // run, none of which calls code outside the crate or allocates (`work`
-                        // reserved the buffers first, `Prepared::new` the epilogue's).
-                        unsafe { kernel.run(&task)? };
-                        if grouped {
-                            if let Target::Fused(e) = &p.target {
-                                let at = (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
-                                // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
-                                // `scratch.acc`, alive for this function and used by this thread
-                                // only: in this mode the micro-kernel writes `tile_mem`, never
-                                // `acc`, so this is the only access to it while the slice lives
-                                // (it is dropped at the end of this block).
-                                let (stored, partial) = unsafe {
-                                    (
+                            } else if last {
+                                if let Target::Fused(e) = &p.target {
+                                    // SAFETY: `tile_mem` is the `tile_need` bytes of
+                                    // `scratch.tile`, alive for this function and touched by this
+                                    // thread only, through `tile_mem` only (the `&mut` it was made
+                                    // from is not used again); the micro-kernel's stores to it
+                                    // precede this read in program order, and the slice is dropped
+                                    // before the next micro-kernel call writes it again.
+                                    let stored = unsafe {
                                         std::slice::from_raw_parts(
                                             tile_mem.ptr().cast_const(),
                                             tile_need,
-                                        ),
-                                        std::slice::from_raw_parts_mut(acc.ptr(), acc_need),
-                                    )
-                                };
-                                let partial = partial.get_mut(at..).ok_or(GemmError::TooLarge {
-                                    operand: Operand::C,
-                                })?;
-                                e.fold(
-                                    stored,
-                                    partial,
-                                    acc_ld,
-                                    (rows, cols),
-                                    pc / kc,
-                                    (pc == 0, last),
-                                    (ir, jr * NR),
-                                )?;
-                            }
-                        } else if last {
-                            if let Target::Fused(e) = &p.target {
-                                // SAFETY: `tile_mem` is the `tile_need` bytes of
-                                // `scratch.tile`, alive for this function and touched by this
-                                // thread only, through `tile_mem` only (the `&mut` it was made
-                                // from is not used again); the micro-kernel's stores to it
-                                // precede this read in program order, and the slice is dropped
-                                // before the next micro-kernel call writes it again.
-                                let stored = unsafe {
-                                    std::slice::from_raw_parts(
-                                        tile_mem.ptr().cast_const(),
-                                        tile_need,
-                                    )
-                                };
-                                e.apply(stored, rows, cols, ir, jr * NR)?;
+                                        )
+                                    };
+                                    e.apply(stored, rows, cols, ir, jr * NR)?;
+                                }
                             }
                         }
                     }
@@ -1282,6 +1320,48 @@ fn nest<P: Precision, K: MicroKernel>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// [`A_BLOCK_BYTES`] for calls on this thread, so that a test can make A's packed
+        /// chunks smaller than K.
+        pub(super) static A_BLOCK_LIMIT: Cell<usize> = const { Cell::new(A_BLOCK_BYTES) };
+    }
+
+    /// With A packed in several chunks of K (a block of A larger than the limit), plain and
+    /// fused products still equal the reference, on full micro-tiles and edges alike.
+    #[test]
+    fn a_packed_in_chunks_of_k() {
+        use crate::epilogue::Epilogue;
+        let (m, n, k) = (72, 70, 64 * 7 + 5);
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 7 % 23) as i8 - 11).collect();
+        let b: Vec<i8> = (0..k * n).map(|i| (i * 5 % 19) as i8 - 9).collect();
+        let packed = PackedB::<crate::Int8>::pack(&b, k, n, n).unwrap();
+        let mut want = vec![0i32; m * n];
+        crate::reference::gemm::<crate::Int8>(m, n, k, &a, k, &b, n, &mut want, n, Mode::Overwrite)
+            .unwrap();
+        // kc = 2 k-steps; the limit fits 3 k-steps of 64 rows (mc), so A is packed 2 k-steps
+        // at a time: 4 chunks for 8 k-steps.
+        let blocking = Blocking {
+            nc: 32,
+            kc_steps: 2,
+            mc: 64,
+            prefetch_steps: 1,
+        };
+        A_BLOCK_LIMIT.with(|l| l.set(3 * 64 * ROW_BYTES));
+        let gemm = Gemm::new()
+            .threads(1)
+            .backend(Backend::Emulated)
+            .blocking(blocking);
+        let mut c = vec![7i32; m * n];
+        gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
+        let mut y = vec![0f32; m * n];
+        gemm.run_with(m, &a, k, &packed, &mut y, n, &Epilogue::new())
+            .unwrap();
+        A_BLOCK_LIMIT.with(|l| l.set(A_BLOCK_BYTES));
+        assert_eq!(c, want);
+        let want_f: Vec<f32> = want.iter().map(|&x| x as f32).collect();
+        assert_eq!(y, want_f);
+    }
 
     #[test]
     fn grid_prefers_column_splits() {

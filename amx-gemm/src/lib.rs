@@ -49,13 +49,16 @@
 //! # The loop nest
 //!
 //! The driver is the BLIS loop nest (Goto and van de Geijn; Van Zee and van de Geijn), labelled
-//! in the source as in the papers, with the two innermost loops swapped so that **A stays in L1
-//! and the B block in L2**:
+//! in the source as in the papers, with two changes: the two innermost loops are swapped, so
+//! that **the A micro-panel is reused across the B block** (which stays in L2), and the block
+//! of A is packed **once per call** (all of K, or chunks of whole K blocks when a block of `mc`
+//! rows would pass 1 MiB), outside the loop over column blocks, instead of once per column
+//! block:
 //!
 //! ```text
+//! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x K) once -> pack.rs
 //! LOOP 5  jc: the worker's columns in blocks of nc      B block (kc x nc) in L2
 //! LOOP 4  pc: K in blocks of kc k-steps                 (B is prepacked: no copy here)
-//! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x kc) -> pack.rs
 //! LOOP 2  ir: the packed block in micro-panels of 32 rows   micro-panel (32 x kc) in L1/L2
 //! LOOP 1  jr: the B block in panels of 32 columns           streamed from L2
 //!         micro-kernel: 32 x 32 outputs in 4 C tiles, 2 A tiles, 2 B tiles

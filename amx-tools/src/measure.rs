@@ -240,17 +240,18 @@ impl Case {
         // the list of columns and the rows' column lists (`reference::verify`).
         let check = bytes(k * n, size_of::<f64>(), Operand::B)? + 32 * (m + n) + (64 << 10);
         let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
-        // Each GEMM worker's packed-A block: at most `mc` rows of `kc` k-steps for its full
-        // micro-rows, and one micro-panel (MR rows) of all of K for a last micro-row of its
-        // own. Calls use the default blocking. `tests/footprint.rs` holds the GEMM to this.
+        // Each GEMM worker's packed-A block: `mc` rows of all of K, or of as many `kc` blocks
+        // as fit 1 MiB (at least one), for its full micro-rows, and one micro-panel (MR rows)
+        // of all of K for a last micro-row of its own. Calls use the default blocking.
+        // `tests/footprint.rs` holds the GEMM to this.
         let blocking = Blocking::DEFAULT;
         let steps = self.k.div_ceil(P::KIND.k_per_step()) as u128;
         let rows = m.min(blocking.mc as u128);
-        let per_worker = (rows * steps.min(blocking.kc_steps as u128) + MR as u128 * steps)
-            .checked_mul(ROW_BYTES as u128)
-            .ok_or(MeasureError::TooLarge {
-                operand: Operand::A,
-            })?;
+        let row_bytes = ROW_BYTES as u128;
+        // `rows` is at most `mc` and a k-step's bytes fit a usize: these products fit u128.
+        let kc_block = rows * steps.min(blocking.kc_steps as u128) * row_bytes;
+        let chunk = (rows * steps * row_bytes).min((1u128 << 20).max(kc_block));
+        let per_worker = MR as u128 * steps * row_bytes + chunk;
         let scratch = per_worker * threads as u128;
         Ok(a + b + packed + 2 * c + check + bandwidth + scratch + MARGIN)
     }
