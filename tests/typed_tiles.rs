@@ -258,3 +258,26 @@ fn typed_tiles_are_refused_on_an_emulator_with_small_tmul_limits() {
     .join()
     .unwrap();
 }
+
+/// TILELOADDT1 through typed tiles loads what TILELOADD loads (only the cache hint differs),
+/// on every backend usable here, with a stride larger than a row.
+#[test]
+fn stream_loads_load_what_loads_load() {
+    let src = pattern(16 * 80, 9);
+    let mut plain = [0u8; 1024];
+    let mut streamed = [0u8; 1024];
+    let mut tiles = Int8Block::configure().unwrap();
+    // SAFETY: 16 rows of 64 bytes at stride 80 lie inside `src` (15 * 80 + 64 <= 1280), and
+    // each store's 16 rows of 64 bytes at stride 64 fill its 1024-byte buffer exactly.
+    unsafe {
+        tiles.load_ptr(Int8Block::a, src.as_ptr(), 80);
+        tiles.store_ptr(Int8Block::a, plain.as_mut_ptr(), 64);
+        tiles.zero(Int8Block::a);
+        tiles.stream_load_ptr(Int8Block::a, src.as_ptr(), 80);
+        tiles.store_ptr(Int8Block::a, streamed.as_mut_ptr(), 64);
+    }
+    assert_eq!(plain, streamed);
+    for r in 0..16 {
+        assert_eq!(&plain[r * 64..r * 64 + 64], &src[r * 80..r * 80 + 64]);
+    }
+}

@@ -79,7 +79,8 @@
 //! precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose handles prove
 //! at compile time that every tile is configured and every dot product's operands fit, so no
 //! shape is checked at run time; on the silicon each operation is the runtime's unchecked
-//! instruction (the inner loop is four TILELOADDs, four dot products and a prefetch of B ahead).
+//! instruction (the inner loop is two TILELOADDs of A, two TILELOADDT1s of B and four dot
+//! products).
 //! The edges run under their own configurations from a compile-time table: on the silicon each
 //! instruction goes through `amx_runtime::intrinsics` (tile numbers in the encoding, no run-time
 //! checks), the table being checked once against the kernel's operands, which is what makes that

@@ -147,6 +147,19 @@ pub(crate) trait TileOps {
         stride: usize,
     ) -> Result<(), GemmError>;
 
+    /// TILELOADDT1 of tile `T`: [`TileOps::load`] with the hint that the data is not reused
+    /// soon. The micro-kernel loads its streamed operand (B) this way, so that B's lines
+    /// displace less of the A micro-panel it reuses from L1; the tile's contents are the same.
+    ///
+    /// # Safety
+    /// See the [trait docs](TileOps).
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError>;
+
     /// TILESTORED of tile `T`, row `r` to `mem + offset + r * stride`.
     ///
     /// # Safety
@@ -218,6 +231,21 @@ impl TileOps for Checked<'_> {
         unsafe {
             self.tiles
                 .tileloadd_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
+        };
+        Ok(())
+    }
+
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.bounds(reg(T), offset, stride, mem.len)?;
+        // SAFETY: as in `load`.
+        unsafe {
+            self.tiles
+                .tileloaddt1_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
         };
         Ok(())
     }
@@ -330,6 +358,19 @@ impl TileOps for Silicon<'_> {
     }
 
     #[inline(always)]
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        debug_assert!(offset < mem.len);
+        // SAFETY: as in `load`.
+        unsafe { amx_runtime::intrinsics::_tile_stream_loadd::<T>(mem.ptr.add(offset), stride) };
+        Ok(())
+    }
+
+    #[inline(always)]
     unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
@@ -406,6 +447,18 @@ pub(crate) trait Full2x2: Layout + Sized {
         stride: isize,
     ) -> bool;
 
+    /// TILELOADDT1 of B tile `T` (16 rows of 64 bytes), row `r` from `src + r * stride`;
+    /// `false` (nothing issued) for a tile other than B0 and B1.
+    ///
+    /// # Safety
+    /// As `TypedTiles::stream_load_ptr`: for every `r < 16`, the 64 bytes at `src + r * stride`
+    /// are readable.
+    unsafe fn stream_load<const T: i32>(
+        tiles: &mut TypedTiles<Self>,
+        src: *const u8,
+        stride: isize,
+    ) -> bool;
+
     /// TILESTORED of tile `T` (16 rows of 64 bytes), row `r` to `dst + r * stride`.
     ///
     /// # Safety
@@ -463,6 +516,23 @@ macro_rules! full_2x2 {
                         A1 => tiles.load_ptr($layout::a1, src, stride),
                         B0 => tiles.load_ptr($layout::b0, src, stride),
                         B1 => tiles.load_ptr($layout::b1, src, stride),
+                        _ => return false,
+                    }
+                }
+                true
+            }
+
+            #[inline(always)]
+            unsafe fn stream_load<const T: i32>(
+                tiles: &mut TypedTiles<Self>,
+                src: *const u8,
+                stride: isize,
+            ) -> bool {
+                // SAFETY: (both arms) as in `load`.
+                unsafe {
+                    match T {
+                        B0 => tiles.stream_load_ptr($layout::b0, src, stride),
+                        B1 => tiles.stream_load_ptr($layout::b1, src, stride),
                         _ => return false,
                     }
                 }
@@ -638,6 +708,24 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
             Ok(())
         } else {
             Err(wrong_layout(format!("TILELOADD of t{T}")))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.check(reg(T), offset, stride, mem.len)?;
+        // SAFETY: as in `load`.
+        let loaded =
+            unsafe { L::stream_load::<T>(self.tiles, mem.ptr.add(offset), stride as isize) };
+        if loaded {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!("TILELOADDT1 of t{T}")))
         }
     }
 

@@ -535,6 +535,29 @@ impl<L: Layout> TypedTiles<L> {
         }
     }
 
+    /// TILELOADDT1 through a raw pointer, `stride` in bytes: [`TypedTiles::load_ptr`] with the
+    /// hint that the data will not be reused soon, so that it displaces less of what the
+    /// caches hold (a GEMM loads its streamed operand this way, keeping the reused one cached).
+    /// The result is the same as `load_ptr`'s.
+    ///
+    /// # Safety
+    /// As for [`TypedTiles::load_ptr`].
+    pub unsafe fn stream_load_ptr<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        src: *const u8,
+        stride: isize,
+    ) {
+        let _ = tile;
+        self.ensure_loaded();
+        match self.tiles.hardware_mut() {
+            // SAFETY: as in `load_ptr`.
+            Some(hw) => unsafe { hw.tileloaddt1_unchecked(T::INDEX, src, stride) },
+            // SAFETY: forwarded from this function's contract.
+            None => Self::proven(unsafe { self.tiles.tileloaddt1_ptr(T::INDEX, src, stride) }),
+        }
+    }
+
     /// TILESTORED through a raw pointer, `stride` in bytes.
     ///
     /// # Safety

@@ -296,6 +296,16 @@ impl Hardware {
         clear_start_row();
     }
 
+    /// TILELOADDT1 without the checks: the typed path.
+    ///
+    /// # Safety
+    /// As for [`Hardware::tileloadd_unchecked`].
+    pub(crate) unsafe fn tileloaddt1_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { asm::tileloaddt1_dyn(t, src, stride) };
+        clear_start_row();
+    }
+
     /// TILESTORED without the checks: the typed path.
     ///
     /// # Safety
