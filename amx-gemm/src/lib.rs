@@ -75,12 +75,13 @@
 //!
 //! # Tile paths
 //!
-//! Full 32 x 32 micro-tiles, the common case, run through the typed tiles of `tilecfg!`: the
-//! precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose handles prove
-//! at compile time that every tile is configured and every dot product's operands fit, so no
-//! shape is checked at run time; on the silicon each operation is the runtime's unchecked
-//! instruction (the inner loop is two TILELOADDs of A, two TILELOADDT1s of B and four dot
-//! products).
+//! Full 32 x 32 micro-tiles, the common case, are configured through the typed tiles of
+//! `tilecfg!`: the precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose
+//! handles prove at compile time that every tile is configured and every dot product's operands
+//! fit. On the emulator the instructions run through those typed tiles (or, by default, as one
+//! block product per micro-kernel call); on the silicon they go straight to
+//! `amx_runtime::intrinsics` (the inner loop is two TILELOADDs of A, two TILELOADDT1s of B and
+//! four dot products, nothing else).
 //! The edges run under their own configurations from a compile-time table: on the silicon each
 //! instruction goes through `amx_runtime::intrinsics` (tile numbers in the encoding, no run-time
 //! checks), the table being checked once against the kernel's operands, which is what makes that

@@ -1,16 +1,21 @@
 //! The tile instructions the micro-kernel issues, behind one small trait ([`TileOps`]) with three
 //! implementations: the dispatch ladder of this crate.
 //!
-//! 1. [`Typed`]: the full 32 x 32 micro-tile (the common case) through the typed tiles of the
-//!    `tilecfg!` item form, `TypedTiles<L>` of the precision's 2x2 layout ([`Full2x2`], declared
-//!    in `configs::typed`), on whichever backend the call uses (`configure_typed_on`). The
-//!    handles' types prove every tile used and every dot product's operands fit the layout, so
-//!    there is no shape check at run time; on the hardware each operation is the runtime's
-//!    unchecked instruction. On the emulator every load and store is also checked against the
-//!    bounds of its buffer, as in [`Checked`].
-//! 2. [`Silicon`]: the edge micro-tiles on the CPU's AMX unit through `amx_runtime::intrinsics`,
-//!    one instruction per call with the tile number in the encoding and no run-time check.
-//!    Chosen when the configured guard of an edge configuration is on the hardware backend.
+//! 1. [`Typed`]: the full 32 x 32 micro-tile (the common case) on the emulator, instruction by
+//!    instruction, through the typed tiles of the `tilecfg!` item form, `TypedTiles<L>` of the
+//!    precision's 2x2 layout ([`Full2x2`], declared in `configs::typed`). The handles' types
+//!    prove every tile used and every dot product's operands fit the layout, so there is no
+//!    shape check at run time; every load and store is also checked against the bounds of its
+//!    buffer, as in [`Checked`]. (By default the emulator runs a full micro-tile's k-loop as one
+//!    block product instead, `block_kernel.rs`; the tests run both.)
+//! 2. [`Silicon`]: every micro-tile on the CPU's AMX unit, through `amx_runtime::intrinsics`,
+//!    one instruction per call with the tile number in the encoding and no run-time check. The
+//!    full micro-tile's configuration is still its typed layout's (`configure_typed_on`), so
+//!    the layout's handles have proven its shapes; the edges' configurations come from the
+//!    compile-time table of `configs.rs`, checked against the kernel's operands. The typed
+//!    methods are not used on the silicon: each checks that its layout is still loaded and
+//!    which backend it runs on, and when this crate's generic code is monomorphized in a
+//!    caller's crate the compiler does not always hoist those checks out of the k-loop.
 //! 3. [`Checked`]: the edge micro-tiles on any backend through the runtime's checked
 //!    [`TileUnit`] methods; every load and store is also checked against the bounds of the
 //!    buffer it touches. The fallback, and the path the emulator runs for the edges, so the test
@@ -18,9 +23,7 @@
 //!
 //! All three take the tile registers as const generics, so the micro-kernel is written once:
 //! [`Typed`] maps each register number of the kernel to the layout's handle of that register
-//! (a `match` on a constant, resolved at compile time). The edges keep [`Silicon`] and
-//! [`Checked`] because their 1023 shapes are the compile-time table of `configs.rs`, not typed
-//! layouts.
+//! (a `match` on a constant, resolved at compile time).
 //!
 //! [`TileUnit`]: amx_runtime::TileUnit
 

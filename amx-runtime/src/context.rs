@@ -281,6 +281,7 @@ impl Tiles {
     }
 
     /// The silicon, when that is the backend (for the typed path's unchecked instructions).
+    #[inline(always)]
     pub(crate) fn hardware_mut(&mut self) -> Option<&mut Hardware> {
         match &mut self.unit {
             Unit::Hardware(h) => Some(h),
@@ -289,6 +290,7 @@ impl Tiles {
     }
 
     /// The emulator, when that is the backend (for the typed path's proven instructions).
+    #[inline(always)]
     pub(crate) fn emulator_mut(&mut self) -> Option<&mut Emulator> {
         match &mut self.unit {
             Unit::Emulated(e) => Some(e),
@@ -314,7 +316,7 @@ impl Tiles {
     }
 
     /// The backend's configuration epoch: changes whenever the configuration may have.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         match &self.unit {
             Unit::Hardware(h) => h.config_epoch(),

@@ -469,6 +469,7 @@ impl<L: Layout> TypedTiles<L> {
     }
 
     /// TILEZERO.
+    #[inline(always)]
     pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
         let _ = tile;
         self.ensure_loaded();
@@ -516,6 +517,7 @@ impl<L: Layout> TypedTiles<L> {
     /// # Safety
     /// For every row `r` of the tile, the tile's bytes per row at `src + r * stride` must be
     /// readable.
+    #[inline(always)]
     pub unsafe fn load_ptr<T: Handle<Layout = L>>(
         &mut self,
         tile: T,
@@ -542,6 +544,7 @@ impl<L: Layout> TypedTiles<L> {
     ///
     /// # Safety
     /// As for [`TypedTiles::load_ptr`].
+    #[inline(always)]
     pub unsafe fn stream_load_ptr<T: Handle<Layout = L>>(
         &mut self,
         tile: T,
@@ -563,6 +566,7 @@ impl<L: Layout> TypedTiles<L> {
     /// # Safety
     /// For every row `r` of the tile, the tile's bytes per row at `dst + r * stride` must be
     /// writable and not aliased by a live reference.
+    #[inline(always)]
     pub unsafe fn store_ptr<T: Handle<Layout = L>>(
         &mut self,
         tile: T,
@@ -592,6 +596,7 @@ macro_rules! typed_dot {
         impl<L: Layout> TypedTiles<L> {
             $(
                 $(#[$doc])*
+                #[inline(always)]
                 pub fn $name<C, A, B>(&mut self, c: C, a: A, b: B)
                 where
                     C: Handle<Layout = L> + Dot<L, op::$op, A, B>,

@@ -193,7 +193,7 @@ impl Emulator {
 
     /// A number that changes with every LDTILECFG and TILERELEASE (see
     /// `Hardware::config_epoch`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         self.epoch
     }

@@ -117,6 +117,7 @@ fn set_tracked(config: [u8; 64]) {
 }
 
 /// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
+#[inline(always)]
 fn clear_start_row() {
     CONFIG.with(|c| c[image::START_ROW].set(0));
 }
@@ -216,7 +217,7 @@ impl Hardware {
     /// A number that changes whenever this thread's configuration may have changed (every
     /// LDTILECFG, TILERELEASE and resync through any handle). The typed path compares it with
     /// the value it saw when it configured, before it runs an instruction unchecked.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         epoch()
     }
@@ -279,6 +280,7 @@ impl Hardware {
     ///
     /// # Safety
     /// This thread's loaded configuration makes TILEZERO of tile `t` legal.
+    #[inline(always)]
     pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilezero_dyn(t) };
@@ -290,6 +292,7 @@ impl Hardware {
     /// # Safety
     /// The loaded configuration makes TILELOADD of tile `t` legal, and every row of the tile is
     /// readable at `src + r * stride`.
+    #[inline(always)]
     pub(crate) unsafe fn tileloadd_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloadd_dyn(t, src, stride) };
@@ -300,6 +303,7 @@ impl Hardware {
     ///
     /// # Safety
     /// As for [`Hardware::tileloadd_unchecked`].
+    #[inline(always)]
     pub(crate) unsafe fn tileloaddt1_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloaddt1_dyn(t, src, stride) };
@@ -311,6 +315,7 @@ impl Hardware {
     /// # Safety
     /// The loaded configuration makes TILESTORED of tile `t` legal, and every row of the tile is
     /// writable, and not aliased, at `dst + r * stride`.
+    #[inline(always)]
     pub(crate) unsafe fn tilestored_unchecked(&mut self, t: u8, dst: *mut u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilestored_dyn(t, dst, stride) };
@@ -324,6 +329,7 @@ impl Hardware {
     /// The loaded configuration makes `kind` legal on tiles `c`, `a`, `b` under the
     /// architectural TMUL limits (K <= 16, N <= 64 bytes). A CPU reporting smaller limits gets
     /// the checked instruction instead.
+    #[inline(always)]
     pub(crate) unsafe fn dot_unchecked(
         &mut self,
         kind: DotKind,
