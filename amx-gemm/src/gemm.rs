@@ -972,6 +972,17 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
         return Ok(stats);
     }
     let limits = amx_runtime::tmul_limits_on(p.backend)?;
+    if p.backend == Backend::Hardware {
+        // Foreign AMX code on this thread (oneDNN, MKL, raw intrinsics) may have loaded its own
+        // configuration, or released the tiles, since this thread's last call: the runtime's
+        // tracked copy would then be stale, `configure` would skip the LDTILECFG, and the
+        // unchecked silicon path would run under the other configuration (#UD, or wrong
+        // shapes). One STTILECFG per worker and call (nanoseconds) brings the copy back to the
+        // truth, so `configure` reloads when it must.
+        amx_runtime::Hardware::new()
+            .map_err(ConfigureError::Unavailable)?
+            .resync();
+    }
     let mut scratch_len = 0;
     let mut acc_len = 0;
     for region in &regions {
