@@ -31,6 +31,7 @@ use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
 use serde::{Serialize, Serializer};
 
+use crate::onednn::Peer;
 use crate::stats::Sample;
 
 /// Why a measurement did not run.
@@ -302,6 +303,24 @@ pub struct Report {
     pub timed_loads: u64,
     /// `Ok(what was compared)` or the mismatch / error.
     pub check: Result<String, String>,
+    /// oneDNN's matmul timed in the same process ([`Harness::peer`]), or why it could not run;
+    /// `None` without a peer.
+    pub peer: Option<Result<PeerReport, String>>,
+}
+
+/// oneDNN's matmul of the same case, its repetitions interleaved with `amx-gemm`'s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerReport {
+    /// Median seconds of one product.
+    pub median_s: f64,
+    /// `2 m n k / median_s`, in 10^9 per second.
+    pub gops: f64,
+    /// The median, over repetitions, of `amx-gemm`'s rate over oneDNN's in the adjacent
+    /// repetition: above 1 when `amx-gemm` is faster. Adjacent pairs ran under the same load
+    /// of the host, so this holds where the absolute figures move.
+    pub ratio: f64,
+    /// Whether oneDNN's C equals `amx-gemm`'s: `Ok(what was compared)` or the difference.
+    pub check: Result<String, String>,
 }
 
 impl Report {
@@ -372,6 +391,17 @@ struct Record<'a> {
     warmup_s: f64,
     first_run_s: f64,
     timed_tile_config_loads: u64,
+    /// oneDNN in the same process (`--onednn`), where asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_gops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_median_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_peer: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_check: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_error: Option<&'a str>,
     /// `"ok"`, or what failed.
     check: &'a str,
     /// What was compared, when the check passed.
@@ -416,6 +446,34 @@ impl Serialize for Report {
             warmup_s: self.warmup_s,
             first_run_s: self.first_run_s,
             timed_tile_config_loads: self.timed_loads,
+            peer_gops: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.gops),
+            peer_median_s: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.median_s),
+            ratio_to_peer: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.ratio),
+            peer_check: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| match &p.check {
+                    Ok(_) => "ok",
+                    Err(why) => why.as_str(),
+                }),
+            peer_error: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().err())
+                .map(String::as_str),
             check,
             check_detail,
         }
@@ -433,6 +491,9 @@ pub struct Harness {
     pools: HashMap<usize, Arc<ThreadPool>>,
     /// How long the peak loop runs after its warm-up, per measurement.
     pub peak_time: Duration,
+    /// oneDNN, to time beside every case ([`Report::peer`]); `None` (the default) runs
+    /// `amx-gemm` alone.
+    pub peer: Option<Peer>,
 }
 
 impl Default for Harness {
@@ -454,6 +515,7 @@ impl Harness {
             simd_peaks: HashMap::new(),
             pools: HashMap::new(),
             peak_time: Duration::from_millis(200),
+            peer: None,
         }
     }
 
@@ -651,11 +713,37 @@ impl Harness {
         // Not `with_capacity(reps)`: `reps` may be anything, and grows only as runs finish.
         let mut times = Vec::new();
         let mut timed_loads = 0;
+        // With a peer, its repetitions alternate with ours: each of ours is compared with the
+        // peer's right after it, under the same load of the host.
+        let mut peer = match &self.peer {
+            Some(lib) => {
+                lib.set_threads(threads);
+                Some(
+                    lib.matmul(case.dtype, (m, n, k), scalar_bytes(&a), scalar_bytes(&b))
+                        .and_then(|mut mm| mm.run().map(|()| mm))
+                        .map_err(|e| e.to_string()),
+                )
+            }
+            None => None,
+        };
+        let mut peer_times = Vec::new();
+        let mut ratios = Vec::new();
         for _ in 0..case.reps.max(1) {
             let start = Instant::now();
             let stats = gemm.run(m, &a, k, &packed, &mut c, n)?;
-            times.push(start.elapsed().as_secs_f64());
+            let ours = start.elapsed().as_secs_f64();
+            times.push(ours);
             timed_loads += stats.loads();
+            if let Some(Ok(mm)) = &mut peer {
+                let start = Instant::now();
+                if let Err(e) = mm.run() {
+                    peer = Some(Err(e.to_string()));
+                    continue;
+                }
+                let theirs = start.elapsed().as_secs_f64();
+                peer_times.push(theirs);
+                ratios.push(theirs / ours);
+            }
         }
         let (median_s, min_s) =
             Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
@@ -677,6 +765,17 @@ impl Harness {
             .map_err(|e| e.to_string());
 
         let ops = 2.0 * m as f64 * n as f64 * k as f64;
+        let peer = peer.map(|p| {
+            p.map(|mm| {
+                let median_s = Sample::of(&peer_times).map_or(f64::NAN, |s| s.median);
+                PeerReport {
+                    median_s,
+                    gops: ops / median_s / 1e9,
+                    ratio: Sample::of(&ratios).map_or(f64::NAN, |s| s.median),
+                    check: compare_with_peer::<P>(&mm, &c, case.mode),
+                }
+            })
+        });
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
         let simd_peak_gops = match backend {
@@ -708,7 +807,44 @@ impl Harness {
             first_run_s,
             timed_loads,
             check,
+            peer,
         })
+    }
+}
+
+/// The bytes of a slice of GEMM elements, as the peer takes them.
+fn scalar_bytes<T: amx_gemm::Scalar>(data: &[T]) -> &[u8] {
+    // SAFETY: `Scalar` is sealed; its implementors (i8, u8, i32, f32, bf16) are plain values
+    // of their size, without padding, so the slice's memory is `size_of_val` initialized bytes,
+    // borrowed for the slice's lifetime.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
+}
+
+/// oneDNN's C against ours: the integer products are exact in both, so they must agree bit
+/// for bit (C overwritten; accumulating runs start from a C the peer never saw); bf16 sums are
+/// rounded in another order, which the reference check bounds instead.
+fn compare_with_peer<P: Precision>(
+    mm: &crate::onednn::Matmul<'_>,
+    c: &[P::C],
+    mode: Mode,
+) -> Result<String, String> {
+    if P::KIND == PrecisionKind::Bf16 || mode == Mode::Accumulate {
+        return Ok("not compared (bf16 rounding order, or C accumulated)".to_owned());
+    }
+    let theirs = mm.c().map_err(|e| e.to_string())?;
+    let ours = scalar_bytes(c);
+    if theirs == ours {
+        Ok(format!("identical, {} outputs", c.len()))
+    } else {
+        let differ = theirs
+            .chunks_exact(4)
+            .zip(ours.chunks_exact(4))
+            .filter(|(x, y)| x != y)
+            .count();
+        Err(format!(
+            "{differ} of {} outputs differ from oneDNN's",
+            c.len()
+        ))
     }
 }
 

@@ -16,6 +16,8 @@
 //! --reps R                 timed repetitions (default 5 on the silicon, 3 on the emulator)
 //! --backend hardware|emulated|trapped|auto   (default: AMX_BACKEND, else auto)
 //! --accumulate             C += A x B instead of C = A x B
+//! --onednn PATH            also time oneDNN's matmul (PATH: its libdnnl.so) in this process,
+//!                          repetitions interleaved with amx-gemm's (see amx_tools::onednn)
 //! --json                   one JSON object per run instead of the table
 //! ```
 //!
@@ -38,13 +40,14 @@ struct Args {
     reps: Option<usize>,
     backend: Option<BackendChoice>,
     accumulate: bool,
+    onednn: Option<std::path::PathBuf>,
     json: bool,
     help: bool,
 }
 
 const USAGE: &str = "usage: amx-bench [--dtype int8|u8s8|bf16] [--m M] [--n N] [--k K] \
                      [--threads T] [--reps R] [--backend hardware|emulated|trapped|auto] \
-                     [--accumulate] [--json]";
+                     [--accumulate] [--onednn PATH] [--json]";
 
 fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args = Args::default();
@@ -75,6 +78,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
                     Some(BackendChoice::parse(&value("a backend")?).map_err(|e| e.to_string())?)
             }
             "--accumulate" => args.accumulate = true,
+            "--onednn" => args.onednn = Some(value("the path of libdnnl.so")?.into()),
             "--json" => args.json = true,
             "-h" | "--help" => args.help = true,
             _ => return Err(format!("unknown option {flag:?}\n{USAGE}")),
@@ -184,6 +188,21 @@ fn print_row(r: &Report) {
             "", r.threads
         );
     }
+    match &r.peer {
+        Some(Ok(p)) => {
+            let check = match &p.check {
+                Ok(what) => format!("ok ({what})"),
+                Err(why) => format!("FAILED: {why}"),
+            };
+            println!(
+                "{:>22} oneDNN matmul, same process, repetitions interleaved: {:.1} GOP/s; \
+                 amx-gemm / oneDNN = {:.2} (median of adjacent pairs); C {check}",
+                "", p.gops, p.ratio
+            );
+        }
+        Some(Err(why)) => println!("{:>22} oneDNN matmul did not run: {why}", ""),
+        None => {}
+    }
 }
 
 fn seconds(s: f64) -> String {
@@ -220,6 +239,15 @@ fn main() -> ExitCode {
     };
     let threads = Gemm::new().threads(args.threads).thread_count();
     let mut harness = Harness::new();
+    if let Some(path) = &args.onednn {
+        match amx_tools::onednn::Peer::open(path) {
+            Ok(peer) => harness.peer = Some(peer),
+            Err(why) => {
+                eprintln!("--onednn {}: {why}", path.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if !args.json {
         print_header(backend, threads);
     }
@@ -229,6 +257,7 @@ fn main() -> ExitCode {
         match harness.run(&case) {
             Ok(r) => {
                 failed |= r.check.is_err();
+                failed |= matches!(&r.peer, Some(Ok(p)) if p.check.is_err());
                 if args.json {
                     match serde_json::to_string(&r) {
                         Ok(line) => println!("{line}"),
