@@ -652,10 +652,26 @@ pub(crate) fn pack_a(
             pack_transposed_panel(src, panel_start..panel_end, first_step, steps, panel);
             continue;
         }
+        // The k-steps whose 64 bytes lie inside every row, copied a whole 64-byte row at a
+        // time, k-step by k-step (each k-step of the panel is written front to back); then
+        // the K tail, zero-padded.
+        let whole = (src.row_bytes / ROW_BYTES)
+            .saturating_sub(first_step)
+            .min(steps);
+        let rows_here = panel_end - panel_start;
+        copy_whole_steps(
+            src,
+            panel_start,
+            rows_here,
+            first_step,
+            whole,
+            step_bytes,
+            panel,
+        );
         for row in panel_start..panel_end {
             let within = row - panel_start;
             let line = &src.bytes[row * src.ld_bytes..row * src.ld_bytes + src.row_bytes];
-            for t in 0..steps {
+            for t in whole..steps {
                 let from = (first_step + t) * ROW_BYTES;
                 let at = t * step_bytes + within * ROW_BYTES;
                 let out = &mut panel[at..at + ROW_BYTES];
@@ -663,6 +679,27 @@ pub(crate) fn pack_a(
                 out[..have].copy_from_slice(&line[from..from + have]);
                 out[have..].fill(0);
             }
+        }
+    }
+}
+
+/// The `whole` k-steps from `first_step` of rows `first_row..first_row + rows` of a row-major A
+/// into `panel` (k-step `t` at `t * step_bytes`, row `r` of it at `r * 64`), k-step by k-step
+/// so that the packed block is written front to back.
+fn copy_whole_steps(
+    src: ASource<'_>,
+    first_row: usize,
+    rows: usize,
+    first_step: usize,
+    whole: usize,
+    step_bytes: usize,
+    panel: &mut [u8],
+) {
+    for (t, out) in panel.chunks_exact_mut(step_bytes).take(whole).enumerate() {
+        let from = (first_step + t) * ROW_BYTES;
+        for (within, dst) in out.chunks_exact_mut(ROW_BYTES).take(rows).enumerate() {
+            let at = (first_row + within) * src.ld_bytes + from;
+            dst.copy_from_slice(&src.bytes[at..at + ROW_BYTES]);
         }
     }
 }
