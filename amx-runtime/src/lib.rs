@@ -36,6 +36,7 @@ pub mod permit;
 pub mod trap;
 pub mod typed;
 mod unit;
+pub mod vnni;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
@@ -50,6 +51,10 @@ pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{
     ConfigError, Fault, Feature, GeneralProtection, InvalidOpcode, Mnemonic, UdReason,
 };
+/// The `half` crate whose [`bf16`] and [`f16`](struct@f16) are the bf16 and fp16 values of
+/// this crate's API: a caller's slices must come from the same major version.
+pub use half;
+pub use half::{bf16, f16};
 /// The trait [`detect_with`](detect::detect_with) takes, and the result its reader returns,
 /// from `raw-cpuid`: a CPUID dump replays without a dependency of its own. (Only these two are
 /// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,
