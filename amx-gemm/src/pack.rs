@@ -7,7 +7,7 @@
 //! [`PrecisionKind::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
 //! panel is stored contiguously, k-step after k-step; each k-step is two 1 KiB tiles (columns
 //! 0..16 and 16..32 of the panel), each tile 16 rows of 64 bytes in the VNNI layout of
-//! docs/semantics.md section 8:
+//! [semantics.md section 8](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#8-the-dot-products-class-amx-e4):
 //!
 //! ```text
 //! tile row r, bytes 4j..4j+4 = B[s*kt + g*r + i][32p + 16h + j], i < g   (g = 4 int8, 2 bf16)

@@ -2,14 +2,18 @@
 //!
 //! # int8
 //!
-//! The tiles accumulate in 32-bit two's complement with wraparound (docs/semantics.md section 9), so
+//! The tiles accumulate in 32-bit two's complement with wraparound
+//! ([semantics.md section 9](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#9-integer-dot-products-tdpbssd-tdpbsud-tdpbusd-tdpbuud)),
+//! so
 //! the order of the sum does not matter: the reference sums exactly in `i64` and wraps to
 //! `i32` once, and the check is **exact equality**.
 //!
 //! # bf16: what the reference computes
 //!
 //! The tiles read a denormal bf16 input, and a denormal starting C, as a zero of the same sign
-//! (DAZ, docs/semantics.md section 10); the reference reads them the same way. It then sums in
+//! (DAZ,
+//! [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula));
+//! the reference reads them the same way. It then sums in
 //! `f64`: C's start `c0` (0 when overwriting), then `a_k b_k` for `k = 0, 1, ..., K - 1`. A
 //! product of two bf16 is exact in `f64` (8-bit significands, exponents far inside `f64`'s
 //! range). With `K = 0` no dot product runs, so C keeps its start as it is, denormal or not,
@@ -26,7 +30,9 @@
 //! |c - S| <= gamma(h) M + (1 + gamma(h)) F 2^-126,    F = 34 T + 1  (F = 0 when K = 0)
 //! ```
 //!
-//! **What the tiles compute** (docs/semantics.md section 10). Dot product `t = 1 .. T` takes
+//! **What the tiles compute**
+//! ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)).
+//! Dot product `t = 1 .. T` takes
 //! elements `32 (t - 1) .. 32 t - 1` of K (the tail of K padded with zeros). Its two `f32`
 //! lanes (even and odd k) start at `+0` and take 16 fused multiply-add steps each,
 //! `acc := fl(p + acc)`; then `s_t = fl(te + to)` and `C_t = fl(C_(t-1) + s_t)`, where `C_0` is

@@ -259,7 +259,8 @@ impl fmt::Display for InvalidOpcode {
     }
 }
 
-/// The condition under which a tile instruction raises #UD (see docs/semantics.md).
+/// The condition under which a tile instruction raises #UD (see
+/// [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UdReason {

@@ -9,7 +9,8 @@
 //! the GEMM micro-kernels, C code built with `-mamx-tile`) then runs unchanged, at the cost of
 //! one signal per instruction.
 //!
-//! What the program sees is the silicon's (docs/semantics.md section 1):
+//! What the program sees is the silicon's
+//! ([semantics.md section 1](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#1-how-linux-reports-each-exception)):
 //!
 //! | the instruction raises | the program gets |
 //! |---|---|

@@ -1,4 +1,5 @@
-//! Bit-exact arithmetic of the AMX dot-product instructions (docs/semantics.md sections 8 to 11).
+//! Bit-exact arithmetic of the AMX dot-product instructions
+//! ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) sections 8 to 11).
 //!
 //! Tiles are `[u8; 1024]`: 16 rows of 64 bytes, row `r` at bytes `r * 64..r * 64 + 64`, all
 //! little-endian; element `2k` of a row of 16-bit values is the low half of dword `k`.
@@ -349,7 +350,9 @@ fn daz_ftz_self_check(
     })
 }
 
-/// TDPBF16PS (docs/semantics.md section 10): for `m < m_rows`, `n < n_dwords`,
+/// TDPBF16PS
+/// ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)):
+/// for `m < m_rows`, `n < n_dwords`,
 /// `C[m][n] = add32(C[m][n], add32(te, to))` where the two fp32 lanes `te`, `to` start at +0.0
 /// and accumulate `fma32` of the even and odd bf16 pairs in increasing `k < k_dwords`.
 #[inline(always)]
@@ -364,7 +367,9 @@ pub(crate) fn dot_bf16(
     dot_half(c, a, b, m_rows, n_dwords, k_dwords, Half::Bf16);
 }
 
-/// TDPFP16PS (docs/semantics.md section 11): the TDPBF16PS formula with the fp16 inputs converted
+/// TDPFP16PS
+/// ([semantics.md section 11](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#11-tdpfp16ps-amx-fp16)):
+/// the TDPBF16PS formula with the fp16 inputs converted
 /// exactly to fp32 (fp16 denormals become normal fp32 values and are never flushed); C is DAZ'd
 /// and every step flushes tiny results.
 #[inline(always)]

@@ -1,9 +1,13 @@
-//! Tests of the numerics: the directed hardware cases of docs/semantics.md sections 9 to 11, and
+//! Tests of the numerics: the directed hardware cases of
+//! [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+//! sections 9 to 11, and
 //! differential tests of every fast path against the exact model.
 //!
 //! The formula of section 10 agreed with the silicon on 8,001,536 TDPBF16PS elements and
 //! 1,601,536 TDPFP16PS elements (every bit, NaN payloads included) and the integer formula on
-//! 3,800,151 outputs (docs/semantics.md), so the exact model here is tested against the directed
+//! 3,800,151 outputs
+//! ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)),
+//! so the exact model here is tested against the directed
 //! hardware results, and every fast path is tested against the exact model.
 
 use super::*;
