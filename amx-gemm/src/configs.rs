@@ -154,45 +154,45 @@ macro_rules! config_table {
     (@cfg $r0:tt 0 $c0:tt 0) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t4 as a0: $r0 x 64;
-            t6 as b0: 16 x $c0 i32;
+            t0: $r0 x $c0 i32; // C00
+            t4: $r0 x 64; // A0
+            t6: 16 x $c0 i32; // B0
         }
     };
     // 1x2 tiles: one row of C tiles, two B tiles.
     (@cfg $r0:tt 0 $c0:tt $c1:tt) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t1 as c01: $r0 x $c1 i32;
-            t4 as a0: $r0 x 64;
-            t6 as b0: 16 x $c0 i32;
-            t7 as b1: 16 x $c1 i32;
+            t0: $r0 x $c0 i32; // C00
+            t1: $r0 x $c1 i32; // C01
+            t4: $r0 x 64; // A0
+            t6: 16 x $c0 i32; // B0
+            t7: 16 x $c1 i32; // B1
         }
     };
     // 2x1 tiles: two A tiles, one column of C tiles.
     (@cfg $r0:tt $r1:tt $c0:tt 0) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t2 as c10: $r1 x $c0 i32;
-            t4 as a0: $r0 x 64;
-            t5 as a1: $r1 x 64;
-            t6 as b0: 16 x $c0 i32;
+            t0: $r0 x $c0 i32; // C00
+            t2: $r1 x $c0 i32; // C10
+            t4: $r0 x 64; // A0
+            t5: $r1 x 64; // A1
+            t6: 16 x $c0 i32; // B0
         }
     };
     // The full 2x2 register tile (and its row and column remainders).
     (@cfg $r0:tt $r1:tt $c0:tt $c1:tt) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t1 as c01: $r0 x $c1 i32;
-            t2 as c10: $r1 x $c0 i32;
-            t3 as c11: $r1 x $c1 i32;
-            t4 as a0: $r0 x 64;
-            t5 as a1: $r1 x 64;
-            t6 as b0: 16 x $c0 i32;
-            t7 as b1: 16 x $c1 i32;
+            t0: $r0 x $c0 i32; // C00
+            t1: $r0 x $c1 i32; // C01
+            t2: $r1 x $c0 i32; // C10
+            t3: $r1 x $c1 i32; // C11
+            t4: $r0 x 64; // A0
+            t5: $r1 x 64; // A1
+            t6: 16 x $c0 i32; // B0
+            t7: 16 x $c1 i32; // B1
         }
     };
 }

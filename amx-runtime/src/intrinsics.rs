@@ -57,12 +57,24 @@
 //! raises no exception. Tile state belongs to the thread: the configuration that matters is the
 //! one loaded on the calling thread.
 //!
-//! ```no_run
+//! Where the CPU lacks AMX, these instructions raise #UD (SIGILL); on x86-64 Linux the
+//! [`trap`](crate::trap) engine executes them instead, one trap per instruction, so the same
+//! code runs (and is tested) on any such machine. The example installs it, which does nothing
+//! but return [`InstallError::NativeAmx`](crate::trap::InstallError::NativeAmx) where the
+//! silicon runs them itself:
+//!
+//! ```
+//! # #[cfg(target_os = "linux")] {
 //! use amx_runtime::intrinsics::*;
+//! use amx_runtime::trap::{self, InstallError};
 //! use amx_runtime::{tilecfg, Hardware, TileConfig, TileUnit};
 //!
 //! static CFG: TileConfig = tilecfg! { palette 1; t0: 16x16 i32; t1: 16x64; t2: 16x64 };
-//! let mut hw = Hardware::new().expect("AMX");
+//! match trap::install() {
+//!     Ok(()) | Err(InstallError::NativeAmx) => {}
+//!     Err(e) => panic!("neither AMX nor the trap engine: {e}"),
+//! }
+//! let mut hw = Hardware::new().expect("the silicon, or the trap engine standing in for it");
 //! let (a, b) = ([1i8; 16 * 64], [2i8; 16 * 64]);
 //! let mut c = [0i32; 16 * 16];
 //! // Tile numbers as C and stdarch code names them: `int` / `i32` constants.
@@ -82,6 +94,7 @@
 //! hw.resync(); // the safe API sees the configuration the intrinsics loaded
 //! assert_eq!(c[0], 16 * 4 * 2);
 //! assert_eq!(&hw.loaded_config(), CFG.as_bytes());
+//! # }
 //! ```
 //!
 //! [`TileUnit`]: crate::TileUnit
@@ -255,5 +268,5 @@ dot_intrinsic!(
     /// TDPFP16PS: `DST += A x B`, each f32 of `DST` accumulating dot products of fp16 pairs.
     _tile_dpfp16ps => tdpfp16ps,
     "AMX-FP16 (CPUID.(7,1):EAX\\[21\\]; a hypervisor may hide the bit of a core that has it, \
-     docs/semantics.md F1)"
+     [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) F1)"
 );
