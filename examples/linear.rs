@@ -264,7 +264,7 @@ fn main() -> ExitCode {
     let sizes = match (args.quick, backend) {
         (true, _) => (256, 64),
         (false, Backend::Hardware) => (4096, 1024),
-        (false, Backend::Emulated) => (2048, 512),
+        (false, _) => (2048, 512),
     };
     let reps = args.reps.unwrap_or(9);
     if !args.json {

@@ -472,7 +472,9 @@ mod tests {
         let zp = crate::Epilogue::new().quantized(1.0, 3, crate::WeightScale::Tensor(1.0));
         assert!(matches!(
             gemm.run_view_with(2, &a, k, view, &mut out, n, &zp),
-            Err(crate::GemmError::InvalidEpilogue(_))
+            Err(crate::GemmError::InvalidEpilogue(
+                crate::EpilogueError::MissingColumnSums
+            ))
         ));
         gemm.run_view_with(2, &a, k, view, &mut out, n, &crate::Epilogue::new())
             .unwrap();

@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 use amx_runtime::rules::{check_dot, TileShape, TmulLimits};
 use amx_runtime::{tilecfg, TileConfig};
 
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError, Unsupported};
 
 /// Tile register of C rows 0..16, columns 0..16 of the micro-tile.
 pub(crate) const C00: i32 = 0;
@@ -228,11 +228,12 @@ pub(crate) fn check_limits(shape: MicroShape, limits: TmulLimits) -> Result<(), 
     let tiles = shape.tiles();
     for (c, a, b) in shape.dots() {
         let at = |t: i32| (t as u8, tiles[t as usize]);
-        check_dot(at(c), at(a), at(b), limits).map_err(|why| {
-            GemmError::Unsupported(format!(
-                "the {}x{} micro-kernel's dot products need larger TMUL limits: {why}",
-                shape.rows, shape.cols
-            ))
+        check_dot(at(c), at(a), at(b), limits).map_err(|mismatch| {
+            GemmError::Unsupported(Unsupported::TmulLimits {
+                limits,
+                micro_tile: (shape.rows, shape.cols),
+                mismatch,
+            })
         })?;
     }
     Ok(())
@@ -244,8 +245,11 @@ fn check_table() -> Result<(), GemmError> {
             let shape = MicroShape { rows, cols };
             let cfg = &TABLE[rows as usize - 1][cols as usize - 1];
             let tiles = shape.tiles();
-            let wrong =
-                |why: String| GemmError::Internal(format!("micro-tile {rows}x{cols}: {why}"));
+            let wrong = |why: String| {
+                GemmError::Internal(InternalError::new(format!(
+                    "micro-tile {rows}x{cols}: {why}"
+                )))
+            };
             for (t, want) in tiles.iter().enumerate() {
                 let have = cfg.tile(t as u8).unwrap_or(TileShape::new(0, 0));
                 if have != *want || cfg.start_row() != 0 {

@@ -79,7 +79,7 @@
 
 use half::bf16;
 
-use crate::error::{check_slice, GemmError, Operand};
+use crate::error::{check_slice, EpilogueError, GemmError, Operand};
 use crate::pack::{MR, NR};
 use crate::precision::{PrecisionKind, Scalar};
 use crate::tile_ops::MemMut;
@@ -257,8 +257,9 @@ fn erf_f64(x: f64) -> f64 {
 }
 
 /// The weight scale of an [`Epilogue`]: per tensor, per output channel, or per group of K
-/// rows and output channel.
+/// rows and output channel. Non-exhaustive: further quantization schemes are minor releases.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum WeightScale<'a> {
     /// One scale for all of B.
     Tensor(f32),
@@ -278,8 +279,10 @@ pub enum WeightScale<'a> {
 }
 
 /// A residual input of C's shape (`m x n`, row-major, leading dimension `ld`), added after the
-/// activation ([`Epilogue::residual`]).
+/// activation ([`Epilogue::residual`]). Non-exhaustive: other element types are minor
+/// releases.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Residual<'a> {
     /// `f32` elements.
     F32 {
@@ -589,15 +592,10 @@ impl<'a> Grouped<'a> {
         group_sums: impl FnOnce(usize) -> Result<Vec<i32>, GemmError>,
     ) -> Result<Grouped<'a>, GemmError> {
         if !int_acc {
-            return Err(GemmError::InvalidEpilogue(
-                "per-K-group weight scales apply to int8 weights, not bf16".into(),
-            ));
+            return Err(EpilogueError::GroupScalesForFloats.into());
         }
         if group == 0 || !group.is_multiple_of(GROUP_QUANTUM) {
-            return Err(GemmError::InvalidEpilogue(format!(
-                "the weight-scale group must be a positive multiple of {GROUP_QUANTUM} rows of K \
-                 (one k-step of the tiles), not {group}"
-            )));
+            return Err(EpilogueError::GroupSize(group).into());
         }
         let groups = k.div_ceil(group);
         let needed = groups.checked_mul(n).ok_or(GemmError::TooLarge {
@@ -647,9 +645,7 @@ impl<'a> Prepared<'a> {
     ) -> Result<Prepared<'a>, GemmError> {
         let int_acc = dtype != PrecisionKind::Bf16;
         if e.a_zero_point != 0 && !int_acc {
-            return Err(GemmError::InvalidEpilogue(
-                "a zero point applies to int8 activations, not bf16".into(),
-            ));
+            return Err(EpilogueError::ZeroPointForFloats.into());
         }
         let grouped = match e.w_scale {
             WeightScale::Group { scales, group } => {
@@ -664,14 +660,7 @@ impl<'a> Prepared<'a> {
             (_, Some(s)) if s.len() == n => Some(s),
             // K = 0: every column sum is 0, and none is stored.
             (_, Some([])) if k == 0 => None,
-            (_, _) => {
-                return Err(GemmError::InvalidEpilogue(
-                    "the activations' zero point needs the weights' column sums, which this \
-                     packed B lacks (a view of a version-1 blob): load it with \
-                     PackedB::from_bytes, or repack"
-                        .into(),
-                ))
-            }
+            (_, _) => return Err(EpilogueError::MissingColumnSums.into()),
         };
         if let WeightScale::Channel(s) = e.w_scale {
             if s.len() < n {
@@ -702,16 +691,15 @@ impl<'a> Prepared<'a> {
                 (-128, 127)
             };
             if !(e.out_scale.is_finite() && e.out_scale > 0.0) {
-                return Err(GemmError::InvalidEpilogue(format!(
-                    "the requantization scale must be positive and finite, not {}",
-                    e.out_scale
-                )));
+                return Err(EpilogueError::RequantizeScale(e.out_scale).into());
             }
             if !(lo..=hi).contains(&e.out_zero_point) {
-                return Err(GemmError::InvalidEpilogue(format!(
-                    "the output zero point {} is outside {lo}..={hi}",
-                    e.out_zero_point
-                )));
+                return Err(EpilogueError::OutputZeroPoint {
+                    zero_point: e.out_zero_point,
+                    min: lo,
+                    max: hi,
+                }
+                .into());
             }
         }
         let padded = n.div_ceil(NR).checked_mul(NR).ok_or(GemmError::TooLarge {

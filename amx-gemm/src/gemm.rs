@@ -22,6 +22,10 @@ use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind};
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
+///
+/// Exhaustive on purpose: C is either replaced or added to; anything richer (scaling C,
+/// converting it) is an [`Epilogue`](crate::Epilogue)'s job, so a `match` on this never needs a
+/// wildcard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// `C = A x B`: C's previous contents are ignored (and may be anything).

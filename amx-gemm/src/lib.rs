@@ -114,13 +114,11 @@ mod tile_ops;
 pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
-pub use error::{GemmError, Operand};
+pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
 pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
-#[allow(deprecated)]
-pub use precision::DType;
 pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same

@@ -11,8 +11,10 @@ pub(crate) const ROW_BYTES: usize = 64;
 /// A precision picked at run time (for reports and command lines): the run-time twin of the
 /// [`Precision`] marker types. A precision is a pairing of operand types and an instruction
 /// (`u8 x i8 -> i32` is one), not the element type of one operand: that is
-/// [`amx_runtime::ElemType`].
+/// [`amx_runtime::ElemType`]. Non-exhaustive: a precision the tile unit gains is a minor
+/// release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PrecisionKind {
     /// `i8 x i8 -> i32` with TDPBSSD ([`Int8`]).
     Int8,
@@ -103,10 +105,6 @@ impl fmt::Display for ParsePrecisionError {
 }
 
 impl std::error::Error for ParsePrecisionError {}
-
-/// The former name of [`PrecisionKind`].
-#[deprecated(since = "0.1.0", note = "renamed to `PrecisionKind`")]
-pub type DType = PrecisionKind;
 
 impl FromStr for PrecisionKind {
     type Err = ParsePrecisionError;

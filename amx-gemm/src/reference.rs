@@ -148,7 +148,7 @@
 use std::fmt;
 
 use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
-use crate::error::{check_slice, GemmError, Operand};
+use crate::error::{check_slice, EpilogueError, GemmError, Operand};
 use crate::gemm::Mode;
 use crate::precision::{Precision, PrecisionKind, Scalar};
 
@@ -750,11 +750,7 @@ pub fn linear_model<P: Precision, O: Output>(
     check_slice(Operand::C, m, n, ldacc, acc.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
     if matches!(epilogue.w_scale, WeightScale::Group { .. }) {
-        return Err(GemmError::InvalidEpilogue(
-            "per-K-group weight scales need each group's product: use \
-             reference::linear_model_grouped"
-                .into(),
-        ));
+        return Err(EpilogueError::GroupedScales.into());
     }
     let params = Params::new(epilogue, m, n)?;
     let int_acc = P::KIND != PrecisionKind::Bf16;
@@ -764,8 +760,8 @@ pub fn linear_model<P: Precision, O: Output>(
                 (0, _) => 0,
                 // No sums are stored when K = 0: every one is 0.
                 (_, Some([])) => 0,
-                (_, Some(s)) => *s.get(j).ok_or_else(|| missing("column sums"))?,
-                (_, None) => return Err(missing("column sums")),
+                (_, Some(s)) => *s.get(j).ok_or(EpilogueError::MissingColumnSums)?,
+                (_, None) => return Err(EpilogueError::MissingColumnSums.into()),
             };
             let r = params.residual(i, j).map(|(r, _)| r as f32);
             out[i * ldo + j] =
@@ -802,13 +798,9 @@ pub fn linear_model_grouped<P: Precision, O: Output>(
     check_slice(Operand::B, k, n, ldb, b.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let WeightScale::Group { group, .. } = epilogue.w_scale else {
-        return Err(GemmError::InvalidEpilogue(
-            "linear_model_grouped needs per-K-group weight scales".into(),
-        ));
+        return Err(EpilogueError::NotGrouped.into());
     };
-    if P::KIND == PrecisionKind::Bf16 || group == 0 || !group.is_multiple_of(64) {
-        return Err(missing("int8 weights and a group that is a multiple of 64"));
-    }
+    check_group(P::KIND, group)?;
     let params = Params::new(epilogue, m, n)?;
     let groups = exact_groups::<P>(m, n, k, a, lda, b, ldb, group);
     let g_count = k.div_ceil(group);
@@ -894,8 +886,15 @@ fn exact_groups<P: Precision>(
     }
 }
 
-fn missing(what: &str) -> GemmError {
-    GemmError::InvalidEpilogue(format!("the reference needs {what}"))
+/// The fused path's refusals of per-K-group scales, for the references.
+fn check_group(kind: PrecisionKind, group: usize) -> Result<(), EpilogueError> {
+    if kind == PrecisionKind::Bf16 {
+        Err(EpilogueError::GroupScalesForFloats)
+    } else if group == 0 || !group.is_multiple_of(64) {
+        Err(EpilogueError::GroupSize(group))
+    } else {
+        Ok(())
+    }
 }
 
 /// An epilogue's inputs, checked, for the references.
@@ -907,12 +906,20 @@ impl<'e, 'a> Params<'e, 'a> {
     fn new(e: &'e Epilogue<'a>, m: usize, n: usize) -> Result<Self, GemmError> {
         if let WeightScale::Channel(s) = e.w_scale {
             if s.len() < n {
-                return Err(missing("a weight scale per channel"));
+                return Err(GemmError::DimensionMismatch {
+                    what: "per-channel weight scales and N",
+                    expected: n,
+                    found: s.len(),
+                });
             }
         }
         // Group scales are checked against K where K is known (`group_scale`).
-        if e.bias.is_some_and(|b| b.len() < n) {
-            return Err(missing("a bias per channel"));
+        if let Some(b) = e.bias.filter(|b| b.len() < n) {
+            return Err(GemmError::DimensionMismatch {
+                what: "bias values and N",
+                expected: n,
+                found: b.len(),
+            });
         }
         if let Some((r, _)) = e.residual {
             let (len, ld) = r.len_and_ld();
@@ -948,9 +955,11 @@ impl<'e, 'a> Params<'e, 'a> {
         let WeightScale::Group { scales, .. } = self.e.w_scale else {
             return Ok(self.scale(j));
         };
-        let w = scales
-            .get(g * n + j)
-            .ok_or_else(|| missing("a weight scale per group and channel"))?;
+        let w = scales.get(g * n + j).ok_or(GemmError::DimensionMismatch {
+            what: "per-group weight scales and ceil(K / group) * N",
+            expected: (g + 1) * n,
+            found: scales.len(),
+        })?;
         Ok(f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(*w))
     }
 
@@ -1058,10 +1067,10 @@ pub fn verify_linear<P: Precision, O: Output>(
     }
     let zp = f64::from(epilogue.a_zero_point);
     let grouped = match epilogue.w_scale {
-        WeightScale::Group { group, .. } if int && group > 0 && group.is_multiple_of(64) => {
+        WeightScale::Group { group, .. } => {
+            check_group(P::KIND, group)?;
             Some(exact_groups::<P>(m, n, k, a, lda, b, ldb, group))
         }
-        WeightScale::Group { .. } => return Err(missing("int8 weights and a group of 64 k")),
         _ => None,
     };
     let mut worst = 0f64;

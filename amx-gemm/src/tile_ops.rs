@@ -25,11 +25,11 @@
 //! [`TileUnit`]: amx_runtime::TileUnit
 
 use amx_runtime::typed::Layout;
-use amx_runtime::{Backend, Fault, Tiles, TypedTiles};
+use amx_runtime::{Backend, Fault, Feature, Tiles, TypedTiles};
 
 use crate::configs::typed::{Bf16Kernel, Int8Kernel, U8S8Kernel};
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError, Unsupported};
 use crate::precision::{Precision, PrecisionKind};
 
 /// A buffer the tiles read: its first byte and length. Carries no lifetime: whoever builds
@@ -257,16 +257,16 @@ pub(crate) fn silicon_supports(dtype: PrecisionKind) -> Result<(), GemmError> {
     static CAPS: OnceLock<amx_runtime::Capabilities> = OnceLock::new();
     let caps = CAPS.get_or_init(amx_runtime::detect);
     let (present, feature) = match dtype {
-        PrecisionKind::Int8 | PrecisionKind::U8S8 => (caps.amx_int8, "AMX-INT8"),
-        PrecisionKind::Bf16 => (caps.amx_bf16, "AMX-BF16"),
+        PrecisionKind::Int8 | PrecisionKind::U8S8 => (caps.amx_int8, Feature::AmxInt8),
+        PrecisionKind::Bf16 => (caps.amx_bf16, Feature::AmxBf16),
     };
     if present {
         Ok(())
     } else {
-        Err(GemmError::Unsupported(format!(
-            "{} needs {feature}, which this CPU does not report",
-            dtype.instruction()
-        )))
+        Err(GemmError::Unsupported(Unsupported::Feature {
+            precision: dtype,
+            feature,
+        }))
     }
 }
 
@@ -601,7 +601,7 @@ const fn reg(t: i32) -> u8 {
 /// A register or operand triple the typed layout has no handle for, reported instead of
 /// issued (the micro-kernel never names one).
 fn wrong_layout(what: String) -> GemmError {
-    GemmError::Internal(format!("typed 2x2 kernel: {what}"))
+    GemmError::Internal(InternalError::new(format!("typed 2x2 kernel: {what}")))
 }
 
 // Common to the methods below: `Typed::new` tied `L` to the precision, and the guard inside

@@ -501,17 +501,6 @@ fn check_product<P: Precision>(
                 0.0
             };
             match P::KIND {
-                PrecisionKind::Int8 | PrecisionKind::U8S8 => {
-                    let mut sum = start as i64;
-                    for kk in 0..k {
-                        sum += a[i * lda + kk].to_f64() as i64 * b[kk * ldb + j].to_f64() as i64;
-                    }
-                    assert_eq!(
-                        got,
-                        f64::from(sum as i32),
-                        "{what}: C[{i}][{j}] (wrapped to i32): {t:?}"
-                    );
-                }
                 PrecisionKind::Bf16 => {
                     let plain = plain_bf16(
                         start,
@@ -520,6 +509,18 @@ fn check_product<P: Precision>(
                     assert!(
                         bf16_output_ok(got, &plain, k),
                         "{what}: C[{i}][{j}] = {got}, reference {plain:?}: {t:?}"
+                    );
+                }
+                // The integer precisions.
+                _ => {
+                    let mut sum = start as i64;
+                    for kk in 0..k {
+                        sum += a[i * lda + kk].to_f64() as i64 * b[kk * ldb + j].to_f64() as i64;
+                    }
+                    assert_eq!(
+                        got,
+                        f64::from(sum as i32),
+                        "{what}: C[{i}][{j}] (wrapped to i32): {t:?}"
                     );
                 }
             }

@@ -4,8 +4,8 @@
 //! is written.
 
 use amx_gemm::{
-    bf16, Activation, BLayout, Backend, Epilogue, Gemm, GemmError, Operand, PackedB, Residual,
-    WeightScale, U8S8,
+    bf16, Activation, BLayout, Backend, Epilogue, EpilogueError, Gemm, GemmError, Operand, PackedB,
+    Residual, WeightScale, U8S8,
 };
 use amx_test_support::random;
 use proptest::prelude::*;
@@ -114,6 +114,6 @@ fn bad_batched_epilogues_are_typed_errors_before_any_output() {
     };
     assert!(matches!(
         run(&Epilogue::new().quantized(1.0, 0, grouped)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::GroupSize(32))
     ));
 }

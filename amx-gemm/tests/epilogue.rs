@@ -8,8 +8,8 @@ use amx_gemm::epilogue::Output;
 use amx_gemm::reference::{self, linear_model, verify_linear};
 use amx_gemm::Bf16;
 use amx_gemm::{
-    bf16, Activation, Backend, Blocking, Epilogue, Gemm, GemmError, Int8, Mode, Operand, PackedB,
-    Precision, Residual, WeightScale, U8S8,
+    bf16, Activation, Backend, Blocking, Epilogue, EpilogueError, Gemm, GemmError, Int8, Mode,
+    Operand, PackedB, Precision, Residual, WeightScale, U8S8,
 };
 use amx_test_support::random;
 use proptest::prelude::*;
@@ -320,15 +320,19 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(0.0, 0)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeScale(0.0))
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(f32::NAN, 0)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeScale(s)) if s.is_nan()
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(1.0, 256)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::OutputZeroPoint {
+            zero_point: 256,
+            min: 0,
+            max: 255
+        })
     ));
     let r = [0f32; 9];
     assert!(matches!(
@@ -345,7 +349,10 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     let err = gemm
         .run_with(m, &vec![bf16::ONE; m * k], k, &pb, &mut out, n, &e)
         .unwrap_err();
-    assert!(matches!(err, GemmError::InvalidEpilogue(_)));
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::ZeroPointForFloats)
+    );
     // A short output is refused as C.
     let mut out = vec![0f32; m * n - 1];
     let err = gemm

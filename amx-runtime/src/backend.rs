@@ -14,9 +14,12 @@ use crate::detect::Unavailable;
 use crate::unit::Hardware;
 
 /// Which tile unit executes the instructions.
+///
+/// Non-exhaustive: another unit (a remote or a faster software one) is a minor release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Backend {
     /// The CPU's own AMX unit.
     Hardware,

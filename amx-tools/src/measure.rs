@@ -34,8 +34,10 @@ use serde::{Serialize, Serializer};
 use crate::stats::Sample;
 
 /// Why a measurement did not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum MeasureError {
+    /// A precision this harness has no measurement for.
+    UnsupportedPrecision(PrecisionKind),
     /// The GEMM, the packing or the tiles of the peak loop refused or failed.
     Gemm(GemmError),
     /// A buffer's size in bytes does not fit the address space.
@@ -72,6 +74,7 @@ impl fmt::Display for MeasureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MeasureError::Gemm(e) => e.fmt(f),
+            MeasureError::UnsupportedPrecision(p) => write!(f, "no measurement of {p} GEMMs"),
             MeasureError::TooLarge { operand } => write!(f, "{operand} is too large to address"),
             MeasureError::TooManyThreads { requested, max } => write!(
                 f,
@@ -213,6 +216,7 @@ impl Case {
             PrecisionKind::Int8 => self.footprint_of::<Int8>(),
             PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
             PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -487,7 +491,7 @@ impl Harness {
         let time = self.peak_time;
         let warmup = match backend {
             Backend::Hardware => Duration::from_millis(50),
-            Backend::Emulated => Duration::from_millis(10),
+            _ => Duration::from_millis(10),
         };
         let run = || peak_worker(dtype, backend, warmup, time);
         let results: Vec<Result<(f64, f64), MeasureError>> = if threads == 1 {
@@ -587,6 +591,7 @@ impl Harness {
             PrecisionKind::Int8 => self.run_typed::<Int8>(case),
             PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
             PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -635,7 +640,7 @@ impl Harness {
         let first_run_s = start.elapsed().as_secs_f64();
         let (min_runs, min_time) = match backend {
             Backend::Hardware => (3, 0.05),
-            Backend::Emulated => (1, 0.0),
+            _ => (1, 0.0),
         };
         let mut warmup_runs = 1;
         while warmup_runs < min_runs || start.elapsed().as_secs_f64() < min_time {
@@ -679,8 +684,8 @@ impl Harness {
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
         let simd_peak_gops = match backend {
-            Backend::Emulated => self.simd_peak(case.dtype, threads)?,
             Backend::Hardware => None,
+            _ => self.simd_peak(case.dtype, threads)?,
         };
         let b_bytes = b_len * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
@@ -877,6 +882,7 @@ fn peak_worker(
         PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
         PrecisionKind::Bf16 => peak_bf16(backend, warmup, time, ops),
+        other => Err(MeasureError::UnsupportedPrecision(other)),
     }
 }
 
