@@ -23,10 +23,10 @@
 use std::process::ExitCode;
 
 use amx_gemm::epilogue::Output;
-use amx_gemm::reference::verify_linear;
+use amx_gemm::reference::{verify_linear, VerifyError};
 use amx_gemm::{
-    bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, PackedB, Precision, WeightScale,
-    U8S8,
+    bf16, Activation, BRef, Backend, Bf16, Epilogue, Gemm, GemmError, MatMut, MatRef, PackedB,
+    Precision, WeightScale, U8S8,
 };
 use amx_runtime::BackendChoice;
 use amx_test_support::random;
@@ -180,15 +180,24 @@ where
         let e = &epilogue;
         let a = &a;
         let plain = move || gemm.run(m, a, k, w, acc, n).map(|_| ());
-        let fused = move || gemm.run_with(m, a, k, w, out_ref, n, e).map(|_| ());
+        let fused = move || {
+            let out = MatMut::new(&mut out_ref[..], m, n);
+            gemm.run_with(MatRef::new(a, m, k), w, out, e).map(|_| ())
+        };
         // Interleaved, so drifts in clock or load hit both alike; compared at their best
         // runs, the ones least disturbed by other load on the machine.
         let (plain, fused) = interleaved(reps, plain, fused)?;
         let best = |s: Option<amx_tools::Sample>| s.map_or(f64::NAN, |s| s.min);
         (best(plain), best(fused))
     };
-    let check = match verify_linear::<P, O>(m, n, k, &a, k, &b, n, &epilogue, &out, n)? {
-        Ok(worst) => Ok(worst),
+    let (a, b, out) = (
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        MatRef::new(&out, m, n),
+    );
+    let check = match verify_linear::<P, O>(a, b, &epilogue, out) {
+        Ok(verified) => Ok(verified.worst_ratio),
+        Err(VerifyError::Input(e)) => return Err(e),
         Err(mismatch) => Err(mismatch.to_string()),
     };
     Ok(Report {

@@ -468,15 +468,17 @@ mod tests {
             .backend(crate::Backend::Emulated)
             .threads(1);
         let a = vec![3u8; 2 * k];
+        let a = crate::MatRef::new(&a, 2, k);
         let mut out = vec![0f32; 2 * n];
         let zp = crate::Epilogue::new().quantized(1.0, 3, crate::WeightScale::Tensor(1.0));
         assert!(matches!(
-            gemm.run_view_with(2, &a, k, view, &mut out, n, &zp),
+            gemm.run_view_with(a, view, crate::MatMut::new(&mut out, 2, n), &zp),
             Err(crate::GemmError::InvalidEpilogue(
                 crate::EpilogueError::MissingColumnSums
             ))
         ));
-        gemm.run_view_with(2, &a, k, view, &mut out, n, &crate::Epilogue::new())
+        let none = crate::Epilogue::new();
+        gemm.run_view_with(a, view, crate::MatMut::new(&mut out, 2, n), &none)
             .unwrap();
         // A bf16 blob has no sums in either version.
         let b16 = PackedB::<Bf16>::pack(&[half::bf16::ONE; 6], 3, 2, 2).unwrap();

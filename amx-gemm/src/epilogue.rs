@@ -329,7 +329,7 @@ impl<'a> Residual<'a> {
 /// step with their rounding, are in the [module docs](self).
 ///
 /// ```
-/// use amx_gemm::{Activation, Backend, Epilogue, Gemm, PackedB, WeightScale, U8S8};
+/// use amx_gemm::{Activation, Backend, Epilogue, Gemm, MatMut, MatRef, PackedB, WeightScale, U8S8};
 ///
 /// // A quantized linear layer: u8 activations (scale 0.02, zero point 128), s8 weights with
 /// // per-channel scales, f32 bias, GELU, bf16 output.
@@ -344,7 +344,8 @@ impl<'a> Residual<'a> {
 ///     .bias(&bias)
 ///     .activation(Activation::GeluTanh);
 /// let mut y = vec![amx_gemm::bf16::ZERO; m * n];
-/// Gemm::new().backend(Backend::Emulated).run_with(m, &x, k, &weights, &mut y, n, &epilogue)?;
+/// let (x, y) = (MatRef::new(&x, m, k), MatMut::new(&mut y, m, n));
+/// Gemm::new().backend(Backend::Emulated).run_with(x, &weights, y, &epilogue)?;
 /// # Ok::<(), amx_gemm::GemmError>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]

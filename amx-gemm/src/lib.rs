@@ -19,7 +19,7 @@
 //! same results.
 //!
 //! ```
-//! use amx_gemm::{bf16, Bf16, Gemm, Int8, Mode, PackedB};
+//! use amx_gemm::{bf16, BRef, Bf16, Gemm, Int8, MatMut, MatRef, Mode, PackedB};
 //!
 //! // int8: C (2 x 3) = A (2 x 4) x B (4 x 3), B packed once.
 //! let a: Vec<i8> = vec![1, 2, 3, 4, -1, -2, -3, -4];
@@ -33,7 +33,8 @@
 //! let a = vec![bf16::from_f32(0.5); 2 * 3];
 //! let b = vec![bf16::from_f32(2.0); 3 * 2];
 //! let mut c = vec![1.0f32; 4];
-//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(2, 2, 3, &a, 3, &b, 2, &mut c, 2)?;
+//! let (a, b, c_view) = (MatRef::new(&a, 2, 3), BRef::k_by_n(&b, 3, 2), MatMut::new(&mut c, 2, 2));
+//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(a, b, c_view)?;
 //! assert_eq!(c, [4.0; 4]);
 //! # Ok::<(), amx_gemm::GemmError>(())
 //! ```
@@ -105,6 +106,7 @@ pub mod epilogue;
 mod error;
 mod gemm;
 mod kernel;
+mod matrix;
 pub mod pack;
 mod pool;
 mod precision;
@@ -115,8 +117,9 @@ pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
 pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
-pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
+pub use gemm::{BatchStats, Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16};
+pub use matrix::{BLayout, BRef, Batch, MatMut, MatRef};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
 pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};

@@ -39,6 +39,7 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 use crate::error::{check_slice, GemmError, Operand};
+use crate::matrix::BRef;
 use crate::precision::{bytes_of, Precision, PrecisionKind, Scalar, ROW_BYTES};
 
 /// Columns of one packed B panel (two tiles of 16 columns): the micro-kernel's N.
@@ -213,6 +214,26 @@ impl<P: Precision> PackedB<P> {
     ) -> Result<PackedB<P>, GemmError> {
         check_slice(Operand::B, n, k, ldbt, bt.len())?;
         Self::pack_with(k, n, |kk, nn| bt[nn * ldbt + kk])
+    }
+
+    /// Packs B given as a [`BRef`]: `K x N` or `N x K` (its [`BLayout`](crate::BLayout)), any
+    /// leading dimension, as [`PackedB::pack`] or [`PackedB::pack_transposed`] does.
+    ///
+    /// ```
+    /// use amx_gemm::{BRef, Int8, PackedB};
+    ///
+    /// let w: Vec<i8> = vec![1, 2, 3, 4, 5, 6]; // N x K = 2 x 3
+    /// let packed = PackedB::<Int8>::pack_ref(BRef::n_by_k(&w, 3, 2)).unwrap();
+    /// assert_eq!(packed.get(2, 1), Some(6)); // B[2][1] = w[1][2]
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PackedB::pack`], for the stored matrix.
+    pub fn pack_ref(b: BRef<'_, P::B>) -> Result<PackedB<P>, GemmError> {
+        match b.layout {
+            crate::BLayout::KxN => Self::pack(b.data, b.k, b.n, b.ld),
+            crate::BLayout::NxK => Self::pack_transposed(b.data, b.k, b.n, b.ld),
+        }
     }
 
     /// Bytes of the packed form of a `k x n` B: what [`PackedB::pack`] allocates (exactly),

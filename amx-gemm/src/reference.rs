@@ -145,11 +145,13 @@
 //!   bf16 output: E + 2^-8 (|Y| + E);   u8 / i8: q within rne((Y +- E) / scale) + zp, saturated
 //!   ```
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
 use crate::error::{check_slice, EpilogueError, GemmError, Operand};
-use crate::gemm::Mode;
+use crate::gemm::{check_product, Mode};
+use crate::matrix::{BLayout, BRef, MatMut, MatRef};
 use crate::precision::{Precision, PrecisionKind, Scalar};
 
 /// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: denormal inputs and a
@@ -400,6 +402,8 @@ pub enum VerifyError {
     Input(GemmError),
     /// An output differs from the reference by more than allowed.
     Mismatch(Mismatch),
+    /// An output of a fused linear layer lies outside its bound ([`verify_linear`]).
+    LinearMismatch(LinearMismatch),
 }
 
 impl fmt::Display for VerifyError {
@@ -407,6 +411,7 @@ impl fmt::Display for VerifyError {
         match self {
             VerifyError::Input(e) => write!(f, "cannot verify: {e}"),
             VerifyError::Mismatch(m) => m.fmt(f),
+            VerifyError::LinearMismatch(m) => m.fmt(f),
         }
     }
 }
@@ -418,6 +423,7 @@ impl std::error::Error for VerifyError {
         match self {
             VerifyError::Input(e) => e.source(),
             VerifyError::Mismatch(m) => m.source(),
+            VerifyError::LinearMismatch(m) => m.source(),
         }
     }
 }
@@ -729,24 +735,38 @@ mod tests {
 }
 
 /// The step-by-step `f32` model of a fused epilogue (see the [module docs](self)):
-/// `out[i][n]` for an `m x n` accumulator `acc` (leading dimension `ldacc`; the exact product
-/// for int8, the plain GEMM's output for bf16), with the weights' column sums `col_sums` (needed
-/// when the epilogue has a zero point). The fused path equals it bit for bit.
+/// `out[i][n]` for an `M x N` accumulator `acc` (the exact product for int8, the plain GEMM's
+/// output for bf16), with the weights' column sums `col_sums` (needed when the epilogue has a
+/// zero point). The fused path equals it bit for bit.
 ///
 /// # Errors
-/// Slice errors for the accumulator, the output or the residual; a missing column sum or
-/// parameter is an [`GemmError::InvalidEpilogue`].
-#[allow(clippy::too_many_arguments)]
+/// [`GemmError::DimensionMismatch`] when `out` is not the accumulator's shape; slice errors
+/// for the accumulator, the output or the residual; a missing column sum or parameter is an
+/// [`GemmError::InvalidEpilogue`].
 pub fn linear_model<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    acc: &[P::C],
-    ldacc: usize,
+    acc: MatRef<'_, P::C>,
     col_sums: Option<&[i32]>,
     epilogue: &Epilogue<'_>,
-    out: &mut [O],
-    ldo: usize,
+    out: MatMut<'_, O>,
 ) -> Result<(), GemmError> {
+    let (m, n) = (acc.rows, acc.cols);
+    for (what, expected, found) in [
+        ("the rows of the accumulator and of the output", m, out.rows),
+        (
+            "the columns of the accumulator and of the output",
+            n,
+            out.cols,
+        ),
+    ] {
+        if expected != found {
+            return Err(GemmError::DimensionMismatch {
+                what,
+                expected,
+                found,
+            });
+        }
+    }
+    let (acc, ldacc, out, ldo) = (acc.data, acc.ld, out.data, out.ld);
     check_slice(Operand::C, m, n, ldacc, acc.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
     if matches!(epilogue.w_scale, WeightScale::Group { .. }) {
@@ -773,29 +793,26 @@ pub fn linear_model<P: Precision, O: Output>(
 
 /// [`linear_model`] for an epilogue with per-K-group weight scales
 /// ([`WeightScale::Group`], int8 precisions): computes each group's exact integer product of
-/// `A` (`m x k`, leading dimension `lda`) and `B` (`k x n` row-major, leading dimension `ldb`)
-/// and its column sums, then performs the fused path's steps on them. The fused path equals it
-/// bit for bit.
+/// `A` (`M x K`, row-major) and `B` (`K x N`, stored as [`BRef`] says) and its column sums,
+/// then performs the fused path's steps on them. The fused path equals it bit for bit.
 ///
 /// # Errors
-/// Slice errors for A, B, the output or the residual; [`GemmError::InvalidEpilogue`] for an
+/// [`GemmError::DimensionMismatch`] when A, B and the output do not make a product; slice
+/// errors for A, B, the output or the residual; [`GemmError::InvalidEpilogue`] for an
 /// epilogue without group scales, bf16, or a group that is not a positive multiple of 64;
 /// missing scales or parameters.
-#[allow(clippy::too_many_arguments)]
 pub fn linear_model_grouped<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[P::A],
-    lda: usize,
-    b: &[P::B],
-    ldb: usize,
+    a: MatRef<'_, P::A>,
+    b: BRef<'_, P::B>,
     epilogue: &Epilogue<'_>,
-    out: &mut [O],
-    ldo: usize,
+    out: MatMut<'_, O>,
 ) -> Result<(), GemmError> {
+    let (m, n, k) = (a.rows, b.n, b.k);
+    check_product(m, a.cols, (k, n), (out.rows, out.cols))?;
+    let (a, lda, out, ldo) = (a.data, a.ld, out.data, out.ld);
     check_slice(Operand::A, m, k, lda, a.len())?;
-    check_slice(Operand::B, k, n, ldb, b.len())?;
+    let (b, ldb) = row_major(b)?;
+    let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let WeightScale::Group { group, .. } = epilogue.w_scale else {
         return Err(EpilogueError::NotGrouped.into());
@@ -1024,34 +1041,58 @@ impl fmt::Display for LinearMismatch {
 
 impl std::error::Error for LinearMismatch {}
 
-/// Checks the output of [`Gemm::run_with`](crate::Gemm::run_with) for `A` (`m x k`,
-/// leading dimension `lda`) times `B` (`k x n` row-major, leading dimension `ldb`) with
-/// `epilogue` against the `f64` reference within [`linear_tolerance`]. Returns the largest
-/// ratio of error to bound (at most 1 when it passes). Finite inputs are assumed (a NaN or
-/// infinite output where the reference is finite is a mismatch).
+/// Checks the output of [`Gemm::run_with`](crate::Gemm::run_with) for `A` (`M x K`,
+/// row-major) times `B` (`K x N`, stored as [`BRef`] says: `K x N` or `N x K`) with
+/// `epilogue` against the `f64` reference within [`linear_tolerance`], every output. Finite
+/// inputs are assumed (a NaN or infinite output where the reference is finite is a mismatch).
+///
+/// ```
+/// use amx_gemm::reference::verify_linear;
+/// use amx_gemm::{Backend, BRef, Epilogue, Gemm, Int8, MatMut, MatRef, PackedB};
+///
+/// let (m, n, k) = (2, 3, 64);
+/// let a = vec![3i8; m * k];
+/// let w = vec![-2i8; n * k]; // weights stored N x K
+/// let weights = PackedB::<Int8>::pack_ref(BRef::n_by_k(&w, k, n)).unwrap();
+/// let e = Epilogue::new().alpha(0.01);
+/// let mut y = vec![0f32; m * n];
+/// let gemm = Gemm::new().backend(Backend::Emulated);
+/// gemm.run_with(MatRef::new(&a, m, k), &weights, MatMut::new(&mut y, m, n), &e).unwrap();
+/// let checked = verify_linear::<Int8, f32>(
+///     MatRef::new(&a, m, k),
+///     BRef::n_by_k(&w, k, n),
+///     &e,
+///     MatRef::new(&y, m, n),
+/// )
+/// .unwrap();
+/// assert_eq!(checked.checked, m * n);
+/// ```
 ///
 /// # Errors
-/// `Ok(Err(mismatch))` for the first output outside its bound; `Err` for inputs the reference
-/// cannot read (slices too short, missing parameters).
-#[allow(clippy::too_many_arguments)]
+/// [`VerifyError::LinearMismatch`] for the first output outside its bound;
+/// [`VerifyError::Input`] for arguments the reference cannot read (shapes that do not make a
+/// product, slices too short, missing parameters).
 pub fn verify_linear<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[P::A],
-    lda: usize,
-    b: &[P::B],
-    ldb: usize,
+    a: MatRef<'_, P::A>,
+    b: BRef<'_, P::B>,
     epilogue: &Epilogue<'_>,
-    out: &[O],
-    ldo: usize,
-) -> Result<Result<f64, LinearMismatch>, GemmError> {
+    out: MatRef<'_, O>,
+) -> Result<Verified, VerifyError> {
+    let (m, n, k) = (a.rows, b.n, b.k);
+    check_product(m, a.cols, (k, n), (out.rows, out.cols))?;
+    let (a, lda, out, ldo) = (a.data, a.ld, out.data, out.ld);
     check_slice(Operand::A, m, k, lda, a.len())?;
-    check_slice(Operand::B, k, n, ldb, b.len())?;
+    let (b, ldb) = row_major(b)?;
+    let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let params = Params::new(epilogue, m, n)?;
+    let mut verified = Verified {
+        checked: m * n,
+        total: m * n,
+        worst_ratio: 0.0,
+    };
     if m == 0 || n == 0 {
-        return Ok(Ok(0.0));
+        return Ok(verified);
     }
     let widened = Widened::new::<P>(k, n, b, ldb);
     let int = P::KIND != PrecisionKind::Bf16;
@@ -1068,7 +1109,7 @@ pub fn verify_linear<P: Precision, O: Output>(
     let zp = f64::from(epilogue.a_zero_point);
     let grouped = match epilogue.w_scale {
         WeightScale::Group { group, .. } => {
-            check_group(P::KIND, group)?;
+            check_group(P::KIND, group).map_err(GemmError::from)?;
             Some(exact_groups::<P>(m, n, k, a, lda, b, ldb, group))
         }
         _ => None,
@@ -1096,7 +1137,7 @@ pub fn verify_linear<P: Precision, O: Output>(
                 let got = out[i * ldo + j].to_f64();
                 if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst)
                 {
-                    return Ok(Err(mismatch));
+                    return Err(VerifyError::LinearMismatch(mismatch));
                 }
                 continue;
             }
@@ -1112,11 +1153,35 @@ pub fn verify_linear<P: Precision, O: Output>(
                 linear_tolerance(s * q, s, acc_err, params.bias(j), epilogue.activation, res);
             let got = out[i * ldo + j].to_f64();
             if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst) {
-                return Ok(Err(mismatch));
+                return Err(VerifyError::LinearMismatch(mismatch));
             }
         }
     }
-    Ok(Ok(worst))
+    verified.worst_ratio = worst;
+    Ok(verified)
+}
+
+/// B as a row-major `K x N` slice and its leading dimension: borrowed when stored so, else a
+/// dense copy of the transpose (the references read B by rows of K).
+fn row_major<'b, T: Copy>(b: BRef<'b, T>) -> Result<(Cow<'b, [T]>, usize), GemmError> {
+    let (rows, cols) = b.stored();
+    check_slice(Operand::B, rows, cols, b.ld, b.data.len())?;
+    match b.layout {
+        BLayout::KxN => Ok((Cow::Borrowed(b.data), b.ld)),
+        BLayout::NxK => {
+            let len = b.k.saturating_mul(b.n);
+            let mut dense = Vec::new();
+            dense
+                .try_reserve_exact(len)
+                .map_err(|_| GemmError::OutOfMemory {
+                    bytes: len.saturating_mul(std::mem::size_of::<T>()),
+                })?;
+            for kk in 0..b.k {
+                dense.extend((0..b.n).map(|nn| b.data[nn * b.ld + kk]));
+            }
+            Ok((Cow::Owned(dense), b.n))
+        }
+    }
 }
 
 /// One output of [`verify_linear`] against its expectation: `None` when within the bound

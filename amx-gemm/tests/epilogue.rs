@@ -11,6 +11,7 @@ use amx_gemm::{
     bf16, Activation, Backend, Blocking, Epilogue, EpilogueError, Gemm, GemmError, Int8, Mode,
     Operand, PackedB, Precision, Residual, WeightScale, U8S8,
 };
+use amx_gemm::{BRef, Batch, MatMut, MatRef};
 use amx_test_support::random;
 use proptest::prelude::*;
 
@@ -154,8 +155,13 @@ where
         });
     let sentinel = O::from_f64(7.0);
     let mut out = vec![sentinel; m * ldo];
-    gemm.run_with(m, a_in, lda_in, &packed, &mut out, ldo, &e)
-        .map_err(|err| TestCaseError::fail(format!("{err}")))?;
+    gemm.run_with(
+        MatRef::new(a_in, m, k).with_ld(lda_in),
+        &packed,
+        MatMut::new(&mut out, m, n).with_ld(ldo),
+        &e,
+    )
+    .map_err(|err| TestCaseError::fail(format!("{err}")))?;
     // The accumulator: exact for int8, the plain GEMM's for bf16 (same blocking, same sums).
     let mut acc = vec![P::C::default(); m * n];
     if int {
@@ -164,7 +170,13 @@ where
         gemm.run(m, a_in, lda_in, &packed, &mut acc, n).unwrap();
     }
     let mut model = vec![sentinel; m * ldo];
-    linear_model::<P, O>(m, n, &acc, n, packed.col_sums(), &e, &mut model, ldo).unwrap();
+    linear_model::<P, O>(
+        MatRef::new(&acc, m, n),
+        packed.col_sums(),
+        &e,
+        MatMut::new(&mut model, m, n).with_ld(ldo),
+    )
+    .unwrap();
     for i in 0..m {
         for j in 0..ldo {
             let (got, want) = (out[i * ldo + j], model[i * ldo + j]);
@@ -178,7 +190,12 @@ where
             }
         }
     }
-    let check = verify_linear::<P, O>(m, n, k, &a, lda, &b, ldb, &e, &out, ldo).unwrap();
+    let check = verify_linear::<P, O>(
+        MatRef::new(&a, m, k).with_ld(lda),
+        BRef::k_by_n(&b, k, n).with_ld(ldb),
+        &e,
+        MatRef::new(&out, m, n).with_ld(ldo),
+    );
     prop_assert!(check.is_ok(), "{}", check.unwrap_err());
     Ok(())
 }
@@ -228,7 +245,12 @@ fn requantization_boundaries_through_the_fused_path() {
         Gemm::new()
             .backend(Backend::Emulated)
             .threads(1)
-            .run_with(m, &a, k, &packed, &mut out, n, &e)
+            .run_with(
+                MatRef::new(&a, m, k),
+                &packed,
+                MatMut::new(&mut out, m, n),
+                &e,
+            )
             .unwrap();
         for i in 0..m {
             for j in 0..n {
@@ -246,7 +268,12 @@ fn requantization_boundaries_through_the_fused_path() {
     let mut out = vec![0u8; m * n];
     Gemm::new()
         .backend(Backend::Emulated)
-        .run_with(m, &a, k, &packed, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap();
     for i in 0..m {
         for j in 0..n {
@@ -268,7 +295,12 @@ fn an_empty_k_still_applies_the_epilogue() {
     let mut out = vec![f32::NAN; m * n];
     Gemm::new()
         .backend(Backend::Emulated)
-        .run_with(m, &[], 0, &packed, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&[], m, 0),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap();
     for i in 0..m {
         for j in 0..n {
@@ -287,8 +319,13 @@ fn an_empty_epilogue_is_the_plain_gemm() {
     let mut plain = vec![0f32; m * n];
     gemm.run(m, &a, k, &packed, &mut plain, n).unwrap();
     let mut fused = vec![0f32; m * n];
-    gemm.run_with(m, &a, k, &packed, &mut fused, n, &Epilogue::new())
-        .unwrap();
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut fused, m, n),
+        &Epilogue::new(),
+    )
+    .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&plain), bits(&fused));
 }
@@ -302,7 +339,12 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     let short = [1.0f32; 4];
     let run = |e: &Epilogue<'_>| {
         let mut out = vec![9u8; m * n];
-        let r = gemm.run_with(m, &a, k, &packed, &mut out, n, e);
+        let r = gemm.run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            e,
+        );
         assert!(out.iter().all(|&x| x == 9), "{r:?}");
         r.unwrap_err()
     };
@@ -347,7 +389,12 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     let mut out = vec![0f32; m * n];
     let e = Epilogue::new().quantized(1.0, 3, WeightScale::Tensor(1.0));
     let err = gemm
-        .run_with(m, &vec![bf16::ONE; m * k], k, &pb, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&vec![bf16::ONE; m * k], m, k),
+            &pb,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap_err();
     assert_eq!(
         err,
@@ -356,7 +403,12 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     // A short output is refused as C.
     let mut out = vec![0f32; m * n - 1];
     let err = gemm
-        .run_with(m, &a, k, &packed, &mut out, n, &Epilogue::new())
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &Epilogue::new(),
+        )
         .unwrap_err();
     assert!(matches!(
         err,
@@ -413,18 +465,21 @@ fn batched_products_match_the_reference() {
                 .a_transposed(transposed);
             let stats = gemm
                 .run_batched::<Int8>(
-                    batch,
-                    (m, n, k),
-                    a_in,
-                    lda_in,
-                    sa_in,
-                    b_in,
-                    ldb_in,
-                    sb_in,
-                    layout,
-                    &mut c,
-                    ldc,
-                    sc,
+                    Batch {
+                        count: batch,
+                        stride_a: sa_in,
+                        stride_b: sb_in,
+                        stride_c: sc,
+                    },
+                    MatRef::new(a_in, m, k).with_ld(lda_in),
+                    BRef {
+                        data: b_in,
+                        k,
+                        n,
+                        ld: ldb_in,
+                        layout,
+                    },
+                    MatMut::new(&mut c, m, n).with_ld(ldc),
                 )
                 .unwrap();
             assert_eq!(stats.runs.len(), batch);
@@ -456,18 +511,21 @@ fn batched_products_match_the_reference() {
             let mut c = vec![1i32; batch * sc];
             let err = gemm
                 .run_batched::<Int8>(
-                    batch,
-                    (m, n, k),
-                    a_in,
-                    lda_in,
-                    sa_in,
-                    b_in,
-                    ldb_in,
-                    sb_in,
-                    layout,
-                    &mut c,
-                    ldc,
-                    2 * sc,
+                    Batch {
+                        count: batch,
+                        stride_a: sa_in,
+                        stride_b: sb_in,
+                        stride_c: 2 * sc,
+                    },
+                    MatRef::new(a_in, m, k).with_ld(lda_in),
+                    BRef {
+                        data: b_in,
+                        k,
+                        n,
+                        ld: ldb_in,
+                        layout,
+                    },
+                    MatMut::new(&mut c, m, n).with_ld(ldc),
                 )
                 .unwrap_err();
             assert!(matches!(
