@@ -189,6 +189,9 @@ pub enum EpilogueError {
     /// An activation zero point needs the weights' column sums, and this packed B carries none
     /// (a view of a version-1 blob): load it with `PackedB::from_bytes`, or repack.
     MissingColumnSums,
+    /// A `u8` / `i8` output without [`Epilogue::requantize`](crate::Epilogue::requantize):
+    /// no default scale fits a layer's range, so the scale and zero point must be given.
+    RequantizeMissing,
     /// The requantization scale of a `u8` / `i8` output is not positive and finite.
     RequantizeScale(f32),
     /// The requantization zero point lies outside the output type's range.
@@ -223,6 +226,10 @@ impl fmt::Display for EpilogueError {
                 "the activations' zero point needs the weights' column sums, which this packed \
                  B lacks (a view of a version-1 blob): load it with PackedB::from_bytes, or \
                  repack",
+            ),
+            EpilogueError::RequantizeMissing => f.write_str(
+                "a u8 or i8 output needs Epilogue::requantize(scale, zero_point): no default \
+                 scale fits a layer's range",
             ),
             EpilogueError::RequantizeScale(scale) => write!(
                 f,
@@ -390,6 +397,18 @@ impl fmt::Display for ThreadPoolError {
 impl std::error::Error for ThreadPoolError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.rayon.as_deref().map(|e| e as _)
+    }
+}
+
+/// `DimensionMismatch` for the first of `(what, expected, found)` whose sizes differ.
+pub(crate) fn check_sizes(pairs: &[(&'static str, usize, usize)]) -> Result<(), GemmError> {
+    match pairs.iter().find(|(_, expected, found)| expected != found) {
+        Some(&(what, expected, found)) => Err(GemmError::DimensionMismatch {
+            what,
+            expected,
+            found,
+        }),
+        None => Ok(()),
     }
 }
 

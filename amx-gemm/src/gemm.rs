@@ -12,7 +12,7 @@ use crate::block_kernel::Block2x2;
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
-use crate::error::{check_slice, GemmError, Operand};
+use crate::error::{check_sizes, check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
 use crate::matrix::{BRef, Batch, MatMut, MatRef};
 use crate::pack::{
@@ -503,23 +503,11 @@ pub(crate) fn check_product(
     (k, n): (usize, usize),
     (c_rows, c_cols): (usize, usize),
 ) -> Result<(), GemmError> {
-    let mismatch = |what, expected, found| {
-        Err(GemmError::DimensionMismatch {
-            what,
-            expected,
-            found,
-        })
-    };
-    if a_cols != k {
-        return mismatch("K of B and the columns of A", k, a_cols);
-    }
-    if c_rows != a_rows {
-        return mismatch("M of A (its rows) and the rows of C", a_rows, c_rows);
-    }
-    if c_cols != n {
-        return mismatch("N of B and the columns of C", n, c_cols);
-    }
-    Ok(())
+    check_sizes(&[
+        ("K of B and the columns of A", k, a_cols),
+        ("M of A (its rows) and the rows of C", a_rows, c_rows),
+        ("N of B and the columns of C", n, c_cols),
+    ])
 }
 
 /// A row stride in bytes. A single row's stride is never used (and may be any value, e.g.
@@ -697,7 +685,7 @@ impl Gemm {
             ldo,
             stride_o,
             |a_i, packed, out_i| {
-                let e = epilogue.for_batch(index.saturating_mul(stride_o));
+                let e = epilogue.for_batch(index.saturating_mul(stride_o), index.saturating_mul(m));
                 index += 1;
                 self.fused(m, a_i, lda, packed.view(), out_i, ldo, &e)
             },

@@ -42,10 +42,12 @@
 //! # Linear layers
 //!
 //! [`Gemm::run_with`] fuses an [`Epilogue`] into the product's write-back: dequantization
-//! (activation scale and zero point, per-tensor or per-channel weight scales), bias,
+//! (activation scale and zero point per tensor or per row, per-tensor, per-channel or
+//! per-group weight scales), bias,
 //! activation, residual, and `f32`, bf16 or requantized `u8` / `i8` output, with every step's
 //! rounding specified ([`epilogue`]). [`Gemm::a_transposed`] takes A column-major and
-//! [`Gemm::run_batched`] runs strided batches with B packed on the fly.
+//! [`Gemm::run_batched`] runs strided batches with B packed on the fly. [`quantize`] turns
+//! `f32` activations into `u8` or `i8` with their scales and zero points.
 //!
 //! # The loop nest
 //!
@@ -110,6 +112,7 @@ mod matrix;
 pub mod pack;
 mod pool;
 mod precision;
+pub mod quantize;
 pub mod reference;
 mod tile_ops;
 

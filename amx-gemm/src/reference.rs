@@ -149,7 +149,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
-use crate::error::{check_slice, EpilogueError, GemmError, Operand};
+use crate::error::{check_sizes, check_slice, EpilogueError, GemmError, Operand};
 use crate::gemm::{check_product, Mode};
 use crate::matrix::{BLayout, BRef, MatMut, MatRef};
 use crate::precision::{Precision, PrecisionKind, Scalar};
@@ -750,22 +750,14 @@ pub fn linear_model<P: Precision, O: Output>(
     out: MatMut<'_, O>,
 ) -> Result<(), GemmError> {
     let (m, n) = (acc.rows, acc.cols);
-    for (what, expected, found) in [
+    check_sizes(&[
         ("the rows of the accumulator and of the output", m, out.rows),
         (
             "the columns of the accumulator and of the output",
             n,
             out.cols,
         ),
-    ] {
-        if expected != found {
-            return Err(GemmError::DimensionMismatch {
-                what,
-                expected,
-                found,
-            });
-        }
-    }
+    ])?;
     let (acc, ldacc, out, ldo) = (acc.data, acc.ld, out.data, out.ld);
     check_slice(Operand::C, m, n, ldacc, acc.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
@@ -773,10 +765,11 @@ pub fn linear_model<P: Precision, O: Output>(
         return Err(EpilogueError::GroupedScales.into());
     }
     let params = Params::new(epilogue, m, n)?;
+    epilogue.check_output::<O>()?;
     let int_acc = P::KIND != PrecisionKind::Bf16;
     for i in 0..m {
         for j in 0..n {
-            let sum = match (epilogue.a_zero_point, col_sums) {
+            let sum = match (epilogue.activation_row(i).1, col_sums) {
                 (0, _) => 0,
                 // No sums are stored when K = 0: every one is 0.
                 (_, Some([])) => 0,
@@ -784,8 +777,14 @@ pub fn linear_model<P: Precision, O: Output>(
                 (_, None) => return Err(EpilogueError::MissingColumnSums.into()),
             };
             let r = params.residual(i, j).map(|(r, _)| r as f32);
-            out[i * ldo + j] =
-                epilogue::model_one::<O>(epilogue, int_acc, acc[i * ldacc + j].to_f64(), sum, j, r);
+            out[i * ldo + j] = epilogue::model_one::<O>(
+                epilogue,
+                int_acc,
+                acc[i * ldacc + j].to_f64(),
+                sum,
+                (i, j),
+                r,
+            );
         }
     }
     Ok(())
@@ -819,13 +818,14 @@ pub fn linear_model_grouped<P: Precision, O: Output>(
     };
     check_group(P::KIND, group)?;
     let params = Params::new(epilogue, m, n)?;
+    epilogue.check_output::<O>()?;
     let groups = exact_groups::<P>(m, n, k, a, lda, b, ldb, group);
     let g_count = k.div_ceil(group);
     for i in 0..m {
         for j in 0..n {
             let r = params.residual(i, j).map(|(r, _)| r as f32);
             let per_group = (0..g_count).map(|g| groups.at(i, g, j));
-            out[i * ldo + j] = epilogue::model_grouped::<O>(epilogue, per_group, j, n, r);
+            out[i * ldo + j] = epilogue::model_grouped::<O>(epilogue, per_group, (i, j), n, r);
         }
     }
     Ok(())
@@ -942,6 +942,7 @@ impl<'e, 'a> Params<'e, 'a> {
             let (len, ld) = r.len_and_ld();
             check_slice(Operand::Residual, m, n, ld, len)?;
         }
+        e.check_rows(m)?;
         Ok(Params { e })
     }
 
@@ -955,29 +956,30 @@ impl<'e, 'a> Params<'e, 'a> {
         Some((x, f64::from(beta)))
     }
 
-    /// The exact scale of column `j`: `alpha * a_scale * w_scale[j]` in `f64` (1 with group
-    /// scales, which [`Params::group_scale`] gives).
-    fn scale(&self, j: usize) -> f64 {
+    /// The exact scale of row `i` and column `j`: `alpha * a_scale[i] * w_scale[j]` in `f64`
+    /// (1 with group scales, which [`Params::group_scale`] gives).
+    fn scale(&self, i: usize, j: usize) -> f64 {
         let w = match self.e.w_scale {
             WeightScale::Tensor(w) => w,
             WeightScale::Channel(w) => w[j],
             WeightScale::Group { .. } => return 1.0,
         };
-        f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(w)
+        f64::from(self.e.alpha) * f64::from(self.e.activation_row(i).0) * f64::from(w)
     }
 
-    /// The exact scale of group `g` and column `j` of an `n`-column product, or a missing
-    /// parameter error.
-    fn group_scale(&self, g: usize, j: usize, n: usize) -> Result<f64, GemmError> {
+    /// The exact scale of row `i`, group `g` and column `j` of an `n`-column product, or a
+    /// missing parameter error.
+    fn group_scale(&self, i: usize, g: usize, j: usize, n: usize) -> Result<f64, GemmError> {
         let WeightScale::Group { scales, .. } = self.e.w_scale else {
-            return Ok(self.scale(j));
+            return Ok(self.scale(i, j));
         };
         let w = scales.get(g * n + j).ok_or(GemmError::DimensionMismatch {
             what: "per-group weight scales and ceil(K / group) * N",
             expected: (g + 1) * n,
             found: scales.len(),
         })?;
-        Ok(f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(*w))
+        let a_scale = self.e.activation_row(i).0;
+        Ok(f64::from(self.e.alpha) * f64::from(a_scale) * f64::from(*w))
     }
 
     fn bias(&self, j: usize) -> f64 {
@@ -1086,6 +1088,7 @@ pub fn verify_linear<P: Precision, O: Output>(
     let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let params = Params::new(epilogue, m, n)?;
+    epilogue.check_output::<O>().map_err(GemmError::from)?;
     let mut verified = Verified {
         checked: m * n,
         total: m * n,
@@ -1106,7 +1109,6 @@ pub fn verify_linear<P: Precision, O: Output>(
             *s += x;
         }
     }
-    let zp = f64::from(epilogue.a_zero_point);
     let grouped = match epilogue.w_scale {
         WeightScale::Group { group, .. } => {
             check_group(P::KIND, group).map_err(GemmError::from)?;
@@ -1117,6 +1119,7 @@ pub fn verify_linear<P: Precision, O: Output>(
     let mut worst = 0f64;
     for i in 0..m {
         let row = widened.row::<P>(&a[i * lda..i * lda + k], None);
+        let zp = epilogue.activation_row(i).1;
         for j in 0..n {
             let res = params.residual(i, j).map_or(0.0, |(r, beta)| r * beta);
             if let Some(groups) = &grouped {
@@ -1126,8 +1129,8 @@ pub fn verify_linear<P: Precision, O: Output>(
                 let (mut p, mut mag) = (0f64, 0f64);
                 for g in 0..groups.groups {
                     let (acc, sum) = groups.at(i, g, j);
-                    let q = f64::from(acc.wrapping_sub(epilogue.a_zero_point.wrapping_mul(sum)));
-                    let d = params.group_scale(g, j, n)? * q;
+                    let q = f64::from(acc.wrapping_sub(zp.wrapping_mul(sum)));
+                    let d = params.group_scale(i, g, j, n)? * q;
                     p += d;
                     mag += d.abs();
                 }
@@ -1143,12 +1146,12 @@ pub fn verify_linear<P: Precision, O: Output>(
             }
             let (q, acc_err) = if int {
                 // The exact integer, wrapped to i32 as the tiles wrap it.
-                let q = row[j].exact as i64 - (zp * col_sums[j]) as i64;
+                let q = row[j].exact as i64 - (f64::from(zp) * col_sums[j]) as i64;
                 (f64::from(q as i32), 0.0)
             } else {
                 (row[j].exact, bf16_tolerance(k, row[j].magnitude))
             };
-            let s = params.scale(j);
+            let s = params.scale(i, j);
             let expected =
                 linear_tolerance(s * q, s, acc_err, params.bias(j), epilogue.activation, res);
             let got = out[i * ldo + j].to_f64();

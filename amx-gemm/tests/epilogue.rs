@@ -34,6 +34,8 @@ struct Case {
     kc_steps: usize,
     activation: Activation,
     zero_point: i32,
+    /// Per-row (per-token) activation scales and zero points instead of one per tensor.
+    per_row: bool,
     per_channel: bool,
     bias: bool,
     residual: u8,
@@ -52,13 +54,14 @@ fn case() -> impl Strategy<Value = Case> {
             0u8..3,
             -20i32..20,
             any::<u64>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (m, n, k, pad),
                 (threads, kc_steps, act),
-                (zero_point, per_channel, bias, residual, out_zero_point, seed),
+                (zero_point, per_channel, bias, residual, out_zero_point, seed, per_row),
             )| Case {
                 m,
                 n,
@@ -68,6 +71,7 @@ fn case() -> impl Strategy<Value = Case> {
                 kc_steps,
                 activation: ACTIVATIONS[act],
                 zero_point,
+                per_row,
                 per_channel,
                 bias,
                 residual,
@@ -103,8 +107,24 @@ where
     } else {
         WeightScale::Tensor(0.002)
     };
-    let mut e = Epilogue::new()
-        .quantized(if int { 0.05 } else { 1.0 }, zp, w_scale)
+    // Per-row parameters vary around the per-tensor ones, so both paths see alike magnitudes.
+    let row_scales: Vec<f32> = (0..m)
+        .map(|i| {
+            if int {
+                0.03 + 0.004 * (i % 11) as f32
+            } else {
+                0.5 + 0.1 * (i % 7) as f32
+            }
+        })
+        .collect();
+    let row_zps: Vec<i32> = (0..m).map(|i| (zp + 37 * i as i32) % 256).collect();
+    let base = if c.per_row {
+        let zps = int.then_some(&row_zps[..]);
+        Epilogue::new().quantized_rows(&row_scales, zps, w_scale)
+    } else {
+        Epilogue::new().quantized(if int { 0.05 } else { 1.0 }, zp, w_scale)
+    };
+    let mut e = base
         .activation(c.activation)
         // u8 outputs centre their zero point; i8 outputs keep it near 0.
         .requantize(0.01, c.out_zero_point + if O::CODE == 2 { 128 } else { 0 });
@@ -550,4 +570,196 @@ fn batched_products_match_the_reference() {
             ..
         }
     ));
+}
+
+/// Per-row activation parameters: equal rows give the per-tensor result bit for bit, each row
+/// gets its own (a row's output depends on its own scale and zero point only), a batched call
+/// takes M of them per product, and too few, or zero points with bf16, are refused.
+#[test]
+fn per_row_activation_parameters() {
+    let (m, n, k) = (40, 33, 130);
+    let a: Vec<u8> = random(m * k, 5);
+    let w: Vec<i8> = random(k * n, 6);
+    let packed = PackedB::<U8S8>::pack(&w, k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated).threads(2);
+    let scales = [0.02f32; 64];
+    let zps = [131i32; 64];
+    let run = |e: &Epilogue<'_>| {
+        let mut y = vec![0f32; m * n];
+        gemm.run_with(MatRef::new(&a, m, k), &packed, MatMut::new(&mut y, m, n), e)
+            .map(|_| y)
+    };
+    let tensor = run(&Epilogue::new().quantized(0.02, 131, WeightScale::Tensor(0.5))).unwrap();
+    let rows = Epilogue::new().quantized_rows(&scales, Some(&zps), WeightScale::Tensor(0.5));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&run(&rows).unwrap()), bits(&tensor));
+
+    // Row 7 alone gets another scale and zero point: only its outputs change, to what the
+    // per-tensor epilogue with those parameters gives.
+    let (mut scales7, mut zps7) = (scales, zps);
+    (scales7[7], zps7[7]) = (0.5, 3);
+    let rows7 = Epilogue::new().quantized_rows(&scales7, Some(&zps7), WeightScale::Tensor(0.5));
+    let got = run(&rows7).unwrap();
+    let row7 = run(&Epilogue::new().quantized(0.5, 3, WeightScale::Tensor(0.5))).unwrap();
+    for i in 0..m {
+        let want = if i == 7 { &row7 } else { &tensor };
+        assert_eq!(
+            bits(&got[i * n..(i + 1) * n]),
+            bits(&want[i * n..(i + 1) * n]),
+            "row {i}"
+        );
+    }
+
+    // Refusals, before any output is written.
+    let short = Epilogue::new().quantized_rows(&scales[..m - 1], None, WeightScale::Tensor(1.0));
+    assert_eq!(
+        run(&short).unwrap_err(),
+        GemmError::DimensionMismatch {
+            what: "per-row activation scales and M",
+            expected: m,
+            found: m - 1
+        }
+    );
+    let short_zp =
+        Epilogue::new().quantized_rows(&scales, Some(&zps[..3]), WeightScale::Tensor(1.0));
+    assert!(matches!(
+        run(&short_zp).unwrap_err(),
+        GemmError::DimensionMismatch { found: 3, .. }
+    ));
+    let pb = PackedB::<Bf16>::pack(&vec![bf16::ONE; k * n], k, n, n).unwrap();
+    let mut out = vec![0f32; m * n];
+    let bf = vec![bf16::ONE; m * k];
+    let err = gemm
+        .run_with(
+            MatRef::new(&bf, m, k),
+            &pb,
+            MatMut::new(&mut out, m, n),
+            &rows,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::ZeroPointForFloats)
+    );
+    // Scales alone are fine with bf16: per-row scaling of a float product.
+    let bf_rows = Epilogue::new().quantized_rows(&scales, None, WeightScale::Tensor(2.0));
+    gemm.run_with(
+        MatRef::new(&bf, m, k),
+        &pb,
+        MatMut::new(&mut out, m, n),
+        &bf_rows,
+    )
+    .unwrap();
+    assert!(out.iter().all(|&x| x == 0.02 * 2.0 * k as f32));
+}
+
+/// A batched call takes M per-row parameters per product, product `p`'s from `p * M`.
+#[test]
+fn per_row_parameters_follow_the_batch() {
+    let (count, m, n, k) = (3, 5, 7, 64);
+    let a: Vec<u8> = random(count * m * k, 8);
+    let w: Vec<i8> = random(count * n * k, 9);
+    let scales: Vec<f32> = (0..count * m).map(|i| 0.01 * (i + 1) as f32).collect();
+    let zps: Vec<i32> = (0..count * m).map(|i| (i * 17 % 256) as i32).collect();
+    let e = Epilogue::new().quantized_rows(&scales, Some(&zps), WeightScale::Tensor(0.25));
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let mut y = vec![0f32; count * m * n];
+    let batch = Batch {
+        count,
+        stride_a: m * k,
+        stride_b: n * k,
+        stride_c: m * n,
+    };
+    gemm.run_batched_with::<U8S8, f32>(
+        batch,
+        MatRef::new(&a, m, k),
+        BRef::n_by_k(&w, k, n),
+        MatMut::new(&mut y, m, n),
+        &e,
+    )
+    .unwrap();
+    for p in 0..count {
+        let packed = PackedB::<U8S8>::pack_ref(BRef::n_by_k(&w[p * n * k..], k, n)).unwrap();
+        let rows = &scales[p * m..];
+        let e_p =
+            Epilogue::new().quantized_rows(rows, Some(&zps[p * m..]), WeightScale::Tensor(0.25));
+        let mut want = vec![0f32; m * n];
+        gemm.run_with(
+            MatRef::new(&a[p * m * k..], m, k),
+            &packed,
+            MatMut::new(&mut want, m, n),
+            &e_p,
+        )
+        .unwrap();
+        assert_eq!(&y[p * m * n..(p + 1) * m * n], &want[..], "product {p}");
+    }
+}
+
+/// A `u8` or `i8` output needs an explicit requantization: without one the call is refused
+/// before any output is written, by the fused path and by the references alike.
+#[test]
+fn an_integer_output_needs_requantize() {
+    let (m, n, k) = (3, 5, 64);
+    let a = vec![2u8; m * k];
+    let w = vec![1i8; k * n];
+    let packed = PackedB::<U8S8>::pack(&w, k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let plain = Epilogue::new().quantized(0.1, 0, WeightScale::Tensor(0.1));
+    let mut y = vec![9u8; m * n];
+    let err = gemm
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut y, m, n),
+            &plain,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+    );
+    let mut yi = vec![9i8; m * n];
+    let err = gemm
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut yi, m, n),
+            &plain,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+    );
+    assert!(y.iter().all(|&x| x == 9) && yi.iter().all(|&x| x == 9));
+    let acc = vec![128i32; m * n];
+    let model = linear_model::<U8S8, u8>(
+        MatRef::new(&acc, m, n),
+        packed.col_sums(),
+        &plain,
+        MatMut::new(&mut y, m, n),
+    );
+    assert_eq!(
+        model.unwrap_err(),
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+    );
+    // With it, the same call runs: 0.1 * 0.1 * 128 / 0.01 = 128.
+    let requantized = plain.requantize(0.01, 0);
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut y, m, n),
+        &requantized,
+    )
+    .unwrap();
+    assert!(y.iter().all(|&x| x == 128), "{y:?}");
+    // Float outputs do not need it.
+    let mut f = vec![0f32; m * n];
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut f, m, n),
+        &plain,
+    )
+    .unwrap();
 }

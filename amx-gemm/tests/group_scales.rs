@@ -73,17 +73,21 @@ where
         .map(|i| 0.0005 + 0.0002 * (i % 23) as f32)
         .collect();
     let bias: Vec<f32> = (0..n).map(|j| (j % 7) as f32 * 0.5 - 1.5).collect();
-    let e = Epilogue::new()
-        .quantized(
-            0.03,
-            zero_point,
-            WeightScale::Group {
-                scales: &scales,
-                group: c.group,
-            },
-        )
-        .bias(&bias)
-        .activation(Activation::GeluTanh);
+    let w_scale = WeightScale::Group {
+        scales: &scales,
+        group: c.group,
+    };
+    // A third of the cases give each row of A its own scale and zero point.
+    let row_scales: Vec<f32> = (0..m).map(|i| 0.02 + 0.002 * (i % 9) as f32).collect();
+    let row_zps: Vec<i32> = (0..m)
+        .map(|i| (zero_point + 29 * i as i32) % 256 * i32::from(zero_point != 0))
+        .collect();
+    let e = if c.seed.is_multiple_of(3) {
+        Epilogue::new().quantized_rows(&row_scales, Some(&row_zps), w_scale)
+    } else {
+        Epilogue::new().quantized(0.03, zero_point, w_scale)
+    };
+    let e = e.bias(&bias).activation(Activation::GeluTanh);
     let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
     let blob = packed.to_bytes();
     let (buf, at) = aligned(&blob);
