@@ -838,7 +838,7 @@ impl<'a> Prepared<'a> {
         out: &mut [O],
         ldo: usize,
     ) -> Result<Prepared<'a>, GemmError> {
-        let int_acc = dtype != PrecisionKind::Bf16;
+        let int_acc = dtype.is_integer();
         if e.has_zero_point() && !int_acc {
             return Err(EpilogueError::ZeroPointForFloats.into());
         }

@@ -995,7 +995,10 @@ fn run_region<P: Precision>(
         return match P::KIND {
             PrecisionKind::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
             PrecisionKind::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
+            PrecisionKind::S8U8 => run_typed::<P, typed::S8U8Kernel>(p, region, scratch, stats),
+            PrecisionKind::U8U8 => run_typed::<P, typed::U8U8Kernel>(p, region, scratch, stats),
             PrecisionKind::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
+            PrecisionKind::Fp16 => run_typed::<P, typed::Fp16Kernel>(p, region, scratch, stats),
         };
     }
     let cfg = configs::config(region.shape)?;
@@ -1345,6 +1348,9 @@ mod tests {
         typed_path_for::<crate::Int8>(false);
         typed_path_for::<crate::U8S8>(false);
         typed_path_for::<crate::Bf16>(false);
+        typed_path_for::<crate::S8U8>(false);
+        typed_path_for::<crate::U8U8>(false);
+        typed_path_for::<crate::Fp16>(false);
     }
 
     /// On the emulator the full micro-tiles run as block products by default, with the same
@@ -1354,6 +1360,9 @@ mod tests {
         typed_path_for::<crate::Int8>(true);
         typed_path_for::<crate::U8S8>(true);
         typed_path_for::<crate::Bf16>(true);
+        typed_path_for::<crate::S8U8>(true);
+        typed_path_for::<crate::U8U8>(true);
+        typed_path_for::<crate::Fp16>(true);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! |---|---|---|---|---|
 //! | [`Int8`] | `i8` | `i8` | `i32` | TDPBSSD |
 //! | [`U8S8`] | `u8` | `i8` | `i32` | TDPBUSD |
+//! | [`S8U8`] | `i8` | `u8` | `i32` | TDPBSUD |
+//! | [`U8U8`] | `u8` | `u8` | `i32` | TDPBUUD |
 //! | [`Bf16`] | [`bf16`] | [`bf16`] | `f32` | TDPBF16PS |
+//! | [`Fp16`] | [`f16`](struct@f16) | [`f16`](struct@f16) | `f32` | TDPFP16PS (AMX-FP16) |
 //!
 //! A and C are row-major with leading dimensions; B is packed once into the tiles' VNNI layout
 //! ([`PackedB`], the inference convention for weights), or packed on the fly by
@@ -121,11 +124,13 @@ pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
 pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
 pub use gemm::{BatchStats, Gemm, Mode, RunStats, WorkerStats};
-pub use half::{self, bf16};
+pub use half::{self, bf16, f16};
 pub use matrix::{BLayout, BRef, Batch, MatMut, MatRef};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
-pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};
+pub use precision::{
+    Bf16, Fp16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, S8U8, U8S8, U8U8,
+};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
 /// major version.

@@ -169,7 +169,7 @@ impl<P: Precision> PackedB<P> {
             let src = bytes_of(b);
             for kk in 0..k {
                 for (sum, &x) in sums.iter_mut().zip(&src[kk * ldb..kk * ldb + n]) {
-                    *sum = sum.wrapping_add(i32::from(x as i8));
+                    *sum = sum.wrapping_add(b_value(P::KIND, x));
                 }
             }
         }
@@ -279,15 +279,16 @@ impl<P: Precision> PackedB<P> {
     /// The column sums to fill at pack time: `Some` (zeroed, N of them) for the int8
     /// precisions, `None` for bf16.
     fn col_sums_mut(&mut self) -> Option<&mut [i32]> {
-        match P::KIND {
-            PrecisionKind::Int8 | PrecisionKind::U8S8 => Some(&mut self.col_sums),
-            PrecisionKind::Bf16 => None,
+        if P::KIND.is_integer() {
+            Some(&mut self.col_sums)
+        } else {
+            None
         }
     }
 
     /// Column sums are kept for the int8 precisions only.
     fn has_col_sums() -> bool {
-        P::KIND != PrecisionKind::Bf16
+        P::KIND.is_integer()
     }
 
     /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
@@ -482,7 +483,7 @@ impl<P: Precision> PackedB<P> {
                         for r in 0..16 {
                             let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
                             for &x in &data[at..at + 4] {
-                                *sum = sum.wrapping_add(i32::from(x as i8));
+                                *sum = sum.wrapping_add(b_value(P::KIND, x));
                             }
                         }
                     }
@@ -562,7 +563,8 @@ impl<'a, P: Precision> PackedBView<'a, P> {
         let steps_sums: &[i32] = match self.step_sums.and_then(OnceLock::get) {
             Some(cached) => cached,
             None => {
-                computed = step_col_sums(self.data, self.panel_stride, self.steps, self.n)?;
+                computed =
+                    step_col_sums(P::KIND, self.data, self.panel_stride, self.steps, self.n)?;
                 match self.step_sums {
                     // Another thread may have set it meanwhile: both computed the same sums.
                     Some(cell) => cell.get_or_init(|| computed),
@@ -585,6 +587,15 @@ impl<'a, P: Precision> PackedBView<'a, P> {
     }
 }
 
+/// The value of a byte of an int8 B: signed, or unsigned for TDPBSUD and TDPBUUD.
+fn b_value(kind: PrecisionKind, byte: u8) -> i32 {
+    if kind.unsigned_b() {
+        i32::from(byte)
+    } else {
+        i32::from(byte as i8)
+    }
+}
+
 /// `len` zeros, or `None` when they cannot be allocated.
 fn try_vec_filled(len: usize) -> Option<Vec<i32>> {
     let mut v = Vec::new();
@@ -596,6 +607,7 @@ fn try_vec_filled(len: usize) -> Option<Vec<i32>> {
 /// The sums of int8 packed data per k-step and column, `[step][n]`: every byte of a column's
 /// tiles in a step is one of its elements or zero padding, so summing the bytes is exact.
 fn step_col_sums(
+    kind: PrecisionKind,
     data: &[u8],
     panel_stride: usize,
     steps: usize,
@@ -619,7 +631,7 @@ fn step_col_sums(
                     for (j, quad) in row.chunks_exact(4).enumerate() {
                         let nn = p * NR + h * 16 + j;
                         if nn < n {
-                            let q: i32 = quad.iter().map(|&x| i32::from(x as i8)).sum();
+                            let q: i32 = quad.iter().map(|&x| b_value(kind, x)).sum();
                             let sum = &mut sums[s * n + nn];
                             *sum = sum.wrapping_add(q);
                         }

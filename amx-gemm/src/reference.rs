@@ -271,7 +271,7 @@ impl Expected {
     /// sums are exact for the integer types (each product below 2^16, so any K below 2^37
     /// stays below 2^53).
     fn finish<P: Precision>(mut self) -> Expected {
-        if P::KIND != PrecisionKind::Bf16 {
+        if P::KIND.is_integer() {
             self.exact = f64::from(self.exact as i64 as i32);
         }
         self
@@ -586,13 +586,12 @@ pub fn verify<P: Precision>(
             };
             let expected = e.exact;
             verified.checked += 1;
-            let (tolerance, matches) = match P::KIND {
-                PrecisionKind::Bf16 => {
-                    let tolerance = bf16_tolerance(k, e.magnitude);
-                    let overflow = may_overflow(k, e.finite);
-                    (tolerance, bf16_matches(got, expected, tolerance, overflow))
-                }
-                PrecisionKind::Int8 | PrecisionKind::U8S8 => (0.0, got == expected),
+            let (tolerance, matches) = if P::KIND.is_integer() {
+                (0.0, got == expected)
+            } else {
+                let tolerance = bf16_tolerance(k, e.magnitude);
+                let overflow = may_overflow(k, e.finite);
+                (tolerance, bf16_matches(got, expected, tolerance, overflow))
             };
             if !matches {
                 return Err(VerifyError::Mismatch(Mismatch {
@@ -766,7 +765,7 @@ pub fn linear_model<P: Precision, O: Output>(
     }
     let params = Params::new(epilogue, m, n)?;
     epilogue.check_output::<O>()?;
-    let int_acc = P::KIND != PrecisionKind::Bf16;
+    let int_acc = P::KIND.is_integer();
     for i in 0..m {
         for j in 0..n {
             let sum = match (epilogue.activation_row(i).1, col_sums) {
@@ -905,7 +904,7 @@ fn exact_groups<P: Precision>(
 
 /// The fused path's refusals of per-K-group scales, for the references.
 fn check_group(kind: PrecisionKind, group: usize) -> Result<(), EpilogueError> {
-    if kind == PrecisionKind::Bf16 {
+    if !kind.is_integer() {
         Err(EpilogueError::GroupScalesForFloats)
     } else if group == 0 || !group.is_multiple_of(64) {
         Err(EpilogueError::GroupSize(group))
@@ -1098,7 +1097,7 @@ pub fn verify_linear<P: Precision, O: Output>(
         return Ok(verified);
     }
     let widened = Widened::new::<P>(k, n, b, ldb);
-    let int = P::KIND != PrecisionKind::Bf16;
+    let int = P::KIND.is_integer();
     // Column sums of B, exact, for the zero point.
     let mut col_sums = vec![0f64; n];
     for kk in 0..k {

@@ -501,8 +501,8 @@ fn check_product<P: Precision>(
             } else {
                 0.0
             };
-            match P::KIND {
-                PrecisionKind::Bf16 => {
+            match P::KIND.is_integer() {
+                false => {
                     let plain = plain_bf16(
                         start,
                         (0..k).map(|kk| (a[i * lda + kk].to_f64(), b[kk * ldb + j].to_f64())),
@@ -512,8 +512,7 @@ fn check_product<P: Precision>(
                         "{what}: C[{i}][{j}] = {got}, reference {plain:?}: {t:?}"
                     );
                 }
-                // The integer precisions.
-                _ => {
+                true => {
                     let mut sum = start as i64;
                     for kk in 0..k {
                         sum += a[i * lda + kk].to_f64() as i64 * b[kk * ldb + j].to_f64() as i64;

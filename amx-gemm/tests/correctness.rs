@@ -6,7 +6,7 @@ mod common;
 
 use amx_gemm::reference::{verify, Outputs};
 use amx_gemm::{BRef, MatMut, MatRef};
-use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, U8S8};
+use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, S8U8, U8S8, U8U8};
 use amx_test_support::{random, splitmix};
 use common::{backends, check};
 
@@ -114,9 +114,11 @@ fn random_shapes_all_precisions() {
             let threads = 1 + next(4);
             let mode = [Mode::Overwrite, Mode::Accumulate][next(2)];
             let pad = next(5);
-            match i % 3 {
+            match i % 5 {
                 0 => check::<Int8>(backend, m, n, k, threads, mode, pad, i),
                 1 => check::<U8S8>(backend, m, n, k, threads, mode, pad, i),
+                2 => check::<S8U8>(backend, m, n, k, threads, mode, pad, i),
+                3 => check::<U8U8>(backend, m, n, k, threads, mode, pad, i),
                 _ => check::<Bf16>(backend, m, n, k, threads, mode, pad, i),
             }
         }

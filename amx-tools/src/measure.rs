@@ -24,8 +24,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
-    bf16, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
-    PrecisionKind, U8S8,
+    bf16, Backend, Bf16, Blocking, Fp16, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
+    PrecisionKind, S8U8, U8S8, U8U8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -216,6 +216,9 @@ impl Case {
             PrecisionKind::Int8 => self.footprint_of::<Int8>(),
             PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
             PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
+            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(),
+            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(),
+            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(),
             other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
@@ -529,7 +532,7 @@ impl Harness {
         let run = || {
             let peak = amx_runtime::peak::simd_peak();
             match dtype {
-                PrecisionKind::Bf16 => peak.float,
+                PrecisionKind::Bf16 | PrecisionKind::Fp16 => peak.float,
                 _ => peak.int8,
             }
             .map(|p| p.gops())
@@ -591,6 +594,9 @@ impl Harness {
             PrecisionKind::Int8 => self.run_typed::<Int8>(case),
             PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
             PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
+            PrecisionKind::S8U8 => self.run_typed::<S8U8>(case),
+            PrecisionKind::U8U8 => self.run_typed::<U8U8>(case),
+            PrecisionKind::Fp16 => self.run_typed::<Fp16>(case),
             other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
@@ -675,7 +681,7 @@ impl Harness {
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)
             .map(|v| match P::KIND {
-                PrecisionKind::Bf16 => format!("within the bf16 bound, {v}"),
+                kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
                 _ => format!("exact, {v}"),
             })
             .map_err(|e| e.to_string());
@@ -882,6 +888,10 @@ fn peak_worker(
         PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
         PrecisionKind::Bf16 => peak_bf16(backend, warmup, time, ops),
+        // The other int8 instructions and TDPFP16PS run at the rates of the loops above on the
+        // silicon: their peak is those loops'.
+        PrecisionKind::S8U8 | PrecisionKind::U8U8 => peak_int8(backend, warmup, time, ops),
+        PrecisionKind::Fp16 => peak_bf16(backend, warmup, time, ops),
         other => Err(MeasureError::UnsupportedPrecision(other)),
     }
 }
