@@ -22,6 +22,7 @@
 
 use std::process::ExitCode;
 
+use amx_examples::{best_of_interleaved, values};
 use amx_gemm::epilogue::Output;
 use amx_gemm::reference::{verify_linear, VerifyError};
 use amx_gemm::{
@@ -29,8 +30,6 @@ use amx_gemm::{
     Precision, WeightScale, U8S8,
 };
 use amx_runtime::BackendChoice;
-use amx_test_support::random;
-use amx_tools::timing::interleaved;
 use serde::Serialize;
 
 #[derive(Debug, Default, PartialEq)]
@@ -159,14 +158,11 @@ fn layer<P: Precision, O: Output>(
     gemm: &Gemm,
     reps: usize,
     make: impl for<'x> Fn(&'x [f32], &'x [f32]) -> Epilogue<'x>,
-) -> Result<Report, GemmError>
-where
-    P::A: amx_test_support::Random,
-    P::B: amx_test_support::Random,
-    P::C: amx_test_support::Random,
-{
-    let a: Vec<P::A> = random(m * k, 11);
-    let b: Vec<P::B> = random(k * n, 12);
+) -> Result<Report, GemmError> {
+    // Activations and weights over most of their types' ranges (bf16: -1..1).
+    let int = P::KIND.is_integer();
+    let a: Vec<P::A> = values(m * k, 11, if int { (0.0, 255.0) } else { (-1.0, 1.0) });
+    let b: Vec<P::B> = values(k * n, 12, if int { (-127.0, 127.0) } else { (-1.0, 1.0) });
     let scales: Vec<f32> = (0..n).map(|j| 0.002 + 0.0001 * (j % 13) as f32).collect();
     let bias: Vec<f32> = (0..n).map(|j| (j % 7) as f32 * 0.1 - 0.3).collect();
     let weights = PackedB::<P>::pack(&b, k, n, n)?;
@@ -186,9 +182,7 @@ where
         };
         // Interleaved, so drifts in clock or load hit both alike; compared at their best
         // runs, the ones least disturbed by other load on the machine.
-        let (plain, fused) = interleaved(reps, plain, fused)?;
-        let best = |s: Option<amx_tools::Sample>| s.map_or(f64::NAN, |s| s.min);
-        (best(plain), best(fused))
+        best_of_interleaved(reps, plain, fused)?
     };
     let (a, b, out) = (
         MatRef::new(&a, m, k),
