@@ -638,9 +638,13 @@ mod tests {
     /// without C.
     #[test]
     fn an_output_alone_equals_its_row() {
+        // A NaN's sign and payload depend on how the compiler orders an operation's operands,
+        // which the optimization level changes: NaNs compare by class, as `verify` compares
+        // them, and everything else bit for bit.
         fn same(x: Expected, y: Expected) -> bool {
-            let bits = |e: Expected| (e.exact.to_bits(), e.magnitude.to_bits(), e.finite.to_bits());
-            bits(x) == bits(y)
+            let bits = |v: f64| if v.is_nan() { None } else { Some(v.to_bits()) };
+            let all = |e: Expected| (bits(e.exact), bits(e.magnitude), bits(e.finite));
+            all(x) == all(y)
         }
         let (k, n) = (37, 11);
         let mut seed = 7u64;

@@ -21,6 +21,12 @@
 //! spans), `lower` (statements to the image, and each field's token), `diag` (every message, and
 //! violations put on their tokens), `expand` (the image to tokens), `layout` (the item form).
 
+/// The crate's README, whose examples run as doctests (against `amx-runtime`, a
+/// dev-dependency).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod ast;
 mod diag;
 mod expand;

@@ -15,7 +15,9 @@
 //! sections 9 and 10), but
 //! the operands are read in place, nothing is checked per instruction, and on a CPU with
 //! AVX-512 VNNI the integer products run in one fused kernel whose accumulators stay in
-//! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile.
+//! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile,
+//! and it is API for any kernel written for the emulator (a software GEMM, a simulator of a
+//! micro-kernel), covered by the crate's version like the rest.
 //!
 //! ```
 //! use amx_runtime::block::{dot_2x2, Block};

@@ -119,6 +119,8 @@ pub mod detect;
 mod error;
 #[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
+#[cfg(feature = "peak")]
+#[cfg_attr(docsrs, doc(cfg(feature = "peak")))]
 pub mod peak;
 pub mod permit;
 pub mod trap;
@@ -155,8 +157,3 @@ pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES,
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
-
-/// The README of `amx-macros`, whose examples need this crate to run.
-#[cfg(doctest)]
-#[doc = include_str!("../../amx-macros/README.md")]
-struct MacrosReadmeDoctests;

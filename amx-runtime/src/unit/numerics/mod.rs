@@ -44,8 +44,40 @@ mod tests;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use exact::{add32, fma32};
 
-use crate::peak::KernelPath;
 use core::sync::atomic::{AtomicU8, Ordering};
+use std::fmt;
+
+/// The implementation the emulator runs for a family of dot products on this CPU, chosen once
+/// per process from the CPU's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelPath {
+    /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
+    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
+    Avx512,
+    /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
+    /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
+    /// [`KernelPath::Avx2`].
+    AvxVnni,
+    /// AVX2 kernels: VPMADDWD + VPADDD on bytes extended to 16 bits for the integer products,
+    /// VFMADD231PS on 256-bit vectors under an AMX-like MXCSR (with FMA and F16C) for the
+    /// floating-point ones.
+    Avx2,
+    /// Plain Rust loops (compiled with FMA for the floating-point products where the CPU has
+    /// it): every other CPU, and x86-64 CPUs whose DAZ/FTZ fail the emulator's start-up check.
+    Portable,
+}
+
+impl fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelPath::Avx512 => "AVX-512",
+            KernelPath::AvxVnni => "AVX-VNNI",
+            KernelPath::Avx2 => "AVX2",
+            KernelPath::Portable => "portable",
+        })
+    }
+}
 
 /// Rows in a tile.
 const ROWS: usize = 16;
@@ -215,6 +247,7 @@ unsafe fn int8_kernel(
 }
 
 /// Whether this CPU can run the integer kernel of `path`.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn int8_path_available(path: KernelPath) -> bool {
     match path {
         #[cfg(target_arch = "x86_64")]
@@ -231,6 +264,7 @@ pub(crate) fn int8_path_available(path: KernelPath) -> bool {
 
 /// [`dot_int8`] on the kernel of `path` instead of the selected one (for benchmarks that
 /// compare the kernels on one CPU); `false`, with nothing computed, where the CPU lacks it.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn dot_int8_on(
     path: KernelPath,
     c: &mut [u8; 1024],
@@ -473,6 +507,7 @@ pub(crate) fn decide_paths() {
 
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the
 /// DAZ/FTZ self-check for the vector kernels).
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn float_path_available(path: KernelPath) -> bool {
     match path {
         #[cfg(target_arch = "x86_64")]
@@ -487,6 +522,7 @@ pub(crate) fn float_path_available(path: KernelPath) -> bool {
 /// [`dot_bf16`] or [`dot_fp16`] on the kernel of `path` instead of the selected one (for
 /// benchmarks that compare the kernels on one CPU); `false`, with nothing computed, where the
 /// CPU lacks it.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn dot_half_on(
     path: KernelPath,
     c: &mut [u8; 1024],
