@@ -705,32 +705,24 @@ fn an_integer_output_needs_requantize() {
     let packed = PackedB::<U8S8>::pack(&w, k, n, n).unwrap();
     let gemm = Gemm::new().backend(Backend::Emulated);
     let plain = Epilogue::new().quantized(0.1, 0, WeightScale::Tensor(0.1));
+    fn refused<O: Output + PartialEq + std::fmt::Debug>(
+        gemm: &Gemm,
+        (a, packed, e): (MatRef<'_, u8>, &PackedB<U8S8>, &Epilogue<'_>),
+        out: &mut [O],
+    ) {
+        let (m, n) = (a.rows, packed.n());
+        let err = gemm
+            .run_with(a, packed, MatMut::new(out, m, n), e)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+        );
+    }
     let mut y = vec![9u8; m * n];
-    let err = gemm
-        .run_with(
-            MatRef::new(&a, m, k),
-            &packed,
-            MatMut::new(&mut y, m, n),
-            &plain,
-        )
-        .unwrap_err();
-    assert_eq!(
-        err,
-        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
-    );
     let mut yi = vec![9i8; m * n];
-    let err = gemm
-        .run_with(
-            MatRef::new(&a, m, k),
-            &packed,
-            MatMut::new(&mut yi, m, n),
-            &plain,
-        )
-        .unwrap_err();
-    assert_eq!(
-        err,
-        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
-    );
+    refused(&gemm, (MatRef::new(&a, m, k), &packed, &plain), &mut y);
+    refused(&gemm, (MatRef::new(&a, m, k), &packed, &plain), &mut yi);
     assert!(y.iter().all(|&x| x == 9) && yi.iter().all(|&x| x == 9));
     let acc = vec![128i32; m * n];
     let model = linear_model::<U8S8, u8>(
