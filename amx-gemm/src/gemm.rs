@@ -12,8 +12,9 @@ use crate::block_kernel::Block2x2;
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
-use crate::error::{check_slice, GemmError, Operand};
+use crate::error::{check_sizes, check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
+use crate::matrix::{BRef, Batch, MatMut, MatRef};
 use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
 };
@@ -22,6 +23,10 @@ use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind, ROW_BYT
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
+///
+/// Exhaustive on purpose: C is either replaced or added to; anything richer (scaling C,
+/// converting it) is an [`Epilogue`](crate::Epilogue)'s job, so a `match` on this never needs a
+/// wildcard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// `C = A x B`: C's previous contents are ignored (and may be anything).
@@ -305,12 +310,12 @@ impl Gemm {
     /// `out = convert(act(s[n] (A x B - zp_a colsum[n]) + bias[n]) + beta R)`, applied to each
     /// micro-tile of the product while it is in L1 and written once, as `f32`, bf16, or
     /// requantized `u8` / `i8` (see [`epilogue`](crate::epilogue) for the exact order of
-    /// operations and rounding). A is `m x b.k()` row-major with leading dimension `lda`; `out`
-    /// is `m x b.n()` row-major with leading dimension `ldo`. [`Gemm::mode`] does not apply
-    /// (the epilogue's residual is the way to add to an existing result).
+    /// operations and rounding). A is `M x K` (`K = b.k()`), the output `M x N`
+    /// (`N = b.n()`). [`Gemm::mode`] does not apply (the epilogue's residual is the way to add
+    /// to an existing result).
     ///
     /// ```
-    /// use amx_gemm::{Activation, Backend, Epilogue, Gemm, Int8, PackedB, WeightScale};
+    /// use amx_gemm::{Activation, Backend, Epilogue, Gemm, Int8, MatMut, MatRef, PackedB, WeightScale};
     ///
     /// let (m, n, k) = (3, 2, 64);
     /// let a = vec![2i8; m * k];
@@ -322,7 +327,8 @@ impl Gemm {
     ///     .bias(&bias)
     ///     .activation(Activation::Relu);
     /// let mut y = vec![0f32; m * n];
-    /// Gemm::new().backend(Backend::Emulated).run_with(m, &a, k, &packed, &mut y, n, &e)?;
+    /// let gemm = Gemm::new().backend(Backend::Emulated);
+    /// gemm.run_with(MatRef::new(&a, m, k), &packed, MatMut::new(&mut y, m, n), &e)?;
     /// // 0.5 * 0.25 * 128 + bias, then ReLU.
     /// assert_eq!(y, [17.0, 0.0, 17.0, 0.0, 17.0, 0.0]);
     /// # Ok::<(), amx_gemm::GemmError>(())
@@ -330,24 +336,22 @@ impl Gemm {
     ///
     /// # Errors
     ///
-    /// Checked before the output is written: those of [`Gemm::run`] for A and the output
-    /// ([`Operand::C`]) and the thread count; [`GemmError::DimensionMismatch`] for per-channel
-    /// scales or a bias with fewer than N values; [`Operand::Residual`] slice errors;
-    /// [`GemmError::InvalidEpilogue`] for a zero point with bf16 or with weights that carry no
-    /// column sums, a requantization scale that is not positive and finite, or an output zero
-    /// point outside the output type. Then the backend's errors, as for [`Gemm::run`].
-    #[allow(clippy::too_many_arguments)]
+    /// Checked before the output is written: [`GemmError::DimensionMismatch`] when A's
+    /// columns are not `b.k()` or the output is not `a.rows x b.n()`; those of [`Gemm::run`]
+    /// for A and the output ([`Operand::C`]) and the thread count;
+    /// [`GemmError::DimensionMismatch`] for per-channel scales or a bias with fewer than N
+    /// values; [`Operand::Residual`] slice errors; [`GemmError::InvalidEpilogue`] for a zero
+    /// point with bf16 or with weights that carry no column sums, a requantization scale that
+    /// is not positive and finite, or an output zero point outside the output type. Then the
+    /// backend's errors, as for [`Gemm::run`].
     pub fn run_with<P: Precision, O: Output>(
         &self,
-        m: usize,
-        a: &[P::A],
-        lda: usize,
+        a: MatRef<'_, P::A>,
         b: &PackedB<P>,
-        out: &mut [O],
-        ldo: usize,
+        out: MatMut<'_, O>,
         epilogue: &Epilogue<'_>,
     ) -> Result<RunStats, GemmError> {
-        self.run_view_with(m, a, lda, b.view(), out, ldo, epilogue)
+        self.run_view_with(a, b.view(), out, epilogue)
     }
 
     /// [`Gemm::run_with`] with B borrowed ([`PackedB::view`] or [`PackedBView::from_blob`]).
@@ -355,8 +359,20 @@ impl Gemm {
     /// # Errors
     ///
     /// As [`Gemm::run_with`].
-    #[allow(clippy::too_many_arguments)]
     pub fn run_view_with<P: Precision, O: Output>(
+        &self,
+        a: MatRef<'_, P::A>,
+        b: PackedBView<'_, P>,
+        out: MatMut<'_, O>,
+        epilogue: &Epilogue<'_>,
+    ) -> Result<RunStats, GemmError> {
+        check_product(a.rows, a.cols, (b.k(), b.n()), (out.rows, out.cols))?;
+        self.fused(a.rows, a.data, a.ld, b, out.data, out.ld, epilogue)
+    }
+
+    /// [`Gemm::run_view_with`] on checked dimensions: A is `m x b.k()`, the output `m x b.n()`.
+    #[allow(clippy::too_many_arguments)]
+    fn fused<P: Precision, O: Output>(
         &self,
         m: usize,
         a: &[P::A],
@@ -455,33 +471,43 @@ impl Gemm {
         Ok(stats)
     }
 
-    /// `C (+)= A x B` with B given row-major (`k x n`, leading dimension `ldb`): packs B, then
+    /// `C (+)= A x B` with B not packed (`K x N` or `N x K`, see [`BRef`]): packs B, then
     /// runs. For repeated products with the same B, pack it once with [`PackedB::pack`].
     ///
     /// # Errors
     ///
-    /// Those of [`Gemm::run`] for A, C and the thread count, checked before B is packed, then
-    /// those of [`PackedB::pack`] for B.
-    #[allow(clippy::too_many_arguments)]
+    /// [`GemmError::DimensionMismatch`] when A's columns are not B's K or C is not
+    /// `a.rows x b.n`; those of [`Gemm::run`] for A, C and the thread count, checked before B
+    /// is packed, then those of [`PackedB::pack`] for B.
     pub fn run_unpacked<P: Precision>(
         &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[P::A],
-        lda: usize,
-        b: &[P::B],
-        ldb: usize,
-        c: &mut [P::C],
-        ldc: usize,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        c: MatMut<'_, P::C>,
     ) -> Result<RunStats, GemmError> {
+        let (m, n, k) = (a.rows, b.n, b.k);
+        check_product(m, a.cols, (k, n), (c.rows, c.cols))?;
         // Check A, C and the thread count before the (possibly long) packing.
-        self.check_a(m, k, lda, a.len())?;
-        check_slice(Operand::C, m, n, ldc, c.len())?;
+        self.check_a(m, k, a.ld, a.data.len())?;
+        check_slice(Operand::C, m, n, c.ld, c.data.len())?;
         self.checked_thread_count()?;
-        let packed = PackedB::<P>::pack(b, k, n, ldb)?;
-        self.run(m, a, lda, &packed, c, ldc)
+        let packed = PackedB::<P>::pack_ref(b)?;
+        self.run(m, a.data, a.ld, &packed, c.data, c.ld)
     }
+}
+
+/// Checks that A (`a_rows x a_cols`), B (`K x N`) and C (`c_rows x c_cols`) make a product.
+pub(crate) fn check_product(
+    a_rows: usize,
+    a_cols: usize,
+    (k, n): (usize, usize),
+    (c_rows, c_cols): (usize, usize),
+) -> Result<(), GemmError> {
+    check_sizes(&[
+        ("K of B and the columns of A", k, a_cols),
+        ("M of A (its rows) and the rows of C", a_rows, c_rows),
+        ("N of B and the columns of C", n, c_cols),
+    ])
 }
 
 /// A row stride in bytes. A single row's stride is never used (and may be any value, e.g.
@@ -506,17 +532,6 @@ enum Target<'a> {
     /// Through a fused epilogue: each micro-tile's last K block is stored to a scratch tile in
     /// L1, and the epilogue writes the output from there.
     Fused(Prepared<'a>),
-}
-
-/// How the B of a batched call is given ([`Gemm::run_batched`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum BLayout {
-    /// `K x N` row-major: element `(k, n)` at `b[k * ldb + n]`, `ldb >= n`.
-    #[default]
-    KxN,
-    /// `N x K` row-major (B transposed, e.g. the keys of `Q K^T`): element `(k, n)` at
-    /// `b[n * ldb + k]`, `ldb >= k`.
-    NxK,
 }
 
 /// What a batched call ([`Gemm::run_batched`]) did: the products, and the time spent packing
@@ -558,24 +573,30 @@ fn check_batch(
 }
 
 impl Gemm {
-    /// `batch` independent products `C_i (+)= A_i x B_i` where B is not prepacked (attention's
-    /// `Q K^T` and `P V`): A_i starts at `a[i * stride_a]` (`m x k`, leading dimension `lda`, in
-    /// the layout of [`Gemm::a_transposed`]), B_i at `b[i * stride_b]` (`k x n` or `n x k` as
-    /// `b_layout` says, leading dimension `ldb`), C_i at `c[i * stride_c]` (`m x n`, row-major,
-    /// leading dimension `ldc`). Each B_i is packed on the fly; [`BatchStats`] reports the
-    /// packing time apart. Batches are computed in order, so C batches that overlap (a stride
-    /// smaller than C's extent) end with the later batch's values.
+    /// `batch.count` independent products `C_i (+)= A_i x B_i` where B is not prepacked
+    /// (attention's `Q K^T` and `P V`). Each view describes the first product's matrix (A in
+    /// the layout of [`Gemm::a_transposed`], B as [`BRef`] stores it, C row-major); product `i`
+    /// starts `i * batch.stride_a` elements into A's data, and likewise for B and C. Each B_i
+    /// is packed on the fly; [`BatchStats`] reports the packing time apart. Batches are
+    /// computed in order, so C batches that overlap (a stride smaller than C's extent) end
+    /// with the later batch's values.
     ///
     /// ```
-    /// use amx_gemm::{Backend, BLayout, Gemm, Int8};
+    /// use amx_gemm::{Backend, BRef, Batch, Gemm, Int8, MatMut, MatRef};
     ///
     /// // Two 2 x 2 x 3 products; B given N x K (transposed).
     /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
     /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
     /// let mut c = vec![0i32; 8];
+    /// let batch = Batch { count: 2, stride_a: 6, stride_b: 6, stride_c: 4 };
     /// let gemm = Gemm::new().backend(Backend::Emulated);
     /// let stats = gemm
-    ///     .run_batched::<Int8>(2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut c, 2, 4)
+    ///     .run_batched::<Int8>(
+    ///         batch,
+    ///         MatRef::new(&a, 2, 3),
+    ///         BRef::n_by_k(&b, 3, 2),
+    ///         MatMut::new(&mut c, 2, 2),
+    ///     )
     ///     .unwrap();
     /// assert_eq!(c, [1, 2, 4, 5, 3, 1, 6, 2]);
     /// assert_eq!(stats.runs.len(), 2);
@@ -583,62 +604,51 @@ impl Gemm {
     ///
     /// # Errors
     ///
-    /// Checked before C is written: slice and leading-dimension errors of A, B and C (the
-    /// last batch must fit), then the thread count. Then those of [`PackedB::pack`] and
-    /// [`Gemm::run`] per batch (earlier batches are then already written).
-    #[allow(clippy::too_many_arguments)]
+    /// Checked before C is written: [`GemmError::DimensionMismatch`] when the views do not
+    /// make a product, slice and leading-dimension errors of A, B and C (the last batch must
+    /// fit), then the thread count. Then those of [`PackedB::pack`] and [`Gemm::run`] per batch
+    /// (earlier batches are then already written).
     pub fn run_batched<P: Precision>(
         &self,
-        batch: usize,
-        (m, n, k): (usize, usize, usize),
-        a: &[P::A],
-        lda: usize,
-        stride_a: usize,
-        b: &[P::B],
-        ldb: usize,
-        stride_b: usize,
-        b_layout: BLayout,
-        c: &mut [P::C],
-        ldc: usize,
-        stride_c: usize,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        c: MatMut<'_, P::C>,
     ) -> Result<BatchStats, GemmError> {
-        let operands = Batch::<P> {
-            count: batch,
-            dims: (m, n, k),
-            a,
-            lda,
-            stride_a,
-            b,
-            ldb,
-            stride_b,
-            b_layout,
-        };
-        self.batched(&operands, c, ldc, stride_c, |a_i, packed, c_i| {
+        check_product(a.rows, a.cols, (b.k, b.n), (c.rows, c.cols))?;
+        let (m, lda) = (a.rows, a.ld);
+        let (ldc, stride_c) = (c.ld, batch.stride_c);
+        self.batched::<P, _>(batch, a, b, c.data, ldc, stride_c, |a_i, packed, c_i| {
             self.run(m, a_i, lda, packed, c_i, ldc)
         })
     }
 
     /// [`Gemm::run_batched`] with a fused [`Epilogue`] applied to every product, written to
-    /// `out` (batch `i` at `out[i * stride_o]`, `m x n`, leading dimension `ldo`) as
-    /// [`Gemm::run_with`] writes it: e.g. attention's `softmax` input `alpha Q K^T` in bf16, or
-    /// `P V` with a residual. The epilogue's per-channel parameters (scales, bias) are shared by
-    /// all batches; a residual has the output's batch layout: batch `i`'s residual starts
-    /// `i * stride_o` elements into the residual's data (with the residual's own leading
+    /// `out` (product `i` at `i * batch.stride_c` elements in) as [`Gemm::run_with`] writes
+    /// it: e.g. attention's `softmax` input `alpha Q K^T` in bf16, or `P V` with a residual.
+    /// The epilogue's per-channel parameters (scales, bias) are shared by all products; a
+    /// residual has the output's batch layout: product `i`'s residual starts
+    /// `i * batch.stride_c` elements into the residual's data (with the residual's own leading
     /// dimension). A zero point is compensated with the column sums computed while each B is
     /// packed.
     ///
     /// ```
-    /// use amx_gemm::{bf16, Backend, BLayout, Epilogue, Gemm, Int8};
+    /// use amx_gemm::{bf16, Backend, BRef, Batch, Epilogue, Gemm, Int8, MatMut, MatRef};
     ///
     /// // Two 2 x 2 x 3 products, B given N x K, scaled by alpha = 0.5, written as bf16.
     /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
     /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
     /// let mut out = vec![bf16::ZERO; 8];
+    /// let batch = Batch { count: 2, stride_a: 6, stride_b: 6, stride_c: 4 };
     /// let e = Epilogue::new().alpha(0.5);
     /// Gemm::new()
     ///     .backend(Backend::Emulated)
     ///     .run_batched_with::<Int8, bf16>(
-    ///         2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut out, 2, 4, &e,
+    ///         batch,
+    ///         MatRef::new(&a, 2, 3),
+    ///         BRef::n_by_k(&b, 3, 2),
+    ///         MatMut::new(&mut out, 2, 2),
+    ///         &e,
     ///     )
     ///     .unwrap();
     /// let got: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
@@ -650,93 +660,81 @@ impl Gemm {
     /// Those of [`Gemm::run_batched`] (with the output as C), a residual too short for the
     /// last batch ([`Operand::Residual`]), then those of [`Gemm::run_with`] per batch: an
     /// invalid epilogue is refused by the first batch, before any output is written.
-    #[allow(clippy::too_many_arguments)]
     pub fn run_batched_with<P: Precision, O: Output>(
         &self,
-        batch: usize,
-        (m, n, k): (usize, usize, usize),
-        a: &[P::A],
-        lda: usize,
-        stride_a: usize,
-        b: &[P::B],
-        ldb: usize,
-        stride_b: usize,
-        b_layout: BLayout,
-        out: &mut [O],
-        ldo: usize,
-        stride_o: usize,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        out: MatMut<'_, O>,
         epilogue: &Epilogue<'_>,
     ) -> Result<BatchStats, GemmError> {
+        check_product(a.rows, a.cols, (b.k, b.n), (out.rows, out.cols))?;
+        let (m, n, lda) = (a.rows, b.n, a.ld);
+        let (ldo, stride_o) = (out.ld, batch.stride_c);
         if let Some((r, _)) = epilogue.residual {
             let (len, ld) = r.len_and_ld();
             let extent = crate::error::extent(Operand::Residual, m, n, ld)?;
-            check_batch(Operand::Residual, batch, stride_o, extent, len)?;
+            check_batch(Operand::Residual, batch.count, stride_o, extent, len)?;
         }
-        let operands = Batch::<P> {
-            count: batch,
-            dims: (m, n, k),
-            a,
-            lda,
-            stride_a,
-            b,
-            ldb,
-            stride_b,
-            b_layout,
-        };
         let mut index = 0usize;
-        self.batched(&operands, out, ldo, stride_o, |a_i, packed, out_i| {
-            let e = epilogue.for_batch(index.saturating_mul(stride_o));
-            index += 1;
-            self.run_with(m, a_i, lda, packed, out_i, ldo, &e)
-        })
+        self.batched::<P, _>(
+            batch,
+            a,
+            b,
+            out.data,
+            ldo,
+            stride_o,
+            |a_i, packed, out_i| {
+                let e = epilogue.for_batch(index.saturating_mul(stride_o), index.saturating_mul(m));
+                index += 1;
+                self.fused(m, a_i, lda, packed.view(), out_i, ldo, &e)
+            },
+        )
     }
 
     /// The driver of the batched calls: checks every operand's last batch, then per batch
     /// packs B (timed apart) and calls `run` with A_i, the packed B_i and C_i.
+    #[allow(clippy::too_many_arguments)]
     fn batched<P: Precision, C>(
         &self,
-        ops: &Batch<'_, P>,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
         c: &mut [C],
         ldc: usize,
         stride_c: usize,
         mut run: impl FnMut(&[P::A], &PackedB<P>, &mut [C]) -> Result<RunStats, GemmError>,
     ) -> Result<BatchStats, GemmError> {
-        let (m, n, k) = ops.dims;
-        let (batch, stride_a, stride_b) = (ops.count, ops.stride_a, ops.stride_b);
-        let (a, b, lda, ldb) = (ops.a, ops.b, ops.lda, ops.ldb);
+        let (m, n, k) = (a.rows, b.n, b.k);
+        let (count, stride_a, stride_b) = (batch.count, batch.stride_a, batch.stride_b);
         let a_extent = if self.a_transposed {
-            crate::error::extent(Operand::A, k, m, lda)?
+            crate::error::extent(Operand::A, k, m, a.ld)?
         } else {
-            crate::error::extent(Operand::A, m, k, lda)?
+            crate::error::extent(Operand::A, m, k, a.ld)?
         };
-        let b_extent = match ops.b_layout {
-            BLayout::KxN => crate::error::extent(Operand::B, k, n, ldb)?,
-            BLayout::NxK => crate::error::extent(Operand::B, n, k, ldb)?,
-        };
+        let (b_rows, b_cols) = b.stored();
+        let b_extent = crate::error::extent(Operand::B, b_rows, b_cols, b.ld)?;
         let c_extent = crate::error::extent(Operand::C, m, n, ldc)?;
-        check_batch(Operand::A, batch, stride_a, a_extent, a.len())?;
-        check_batch(Operand::B, batch, stride_b, b_extent, b.len())?;
-        check_batch(Operand::C, batch, stride_c, c_extent, c.len())?;
+        check_batch(Operand::A, count, stride_a, a_extent, a.data.len())?;
+        check_batch(Operand::B, count, stride_b, b_extent, b.data.len())?;
+        check_batch(Operand::C, count, stride_c, c_extent, c.len())?;
         self.checked_thread_count()?;
         let mut stats = BatchStats {
-            runs: Vec::with_capacity(batch.min(1 << 16)),
+            runs: Vec::with_capacity(count.min(1 << 16)),
             pack_seconds: 0.0,
             run_seconds: 0.0,
         };
-        for i in 0..batch {
+        for i in 0..count {
             // In bounds when the operand has elements (checked above for the last batch); an
             // empty operand may lie past the slice, and is then an empty slice.
-            let a_i = a.get(i.saturating_mul(stride_a)..).unwrap_or(&[]);
-            let b_i = b.get(i.saturating_mul(stride_b)..).unwrap_or(&[]);
+            let a_i = a.data.get(i.saturating_mul(stride_a)..).unwrap_or(&[]);
+            let b_i = b.data.get(i.saturating_mul(stride_b)..).unwrap_or(&[]);
             let c_i = match c.get_mut(i.saturating_mul(stride_c)..) {
                 Some(c_i) => c_i,
                 None => &mut [],
             };
             let start = std::time::Instant::now();
-            let packed = match ops.b_layout {
-                BLayout::KxN => PackedB::<P>::pack(b_i, k, n, ldb)?,
-                BLayout::NxK => PackedB::<P>::pack_transposed(b_i, k, n, ldb)?,
-            };
+            let packed = PackedB::<P>::pack_ref(BRef { data: b_i, ..b })?;
             let packed_at = std::time::Instant::now();
             stats.pack_seconds += (packed_at - start).as_secs_f64();
             stats.runs.push(run(a_i, &packed, c_i)?);
@@ -744,19 +742,6 @@ impl Gemm {
         }
         Ok(stats)
     }
-}
-
-/// The A and B operands of a batched call.
-struct Batch<'a, P: Precision> {
-    count: usize,
-    dims: (usize, usize, usize),
-    a: &'a [P::A],
-    lda: usize,
-    stride_a: usize,
-    b: &'a [P::B],
-    ldb: usize,
-    stride_b: usize,
-    b_layout: BLayout,
 }
 
 /// Everything a worker needs; shared read-only by the workers of one call.
@@ -1045,7 +1030,10 @@ fn run_region<P: Precision>(
         return match P::KIND {
             PrecisionKind::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
             PrecisionKind::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
+            PrecisionKind::S8U8 => run_typed::<P, typed::S8U8Kernel>(p, region, scratch, stats),
+            PrecisionKind::U8U8 => run_typed::<P, typed::U8U8Kernel>(p, region, scratch, stats),
             PrecisionKind::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
+            PrecisionKind::Fp16 => run_typed::<P, typed::Fp16Kernel>(p, region, scratch, stats),
         };
     }
     let cfg = configs::config(region.shape)?;
@@ -1381,8 +1369,13 @@ mod tests {
         let mut c = vec![7i32; m * n];
         gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
         let mut y = vec![0f32; m * n];
-        gemm.run_with(m, &a, k, &packed, &mut y, n, &Epilogue::new())
-            .unwrap();
+        gemm.run_with(
+            crate::MatRef::new(&a, m, k),
+            &packed,
+            crate::MatMut::new(&mut y, m, n),
+            &Epilogue::new(),
+        )
+        .unwrap();
         A_BLOCK_LIMIT.with(|l| l.set(A_BLOCK_BYTES));
         assert_eq!(c, want);
         let want_f: Vec<f32> = want.iter().map(|&x| x as f32).collect();
@@ -1423,7 +1416,11 @@ mod tests {
             .threads(1)
             .backend(Backend::Emulated)
             .mode(Mode::Accumulate)
-            .run_unpacked::<P>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<P>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         let after = (probe::dots(), probe::block_dots());
         probe::PER_INSTRUCTION.with(|f| f.set(false));
@@ -1462,6 +1459,9 @@ mod tests {
         typed_path_for::<crate::Int8>(false);
         typed_path_for::<crate::U8S8>(false);
         typed_path_for::<crate::Bf16>(false);
+        typed_path_for::<crate::S8U8>(false);
+        typed_path_for::<crate::U8U8>(false);
+        typed_path_for::<crate::Fp16>(false);
     }
 
     /// On the emulator the full micro-tiles run as block products by default, with the same
@@ -1471,6 +1471,9 @@ mod tests {
         typed_path_for::<crate::Int8>(true);
         typed_path_for::<crate::U8S8>(true);
         typed_path_for::<crate::Bf16>(true);
+        typed_path_for::<crate::S8U8>(true);
+        typed_path_for::<crate::U8U8>(true);
+        typed_path_for::<crate::Fp16>(true);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! |---|---|---|---|---|
 //! | [`Int8`] | `i8` | `i8` | `i32` | TDPBSSD |
 //! | [`U8S8`] | `u8` | `i8` | `i32` | TDPBUSD |
+//! | [`S8U8`] | `i8` | `u8` | `i32` | TDPBSUD |
+//! | [`U8U8`] | `u8` | `u8` | `i32` | TDPBUUD |
 //! | [`Bf16`] | [`bf16`] | [`bf16`] | `f32` | TDPBF16PS |
+//! | [`Fp16`] | [`f16`](struct@f16) | [`f16`](struct@f16) | `f32` | TDPFP16PS (AMX-FP16) |
 //!
 //! A and C are row-major with leading dimensions; B is packed once into the tiles' VNNI layout
 //! ([`PackedB`], the inference convention for weights), or packed on the fly by
@@ -19,7 +22,7 @@
 //! same results.
 //!
 //! ```
-//! use amx_gemm::{bf16, Bf16, Gemm, Int8, Mode, PackedB};
+//! use amx_gemm::{bf16, BRef, Bf16, Gemm, Int8, MatMut, MatRef, Mode, PackedB};
 //!
 //! // int8: C (2 x 3) = A (2 x 4) x B (4 x 3), B packed once.
 //! let a: Vec<i8> = vec![1, 2, 3, 4, -1, -2, -3, -4];
@@ -33,7 +36,8 @@
 //! let a = vec![bf16::from_f32(0.5); 2 * 3];
 //! let b = vec![bf16::from_f32(2.0); 3 * 2];
 //! let mut c = vec![1.0f32; 4];
-//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(2, 2, 3, &a, 3, &b, 2, &mut c, 2)?;
+//! let (a, b, c_view) = (MatRef::new(&a, 2, 3), BRef::k_by_n(&b, 3, 2), MatMut::new(&mut c, 2, 2));
+//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(a, b, c_view)?;
 //! assert_eq!(c, [4.0; 4]);
 //! # Ok::<(), amx_gemm::GemmError>(())
 //! ```
@@ -41,10 +45,12 @@
 //! # Linear layers
 //!
 //! [`Gemm::run_with`] fuses an [`Epilogue`] into the product's write-back: dequantization
-//! (activation scale and zero point, per-tensor or per-channel weight scales), bias,
+//! (activation scale and zero point per tensor or per row, per-tensor, per-channel or
+//! per-group weight scales), bias,
 //! activation, residual, and `f32`, bf16 or requantized `u8` / `i8` output, with every step's
 //! rounding specified ([`epilogue`]). [`Gemm::a_transposed`] takes A column-major and
-//! [`Gemm::run_batched`] runs strided batches with B packed on the fly.
+//! [`Gemm::run_batched`] runs strided batches with B packed on the fly. [`quantize`] turns
+//! `f32` activations into `u8` or `i8` with their scales and zero points.
 //!
 //! # The loop nest
 //!
@@ -122,23 +128,26 @@ pub mod epilogue;
 mod error;
 mod gemm;
 mod kernel;
+mod matrix;
 pub mod pack;
 mod pool;
 mod precision;
+pub mod quantize;
 pub mod reference;
 mod tile_ops;
 
 pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
-pub use error::{GemmError, Operand};
-pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
-pub use half::{self, bf16};
+pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
+pub use gemm::{BatchStats, Gemm, Mode, RunStats, WorkerStats};
+pub use half::{self, bf16, f16};
+pub use matrix::{BLayout, BRef, Batch, MatMut, MatRef};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
-#[allow(deprecated)]
-pub use precision::DType;
-pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};
+pub use precision::{
+    Bf16, Fp16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, S8U8, U8S8, U8U8,
+};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
 /// major version.

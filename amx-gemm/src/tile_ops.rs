@@ -28,11 +28,13 @@
 //! [`TileUnit`]: amx_runtime::TileUnit
 
 use amx_runtime::typed::Layout;
-use amx_runtime::{Backend, Fault, Tiles, TypedTiles};
+use amx_runtime::{Backend, Fault, Feature, Tiles, TypedTiles};
 
-use crate::configs::typed::{Bf16Kernel, Int8Kernel, U8S8Kernel};
+use crate::configs::typed::{
+    Bf16Kernel, Fp16Kernel, Int8Kernel, S8U8Kernel, U8S8Kernel, U8U8Kernel,
+};
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError, Unsupported};
 use crate::precision::{Precision, PrecisionKind};
 
 /// A buffer the tiles read: its first byte and length. Carries no lifetime: whoever builds
@@ -273,10 +275,14 @@ impl TileOps for Checked<'_> {
     ) -> Result<(), GemmError> {
         #[cfg(test)]
         probe::CHECKED_DOTS.with(|n| n.set(n.get() + 1));
+        let (c, a, b) = (reg(C), reg(A), reg(B));
         match P::KIND {
-            PrecisionKind::Int8 => self.tiles.tdpbssd(reg(C), reg(A), reg(B))?,
-            PrecisionKind::U8S8 => self.tiles.tdpbusd(reg(C), reg(A), reg(B))?,
-            PrecisionKind::Bf16 => self.tiles.tdpbf16ps(reg(C), reg(A), reg(B))?,
+            PrecisionKind::Int8 => self.tiles.tdpbssd(c, a, b)?,
+            PrecisionKind::U8S8 => self.tiles.tdpbusd(c, a, b)?,
+            PrecisionKind::S8U8 => self.tiles.tdpbsud(c, a, b)?,
+            PrecisionKind::U8U8 => self.tiles.tdpbuud(c, a, b)?,
+            PrecisionKind::Bf16 => self.tiles.tdpbf16ps(c, a, b)?,
+            PrecisionKind::Fp16 => self.tiles.tdpfp16ps(c, a, b)?,
         }
         Ok(())
     }
@@ -287,17 +293,19 @@ pub(crate) fn silicon_supports(dtype: PrecisionKind) -> Result<(), GemmError> {
     use std::sync::OnceLock;
     static CAPS: OnceLock<amx_runtime::Capabilities> = OnceLock::new();
     let caps = CAPS.get_or_init(amx_runtime::detect);
-    let (present, feature) = match dtype {
-        PrecisionKind::Int8 | PrecisionKind::U8S8 => (caps.amx_int8, "AMX-INT8"),
-        PrecisionKind::Bf16 => (caps.amx_bf16, "AMX-BF16"),
+    let feature = dtype.feature();
+    let present = match feature {
+        Feature::AmxBf16 => caps.amx_bf16,
+        Feature::AmxFp16 => caps.amx_fp16,
+        _ => caps.amx_int8,
     };
     if present {
         Ok(())
     } else {
-        Err(GemmError::Unsupported(format!(
-            "{} needs {feature}, which this CPU does not report",
-            dtype.instruction()
-        )))
+        Err(GemmError::Unsupported(Unsupported::Feature {
+            precision: dtype,
+            feature,
+        }))
     }
 }
 
@@ -397,7 +405,10 @@ impl TileOps for Silicon<'_> {
             match P::KIND {
                 PrecisionKind::Int8 => i::_tile_dpbssd::<C, A, B>(),
                 PrecisionKind::U8S8 => i::_tile_dpbusd::<C, A, B>(),
+                PrecisionKind::S8U8 => i::_tile_dpbsud::<C, A, B>(),
+                PrecisionKind::U8U8 => i::_tile_dpbuud::<C, A, B>(),
                 PrecisionKind::Bf16 => i::_tile_dpbf16ps::<C, A, B>(),
+                PrecisionKind::Fp16 => i::_tile_dpfp16ps::<C, A, B>(),
             }
         }
         Ok(())
@@ -569,21 +580,44 @@ macro_rules! full_2x2 {
             #[inline(always)]
             fn dot<const C: i32, const A: i32, const B: i32>(tiles: &mut TypedTiles<Self>) -> bool {
                 match (C, A, B) {
-                    (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0),
-                    (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1),
-                    (C10, A1, B0) => tiles.$dot($layout::c10, $layout::a1, $layout::b0),
-                    (C11, A1, B1) => tiles.$dot($layout::c11, $layout::a1, $layout::b1),
-                    _ => return false,
+                    (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0).issued(),
+                    (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1).issued(),
+                    (C10, A1, B0) => tiles.$dot($layout::c10, $layout::a1, $layout::b0).issued(),
+                    (C11, A1, B1) => tiles.$dot($layout::c11, $layout::a1, $layout::b1).issued(),
+                    _ => false,
                 }
-                true
             }
         }
     };
 }
 
+/// What a typed dot product returns, as whether it ran: `()` always (its operands are proven),
+/// TDPFP16PS's `Result` when the unit refused it (the driver checked AMX-FP16 first, so a
+/// refusal is reported as the bug it would be).
+trait Issued {
+    fn issued(self) -> bool;
+}
+
+impl Issued for () {
+    #[inline(always)]
+    fn issued(self) -> bool {
+        true
+    }
+}
+
+impl Issued for Result<(), Fault> {
+    #[inline(always)]
+    fn issued(self) -> bool {
+        self.is_ok()
+    }
+}
+
 full_2x2!(Int8Kernel, PrecisionKind::Int8, tdpbssd);
 full_2x2!(U8S8Kernel, PrecisionKind::U8S8, tdpbusd);
+full_2x2!(S8U8Kernel, PrecisionKind::S8U8, tdpbsud);
+full_2x2!(U8U8Kernel, PrecisionKind::U8U8, tdpbuud);
 full_2x2!(Bf16Kernel, PrecisionKind::Bf16, tdpbf16ps);
+full_2x2!(Fp16Kernel, PrecisionKind::Fp16, tdpfp16ps);
 
 /// Rows of every tile of a [`Full2x2`] layout.
 const FULL_ROWS: usize = 16;
@@ -674,7 +708,7 @@ const fn reg(t: i32) -> u8 {
 /// A register or operand triple the typed layout has no handle for, reported instead of
 /// issued (the micro-kernel never names one).
 fn wrong_layout(what: String) -> GemmError {
-    GemmError::Internal(format!("typed 2x2 kernel: {what}"))
+    GemmError::Internal(InternalError::new(format!("typed 2x2 kernel: {what}")))
 }
 
 // Common to the methods below: `Typed::new` tied `L` to the precision, and the guard inside

@@ -359,11 +359,11 @@ direct! {
     /// [`TileUnit::tilezero`] on this backend, without a `dyn` call.
     fn tilezero(t: u8);
     /// [`TileUnit::tileloadd`] on this backend, without a `dyn` call.
-    fn tileloadd(t: u8, src: &[u8], stride: usize);
+    fn tileloadd(t: u8, src: &[u8], stride_bytes: usize);
     /// [`TileUnit::tileloaddt1`] on this backend, without a `dyn` call.
-    fn tileloaddt1(t: u8, src: &[u8], stride: usize);
+    fn tileloaddt1(t: u8, src: &[u8], stride_bytes: usize);
     /// [`TileUnit::tilestored`] on this backend, without a `dyn` call.
-    fn tilestored(t: u8, dst: &mut [u8], stride: usize);
+    fn tilestored(t: u8, dst: &mut [u8], stride_bytes: usize);
     /// [`TileUnit::tdpbssd`] on this backend, without a `dyn` call.
     fn tdpbssd(c: u8, a: u8, b: u8);
     /// [`TileUnit::tdpbsud`] on this backend, without a `dyn` call.

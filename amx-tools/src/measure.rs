@@ -24,8 +24,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
-    bf16, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
-    PrecisionKind, U8S8,
+    bf16, Backend, Bf16, Blocking, Fp16, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
+    PrecisionKind, S8U8, U8S8, U8U8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -35,8 +35,10 @@ use crate::onednn::Peer;
 use crate::stats::Sample;
 
 /// Why a measurement did not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum MeasureError {
+    /// A precision this harness has no measurement for.
+    UnsupportedPrecision(PrecisionKind),
     /// The GEMM, the packing or the tiles of the peak loop refused or failed.
     Gemm(GemmError),
     /// A buffer's size in bytes does not fit the address space.
@@ -73,6 +75,7 @@ impl fmt::Display for MeasureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MeasureError::Gemm(e) => e.fmt(f),
+            MeasureError::UnsupportedPrecision(p) => write!(f, "no measurement of {p} GEMMs"),
             MeasureError::TooLarge { operand } => write!(f, "{operand} is too large to address"),
             MeasureError::TooManyThreads { requested, max } => write!(
                 f,
@@ -214,6 +217,10 @@ impl Case {
             PrecisionKind::Int8 => self.footprint_of::<Int8>(),
             PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
             PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
+            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(),
+            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(),
+            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -550,7 +557,7 @@ impl Harness {
         let time = self.peak_time;
         let warmup = match backend {
             Backend::Hardware => Duration::from_millis(50),
-            Backend::Emulated => Duration::from_millis(10),
+            _ => Duration::from_millis(10),
         };
         let run = || peak_worker(dtype, backend, warmup, time);
         let results: Vec<Result<(f64, f64), MeasureError>> = if threads == 1 {
@@ -588,7 +595,7 @@ impl Harness {
         let run = || {
             let peak = amx_runtime::peak::simd_peak();
             match dtype {
-                PrecisionKind::Bf16 => peak.float,
+                PrecisionKind::Bf16 | PrecisionKind::Fp16 => peak.float,
                 _ => peak.int8,
             }
             .map(|p| p.gops())
@@ -650,6 +657,10 @@ impl Harness {
             PrecisionKind::Int8 => self.run_typed::<Int8>(case),
             PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
             PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
+            PrecisionKind::S8U8 => self.run_typed::<S8U8>(case),
+            PrecisionKind::U8U8 => self.run_typed::<U8U8>(case),
+            PrecisionKind::Fp16 => self.run_typed::<Fp16>(case),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -702,7 +713,7 @@ impl Harness {
         let first_run_s = start.elapsed().as_secs_f64();
         let (min_runs, min_time) = match backend {
             Backend::Hardware => (3, 0.05),
-            Backend::Emulated => (1, 0.0),
+            _ => (1, 0.0),
         };
         let mut warmup_runs = 1;
         while warmup_runs < min_runs || start.elapsed().as_secs_f64() < min_time {
@@ -763,7 +774,7 @@ impl Harness {
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, c, n, sample)
             .map(|v| match P::KIND {
-                PrecisionKind::Bf16 => format!("within the bf16 bound, {v}"),
+                kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
                 _ => format!("exact, {v}"),
             })
             .map_err(|e| e.to_string());
@@ -783,8 +794,8 @@ impl Harness {
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
         let simd_peak_gops = match backend {
-            Backend::Emulated => self.simd_peak(case.dtype, threads)?,
             Backend::Hardware => None,
+            _ => self.simd_peak(case.dtype, threads)?,
         };
         let b_bytes = b_len * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
@@ -862,15 +873,15 @@ fn scalar_bytes<T: amx_gemm::Scalar>(data: &[T]) -> &[u8] {
 }
 
 /// oneDNN's C against ours: the integer products are exact in both, so they must agree bit
-/// for bit (C overwritten; accumulating runs start from a C the peer never saw); bf16 sums are
-/// rounded in another order, which the reference check bounds instead.
+/// for bit (C overwritten; accumulating runs start from a C the peer never saw); bf16 and fp16
+/// sums are rounded in another order, which the reference check bounds instead.
 fn compare_with_peer<P: Precision>(
     mm: &crate::onednn::Matmul<'_>,
     c: &[P::C],
     mode: Mode,
 ) -> Result<String, String> {
-    if P::KIND == PrecisionKind::Bf16 || mode == Mode::Accumulate {
-        return Ok("not compared (bf16 rounding order, or C accumulated)".to_owned());
+    if !P::KIND.is_integer() || mode == Mode::Accumulate {
+        return Ok("not compared (floating-point rounding order, or C accumulated)".to_owned());
     }
     let theirs = mm.c().map_err(|e| e.to_string())?;
     let ours = scalar_bytes(c);
@@ -1055,6 +1066,11 @@ fn peak_worker(
         PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
         PrecisionKind::Bf16 => peak_bf16(backend, warmup, time, ops),
+        // The other int8 instructions and TDPFP16PS run at the rates of the loops above on the
+        // silicon: their peak is those loops'.
+        PrecisionKind::S8U8 | PrecisionKind::U8U8 => peak_int8(backend, warmup, time, ops),
+        PrecisionKind::Fp16 => peak_bf16(backend, warmup, time, ops),
+        other => Err(MeasureError::UnsupportedPrecision(other)),
     }
 }
 

@@ -10,7 +10,8 @@
 //! user gives: nothing here links against it, and the tools build without it. The matmul is
 //! oneDNN's own choice for the data types with the weights reordered once into the layout it
 //! prefers (the "prepacked" case a GEMM with packed B is compared to): `s8 x s8 -> s32` for
-//! int8, `u8 x s8 -> s32` for u8s8, `bf16 x bf16 -> f32` for bf16. Its threads are OpenMP's:
+//! int8, `u8 x s8 -> s32` for u8s8, `bf16 x bf16 -> f32` for bf16, `f16 x f16 -> f32` for fp16
+//! (s8u8 and u8u8 have no oneDNN counterpart: its weights are signed). Its threads are OpenMP's:
 //! [`Peer::set_threads`] sets their number when the library's OpenMP runtime exports
 //! `omp_set_num_threads`, else `OMP_NUM_THREADS` (read when the library loads) decides; and
 //! unless `KMP_BLOCKTIME` is set, [`Peer::open`] sets it to 0, so that idle OpenMP threads sleep
@@ -38,6 +39,8 @@ pub enum PeerError {
     },
     /// A dimension does not fit oneDNN's `int64_t`, or a buffer is shorter than the shape.
     Shape(String),
+    /// oneDNN has no matmul for this precision (its integer matmul takes signed weights only).
+    Precision(PrecisionKind),
     /// Not available on this platform (Linux only).
     Unsupported,
 }
@@ -51,6 +54,7 @@ impl fmt::Display for PeerError {
                 write!(f, "oneDNN's {function} failed with status {status}")
             }
             PeerError::Shape(why) => write!(f, "oneDNN matmul: {why}"),
+            PeerError::Precision(p) => write!(f, "oneDNN has no matmul for {p}"),
             PeerError::Unsupported => write!(f, "the oneDNN peer runs on Linux only"),
         }
     }
@@ -101,6 +105,7 @@ const QUERY_WEIGHTS_MD: c_int = 131;
 const ARG_SRC: c_int = 1;
 const ARG_DST: c_int = 17;
 const ARG_WEIGHTS: c_int = 33;
+const DT_F16: c_int = 1;
 const DT_BF16: c_int = 2;
 const DT_F32: c_int = 3;
 const DT_S32: c_int = 4;
@@ -380,6 +385,9 @@ impl Peer {
             PrecisionKind::Int8 => (DT_S8, DT_S8, DT_S32, 1),
             PrecisionKind::U8S8 => (DT_U8, DT_S8, DT_S32, 1),
             PrecisionKind::Bf16 => (DT_BF16, DT_BF16, DT_F32, 2),
+            PrecisionKind::Fp16 => (DT_F16, DT_F16, DT_F32, 2),
+            // oneDNN's integer matmul takes signed weights only.
+            other => return Err(PeerError::Precision(other)),
         };
         let dim =
             |x: usize| i64::try_from(x).map_err(|_| PeerError::Shape(format!("{x} too large")));

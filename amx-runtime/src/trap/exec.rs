@@ -2,7 +2,9 @@
 //! computed from the registers and accessed fault-safely. Callable from the SIGILL handler and
 //! from ordinary code alike (it allocates nothing and takes no lock).
 //!
-//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions that
+//! The order of the checks is the silicon's
+//! ([semantics.md section 12](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#12-exception-priority)):
+//! the #UD conditions that
 //! depend on the tile configuration, then XFD (no permission), then the memory operand
 //! (#GP for a non-canonical address, #PF for an inaccessible page), then LDTILECFG's #GP rules.
 

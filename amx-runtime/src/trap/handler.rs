@@ -10,7 +10,8 @@ use super::memory;
 use super::regs::context;
 use super::state;
 
-/// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
+/// Linux's `si_code` values for the exceptions
+/// ([semantics.md section 1](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#1-how-linux-reports-each-exception)).
 const ILL_ILLOPC: i32 = 1;
 const ILL_ILLOPN: i32 = 2;
 const SEGV_MAPERR: i32 = 1;

@@ -2,14 +2,15 @@
 //!
 //! On such a CPU every AMX instruction raises #UD before it does anything, and Linux delivers
 //! SIGILL. Once [`install`]ed, the engine's SIGILL handler decodes the instruction at the
-//! faulting RIP ([`decode`]), executes it on the thread's own emulated tile unit (the bit-exact
+//! faulting RIP, executes it on the thread's own emulated tile unit (the bit-exact
 //! [`Emulator`](crate::Emulator)) with its memory operand computed from the saved registers and
 //! accessed fault-safely, moves RIP past it and returns. The silicon code path (the
 //! [`Hardware`] backend's inline asm, the raw [`intrinsics`](crate::intrinsics), typed tiles,
 //! the GEMM micro-kernels, C code built with `-mamx-tile`) then runs unchanged, at the cost of
 //! one signal per instruction.
 //!
-//! What the program sees is the silicon's (docs/semantics.md section 1):
+//! What the program sees is the silicon's
+//! ([semantics.md section 1](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#1-how-linux-reports-each-exception)):
 //!
 //! | the instruction raises | the program gets |
 //! |---|---|
@@ -56,6 +57,10 @@
 //! in the `patch` module's source). Timings under the engine measure the emulator, not the
 //! silicon.
 
+// The engine's internals stay reachable for its preload library (`amx-trap`) and its tests,
+// hidden from the documentation: they are not an API for kernel authors, and they will move
+// with the engine to a crate of its own.
+#[doc(hidden)]
 pub mod decode;
 
 mod cpuid;
@@ -79,11 +84,14 @@ mod state;
 mod stub;
 
 pub use cpuid::Model;
+#[doc(hidden)]
 pub use regs::Regs;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[doc(hidden)]
 pub use exec::{execute, Exception, Outcome};
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[doc(hidden)]
 pub use memory::PageFault;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};

@@ -150,7 +150,9 @@ fn clear_start_row() {
 /// # TDPFP16PS
 ///
 /// A hypervisor can hide CPUID.(7,1):EAX\[21\] (AMX-FP16) of a core that implements it: on the
-/// KVM guests this crate was measured on (docs/semantics.md F1) the bit is clear, yet TDPFP16PS
+/// KVM guests this crate was measured on
+/// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+/// F1) the bit is clear, yet TDPFP16PS
 /// executes; on a Sapphire Rapids the same opcode raises #UD. A safe call must never fault, so
 /// [`TileUnit::tdpfp16ps`] returns `Fault::InvalidOpcode` unless CPUID reports AMX-FP16, or
 /// unless the thread has opted in with the unsafe [`Hardware::assume_amx_fp16`] (the caller
@@ -176,6 +178,13 @@ pub struct Hardware {
 impl Hardware {
     /// Detects AMX and asks the OS for permission to use tile data, or returns why AMX cannot be
     /// used here. After the first success in a process this is a load of a cached value.
+    ///
+    /// # Errors
+    /// [`Unavailable`], the one reason, worded with what to do. On x86-64 Linux without usable
+    /// AMX, the [`trap`](crate::trap) engine stands in for the silicon: after
+    /// [`trap::install`](crate::trap::install) (or with [`trap::hardware`](crate::trap::hardware),
+    /// which installs it where needed) this succeeds and every instruction traps to the
+    /// engine's emulator; the error's message says so.
     #[inline]
     pub fn new() -> Result<Hardware, Unavailable> {
         let silicon = match SILICON.get() {
@@ -266,11 +275,15 @@ impl Hardware {
     }
 
     /// Lets [`TileUnit::tdpfp16ps`] execute on this thread although CPUID does not report
-    /// AMX-FP16 (docs/semantics.md F1: a hypervisor can hide the bit of a core that implements it).
+    /// AMX-FP16
+    /// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// F1: a hypervisor can hide the bit of a core that implements it).
     ///
     /// # Safety
     /// Every core this thread may run on executes TDPFP16PS (e.g. the host is known to be a
-    /// Granite Rapids or later, as on the machines docs/semantics.md was measured on). On a core
+    /// Granite Rapids or later, as on the machines
+    /// [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// was measured on). On a core
     /// without it, TDPFP16PS raises #UD and the process dies of SIGILL.
     pub unsafe fn assume_amx_fp16(&mut self) {
         FP16_ASSUMED.with(|f| f.set(true));
