@@ -7,11 +7,23 @@
 //! machine's measured peak and bandwidth, run
 //! `cargo run --release -p amx-tools --bin amx-bench`.
 
+use std::process::ExitCode;
 use std::time::Instant;
 
-use amx_gemm::{Gemm, GemmError, Int8, PackedB};
+use amx_gemm::{Gemm, Int8, PackedB};
 
-fn main() -> Result<(), GemmError> {
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The error's own sentence (Display), not its Debug form.
+            eprintln!("gemm example: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (m, n, k) = (256, 512, 1024);
     // A is m x k, B is k x n, both row-major; C = A x B is m x n in i32.
     let a: Vec<i8> = (0..m * k).map(|i| (i * 7 % 255) as i8).collect();
@@ -32,7 +44,10 @@ fn main() -> Result<(), GemmError> {
         let expect: i32 = (0..k)
             .map(|p| i32::from(a[i * k + p]) * i32::from(b[p * n + j]))
             .sum();
-        assert_eq!(c[i * n + j], expect, "C[{i}][{j}]");
+        if c[i * n + j] != expect {
+            let got = c[i * n + j];
+            return Err(format!("C[{i}][{j}] is {got}, the plain loop gives {expect}").into());
+        }
     }
 
     let gops = 2.0 * (m * n * k) as f64 / time.as_secs_f64() / 1e9;

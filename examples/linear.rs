@@ -22,15 +22,14 @@
 
 use std::process::ExitCode;
 
+use amx_examples::{best_of_interleaved, values};
 use amx_gemm::epilogue::Output;
-use amx_gemm::reference::verify_linear;
+use amx_gemm::reference::{verify_linear, VerifyError};
 use amx_gemm::{
-    bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, PackedB, Precision, WeightScale,
-    U8S8,
+    bf16, Activation, BRef, Backend, Bf16, Epilogue, Gemm, GemmError, MatMut, MatRef, PackedB,
+    Precision, WeightScale, U8S8,
 };
 use amx_runtime::BackendChoice;
-use amx_test_support::random;
-use amx_tools::timing::interleaved;
 use serde::Serialize;
 
 #[derive(Debug, Default, PartialEq)]
@@ -159,14 +158,11 @@ fn layer<P: Precision, O: Output>(
     gemm: &Gemm,
     reps: usize,
     make: impl for<'x> Fn(&'x [f32], &'x [f32]) -> Epilogue<'x>,
-) -> Result<Report, GemmError>
-where
-    P::A: amx_test_support::Random,
-    P::B: amx_test_support::Random,
-    P::C: amx_test_support::Random,
-{
-    let a: Vec<P::A> = random(m * k, 11);
-    let b: Vec<P::B> = random(k * n, 12);
+) -> Result<Report, GemmError> {
+    // Activations and weights over most of their types' ranges (bf16: -1..1).
+    let int = P::KIND.is_integer();
+    let a: Vec<P::A> = values(m * k, 11, if int { (0.0, 255.0) } else { (-1.0, 1.0) });
+    let b: Vec<P::B> = values(k * n, 12, if int { (-127.0, 127.0) } else { (-1.0, 1.0) });
     let scales: Vec<f32> = (0..n).map(|j| 0.002 + 0.0001 * (j % 13) as f32).collect();
     let bias: Vec<f32> = (0..n).map(|j| (j % 7) as f32 * 0.1 - 0.3).collect();
     let weights = PackedB::<P>::pack(&b, k, n, n)?;
@@ -180,15 +176,22 @@ where
         let e = &epilogue;
         let a = &a;
         let plain = move || gemm.run(m, a, k, w, acc, n).map(|_| ());
-        let fused = move || gemm.run_with(m, a, k, w, out_ref, n, e).map(|_| ());
+        let fused = move || {
+            let out = MatMut::new(&mut out_ref[..], m, n);
+            gemm.run_with(MatRef::new(a, m, k), w, out, e).map(|_| ())
+        };
         // Interleaved, so drifts in clock or load hit both alike; compared at their best
         // runs, the ones least disturbed by other load on the machine.
-        let (plain, fused) = interleaved(reps, plain, fused)?;
-        let best = |s: Option<amx_tools::Sample>| s.map_or(f64::NAN, |s| s.min);
-        (best(plain), best(fused))
+        best_of_interleaved(reps, plain, fused)?
     };
-    let check = match verify_linear::<P, O>(m, n, k, &a, k, &b, n, &epilogue, &out, n)? {
-        Ok(worst) => Ok(worst),
+    let (a, b, out) = (
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        MatRef::new(&out, m, n),
+    );
+    let check = match verify_linear::<P, O>(a, b, &epilogue, out) {
+        Ok(verified) => Ok(verified.worst_ratio),
+        Err(VerifyError::Input(e)) => return Err(e),
         Err(mismatch) => Err(mismatch.to_string()),
     };
     Ok(Report {
@@ -264,7 +267,7 @@ fn main() -> ExitCode {
     let sizes = match (args.quick, backend) {
         (true, _) => (256, 64),
         (false, Backend::Hardware) => (4096, 1024),
-        (false, Backend::Emulated) => (2048, 512),
+        (false, _) => (2048, 512),
     };
     let reps = args.reps.unwrap_or(9);
     if !args.json {

@@ -70,15 +70,16 @@ fn typed_columns_count_elements() {
 }
 
 #[test]
-fn names_are_accepted() {
-    let cfg = tilecfg! {
+fn names_are_accepted_in_a_layout() {
+    tilecfg! {
+        struct Named;
         palette 1;
         t0 as c: 16x16 i32;
         t4 as a: 16x64 i8;
         t6 as b_vnni: 16x64;
-    };
+    }
     assert_eq!(
-        cfg.as_bytes(),
+        Named::CONFIG.as_bytes(),
         &image(1, 0, &[(0, 16, 64), (4, 16, 64), (6, 16, 64)])
     );
 }

@@ -67,18 +67,18 @@ fn int8_typed_kernel_matches_the_reference() {
 fn bf16_typed_kernel_matches_the_untyped_instruction() {
     let a = pattern(7 * 64, 3);
     let b = pattern(16 * 48, 4);
-    let as_u16 = |bytes: &[u8]| -> Vec<u16> {
+    let as_bf16 = |bytes: &[u8]| -> Vec<amx_runtime::bf16> {
         bytes
             .chunks(2)
-            .map(|p| u16::from_le_bytes([p[0], p[1]]))
+            .map(|p| amx_runtime::bf16::from_le_bytes([p[0], p[1]]))
             .collect()
     };
     let mut typed_out = vec![0f32; 7 * 12];
     let typed_tile = {
         let mut tiles = Bf16Edge::configure().unwrap();
         tiles.zero(Bf16Edge::acc);
-        tiles.load(Bf16Edge::lhs, &as_u16(&a), 32).unwrap();
-        tiles.load(Bf16Edge::rhs, &as_u16(&b), 24).unwrap();
+        tiles.load(Bf16Edge::lhs, &as_bf16(&a), 32).unwrap();
+        tiles.load(Bf16Edge::rhs, &as_bf16(&b), 24).unwrap();
         tiles.tdpbf16ps(Bf16Edge::acc, Bf16Edge::lhs, Bf16Edge::rhs);
         tiles.store(Bf16Edge::acc, &mut typed_out, 12).unwrap();
         tiles.read(Bf16Edge::acc).unwrap()
@@ -132,6 +132,23 @@ fn typed_loads_check_bounds() {
     );
     let mut out = vec![0i32; 16 * 16];
     assert!(tiles.store(Int8Block::c, &mut out, usize::MAX).is_err());
+    // Counted in the caller's elements: 15 rows of 16 i32 apart, then one row of 16.
+    let mut short = vec![0i32; 16 * 16 - 1];
+    assert_eq!(
+        tiles.store(Int8Block::c, &mut short, 16),
+        Err(amx_runtime::Fault::OutOfBounds {
+            tile: 0,
+            needed: 256,
+            len: 255
+        })
+    );
+    // A stride shorter than a row is accepted: the rows overlap, the last one written wins.
+    let src: Vec<i32> = (0..16 * 16).collect();
+    tiles.load(Int8Block::c, &src, 16).unwrap();
+    let mut overlapped = vec![0i32; 15 + 16];
+    tiles.store(Int8Block::c, &mut overlapped, 1).unwrap();
+    assert_eq!(overlapped[0], 0);
+    assert_eq!(&overlapped[15..], &src[15 * 16..]);
 }
 
 tilecfg! {
@@ -257,4 +274,27 @@ fn typed_tiles_are_refused_on_an_emulator_with_small_tmul_limits() {
     })
     .join()
     .unwrap();
+}
+
+/// TILELOADDT1 through typed tiles loads what TILELOADD loads (only the cache hint differs),
+/// on every backend usable here, with a stride larger than a row.
+#[test]
+fn stream_loads_load_what_loads_load() {
+    let src = pattern(16 * 80, 9);
+    let mut plain = [0u8; 1024];
+    let mut streamed = [0u8; 1024];
+    let mut tiles = Int8Block::configure().unwrap();
+    // SAFETY: 16 rows of 64 bytes at stride 80 lie inside `src` (15 * 80 + 64 <= 1280), and
+    // each store's 16 rows of 64 bytes at stride 64 fill its 1024-byte buffer exactly.
+    unsafe {
+        tiles.load_ptr(Int8Block::a, src.as_ptr(), 80);
+        tiles.store_ptr(Int8Block::a, plain.as_mut_ptr(), 64);
+        tiles.zero(Int8Block::a);
+        tiles.stream_load_ptr(Int8Block::a, src.as_ptr(), 80);
+        tiles.store_ptr(Int8Block::a, streamed.as_mut_ptr(), 64);
+    }
+    assert_eq!(plain, streamed);
+    for r in 0..16 {
+        assert_eq!(&plain[r * 64..r * 64 + 64], &src[r * 80..r * 80 + 64]);
+    }
 }

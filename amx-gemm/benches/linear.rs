@@ -13,6 +13,7 @@ use amx_gemm::{
     bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, PackedB, Precision, WeightScale,
     U8S8,
 };
+use amx_gemm::{MatMut, MatRef};
 use amx_test_support::random;
 use criterion::{BenchmarkId, Criterion, Throughput};
 
@@ -89,7 +90,10 @@ where
         &mut group,
         format!("{name} {m}x{n}x{k} fused"),
         times,
-        || gemm.run_with(m, &a, k, &w, &mut out, n, &e).map(|_| ()),
+        || {
+            gemm.run_with(MatRef::new(&a, m, k), &w, MatMut::new(&mut out, m, n), &e)
+                .map(|_| ())
+        },
     );
     group.finish();
     Ok(())

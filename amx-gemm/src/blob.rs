@@ -16,14 +16,14 @@
 //! |--------|------------------------------------------------------------------------|
 //! | 0..8   | magic `AMXPACKB`                                                       |
 //! | 8..10  | format version, 2                                                      |
-//! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16                            |
+//! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16, 3 s8u8, 4 u8u8, 5 fp16     |
 //! | 11     | layout: 1 (panels of 32 columns, VNNI k-steps, 1 KiB gap per panel)   |
 //! | 12..16 | zero                                                                   |
 //! | 16..24 | K                                                                      |
 //! | 24..32 | N                                                                      |
 //! | 32..40 | bytes of packed data (what the layout of K and N gives)                |
 //! | 40..44 | CRC-32 (ISO-HDLC, as zlib) of bytes 0..40 and 44..64, the packed data and the column sums |
-//! | 44..52 | bytes of column sums: `4 N` for int8 and u8s8 (0 when K = 0), 0 for bf16 |
+//! | 44..52 | bytes of column sums: `4 N` for the int8 precisions (0 when K = 0), 0 for bf16 and fp16 |
 //! | 52..64 | zero                                                                   |
 //!
 //! **Version 1** blobs (no column sums: bytes 44..64 zero, the CRC over bytes 0..40 and the
@@ -68,7 +68,8 @@ pub enum BlobError {
     WrongPrecision {
         /// The precision asked for.
         expected: PrecisionKind,
-        /// The precision code in the blob (0 int8, 1 u8s8, 2 bf16, others unknown).
+        /// The precision code in the blob (0 int8, 1 u8s8, 2 bf16, 3 s8u8, 4 u8u8, 5 fp16,
+        /// others unknown).
         found: u8,
     },
     /// A packed layout this crate does not use.
@@ -169,6 +170,9 @@ fn code_of(dtype: PrecisionKind) -> u8 {
         PrecisionKind::Int8 => 0,
         PrecisionKind::U8S8 => 1,
         PrecisionKind::Bf16 => 2,
+        PrecisionKind::S8U8 => 3,
+        PrecisionKind::U8U8 => 4,
+        PrecisionKind::Fp16 => 5,
     }
 }
 
@@ -277,7 +281,7 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
     } else {
         u64_at(h, 44)
     };
-    let sums_expected = if version == VERSION_1 || P::KIND == PrecisionKind::Bf16 || k == 0 {
+    let sums_expected = if version == VERSION_1 || !P::KIND.is_integer() || k == 0 {
         0
     } else {
         n.saturating_mul(4)
@@ -308,7 +312,7 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
         k: k_us,
         n: n_us,
         data,
-        sums: (version != VERSION_1 && P::KIND != PrecisionKind::Bf16).then_some(sums),
+        sums: (version != VERSION_1 && P::KIND.is_integer()).then_some(sums),
     })
 }
 
@@ -440,6 +444,20 @@ mod tests {
     use super::*;
     use crate::{Bf16, Int8, U8S8};
 
+    /// Unsigned weights' sums, recomputed from a version-1 blob's bytes, add them as `u8`.
+    #[test]
+    fn version_1_sums_of_unsigned_weights() {
+        let (k, n) = (70, 40);
+        let b: Vec<u8> = (0..k * n).map(|i| (i * 37 % 256) as u8).collect();
+        let packed = PackedB::<crate::U8U8>::pack(&b, k, n, n).unwrap();
+        let back = PackedB::<crate::U8U8>::from_bytes(&packed.to_bytes_version(VERSION_1)).unwrap();
+        let want: Vec<i32> = (0..n)
+            .map(|j| (0..k).map(|p| i32::from(b[p * n + j])).sum())
+            .collect();
+        assert_eq!(back.col_sums(), Some(&want[..]));
+        assert_eq!(packed.col_sums(), Some(&want[..]));
+    }
+
     #[test]
     fn version_1_blobs_are_still_read() {
         let (k, n) = (70, 40);
@@ -468,13 +486,17 @@ mod tests {
             .backend(crate::Backend::Emulated)
             .threads(1);
         let a = vec![3u8; 2 * k];
+        let a = crate::MatRef::new(&a, 2, k);
         let mut out = vec![0f32; 2 * n];
         let zp = crate::Epilogue::new().quantized(1.0, 3, crate::WeightScale::Tensor(1.0));
         assert!(matches!(
-            gemm.run_view_with(2, &a, k, view, &mut out, n, &zp),
-            Err(crate::GemmError::InvalidEpilogue(_))
+            gemm.run_view_with(a, view, crate::MatMut::new(&mut out, 2, n), &zp),
+            Err(crate::GemmError::InvalidEpilogue(
+                crate::EpilogueError::MissingColumnSums
+            ))
         ));
-        gemm.run_view_with(2, &a, k, view, &mut out, n, &crate::Epilogue::new())
+        let none = crate::Epilogue::new();
+        gemm.run_view_with(a, view, crate::MatMut::new(&mut out, 2, n), &none)
             .unwrap();
         // A bf16 blob has no sums in either version.
         let b16 = PackedB::<Bf16>::pack(&[half::bf16::ONE; 6], 3, 2, 2).unwrap();

@@ -16,7 +16,7 @@ use amx_runtime::rules::DotKind;
 use amx_runtime::Fault;
 
 use crate::configs::{A0, B0, C00};
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError};
 use crate::kernel::{MicroKernel, MicroTask};
 use crate::pack::STEP;
 use crate::precision::{Precision, ROW_BYTES};
@@ -59,7 +59,7 @@ fn out_of_bounds(e: BlockError) -> GemmError {
             needed,
             len,
         }),
-        other => GemmError::Internal(format!("block product: {other}")),
+        other => GemmError::Internal(InternalError::new(format!("block product: {other}"))),
     }
 }
 

@@ -11,28 +11,33 @@ use crate::pack::{MR, NR};
 /// core; Sapphire/Granite Rapids) and for both precisions alike, because every size here is in
 /// bytes of tile rows:
 ///
-/// - **`kc_steps` = 32** k-steps (2048 int8 or 1024 bf16 of K). Each micro-kernel call then
-///   runs 128 tile dot products between one load and one store of its C micro-tile (4 KiB
-///   each way), so C traffic is 1/4 of what 8 k-steps cost. The A micro-panel
-///   (`32 rows x 32 x 64 B` = 64 KiB) no longer fits L1 beside the B micro-panel, but both
-///   stream from L2 with the hardware prefetchers ahead of them; measured on AMX silicon
-///   (Granite Rapids class, KVM guest) at 2048^3 int8 this is 2.0x faster on 1 thread and 1.8x
-///   on 2 threads than 8 k-steps with `nc` = 2048, and 1.4x at 1024^3 (see BENCHMARKS.md). When
+/// - **`kc_steps` = 16** k-steps (1024 int8 or 512 bf16 of K). Each micro-kernel call then
+///   runs 64 tile dot products between one load and one store of its C micro-tile (4 KiB each
+///   way), and its A micro-panel (`32 rows x 16 x 64 B` = 32 KiB) stays in the 48 KiB L1 while
+///   the B panels stream past it with the non-temporal hint. Fewer k-steps (8) pay for C's
+///   traffic; more (32, a 64 KiB micro-panel) let B's lines evict A's: measured on AMX silicon
+///   (Emerald Rapids class, in one process, alternating per repetition), 16 k-steps against 32
+///   were +6-9% for u8s8 at 2048^3 and 4096^3 and bf16 at 1024^3 and 2048^3, and equal at
+///   1024^3 u8s8 (where 16 k-steps are all of K). (On the first silicon, a Granite Rapids-class
+///   core before B was loaded non-temporally, 32 k-steps had been 1.4-2x faster than 8.) When
 ///   the region of C is a single micro-row (M <= 32, the bandwidth-bound shapes) nothing of B
 ///   is reused, so kc is all of K: C stays in the tiles for the whole sum and each B panel is
 ///   read front to back exactly once.
 /// - **`nc` = 512** columns. The block of packed B one pass over A reuses is
-///   `kc_steps x 2 KiB` per 32 columns: 1 MiB, half of L2, leaving the other half for the A
-///   block, C traffic and prefetch. The packed layout spreads it over all L2 sets (see
+///   `kc_steps x 2 KiB` per 32 columns: 512 KiB, a quarter of L2, leaving room for the A
+///   block and C traffic. The packed layout spreads it over all L2 sets (see
 ///   [`pack`](crate::pack)).
-/// - **`mc` = 256** rows: the packed A block is `256 x 2 KiB` = 512 KiB, in L2 beside the B
-///   block; each of its 8 micro-panels is reused across all `nc / 32` = 16 B panels.
-/// - **`prefetch_steps` = 4**: the micro-kernel prefetches (PREFETCHT0) the B tiles 4 k-steps
-///   (8 KiB) ahead of their loads. Tile registers are not renamed, so a TILELOADD into B0 waits
-///   for the dot products still reading B0; without the prefetch at most two B tiles are in
-///   flight, which neither hides the L2 latency in the blocked case nor keeps enough lines in
-///   flight to saturate memory when B streams once (M <= 32). 8 KiB is ~400 cycles ahead when
-///   streaming, past the memory latency. Only the silicon path issues prefetches.
+/// - **`mc` = 256** rows: the slice of the packed A block one K block uses is `256 x 1 KiB` =
+///   256 KiB, in L2 beside the B block; each of its 8 micro-panels is reused across all
+///   `nc / 32` = 16 B panels. (The block itself holds all of K, packed once per call, up to
+///   1 MiB.)
+/// - **`prefetch_steps` = 0**: no software prefetch. The micro-kernel loads B, the operand it
+///   streams, with TILELOADDT1 (a hint that the lines are not reused soon), so B displaces less
+///   of the A micro-panel that the next B panels reuse; a PREFETCHT0 of B ahead pulled B's
+///   lines into L1 with the normal priority and undid that. On AMX silicon (Emerald Rapids
+///   class), with TILELOADDT1, prefetching 2 or 4 k-steps ahead was 0-4% slower at 1024^3 and
+///   2048^3 and made no difference when B streams once (M <= 32). The field stays for other
+///   cache hierarchies; only the silicon path issues prefetches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Blocking {
     /// Columns of B per L2-resident block (LOOP 5); rounded up to a multiple of 32.
@@ -49,9 +54,9 @@ impl Blocking {
     /// The defaults described above.
     pub const DEFAULT: Blocking = Blocking {
         nc: 512,
-        kc_steps: 32,
+        kc_steps: 16,
         mc: 256,
-        prefetch_steps: 4,
+        prefetch_steps: 0,
     };
 
     /// The blocking with every field rounded up to what the loop nest needs. Any value of any

@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 use amx_runtime::rules::{check_dot, TileShape, TmulLimits};
 use amx_runtime::{tilecfg, TileConfig};
 
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError, Unsupported};
 
 /// Tile register of C rows 0..16, columns 0..16 of the micro-tile.
 pub(crate) const C00: i32 = 0;
@@ -154,45 +154,45 @@ macro_rules! config_table {
     (@cfg $r0:tt 0 $c0:tt 0) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t4 as a0: $r0 x 64;
-            t6 as b0: 16 x $c0 i32;
+            t0: $r0 x $c0 i32; // C00
+            t4: $r0 x 64; // A0
+            t6: 16 x $c0 i32; // B0
         }
     };
     // 1x2 tiles: one row of C tiles, two B tiles.
     (@cfg $r0:tt 0 $c0:tt $c1:tt) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t1 as c01: $r0 x $c1 i32;
-            t4 as a0: $r0 x 64;
-            t6 as b0: 16 x $c0 i32;
-            t7 as b1: 16 x $c1 i32;
+            t0: $r0 x $c0 i32; // C00
+            t1: $r0 x $c1 i32; // C01
+            t4: $r0 x 64; // A0
+            t6: 16 x $c0 i32; // B0
+            t7: 16 x $c1 i32; // B1
         }
     };
     // 2x1 tiles: two A tiles, one column of C tiles.
     (@cfg $r0:tt $r1:tt $c0:tt 0) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t2 as c10: $r1 x $c0 i32;
-            t4 as a0: $r0 x 64;
-            t5 as a1: $r1 x 64;
-            t6 as b0: 16 x $c0 i32;
+            t0: $r0 x $c0 i32; // C00
+            t2: $r1 x $c0 i32; // C10
+            t4: $r0 x 64; // A0
+            t5: $r1 x 64; // A1
+            t6: 16 x $c0 i32; // B0
         }
     };
     // The full 2x2 register tile (and its row and column remainders).
     (@cfg $r0:tt $r1:tt $c0:tt $c1:tt) => {
         tilecfg! {
             palette 1;
-            t0 as c00: $r0 x $c0 i32;
-            t1 as c01: $r0 x $c1 i32;
-            t2 as c10: $r1 x $c0 i32;
-            t3 as c11: $r1 x $c1 i32;
-            t4 as a0: $r0 x 64;
-            t5 as a1: $r1 x 64;
-            t6 as b0: 16 x $c0 i32;
-            t7 as b1: 16 x $c1 i32;
+            t0: $r0 x $c0 i32; // C00
+            t1: $r0 x $c1 i32; // C01
+            t2: $r1 x $c0 i32; // C10
+            t3: $r1 x $c1 i32; // C11
+            t4: $r0 x 64; // A0
+            t5: $r1 x 64; // A1
+            t6: 16 x $c0 i32; // B0
+            t7: 16 x $c1 i32; // B1
         }
     };
 }
@@ -228,11 +228,12 @@ pub(crate) fn check_limits(shape: MicroShape, limits: TmulLimits) -> Result<(), 
     let tiles = shape.tiles();
     for (c, a, b) in shape.dots() {
         let at = |t: i32| (t as u8, tiles[t as usize]);
-        check_dot(at(c), at(a), at(b), limits).map_err(|why| {
-            GemmError::Unsupported(format!(
-                "the {}x{} micro-kernel's dot products need larger TMUL limits: {why}",
-                shape.rows, shape.cols
-            ))
+        check_dot(at(c), at(a), at(b), limits).map_err(|mismatch| {
+            GemmError::Unsupported(Unsupported::TmulLimits {
+                limits,
+                micro_tile: (shape.rows, shape.cols),
+                mismatch,
+            })
         })?;
     }
     Ok(())
@@ -244,8 +245,11 @@ fn check_table() -> Result<(), GemmError> {
             let shape = MicroShape { rows, cols };
             let cfg = &TABLE[rows as usize - 1][cols as usize - 1];
             let tiles = shape.tiles();
-            let wrong =
-                |why: String| GemmError::Internal(format!("micro-tile {rows}x{cols}: {why}"));
+            let wrong = |why: String| {
+                GemmError::Internal(InternalError::new(format!(
+                    "micro-tile {rows}x{cols}: {why}"
+                )))
+            };
             for (t, want) in tiles.iter().enumerate() {
                 let have = cfg.tile(t as u8).unwrap_or(TileShape::new(0, 0));
                 if have != *want || cfg.start_row() != 0 {
@@ -270,48 +274,58 @@ fn check_table() -> Result<(), GemmError> {
 /// (`tile_ops::Typed`, configured with `configure_typed_on` on the backend
 /// [`Gemm::backend`](crate::Gemm::backend) picks for the call); the edges run under the table.
 pub(crate) mod typed {
-    use amx_runtime::tilecfg;
+    pub(crate) use layouts::*;
 
-    tilecfg! {
-        /// The 2x2 kernel for [`Int8`](crate::Int8): TDPBSSD.
-        pub(crate) struct Int8Kernel;
-        palette 1;
-        t0 as c00: 16x16 i32;
-        t1 as c01: 16x16 i32;
-        t2 as c10: 16x16 i32;
-        t3 as c11: 16x16 i32;
-        t4 as a0: 16x64 i8;
-        t5 as a1: 16x64 i8;
-        t6 as b0: 16x64 i8;
-        t7 as b1: 16x64 i8;
-    }
+    /// The layouts themselves. Each also gets a `CONFIG` and a `configure()`, which the driver
+    /// does not call (it configures through `configure_typed_on`, on the call's backend).
+    #[allow(dead_code)]
+    mod layouts {
+        use amx_runtime::tilecfg;
 
-    tilecfg! {
-        /// The 2x2 kernel for [`U8S8`](crate::U8S8): TDPBUSD.
-        pub(crate) struct U8S8Kernel;
-        palette 1;
-        t0 as c00: 16x16 i32;
-        t1 as c01: 16x16 i32;
-        t2 as c10: 16x16 i32;
-        t3 as c11: 16x16 i32;
-        t4 as a0: 16x64 u8;
-        t5 as a1: 16x64 u8;
-        t6 as b0: 16x64 i8;
-        t7 as b1: 16x64 i8;
-    }
+        /// A 2x2 layout: four `16 x 16` C tiles of `$c`, two A and two B tiles of 16 rows of
+        /// `$cols` elements of `$a` and `$b`.
+        macro_rules! layout_2x2 {
+            ($(#[$doc:meta])* $name:ident: $c:ident += $a:ident x $b:ident, $cols:literal) => {
+                tilecfg! {
+                    $(#[$doc])*
+                    pub(crate) struct $name;
+                    palette 1;
+                    t0 as c00: 16 x 16 $c;
+                    t1 as c01: 16 x 16 $c;
+                    t2 as c10: 16 x 16 $c;
+                    t3 as c11: 16 x 16 $c;
+                    t4 as a0: 16 x $cols $a;
+                    t5 as a1: 16 x $cols $a;
+                    t6 as b0: 16 x $cols $b;
+                    t7 as b1: 16 x $cols $b;
+                }
+            };
+        }
 
-    tilecfg! {
-        /// The 2x2 kernel for [`Bf16`](crate::Bf16): TDPBF16PS.
-        pub(crate) struct Bf16Kernel;
-        palette 1;
-        t0 as c00: 16x16 f32;
-        t1 as c01: 16x16 f32;
-        t2 as c10: 16x16 f32;
-        t3 as c11: 16x16 f32;
-        t4 as a0: 16x32 bf16;
-        t5 as a1: 16x32 bf16;
-        t6 as b0: 16x32 bf16;
-        t7 as b1: 16x32 bf16;
+        layout_2x2! {
+            /// The 2x2 kernel for [`Int8`](crate::Int8): TDPBSSD.
+            Int8Kernel: i32 += i8 x i8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`U8S8`](crate::U8S8): TDPBUSD.
+            U8S8Kernel: i32 += u8 x i8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`S8U8`](crate::S8U8): TDPBSUD.
+            S8U8Kernel: i32 += i8 x u8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`U8U8`](crate::U8U8): TDPBUUD.
+            U8U8Kernel: i32 += u8 x u8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Bf16`](crate::Bf16): TDPBF16PS.
+            Bf16Kernel: f32 += bf16 x bf16, 32
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Fp16`](crate::Fp16): TDPFP16PS.
+            Fp16Kernel: f32 += f16 x f16, 32
+        }
     }
 
     /// The micro-kernel's dot products on the typed layouts: this compiles only if every
@@ -320,7 +334,10 @@ pub(crate) mod typed {
     pub(crate) fn typed_kernel_operands(
         i8: &mut amx_runtime::TypedTiles<Int8Kernel>,
         u8: &mut amx_runtime::TypedTiles<U8S8Kernel>,
+        su: &mut amx_runtime::TypedTiles<S8U8Kernel>,
+        uu: &mut amx_runtime::TypedTiles<U8U8Kernel>,
         bf: &mut amx_runtime::TypedTiles<Bf16Kernel>,
+        fp: &mut amx_runtime::TypedTiles<Fp16Kernel>,
     ) {
         macro_rules! four {
             ($t:ident, $k:ident, $op:ident) => {
@@ -332,7 +349,16 @@ pub(crate) mod typed {
         }
         four!(i8, Int8Kernel, tdpbssd);
         four!(u8, U8S8Kernel, tdpbusd);
+        four!(su, S8U8Kernel, tdpbsud);
+        four!(uu, U8U8Kernel, tdpbuud);
         four!(bf, Bf16Kernel, tdpbf16ps);
+        // The check is the bound; whether the unit runs it is decided at run time.
+        let _ = (
+            fp.tdpfp16ps(Fp16Kernel::c00, Fp16Kernel::a0, Fp16Kernel::b0),
+            fp.tdpfp16ps(Fp16Kernel::c01, Fp16Kernel::a0, Fp16Kernel::b1),
+            fp.tdpfp16ps(Fp16Kernel::c10, Fp16Kernel::a1, Fp16Kernel::b0),
+            fp.tdpfp16ps(Fp16Kernel::c11, Fp16Kernel::a1, Fp16Kernel::b1),
+        );
     }
 }
 
@@ -361,6 +387,9 @@ mod tests {
         assert_eq!(cfg, &typed::Int8Kernel::CONFIG);
         assert_eq!(cfg, &typed::U8S8Kernel::CONFIG);
         assert_eq!(cfg, &typed::Bf16Kernel::CONFIG);
+        assert_eq!(cfg, &typed::S8U8Kernel::CONFIG);
+        assert_eq!(cfg, &typed::U8U8Kernel::CONFIG);
+        assert_eq!(cfg, &typed::Fp16Kernel::CONFIG);
         for t in 0..8 {
             let s = cfg.tile(t).unwrap();
             assert_eq!((s.rows, s.colsb), (16, 64), "t{t}");

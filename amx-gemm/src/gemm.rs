@@ -12,16 +12,21 @@ use crate::block_kernel::Block2x2;
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
-use crate::error::{check_slice, GemmError, Operand};
+use crate::error::{check_sizes, check_slice, GemmError, Operand};
 use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
+use crate::matrix::{BRef, Batch, MatMut, MatRef};
 use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
 };
 use crate::pool;
-use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind};
+use crate::precision::{bytes_of, bytes_of_mut, Precision, PrecisionKind, ROW_BYTES};
 use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 
 /// Whether the product overwrites C or is added to it.
+///
+/// Exhaustive on purpose: C is either replaced or added to; anything richer (scaling C,
+/// converting it) is an [`Epilogue`](crate::Epilogue)'s job, so a `match` on this never needs a
+/// wildcard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
     /// `C = A x B`: C's previous contents are ignored (and may be anything).
@@ -305,12 +310,12 @@ impl Gemm {
     /// `out = convert(act(s[n] (A x B - zp_a colsum[n]) + bias[n]) + beta R)`, applied to each
     /// micro-tile of the product while it is in L1 and written once, as `f32`, bf16, or
     /// requantized `u8` / `i8` (see [`epilogue`](crate::epilogue) for the exact order of
-    /// operations and rounding). A is `m x b.k()` row-major with leading dimension `lda`; `out`
-    /// is `m x b.n()` row-major with leading dimension `ldo`. [`Gemm::mode`] does not apply
-    /// (the epilogue's residual is the way to add to an existing result).
+    /// operations and rounding). A is `M x K` (`K = b.k()`), the output `M x N`
+    /// (`N = b.n()`). [`Gemm::mode`] does not apply (the epilogue's residual is the way to add
+    /// to an existing result).
     ///
     /// ```
-    /// use amx_gemm::{Activation, Backend, Epilogue, Gemm, Int8, PackedB, WeightScale};
+    /// use amx_gemm::{Activation, Backend, Epilogue, Gemm, Int8, MatMut, MatRef, PackedB, WeightScale};
     ///
     /// let (m, n, k) = (3, 2, 64);
     /// let a = vec![2i8; m * k];
@@ -322,7 +327,8 @@ impl Gemm {
     ///     .bias(&bias)
     ///     .activation(Activation::Relu);
     /// let mut y = vec![0f32; m * n];
-    /// Gemm::new().backend(Backend::Emulated).run_with(m, &a, k, &packed, &mut y, n, &e)?;
+    /// let gemm = Gemm::new().backend(Backend::Emulated);
+    /// gemm.run_with(MatRef::new(&a, m, k), &packed, MatMut::new(&mut y, m, n), &e)?;
     /// // 0.5 * 0.25 * 128 + bias, then ReLU.
     /// assert_eq!(y, [17.0, 0.0, 17.0, 0.0, 17.0, 0.0]);
     /// # Ok::<(), amx_gemm::GemmError>(())
@@ -330,24 +336,22 @@ impl Gemm {
     ///
     /// # Errors
     ///
-    /// Checked before the output is written: those of [`Gemm::run`] for A and the output
-    /// ([`Operand::C`]) and the thread count; [`GemmError::DimensionMismatch`] for per-channel
-    /// scales or a bias with fewer than N values; [`Operand::Residual`] slice errors;
-    /// [`GemmError::InvalidEpilogue`] for a zero point with bf16 or with weights that carry no
-    /// column sums, a requantization scale that is not positive and finite, or an output zero
-    /// point outside the output type. Then the backend's errors, as for [`Gemm::run`].
-    #[allow(clippy::too_many_arguments)]
+    /// Checked before the output is written: [`GemmError::DimensionMismatch`] when A's
+    /// columns are not `b.k()` or the output is not `a.rows x b.n()`; those of [`Gemm::run`]
+    /// for A and the output ([`Operand::C`]) and the thread count;
+    /// [`GemmError::DimensionMismatch`] for per-channel scales or a bias with fewer than N
+    /// values; [`Operand::Residual`] slice errors; [`GemmError::InvalidEpilogue`] for a zero
+    /// point with bf16 or with weights that carry no column sums, a requantization scale that
+    /// is not positive and finite, or an output zero point outside the output type. Then the
+    /// backend's errors, as for [`Gemm::run`].
     pub fn run_with<P: Precision, O: Output>(
         &self,
-        m: usize,
-        a: &[P::A],
-        lda: usize,
+        a: MatRef<'_, P::A>,
         b: &PackedB<P>,
-        out: &mut [O],
-        ldo: usize,
+        out: MatMut<'_, O>,
         epilogue: &Epilogue<'_>,
     ) -> Result<RunStats, GemmError> {
-        self.run_view_with(m, a, lda, b.view(), out, ldo, epilogue)
+        self.run_view_with(a, b.view(), out, epilogue)
     }
 
     /// [`Gemm::run_with`] with B borrowed ([`PackedB::view`] or [`PackedBView::from_blob`]).
@@ -355,8 +359,20 @@ impl Gemm {
     /// # Errors
     ///
     /// As [`Gemm::run_with`].
-    #[allow(clippy::too_many_arguments)]
     pub fn run_view_with<P: Precision, O: Output>(
+        &self,
+        a: MatRef<'_, P::A>,
+        b: PackedBView<'_, P>,
+        out: MatMut<'_, O>,
+        epilogue: &Epilogue<'_>,
+    ) -> Result<RunStats, GemmError> {
+        check_product(a.rows, a.cols, (b.k(), b.n()), (out.rows, out.cols))?;
+        self.fused(a.rows, a.data, a.ld, b, out.data, out.ld, epilogue)
+    }
+
+    /// [`Gemm::run_view_with`] on checked dimensions: A is `m x b.k()`, the output `m x b.n()`.
+    #[allow(clippy::too_many_arguments)]
+    fn fused<P: Precision, O: Output>(
         &self,
         m: usize,
         a: &[P::A],
@@ -455,33 +471,43 @@ impl Gemm {
         Ok(stats)
     }
 
-    /// `C (+)= A x B` with B given row-major (`k x n`, leading dimension `ldb`): packs B, then
+    /// `C (+)= A x B` with B not packed (`K x N` or `N x K`, see [`BRef`]): packs B, then
     /// runs. For repeated products with the same B, pack it once with [`PackedB::pack`].
     ///
     /// # Errors
     ///
-    /// Those of [`Gemm::run`] for A, C and the thread count, checked before B is packed, then
-    /// those of [`PackedB::pack`] for B.
-    #[allow(clippy::too_many_arguments)]
+    /// [`GemmError::DimensionMismatch`] when A's columns are not B's K or C is not
+    /// `a.rows x b.n`; those of [`Gemm::run`] for A, C and the thread count, checked before B
+    /// is packed, then those of [`PackedB::pack`] for B.
     pub fn run_unpacked<P: Precision>(
         &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[P::A],
-        lda: usize,
-        b: &[P::B],
-        ldb: usize,
-        c: &mut [P::C],
-        ldc: usize,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        c: MatMut<'_, P::C>,
     ) -> Result<RunStats, GemmError> {
+        let (m, n, k) = (a.rows, b.n, b.k);
+        check_product(m, a.cols, (k, n), (c.rows, c.cols))?;
         // Check A, C and the thread count before the (possibly long) packing.
-        self.check_a(m, k, lda, a.len())?;
-        check_slice(Operand::C, m, n, ldc, c.len())?;
+        self.check_a(m, k, a.ld, a.data.len())?;
+        check_slice(Operand::C, m, n, c.ld, c.data.len())?;
         self.checked_thread_count()?;
-        let packed = PackedB::<P>::pack(b, k, n, ldb)?;
-        self.run(m, a, lda, &packed, c, ldc)
+        let packed = PackedB::<P>::pack_ref(b)?;
+        self.run(m, a.data, a.ld, &packed, c.data, c.ld)
     }
+}
+
+/// Checks that A (`a_rows x a_cols`), B (`K x N`) and C (`c_rows x c_cols`) make a product.
+pub(crate) fn check_product(
+    a_rows: usize,
+    a_cols: usize,
+    (k, n): (usize, usize),
+    (c_rows, c_cols): (usize, usize),
+) -> Result<(), GemmError> {
+    check_sizes(&[
+        ("K of B and the columns of A", k, a_cols),
+        ("M of A (its rows) and the rows of C", a_rows, c_rows),
+        ("N of B and the columns of C", n, c_cols),
+    ])
 }
 
 /// A row stride in bytes. A single row's stride is never used (and may be any value, e.g.
@@ -506,17 +532,6 @@ enum Target<'a> {
     /// Through a fused epilogue: each micro-tile's last K block is stored to a scratch tile in
     /// L1, and the epilogue writes the output from there.
     Fused(Prepared<'a>),
-}
-
-/// How the B of a batched call is given ([`Gemm::run_batched`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum BLayout {
-    /// `K x N` row-major: element `(k, n)` at `b[k * ldb + n]`, `ldb >= n`.
-    #[default]
-    KxN,
-    /// `N x K` row-major (B transposed, e.g. the keys of `Q K^T`): element `(k, n)` at
-    /// `b[n * ldb + k]`, `ldb >= k`.
-    NxK,
 }
 
 /// What a batched call ([`Gemm::run_batched`]) did: the products, and the time spent packing
@@ -558,24 +573,30 @@ fn check_batch(
 }
 
 impl Gemm {
-    /// `batch` independent products `C_i (+)= A_i x B_i` where B is not prepacked (attention's
-    /// `Q K^T` and `P V`): A_i starts at `a[i * stride_a]` (`m x k`, leading dimension `lda`, in
-    /// the layout of [`Gemm::a_transposed`]), B_i at `b[i * stride_b]` (`k x n` or `n x k` as
-    /// `b_layout` says, leading dimension `ldb`), C_i at `c[i * stride_c]` (`m x n`, row-major,
-    /// leading dimension `ldc`). Each B_i is packed on the fly; [`BatchStats`] reports the
-    /// packing time apart. Batches are computed in order, so C batches that overlap (a stride
-    /// smaller than C's extent) end with the later batch's values.
+    /// `batch.count` independent products `C_i (+)= A_i x B_i` where B is not prepacked
+    /// (attention's `Q K^T` and `P V`). Each view describes the first product's matrix (A in
+    /// the layout of [`Gemm::a_transposed`], B as [`BRef`] stores it, C row-major); product `i`
+    /// starts `i * batch.stride_a` elements into A's data, and likewise for B and C. Each B_i
+    /// is packed on the fly; [`BatchStats`] reports the packing time apart. Batches are
+    /// computed in order, so C batches that overlap (a stride smaller than C's extent) end
+    /// with the later batch's values.
     ///
     /// ```
-    /// use amx_gemm::{Backend, BLayout, Gemm, Int8};
+    /// use amx_gemm::{Backend, BRef, Batch, Gemm, Int8, MatMut, MatRef};
     ///
     /// // Two 2 x 2 x 3 products; B given N x K (transposed).
     /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
     /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
     /// let mut c = vec![0i32; 8];
+    /// let batch = Batch { count: 2, stride_a: 6, stride_b: 6, stride_c: 4 };
     /// let gemm = Gemm::new().backend(Backend::Emulated);
     /// let stats = gemm
-    ///     .run_batched::<Int8>(2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut c, 2, 4)
+    ///     .run_batched::<Int8>(
+    ///         batch,
+    ///         MatRef::new(&a, 2, 3),
+    ///         BRef::n_by_k(&b, 3, 2),
+    ///         MatMut::new(&mut c, 2, 2),
+    ///     )
     ///     .unwrap();
     /// assert_eq!(c, [1, 2, 4, 5, 3, 1, 6, 2]);
     /// assert_eq!(stats.runs.len(), 2);
@@ -583,62 +604,51 @@ impl Gemm {
     ///
     /// # Errors
     ///
-    /// Checked before C is written: slice and leading-dimension errors of A, B and C (the
-    /// last batch must fit), then the thread count. Then those of [`PackedB::pack`] and
-    /// [`Gemm::run`] per batch (earlier batches are then already written).
-    #[allow(clippy::too_many_arguments)]
+    /// Checked before C is written: [`GemmError::DimensionMismatch`] when the views do not
+    /// make a product, slice and leading-dimension errors of A, B and C (the last batch must
+    /// fit), then the thread count. Then those of [`PackedB::pack`] and [`Gemm::run`] per batch
+    /// (earlier batches are then already written).
     pub fn run_batched<P: Precision>(
         &self,
-        batch: usize,
-        (m, n, k): (usize, usize, usize),
-        a: &[P::A],
-        lda: usize,
-        stride_a: usize,
-        b: &[P::B],
-        ldb: usize,
-        stride_b: usize,
-        b_layout: BLayout,
-        c: &mut [P::C],
-        ldc: usize,
-        stride_c: usize,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        c: MatMut<'_, P::C>,
     ) -> Result<BatchStats, GemmError> {
-        let operands = Batch::<P> {
-            count: batch,
-            dims: (m, n, k),
-            a,
-            lda,
-            stride_a,
-            b,
-            ldb,
-            stride_b,
-            b_layout,
-        };
-        self.batched(&operands, c, ldc, stride_c, |a_i, packed, c_i| {
+        check_product(a.rows, a.cols, (b.k, b.n), (c.rows, c.cols))?;
+        let (m, lda) = (a.rows, a.ld);
+        let (ldc, stride_c) = (c.ld, batch.stride_c);
+        self.batched::<P, _>(batch, a, b, c.data, ldc, stride_c, |a_i, packed, c_i| {
             self.run(m, a_i, lda, packed, c_i, ldc)
         })
     }
 
     /// [`Gemm::run_batched`] with a fused [`Epilogue`] applied to every product, written to
-    /// `out` (batch `i` at `out[i * stride_o]`, `m x n`, leading dimension `ldo`) as
-    /// [`Gemm::run_with`] writes it: e.g. attention's `softmax` input `alpha Q K^T` in bf16, or
-    /// `P V` with a residual. The epilogue's per-channel parameters (scales, bias) are shared by
-    /// all batches; a residual has the output's batch layout: batch `i`'s residual starts
-    /// `i * stride_o` elements into the residual's data (with the residual's own leading
+    /// `out` (product `i` at `i * batch.stride_c` elements in) as [`Gemm::run_with`] writes
+    /// it: e.g. attention's `softmax` input `alpha Q K^T` in bf16, or `P V` with a residual.
+    /// The epilogue's per-channel parameters (scales, bias) are shared by all products; a
+    /// residual has the output's batch layout: product `i`'s residual starts
+    /// `i * batch.stride_c` elements into the residual's data (with the residual's own leading
     /// dimension). A zero point is compensated with the column sums computed while each B is
     /// packed.
     ///
     /// ```
-    /// use amx_gemm::{bf16, Backend, BLayout, Epilogue, Gemm, Int8};
+    /// use amx_gemm::{bf16, Backend, BRef, Batch, Epilogue, Gemm, Int8, MatMut, MatRef};
     ///
     /// // Two 2 x 2 x 3 products, B given N x K, scaled by alpha = 0.5, written as bf16.
     /// let a: Vec<i8> = vec![1, 2, 3, 4, 5, 6, /* batch 1: */ 1, 1, 1, 2, 2, 2];
     /// let b: Vec<i8> = vec![1, 0, 0, 0, 1, 0, /* batch 1: */ 1, 1, 1, 0, 0, 1];
     /// let mut out = vec![bf16::ZERO; 8];
+    /// let batch = Batch { count: 2, stride_a: 6, stride_b: 6, stride_c: 4 };
     /// let e = Epilogue::new().alpha(0.5);
     /// Gemm::new()
     ///     .backend(Backend::Emulated)
     ///     .run_batched_with::<Int8, bf16>(
-    ///         2, (2, 2, 3), &a, 3, 6, &b, 3, 6, BLayout::NxK, &mut out, 2, 4, &e,
+    ///         batch,
+    ///         MatRef::new(&a, 2, 3),
+    ///         BRef::n_by_k(&b, 3, 2),
+    ///         MatMut::new(&mut out, 2, 2),
+    ///         &e,
     ///     )
     ///     .unwrap();
     /// let got: Vec<f32> = out.iter().map(|x| x.to_f32()).collect();
@@ -650,93 +660,81 @@ impl Gemm {
     /// Those of [`Gemm::run_batched`] (with the output as C), a residual too short for the
     /// last batch ([`Operand::Residual`]), then those of [`Gemm::run_with`] per batch: an
     /// invalid epilogue is refused by the first batch, before any output is written.
-    #[allow(clippy::too_many_arguments)]
     pub fn run_batched_with<P: Precision, O: Output>(
         &self,
-        batch: usize,
-        (m, n, k): (usize, usize, usize),
-        a: &[P::A],
-        lda: usize,
-        stride_a: usize,
-        b: &[P::B],
-        ldb: usize,
-        stride_b: usize,
-        b_layout: BLayout,
-        out: &mut [O],
-        ldo: usize,
-        stride_o: usize,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
+        out: MatMut<'_, O>,
         epilogue: &Epilogue<'_>,
     ) -> Result<BatchStats, GemmError> {
+        check_product(a.rows, a.cols, (b.k, b.n), (out.rows, out.cols))?;
+        let (m, n, lda) = (a.rows, b.n, a.ld);
+        let (ldo, stride_o) = (out.ld, batch.stride_c);
         if let Some((r, _)) = epilogue.residual {
             let (len, ld) = r.len_and_ld();
             let extent = crate::error::extent(Operand::Residual, m, n, ld)?;
-            check_batch(Operand::Residual, batch, stride_o, extent, len)?;
+            check_batch(Operand::Residual, batch.count, stride_o, extent, len)?;
         }
-        let operands = Batch::<P> {
-            count: batch,
-            dims: (m, n, k),
-            a,
-            lda,
-            stride_a,
-            b,
-            ldb,
-            stride_b,
-            b_layout,
-        };
         let mut index = 0usize;
-        self.batched(&operands, out, ldo, stride_o, |a_i, packed, out_i| {
-            let e = epilogue.for_batch(index.saturating_mul(stride_o));
-            index += 1;
-            self.run_with(m, a_i, lda, packed, out_i, ldo, &e)
-        })
+        self.batched::<P, _>(
+            batch,
+            a,
+            b,
+            out.data,
+            ldo,
+            stride_o,
+            |a_i, packed, out_i| {
+                let e = epilogue.for_batch(index.saturating_mul(stride_o), index.saturating_mul(m));
+                index += 1;
+                self.fused(m, a_i, lda, packed.view(), out_i, ldo, &e)
+            },
+        )
     }
 
     /// The driver of the batched calls: checks every operand's last batch, then per batch
     /// packs B (timed apart) and calls `run` with A_i, the packed B_i and C_i.
+    #[allow(clippy::too_many_arguments)]
     fn batched<P: Precision, C>(
         &self,
-        ops: &Batch<'_, P>,
+        batch: Batch,
+        a: MatRef<'_, P::A>,
+        b: BRef<'_, P::B>,
         c: &mut [C],
         ldc: usize,
         stride_c: usize,
         mut run: impl FnMut(&[P::A], &PackedB<P>, &mut [C]) -> Result<RunStats, GemmError>,
     ) -> Result<BatchStats, GemmError> {
-        let (m, n, k) = ops.dims;
-        let (batch, stride_a, stride_b) = (ops.count, ops.stride_a, ops.stride_b);
-        let (a, b, lda, ldb) = (ops.a, ops.b, ops.lda, ops.ldb);
+        let (m, n, k) = (a.rows, b.n, b.k);
+        let (count, stride_a, stride_b) = (batch.count, batch.stride_a, batch.stride_b);
         let a_extent = if self.a_transposed {
-            crate::error::extent(Operand::A, k, m, lda)?
+            crate::error::extent(Operand::A, k, m, a.ld)?
         } else {
-            crate::error::extent(Operand::A, m, k, lda)?
+            crate::error::extent(Operand::A, m, k, a.ld)?
         };
-        let b_extent = match ops.b_layout {
-            BLayout::KxN => crate::error::extent(Operand::B, k, n, ldb)?,
-            BLayout::NxK => crate::error::extent(Operand::B, n, k, ldb)?,
-        };
+        let (b_rows, b_cols) = b.stored();
+        let b_extent = crate::error::extent(Operand::B, b_rows, b_cols, b.ld)?;
         let c_extent = crate::error::extent(Operand::C, m, n, ldc)?;
-        check_batch(Operand::A, batch, stride_a, a_extent, a.len())?;
-        check_batch(Operand::B, batch, stride_b, b_extent, b.len())?;
-        check_batch(Operand::C, batch, stride_c, c_extent, c.len())?;
+        check_batch(Operand::A, count, stride_a, a_extent, a.data.len())?;
+        check_batch(Operand::B, count, stride_b, b_extent, b.data.len())?;
+        check_batch(Operand::C, count, stride_c, c_extent, c.len())?;
         self.checked_thread_count()?;
         let mut stats = BatchStats {
-            runs: Vec::with_capacity(batch.min(1 << 16)),
+            runs: Vec::with_capacity(count.min(1 << 16)),
             pack_seconds: 0.0,
             run_seconds: 0.0,
         };
-        for i in 0..batch {
+        for i in 0..count {
             // In bounds when the operand has elements (checked above for the last batch); an
             // empty operand may lie past the slice, and is then an empty slice.
-            let a_i = a.get(i.saturating_mul(stride_a)..).unwrap_or(&[]);
-            let b_i = b.get(i.saturating_mul(stride_b)..).unwrap_or(&[]);
+            let a_i = a.data.get(i.saturating_mul(stride_a)..).unwrap_or(&[]);
+            let b_i = b.data.get(i.saturating_mul(stride_b)..).unwrap_or(&[]);
             let c_i = match c.get_mut(i.saturating_mul(stride_c)..) {
                 Some(c_i) => c_i,
                 None => &mut [],
             };
             let start = std::time::Instant::now();
-            let packed = match ops.b_layout {
-                BLayout::KxN => PackedB::<P>::pack(b_i, k, n, ldb)?,
-                BLayout::NxK => PackedB::<P>::pack_transposed(b_i, k, n, ldb)?,
-            };
+            let packed = PackedB::<P>::pack_ref(BRef { data: b_i, ..b })?;
             let packed_at = std::time::Instant::now();
             stats.pack_seconds += (packed_at - start).as_secs_f64();
             stats.runs.push(run(a_i, &packed, c_i)?);
@@ -744,19 +742,6 @@ impl Gemm {
         }
         Ok(stats)
     }
-}
-
-/// The A and B operands of a batched call.
-struct Batch<'a, P: Precision> {
-    count: usize,
-    dims: (usize, usize, usize),
-    a: &'a [P::A],
-    lda: usize,
-    stride_a: usize,
-    b: &'a [P::B],
-    ldb: usize,
-    stride_b: usize,
-    b_layout: BLayout,
 }
 
 /// Everything a worker needs; shared read-only by the workers of one call.
@@ -911,7 +896,31 @@ fn acc_layout<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<(usiz
 /// Bytes of packed A the loop nest of `region` uses at most: [`nest`]'s largest block.
 fn scratch_bytes<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<usize> {
     let rows = region.rows.len().min(p.blocking.mc);
-    packed_a_bytes(rows, kc_steps(p, region))
+    packed_a_bytes(rows, a_chunk_steps(p, region))
+}
+
+/// The most bytes of A one packed block holds when it spans more than one K block: a block
+/// packed once and reused for every column block must not outgrow a share of L2 on the way
+/// to memory, and a worker's scratch stays bounded whatever K is.
+const A_BLOCK_BYTES: usize = 1 << 20;
+
+/// K-steps of A packed at once ([`nest`]): all of K when the block of `mc` rows fits
+/// [`A_BLOCK_BYTES`] (then each block of A is packed once per call, however many column
+/// blocks reuse it), else as many whole K blocks as fit (at least one).
+fn a_chunk_steps<P: Precision>(p: &Problem<'_, P>, region: &Region) -> usize {
+    let kc = kc_steps(p, region);
+    let steps = p.b.steps;
+    let rows = region.rows.len().min(p.blocking.mc).max(1);
+    #[cfg(test)]
+    let limit = tests::A_BLOCK_LIMIT.with(Cell::get);
+    #[cfg(not(test))]
+    let limit = A_BLOCK_BYTES;
+    let fit = limit / (rows * ROW_BYTES);
+    if steps <= fit.max(kc) {
+        steps
+    } else {
+        (fit / kc).max(1) * kc
+    }
 }
 
 /// K-steps per block of [`nest`]: a single micro-row reuses nothing of B, so it keeps C in the
@@ -948,6 +957,17 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
         return Ok(stats);
     }
     let limits = amx_runtime::tmul_limits_on(p.backend)?;
+    if p.backend == Backend::Hardware {
+        // Foreign AMX code on this thread (oneDNN, MKL, raw intrinsics) may have loaded its own
+        // configuration, or released the tiles, since this thread's last call: the runtime's
+        // tracked copy would then be stale, `configure` would skip the LDTILECFG, and the
+        // unchecked silicon path would run under the other configuration (#UD, or wrong
+        // shapes). One STTILECFG per worker and call (nanoseconds) brings the copy back to the
+        // truth, so `configure` reloads when it must.
+        amx_runtime::Hardware::new()
+            .map_err(ConfigureError::Unavailable)?
+            .resync();
+    }
     let mut scratch_len = 0;
     let mut acc_len = 0;
     for region in &regions {
@@ -1010,7 +1030,10 @@ fn run_region<P: Precision>(
         return match P::KIND {
             PrecisionKind::Int8 => run_typed::<P, typed::Int8Kernel>(p, region, scratch, stats),
             PrecisionKind::U8S8 => run_typed::<P, typed::U8S8Kernel>(p, region, scratch, stats),
+            PrecisionKind::S8U8 => run_typed::<P, typed::S8U8Kernel>(p, region, scratch, stats),
+            PrecisionKind::U8U8 => run_typed::<P, typed::U8U8Kernel>(p, region, scratch, stats),
             PrecisionKind::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
+            PrecisionKind::Fp16 => run_typed::<P, typed::Fp16Kernel>(p, region, scratch, stats),
         };
     }
     let cfg = configs::config(region.shape)?;
@@ -1047,6 +1070,21 @@ fn run_typed<P: Precision, L: Full2x2>(
     if blocks && tiles.untyped().backend() == Backend::Emulated {
         // The same loop nest, each task's k-loop as one block product (see block_kernel.rs).
         return nest(&mut Block2x2::<P>::new(), p, region, scratch);
+    }
+    // On the silicon the typed layout's configuration is what the guard loaded, and the
+    // instructions go straight to the intrinsics, as on the edges: the typed methods check per
+    // instruction that their layout is still the loaded one and on which backend they run,
+    // checks that the compiler does not always hoist out of the k-loop when it monomorphizes
+    // this function in the caller's crate (measured: 20% of a 1024^3 product). The layout's
+    // handles have proven the shapes at compile time, and `Silicon` relies on nothing more.
+    #[cfg(target_arch = "x86_64")]
+    if let Some(mut ops) = crate::tile_ops::Silicon::new(tiles.untyped(), P::KIND)? {
+        return nest(
+            &mut Amx2x2::<crate::tile_ops::Silicon<'_>, P, true, true>::new(&mut ops),
+            p,
+            region,
+            scratch,
+        );
     }
     let mut ops = Typed::new(&mut tiles, P::KIND)?;
     nest(
@@ -1136,21 +1174,24 @@ fn nest<P: Precision, K: MicroKernel>(
     let tile_mem = MemMut::new(tile);
     let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
     let (rows, cols) = region.shape.dims();
-    // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
-    for jc in region.panels.clone().step_by(nc) {
-        let jc_end = jc.saturating_add(nc).min(region.panels.end);
-        // LOOP 4: pc over K in blocks of kc k-steps (B is already packed: the block is the
-        // k-steps pc..pc+kc of each panel).
-        for pc in (0..steps).step_by(kc) {
-            let kcur = kc.min(steps - pc);
-            let last = pc + kcur >= steps;
-            // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., pc..] (pack.rs).
-            for ic in region.rows.clone().step_by(blocking.mc) {
-                let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
+    // A is packed in chunks of `ka` k-steps: all of K unless a block of mc rows would outgrow
+    // A_BLOCK_BYTES. With one chunk, each block of A is packed once and serves every column
+    // block; with several, a chunk is repacked per column block (K is then long enough for the
+    // packing to be a small share of the work).
+    let ka = a_chunk_steps(p, region);
+    let single_chunk = ka >= steps;
+    // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
+    for ic in region.rows.clone().step_by(blocking.mc) {
+        let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
+        // LOOP 5: jc over the region's panels in blocks of nc columns (B block: kc x nc, in L2).
+        for (j, jc) in region.panels.clone().step_by(nc).enumerate() {
+            let jc_end = jc.saturating_add(nc).min(region.panels.end);
+            for k0 in (0..steps).step_by(ka) {
+                let kchunk = ka.min(steps - k0);
                 // `work` reserved the largest block before configuring: slicing allocates
                 // nothing (see `work`), and a block that did not fit is an error, not a
                 // reallocation.
-                let need = packed_a_bytes(ic_end - ic, kcur).ok_or(GemmError::TooLarge {
+                let need = packed_a_bytes(ic_end - ic, kchunk).ok_or(GemmError::TooLarge {
                     operand: Operand::A,
                 })?;
                 let block = a_buf
@@ -1159,116 +1200,127 @@ fn nest<P: Precision, K: MicroKernel>(
                     .ok_or(GemmError::TooLarge {
                         operand: Operand::A,
                     })?;
-                pack::pack_a(p.a, ic..ic_end, pc, kcur, block);
-                kernel.prepare_a(block);
+                if j == 0 || !single_chunk {
+                    pack::pack_a(p.a, ic..ic_end, k0, kchunk, block);
+                    kernel.prepare_a(block);
+                }
                 let a = Mem::new(&a_buf.as_bytes()[..need]);
-                // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows; the
-                // micro-panel (32 x kc) stays in L1 while LOOP 1 sweeps the B block past it.
-                for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
-                    // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed from L2.
-                    for jr in jc..jc_end {
-                        // Where the micro-tile is stored, and loaded from when accumulating.
-                        let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
-                            match &p.target {
-                                Target::Plain {
-                                    c,
-                                    ldc_bytes,
-                                    accumulate,
-                                } => {
-                                    let at = ir * ldc_bytes + jr * NR * 4;
-                                    let acc_in = *accumulate || pc > 0;
-                                    (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
-                                }
-                                Target::Fused(_) => {
+                // LOOP 4: pc over the chunk in blocks of kc k-steps (B is already packed: the
+                // block is the k-steps pc..pc+kc of each panel).
+                for pc in (k0..k0 + kchunk).step_by(kc) {
+                    let kcur = kc.min(k0 + kchunk - pc);
+                    let last = pc + kcur >= steps;
+                    // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows.
+                    for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
+                        let a_step = pack::packed_a_step(ic_end - ir);
+                        // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed
+                        // from L2 past the micro-panel.
+                        for jr in jc..jc_end {
+                            // // Where the micro-tile is stored, and loaded from when accumulating.
+                            let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
+                                match &p.target {
+                                    Target::Plain {
+                                        c,
+                                        ldc_bytes,
+                                        accumulate,
+                                    } => {
+                                        let at = ir * ldc_bytes + jr * NR * 4;
+                                        let acc_in = *accumulate || pc > 0;
+                                        (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
+                                    }
+                                    Target::Fused(_) => {
+                                        let at = (ir - region.rows.start) * acc_ld
+                                            + (jr - jc) * TILE_ROW;
+                                        let src = Mem::from(acc);
+                                        if grouped {
+                                            // Each group starts from zero; `fold` adds it to the
+                                            // partial sums at `at`.
+                                            (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
+                                        } else if last {
+                                            (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
+                                        } else {
+                                            (acc, at, acc_ld, pc > 0, src, at, acc_ld)
+                                        }
+                                    }
+                                };
+                            let task = MicroTask {
+                                a,
+                                a_offset: q * kchunk * STEP + (pc - k0) * a_step,
+                                a_step,
+                                b,
+                                b_offset: jr * stride + pc * STEP,
+                                steps: kcur,
+                                c,
+                                c_offset,
+                                ldc_bytes,
+                                accumulate,
+                                c_src,
+                                c_src_offset: src_offset,
+                                c_src_ld: src_ld,
+                                prefetch: blocking.prefetch_steps.saturating_mul(STEP),
+                            };
+                            // SAFETY: the caller configured this region's shape, whose kernel
+                            // variant `K` is; A is the block just packed (alive in `scratch`), B the
+                            // packed panels. C is the caller's buffer whose rows ir.. and columns
+                            // 32 jr.. belong to this worker only (regions of different workers are
+                            // disjoint), and the micro-tile lies inside it because the region's
+                            // shape is exactly what remains of M and N there; or, with an epilogue,
+                            // this worker's own partial sums (rows of the region times the columns
+                            // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
+                            // lies inside) or scratch tile (32 rows of 128 bytes). The
+                            // configuration is still the region's: since `configure`, only this
+                            // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
+                            // run, none of which calls code outside the crate or allocates (`work`
+                            // reserved the buffers first, `Prepared::new` the epilogue's).
+                            unsafe { kernel.run(&task)? };
+                            if grouped {
+                                if let Target::Fused(e) = &p.target {
                                     let at =
                                         (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
-                                    let src = Mem::from(acc);
-                                    if grouped {
-                                        // Each group starts from zero; `fold` adds it to the
-                                        // partial sums at `at`.
-                                        (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
-                                    } else if last {
-                                        (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
-                                    } else {
-                                        (acc, at, acc_ld, pc > 0, src, at, acc_ld)
-                                    }
+                                    // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
+                                    // `scratch.acc`, alive for this function and used by this thread
+                                    // only: in this mode the micro-kernel writes `tile_mem`, never
+                                    // `acc`, so this is the only access to it while the slice lives
+                                    // (it is dropped at the end of this block).
+                                    let (stored, partial) = unsafe {
+                                        (
+                                            std::slice::from_raw_parts(
+                                                tile_mem.ptr().cast_const(),
+                                                tile_need,
+                                            ),
+                                            std::slice::from_raw_parts_mut(acc.ptr(), acc_need),
+                                        )
+                                    };
+                                    let partial =
+                                        partial.get_mut(at..).ok_or(GemmError::TooLarge {
+                                            operand: Operand::C,
+                                        })?;
+                                    e.fold(
+                                        stored,
+                                        partial,
+                                        acc_ld,
+                                        (rows, cols),
+                                        pc / kc,
+                                        (pc == 0, last),
+                                        (ir, jr * NR),
+                                    )?;
                                 }
-                            };
-                        let task = MicroTask {
-                            a,
-                            a_offset: q * kcur * STEP,
-                            a_step: pack::packed_a_step(ic_end - ir),
-                            b,
-                            b_offset: jr * stride + pc * STEP,
-                            steps: kcur,
-                            c,
-                            c_offset,
-                            ldc_bytes,
-                            accumulate,
-                            c_src,
-                            c_src_offset: src_offset,
-                            c_src_ld: src_ld,
-                            prefetch: blocking.prefetch_steps.saturating_mul(STEP),
-                        };
-                        // SAFETY: the caller configured this region's shape, whose kernel
-                        // variant `K` is; A is the block just packed (alive in `scratch`), B the
-                        // packed panels. C is the caller's buffer whose rows ir.. and columns
-                        // 32 jr.. belong to this worker only (regions of different workers are
-                        // disjoint), and the micro-tile lies inside it because the region's
-                        // shape is exactly what remains of M and N there; or, with an epilogue,
-                        // this worker's own partial sums (rows of the region times the columns
-                        // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
-                        // lies inside) or scratch tile (32 rows of 128 bytes). The
-                        // configuration is still the region's: since `configure`, only this
-                        // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
-                        // run, none of which calls code outside the crate or allocates (`work`
-                        // reserved the buffers first, `Prepared::new` the epilogue's).
-                        unsafe { kernel.run(&task)? };
-                        if grouped {
-                            if let Target::Fused(e) = &p.target {
-                                let at = (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
-                                // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
-                                // `scratch.acc`, alive for this function and used by this thread
-                                // only: in this mode the micro-kernel writes `tile_mem`, never
-                                // `acc`, so this is the only access to it while the slice lives
-                                // (it is dropped at the end of this block).
-                                let (stored, partial) = unsafe {
-                                    (
+                            } else if last {
+                                if let Target::Fused(e) = &p.target {
+                                    // SAFETY: `tile_mem` is the `tile_need` bytes of
+                                    // `scratch.tile`, alive for this function and touched by this
+                                    // thread only, through `tile_mem` only (the `&mut` it was made
+                                    // from is not used again); the micro-kernel's stores to it
+                                    // precede this read in program order, and the slice is dropped
+                                    // before the next micro-kernel call writes it again.
+                                    let stored = unsafe {
                                         std::slice::from_raw_parts(
                                             tile_mem.ptr().cast_const(),
                                             tile_need,
-                                        ),
-                                        std::slice::from_raw_parts_mut(acc.ptr(), acc_need),
-                                    )
-                                };
-                                let partial = partial.get_mut(at..).ok_or(GemmError::TooLarge {
-                                    operand: Operand::C,
-                                })?;
-                                e.fold(
-                                    stored,
-                                    partial,
-                                    acc_ld,
-                                    (rows, cols),
-                                    pc / kc,
-                                    (pc == 0, last),
-                                    (ir, jr * NR),
-                                )?;
-                            }
-                        } else if last {
-                            if let Target::Fused(e) = &p.target {
-                                // SAFETY: `tile_mem` is the `tile_need` bytes of
-                                // `scratch.tile`, alive for this function and touched by this
-                                // thread only, through `tile_mem` only (the `&mut` it was made
-                                // from is not used again); the micro-kernel's stores to it
-                                // precede this read in program order, and the slice is dropped
-                                // before the next micro-kernel call writes it again.
-                                let stored = unsafe {
-                                    std::slice::from_raw_parts(
-                                        tile_mem.ptr().cast_const(),
-                                        tile_need,
-                                    )
-                                };
-                                e.apply(stored, rows, cols, ir, jr * NR)?;
+                                        )
+                                    };
+                                    e.apply(stored, rows, cols, ir, jr * NR)?;
+                                }
                             }
                         }
                     }
@@ -1282,6 +1334,53 @@ fn nest<P: Precision, K: MicroKernel>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    thread_local! {
+        /// [`A_BLOCK_BYTES`] for calls on this thread, so that a test can make A's packed
+        /// chunks smaller than K.
+        pub(super) static A_BLOCK_LIMIT: Cell<usize> = const { Cell::new(A_BLOCK_BYTES) };
+    }
+
+    /// With A packed in several chunks of K (a block of A larger than the limit), plain and
+    /// fused products still equal the reference, on full micro-tiles and edges alike.
+    #[test]
+    fn a_packed_in_chunks_of_k() {
+        use crate::epilogue::Epilogue;
+        let (m, n, k) = (72, 70, 64 * 7 + 5);
+        let a: Vec<i8> = (0..m * k).map(|i| (i * 7 % 23) as i8 - 11).collect();
+        let b: Vec<i8> = (0..k * n).map(|i| (i * 5 % 19) as i8 - 9).collect();
+        let packed = PackedB::<crate::Int8>::pack(&b, k, n, n).unwrap();
+        let mut want = vec![0i32; m * n];
+        crate::reference::gemm::<crate::Int8>(m, n, k, &a, k, &b, n, &mut want, n, Mode::Overwrite)
+            .unwrap();
+        // kc = 2 k-steps; the limit fits 3 k-steps of 64 rows (mc), so A is packed 2 k-steps
+        // at a time: 4 chunks for 8 k-steps.
+        let blocking = Blocking {
+            nc: 32,
+            kc_steps: 2,
+            mc: 64,
+            prefetch_steps: 1,
+        };
+        A_BLOCK_LIMIT.with(|l| l.set(3 * 64 * ROW_BYTES));
+        let gemm = Gemm::new()
+            .threads(1)
+            .backend(Backend::Emulated)
+            .blocking(blocking);
+        let mut c = vec![7i32; m * n];
+        gemm.run(m, &a, k, &packed, &mut c, n).unwrap();
+        let mut y = vec![0f32; m * n];
+        gemm.run_with(
+            crate::MatRef::new(&a, m, k),
+            &packed,
+            crate::MatMut::new(&mut y, m, n),
+            &Epilogue::new(),
+        )
+        .unwrap();
+        A_BLOCK_LIMIT.with(|l| l.set(A_BLOCK_BYTES));
+        assert_eq!(c, want);
+        let want_f: Vec<f32> = want.iter().map(|&x| x as f32).collect();
+        assert_eq!(y, want_f);
+    }
 
     #[test]
     fn grid_prefers_column_splits() {
@@ -1317,7 +1416,11 @@ mod tests {
             .threads(1)
             .backend(Backend::Emulated)
             .mode(Mode::Accumulate)
-            .run_unpacked::<P>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<P>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         let after = (probe::dots(), probe::block_dots());
         probe::PER_INSTRUCTION.with(|f| f.set(false));
@@ -1356,6 +1459,9 @@ mod tests {
         typed_path_for::<crate::Int8>(false);
         typed_path_for::<crate::U8S8>(false);
         typed_path_for::<crate::Bf16>(false);
+        typed_path_for::<crate::S8U8>(false);
+        typed_path_for::<crate::U8U8>(false);
+        typed_path_for::<crate::Fp16>(false);
     }
 
     /// On the emulator the full micro-tiles run as block products by default, with the same
@@ -1365,6 +1471,9 @@ mod tests {
         typed_path_for::<crate::Int8>(true);
         typed_path_for::<crate::U8S8>(true);
         typed_path_for::<crate::Bf16>(true);
+        typed_path_for::<crate::S8U8>(true);
+        typed_path_for::<crate::U8U8>(true);
+        typed_path_for::<crate::Fp16>(true);
     }
 
     #[test]

@@ -170,10 +170,10 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
             // SAFETY: as above.
             unsafe {
                 ops.load::<A0>(t.a, a, ROW_BYTES)?;
-                ops.load::<B0>(t.b, b, ROW_BYTES)?;
+                ops.stream_load::<B0>(t.b, b, ROW_BYTES)?;
                 ops.dot::<P, C00, A0, B0>()?;
                 if TWO_COLS {
-                    ops.load::<B1>(t.b, b + TILE, ROW_BYTES)?;
+                    ops.stream_load::<B1>(t.b, b + TILE, ROW_BYTES)?;
                     ops.dot::<P, C01, A0, B1>()?;
                 }
                 if TWO_ROWS {

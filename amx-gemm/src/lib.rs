@@ -4,7 +4,10 @@
 //! |---|---|---|---|---|
 //! | [`Int8`] | `i8` | `i8` | `i32` | TDPBSSD |
 //! | [`U8S8`] | `u8` | `i8` | `i32` | TDPBUSD |
+//! | [`S8U8`] | `i8` | `u8` | `i32` | TDPBSUD |
+//! | [`U8U8`] | `u8` | `u8` | `i32` | TDPBUUD |
 //! | [`Bf16`] | [`bf16`] | [`bf16`] | `f32` | TDPBF16PS |
+//! | [`Fp16`] | [`f16`](struct@f16) | [`f16`](struct@f16) | `f32` | TDPFP16PS (AMX-FP16) |
 //!
 //! A and C are row-major with leading dimensions; B is packed once into the tiles' VNNI layout
 //! ([`PackedB`], the inference convention for weights), or packed on the fly by
@@ -19,7 +22,7 @@
 //! same results.
 //!
 //! ```
-//! use amx_gemm::{bf16, Bf16, Gemm, Int8, Mode, PackedB};
+//! use amx_gemm::{bf16, BRef, Bf16, Gemm, Int8, MatMut, MatRef, Mode, PackedB};
 //!
 //! // int8: C (2 x 3) = A (2 x 4) x B (4 x 3), B packed once.
 //! let a: Vec<i8> = vec![1, 2, 3, 4, -1, -2, -3, -4];
@@ -33,7 +36,8 @@
 //! let a = vec![bf16::from_f32(0.5); 2 * 3];
 //! let b = vec![bf16::from_f32(2.0); 3 * 2];
 //! let mut c = vec![1.0f32; 4];
-//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(2, 2, 3, &a, 3, &b, 2, &mut c, 2)?;
+//! let (a, b, c_view) = (MatRef::new(&a, 2, 3), BRef::k_by_n(&b, 3, 2), MatMut::new(&mut c, 2, 2));
+//! Gemm::new().mode(Mode::Accumulate).run_unpacked::<Bf16>(a, b, c_view)?;
 //! assert_eq!(c, [4.0; 4]);
 //! # Ok::<(), amx_gemm::GemmError>(())
 //! ```
@@ -41,21 +45,26 @@
 //! # Linear layers
 //!
 //! [`Gemm::run_with`] fuses an [`Epilogue`] into the product's write-back: dequantization
-//! (activation scale and zero point, per-tensor or per-channel weight scales), bias,
+//! (activation scale and zero point per tensor or per row, per-tensor, per-channel or
+//! per-group weight scales), bias,
 //! activation, residual, and `f32`, bf16 or requantized `u8` / `i8` output, with every step's
 //! rounding specified ([`epilogue`]). [`Gemm::a_transposed`] takes A column-major and
-//! [`Gemm::run_batched`] runs strided batches with B packed on the fly.
+//! [`Gemm::run_batched`] runs strided batches with B packed on the fly. [`quantize`] turns
+//! `f32` activations into `u8` or `i8` with their scales and zero points.
 //!
 //! # The loop nest
 //!
 //! The driver is the BLIS loop nest (Goto and van de Geijn; Van Zee and van de Geijn), labelled
-//! in the source as in the papers, with the two innermost loops swapped so that **A stays in L1
-//! and the B block in L2**:
+//! in the source as in the papers, with two changes: the two innermost loops are swapped, so
+//! that **the A micro-panel is reused across the B block** (which stays in L2), and the block
+//! of A is packed **once per call** (all of K, or chunks of whole K blocks when a block of `mc`
+//! rows would pass 1 MiB), outside the loop over column blocks, instead of once per column
+//! block:
 //!
 //! ```text
+//! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x K) once -> pack.rs
 //! LOOP 5  jc: the worker's columns in blocks of nc      B block (kc x nc) in L2
 //! LOOP 4  pc: K in blocks of kc k-steps                 (B is prepacked: no copy here)
-//! LOOP 3  ic: the worker's rows in blocks of mc         pack A (mc x kc) -> pack.rs
 //! LOOP 2  ir: the packed block in micro-panels of 32 rows   micro-panel (32 x kc) in L1/L2
 //! LOOP 1  jr: the B block in panels of 32 columns           streamed from L2
 //!         micro-kernel: 32 x 32 outputs in 4 C tiles, 2 A tiles, 2 B tiles
@@ -72,17 +81,31 @@
 //!
 //! # Tile paths
 //!
-//! Full 32 x 32 micro-tiles, the common case, run through the typed tiles of `tilecfg!`: the
-//! precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose handles prove
-//! at compile time that every tile is configured and every dot product's operands fit, so no
-//! shape is checked at run time; on the silicon each operation is the runtime's unchecked
-//! instruction (the inner loop is four TILELOADDs, four dot products and a prefetch of B ahead).
+//! Full 32 x 32 micro-tiles, the common case, are configured through the typed tiles of
+//! `tilecfg!`: the precision's 2x2 layout (`TypedTiles`, configured on the call's backend), whose
+//! handles prove at compile time that every tile is configured and every dot product's operands
+//! fit. On the emulator the instructions run through those typed tiles (or, by default, as one
+//! block product per micro-kernel call); on the silicon they go straight to
+//! `amx_runtime::intrinsics` (the inner loop is two TILELOADDs of A, two TILELOADDT1s of B and
+//! four dot products, nothing else).
 //! The edges run under their own configurations from a compile-time table: on the silicon each
 //! instruction goes through `amx_runtime::intrinsics` (tile numbers in the encoding, no run-time
 //! checks), the table being checked once against the kernel's operands, which is what makes that
 //! sound. On the emulator the edges go through the runtime's checked methods, and on both paths
 //! every load and store is also checked against the bounds of its buffer, so the test suite
 //! checks every address the silicon uses.
+//!
+//! # Speed on the silicon: what the caller controls
+//!
+//! - **Pack B once** ([`PackedB`]) and reuse it: [`Gemm::run_unpacked`] repacks it on every
+//!   call, a pass over B that the product itself reads once more.
+//! - **Align C to 64 bytes** (the output of [`Gemm::run_with`] too). The micro-kernel loads and
+//!   stores C a tile row (64 bytes) at a time; a `Vec<i32>` from the global allocator is
+//!   usually 16-byte aligned, so every row straddles two cache lines: measured on an Emerald
+//!   Rapids-class core, about 12% of a 1024^3 product. A and B are copied into aligned blocks
+//!   whatever their alignment.
+//! - **Keep the threads** ([`Gemm::pool`] or the built-in pools): a worker that already holds
+//!   its tile configuration loads none.
 //!
 //! # Numerics
 //!
@@ -105,23 +128,26 @@ pub mod epilogue;
 mod error;
 mod gemm;
 mod kernel;
+mod matrix;
 pub mod pack;
 mod pool;
 mod precision;
+pub mod quantize;
 pub mod reference;
 mod tile_ops;
 
 pub use blob::BlobError;
 pub use blocking::Blocking;
 pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
-pub use error::{GemmError, Operand};
-pub use gemm::{BLayout, BatchStats, Gemm, Mode, RunStats, WorkerStats};
-pub use half::{self, bf16};
+pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
+pub use gemm::{BatchStats, Gemm, Mode, RunStats, WorkerStats};
+pub use half::{self, bf16, f16};
+pub use matrix::{BLayout, BRef, Batch, MatMut, MatRef};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
-#[allow(deprecated)]
-pub use precision::DType;
-pub use precision::{Bf16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, U8S8};
+pub use precision::{
+    Bf16, Fp16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, S8U8, U8S8, U8U8,
+};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
 /// major version.

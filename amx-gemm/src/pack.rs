@@ -7,7 +7,7 @@
 //! [`PrecisionKind::k_per_step`] elements (64 int8 or 32 bf16: one 64-byte row of an A tile). Each
 //! panel is stored contiguously, k-step after k-step; each k-step is two 1 KiB tiles (columns
 //! 0..16 and 16..32 of the panel), each tile 16 rows of 64 bytes in the VNNI layout of
-//! docs/semantics.md section 8:
+//! [semantics.md section 8](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#8-the-dot-products-class-amx-e4):
 //!
 //! ```text
 //! tile row r, bytes 4j..4j+4 = B[s*kt + g*r + i][32p + 16h + j], i < g   (g = 4 int8, 2 bf16)
@@ -39,6 +39,7 @@ use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 use crate::error::{check_slice, GemmError, Operand};
+use crate::matrix::BRef;
 use crate::precision::{bytes_of, Precision, PrecisionKind, Scalar, ROW_BYTES};
 
 /// Columns of one packed B panel (two tiles of 16 columns): the micro-kernel's N.
@@ -168,7 +169,7 @@ impl<P: Precision> PackedB<P> {
             let src = bytes_of(b);
             for kk in 0..k {
                 for (sum, &x) in sums.iter_mut().zip(&src[kk * ldb..kk * ldb + n]) {
-                    *sum = sum.wrapping_add(i32::from(x as i8));
+                    *sum = sum.wrapping_add(b_value(P::KIND, x));
                 }
             }
         }
@@ -215,6 +216,26 @@ impl<P: Precision> PackedB<P> {
         Self::pack_with(k, n, |kk, nn| bt[nn * ldbt + kk])
     }
 
+    /// Packs B given as a [`BRef`]: `K x N` or `N x K` (its [`BLayout`](crate::BLayout)), any
+    /// leading dimension, as [`PackedB::pack`] or [`PackedB::pack_transposed`] does.
+    ///
+    /// ```
+    /// use amx_gemm::{BRef, Int8, PackedB};
+    ///
+    /// let w: Vec<i8> = vec![1, 2, 3, 4, 5, 6]; // N x K = 2 x 3
+    /// let packed = PackedB::<Int8>::pack_ref(BRef::n_by_k(&w, 3, 2)).unwrap();
+    /// assert_eq!(packed.get(2, 1), Some(6)); // B[2][1] = w[1][2]
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PackedB::pack`], for the stored matrix.
+    pub fn pack_ref(b: BRef<'_, P::B>) -> Result<PackedB<P>, GemmError> {
+        match b.layout {
+            crate::BLayout::KxN => Self::pack(b.data, b.k, b.n, b.ld),
+            crate::BLayout::NxK => Self::pack_transposed(b.data, b.k, b.n, b.ld),
+        }
+    }
+
     /// Bytes of the packed form of a `k x n` B: what [`PackedB::pack`] allocates (exactly),
     /// without allocating it, e.g. to check a problem against the memory available first.
     ///
@@ -258,15 +279,16 @@ impl<P: Precision> PackedB<P> {
     /// The column sums to fill at pack time: `Some` (zeroed, N of them) for the int8
     /// precisions, `None` for bf16.
     fn col_sums_mut(&mut self) -> Option<&mut [i32]> {
-        match P::KIND {
-            PrecisionKind::Int8 | PrecisionKind::U8S8 => Some(&mut self.col_sums),
-            PrecisionKind::Bf16 => None,
+        if P::KIND.is_integer() {
+            Some(&mut self.col_sums)
+        } else {
+            None
         }
     }
 
     /// Column sums are kept for the int8 precisions only.
     fn has_col_sums() -> bool {
-        P::KIND != PrecisionKind::Bf16
+        P::KIND.is_integer()
     }
 
     /// A zeroed packed B of `k x n` (nothing at all when B is empty, however large the other
@@ -461,7 +483,7 @@ impl<P: Precision> PackedB<P> {
                         for r in 0..16 {
                             let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
                             for &x in &data[at..at + 4] {
-                                *sum = sum.wrapping_add(i32::from(x as i8));
+                                *sum = sum.wrapping_add(b_value(P::KIND, x));
                             }
                         }
                     }
@@ -541,7 +563,8 @@ impl<'a, P: Precision> PackedBView<'a, P> {
         let steps_sums: &[i32] = match self.step_sums.and_then(OnceLock::get) {
             Some(cached) => cached,
             None => {
-                computed = step_col_sums(self.data, self.panel_stride, self.steps, self.n)?;
+                computed =
+                    step_col_sums(P::KIND, self.data, self.panel_stride, self.steps, self.n)?;
                 match self.step_sums {
                     // Another thread may have set it meanwhile: both computed the same sums.
                     Some(cell) => cell.get_or_init(|| computed),
@@ -564,6 +587,15 @@ impl<'a, P: Precision> PackedBView<'a, P> {
     }
 }
 
+/// The value of a byte of an int8 B: signed, or unsigned for TDPBSUD and TDPBUUD.
+fn b_value(kind: PrecisionKind, byte: u8) -> i32 {
+    if kind.unsigned_b() {
+        i32::from(byte)
+    } else {
+        i32::from(byte as i8)
+    }
+}
+
 /// `len` zeros, or `None` when they cannot be allocated.
 fn try_vec_filled(len: usize) -> Option<Vec<i32>> {
     let mut v = Vec::new();
@@ -575,6 +607,7 @@ fn try_vec_filled(len: usize) -> Option<Vec<i32>> {
 /// The sums of int8 packed data per k-step and column, `[step][n]`: every byte of a column's
 /// tiles in a step is one of its elements or zero padding, so summing the bytes is exact.
 fn step_col_sums(
+    kind: PrecisionKind,
     data: &[u8],
     panel_stride: usize,
     steps: usize,
@@ -598,7 +631,7 @@ fn step_col_sums(
                     for (j, quad) in row.chunks_exact(4).enumerate() {
                         let nn = p * NR + h * 16 + j;
                         if nn < n {
-                            let q: i32 = quad.iter().map(|&x| i32::from(x as i8)).sum();
+                            let q: i32 = quad.iter().map(|&x| b_value(kind, x)).sum();
                             let sum = &mut sums[s * n + nn];
                             *sum = sum.wrapping_add(q);
                         }
@@ -652,10 +685,26 @@ pub(crate) fn pack_a(
             pack_transposed_panel(src, panel_start..panel_end, first_step, steps, panel);
             continue;
         }
+        // The k-steps whose 64 bytes lie inside every row, copied a whole 64-byte row at a
+        // time, k-step by k-step (each k-step of the panel is written front to back); then
+        // the K tail, zero-padded.
+        let whole = (src.row_bytes / ROW_BYTES)
+            .saturating_sub(first_step)
+            .min(steps);
+        let rows_here = panel_end - panel_start;
+        copy_whole_steps(
+            src,
+            panel_start,
+            rows_here,
+            first_step,
+            whole,
+            step_bytes,
+            panel,
+        );
         for row in panel_start..panel_end {
             let within = row - panel_start;
             let line = &src.bytes[row * src.ld_bytes..row * src.ld_bytes + src.row_bytes];
-            for t in 0..steps {
+            for t in whole..steps {
                 let from = (first_step + t) * ROW_BYTES;
                 let at = t * step_bytes + within * ROW_BYTES;
                 let out = &mut panel[at..at + ROW_BYTES];
@@ -663,6 +712,27 @@ pub(crate) fn pack_a(
                 out[..have].copy_from_slice(&line[from..from + have]);
                 out[have..].fill(0);
             }
+        }
+    }
+}
+
+/// The `whole` k-steps from `first_step` of rows `first_row..first_row + rows` of a row-major A
+/// into `panel` (k-step `t` at `t * step_bytes`, row `r` of it at `r * 64`), k-step by k-step
+/// so that the packed block is written front to back.
+fn copy_whole_steps(
+    src: ASource<'_>,
+    first_row: usize,
+    rows: usize,
+    first_step: usize,
+    whole: usize,
+    step_bytes: usize,
+    panel: &mut [u8],
+) {
+    for (t, out) in panel.chunks_exact_mut(step_bytes).take(whole).enumerate() {
+        let from = (first_step + t) * ROW_BYTES;
+        for (within, dst) in out.chunks_exact_mut(ROW_BYTES).take(rows).enumerate() {
+            let at = (first_row + within) * src.ld_bytes + from;
+            dst.copy_from_slice(&src.bytes[at..at + ROW_BYTES]);
         }
     }
 }

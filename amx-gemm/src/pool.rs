@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
-use crate::error::GemmError;
+use crate::error::{GemmError, ThreadPoolError};
 
 /// The pools of one process.
 struct Pools {
@@ -65,12 +65,12 @@ pub(crate) fn pool(threads: usize) -> Result<Arc<ThreadPool>, GemmError> {
         .num_threads(threads)
         .thread_name(move |i| format!("amx-gemm-{threads}.{i}"))
         .build()
-        .map_err(|e| GemmError::ThreadPool(e.to_string()))?;
+        .map_err(|e| GemmError::ThreadPool(ThreadPoolError::build(threads, e)))?;
     // Every worker index must run: a pool with fewer threads would leave parts of C unwritten.
     if pool.current_num_threads() != threads {
-        return Err(GemmError::ThreadPool(format!(
-            "asked for {threads} threads, got {}",
-            pool.current_num_threads()
+        return Err(GemmError::ThreadPool(ThreadPoolError::size(
+            threads,
+            pool.current_num_threads(),
         )));
     }
     let pool = Arc::new(pool);

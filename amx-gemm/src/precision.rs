@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use half::bf16;
+use half::{bf16, f16};
 
 /// Bytes in one tile row: one k-step of A for one output row.
 pub(crate) const ROW_BYTES: usize = 64;
@@ -11,31 +11,46 @@ pub(crate) const ROW_BYTES: usize = 64;
 /// A precision picked at run time (for reports and command lines): the run-time twin of the
 /// [`Precision`] marker types. A precision is a pairing of operand types and an instruction
 /// (`u8 x i8 -> i32` is one), not the element type of one operand: that is
-/// [`amx_runtime::ElemType`].
+/// [`amx_runtime::ElemType`]. Non-exhaustive: a precision the tile unit gains is a minor
+/// release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PrecisionKind {
     /// `i8 x i8 -> i32` with TDPBSSD ([`Int8`]).
     Int8,
     /// `u8 x i8 -> i32` with TDPBUSD ([`U8S8`]).
     U8S8,
+    /// `i8 x u8 -> i32` with TDPBSUD ([`S8U8`]).
+    S8U8,
+    /// `u8 x u8 -> i32` with TDPBUUD ([`U8U8`]).
+    U8U8,
     /// `bf16 x bf16 -> f32` with TDPBF16PS ([`Bf16`]).
     Bf16,
+    /// `f16 x f16 -> f32` with TDPFP16PS ([`Fp16`]; AMX-FP16, Granite Rapids and later).
+    Fp16,
 }
 
 impl PrecisionKind {
     /// Every precision, in the order reports list them.
-    pub const ALL: [PrecisionKind; 3] = [
+    pub const ALL: [PrecisionKind; 6] = [
         PrecisionKind::Int8,
         PrecisionKind::U8S8,
+        PrecisionKind::S8U8,
+        PrecisionKind::U8U8,
         PrecisionKind::Bf16,
+        PrecisionKind::Fp16,
     ];
 
-    /// The name used on command lines and in reports: `int8`, `u8s8` or `bf16`.
+    /// The name used on command lines and in reports: `int8`, `u8s8`, `s8u8`, `u8u8`, `bf16`
+    /// or `fp16`.
     pub const fn name(self) -> &'static str {
         match self {
             PrecisionKind::Int8 => "int8",
             PrecisionKind::U8S8 => "u8s8",
+            PrecisionKind::S8U8 => "s8u8",
+            PrecisionKind::U8U8 => "u8u8",
             PrecisionKind::Bf16 => "bf16",
+            PrecisionKind::Fp16 => "fp16",
         }
     }
 
@@ -44,7 +59,10 @@ impl PrecisionKind {
         match self {
             PrecisionKind::Int8 => "TDPBSSD",
             PrecisionKind::U8S8 => "TDPBUSD",
+            PrecisionKind::S8U8 => "TDPBSUD",
+            PrecisionKind::U8U8 => "TDPBUUD",
             PrecisionKind::Bf16 => "TDPBF16PS",
+            PrecisionKind::Fp16 => "TDPFP16PS",
         }
     }
 
@@ -54,15 +72,42 @@ impl PrecisionKind {
         match self {
             PrecisionKind::Int8 => DotKind::Tdpbssd,
             PrecisionKind::U8S8 => DotKind::Tdpbusd,
+            PrecisionKind::S8U8 => DotKind::Tdpbsud,
+            PrecisionKind::U8U8 => DotKind::Tdpbuud,
             PrecisionKind::Bf16 => DotKind::Tdpbf16ps,
+            PrecisionKind::Fp16 => DotKind::Tdpfp16ps,
+        }
+    }
+
+    /// Whether A and B are 8-bit integers accumulated exactly in `i32` (else 16-bit floats
+    /// accumulated in `f32`).
+    pub const fn is_integer(self) -> bool {
+        matches!(
+            self,
+            PrecisionKind::Int8 | PrecisionKind::U8S8 | PrecisionKind::S8U8 | PrecisionKind::U8U8
+        )
+    }
+
+    /// Whether B's elements are unsigned bytes (TDPBSUD, TDPBUUD): what its column sums add.
+    pub(crate) const fn unsigned_b(self) -> bool {
+        matches!(self, PrecisionKind::S8U8 | PrecisionKind::U8U8)
+    }
+
+    /// The CPU feature of the precision's instruction.
+    pub const fn feature(self) -> amx_runtime::Feature {
+        match self {
+            PrecisionKind::Bf16 => amx_runtime::Feature::AmxBf16,
+            PrecisionKind::Fp16 => amx_runtime::Feature::AmxFp16,
+            _ => amx_runtime::Feature::AmxInt8,
         }
     }
 
     /// Bytes of one element of A and of B.
     pub const fn input_bytes(self) -> usize {
-        match self {
-            PrecisionKind::Int8 | PrecisionKind::U8S8 => 1,
-            PrecisionKind::Bf16 => 2,
+        if self.is_integer() {
+            1
+        } else {
+            2
         }
     }
 
@@ -88,7 +133,7 @@ impl fmt::Display for PrecisionKind {
     }
 }
 
-/// The text was none of `int8`, `u8s8`, `bf16`.
+/// The text names no precision (see [`PrecisionKind::name`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParsePrecisionError(pub String);
 
@@ -96,7 +141,7 @@ impl fmt::Display for ParsePrecisionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown precision {:?}; expected int8, u8s8 or bf16",
+            "unknown precision {:?}; expected int8, u8s8, s8u8, u8u8, bf16 or fp16",
             self.0
         )
     }
@@ -104,19 +149,19 @@ impl fmt::Display for ParsePrecisionError {
 
 impl std::error::Error for ParsePrecisionError {}
 
-/// The former name of [`PrecisionKind`].
-#[deprecated(since = "0.1.0", note = "renamed to `PrecisionKind`")]
-pub type DType = PrecisionKind;
-
 impl FromStr for PrecisionKind {
     type Err = ParsePrecisionError;
 
-    /// Parses `int8` (also `s8s8`, `i8`), `u8s8` or `bf16`, in any case.
+    /// Parses `int8` (also `s8s8`, `i8`), `u8s8`, `s8u8`, `u8u8`, `bf16` or `fp16` (also
+    /// `f16`), in any case.
     fn from_str(text: &str) -> Result<PrecisionKind, ParsePrecisionError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "int8" | "s8s8" | "i8" => Ok(PrecisionKind::Int8),
             "u8s8" => Ok(PrecisionKind::U8S8),
+            "s8u8" => Ok(PrecisionKind::S8U8),
+            "u8u8" => Ok(PrecisionKind::U8U8),
             "bf16" => Ok(PrecisionKind::Bf16),
+            "fp16" | "f16" => Ok(PrecisionKind::Fp16),
             _ => Err(ParsePrecisionError(text.to_owned())),
         }
     }
@@ -129,7 +174,7 @@ mod sealed {
 /// The Rust type of the entries of A, B or C: plain data whose bytes the tiles read and write
 /// directly (what `amx_runtime::typed::Element::Scalar` is for a typed tile).
 ///
-/// Sealed: implemented for `i8`, `u8`, [`bf16`], `i32` and `f32` only.
+/// Sealed: implemented for `i8`, `u8`, [`bf16`], [`f16`](struct@f16), `i32` and `f32` only.
 pub trait Scalar:
     sealed::Sealed + Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static
 {
@@ -161,13 +206,14 @@ element! {
     i8 => |x| f64::from(x), |y| y.round() as i8;
     u8 => |x| f64::from(x), |y| y.round() as u8;
     bf16 => |x| f64::from(x.to_f32()), |y| bf16::from_f64(y);
+    f16 => |x| f64::from(x.to_f32()), |y| f16::from_f64(y);
     i32 => |x| f64::from(x), |y| y.round() as i32;
     f32 => |x| f64::from(x), |y| y as f32;
 }
 
 /// The bytes of a slice of elements, as the tiles see them (little-endian x86-64 memory).
 pub(crate) fn bytes_of<T: Scalar>(data: &[T]) -> &[u8] {
-    // SAFETY: every `Scalar` (i8, u8, bf16 = repr(transparent) u16, i32, f32) is plain data
+    // SAFETY: every `Scalar` (i8, u8, bf16 and f16 = repr(transparent) u16, i32, f32) is plain data
     // with no padding and no invalid byte patterns to read; the length is the slice's size in
     // bytes and the lifetime is the borrow's.
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
@@ -183,8 +229,9 @@ pub(crate) fn bytes_of_mut<T: Scalar>(data: &mut [T]) -> &mut [u8] {
     }
 }
 
-/// One of the three GEMM precisions, as a type: the element types of A, B and C and the tile
-/// instruction that multiplies them. Sealed: [`Int8`], [`U8S8`] and [`Bf16`].
+/// One of the GEMM precisions, as a type: the element types of A, B and C and the tile
+/// instruction that multiplies them. Sealed: [`Int8`], [`U8S8`], [`S8U8`], [`U8U8`], [`Bf16`]
+/// and [`Fp16`].
 pub trait Precision: sealed::Sealed + Copy + fmt::Debug + Send + Sync + 'static {
     /// Elements of A (M x K, row-major).
     type A: Scalar;
@@ -205,33 +252,50 @@ pub enum Int8 {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum U8S8 {}
 
+/// `i8 x u8 -> i32` (TDPBSUD): signed activations times unsigned weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum S8U8 {}
+
+/// `u8 x u8 -> i32` (TDPBUUD): unsigned activations and weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum U8U8 {}
+
 /// `bf16 x bf16 -> f32` (TDPBF16PS), with the tile unit's rounding (see the crate docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bf16 {}
 
+/// `f16 x f16 -> f32` (TDPFP16PS), with the tile unit's rounding (that of [`Bf16`], with fp16
+/// denormal inputs honoured). The instruction is AMX-FP16's (Granite Rapids and later): on
+/// silicon whose CPUID does not report it a call is
+/// [`GemmError::Unsupported`](crate::GemmError::Unsupported); the emulator always runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp16 {}
+
 impl sealed::Sealed for Int8 {}
 impl sealed::Sealed for U8S8 {}
+impl sealed::Sealed for S8U8 {}
+impl sealed::Sealed for U8U8 {}
 impl sealed::Sealed for Bf16 {}
+impl sealed::Sealed for Fp16 {}
 
-impl Precision for Int8 {
-    type A = i8;
-    type B = i8;
-    type C = i32;
-    const KIND: PrecisionKind = PrecisionKind::Int8;
+macro_rules! precision {
+    ($($t:ident: $a:ty, $b:ty => $c:ty, $kind:ident;)*) => {$(
+        impl Precision for $t {
+            type A = $a;
+            type B = $b;
+            type C = $c;
+            const KIND: PrecisionKind = PrecisionKind::$kind;
+        }
+    )*};
 }
 
-impl Precision for U8S8 {
-    type A = u8;
-    type B = i8;
-    type C = i32;
-    const KIND: PrecisionKind = PrecisionKind::U8S8;
-}
-
-impl Precision for Bf16 {
-    type A = bf16;
-    type B = bf16;
-    type C = f32;
-    const KIND: PrecisionKind = PrecisionKind::Bf16;
+precision! {
+    Int8: i8, i8 => i32, Int8;
+    U8S8: u8, i8 => i32, U8S8;
+    S8U8: i8, u8 => i32, S8U8;
+    U8U8: u8, u8 => i32, U8U8;
+    Bf16: bf16, bf16 => f32, Bf16;
+    Fp16: f16, f16 => f32, Fp16;
 }
 
 #[cfg(test)]

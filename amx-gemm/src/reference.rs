@@ -2,14 +2,18 @@
 //!
 //! # int8
 //!
-//! The tiles accumulate in 32-bit two's complement with wraparound (docs/semantics.md section 9), so
+//! The tiles accumulate in 32-bit two's complement with wraparound
+//! ([semantics.md section 9](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#9-integer-dot-products-tdpbssd-tdpbsud-tdpbusd-tdpbuud)),
+//! so
 //! the order of the sum does not matter: the reference sums exactly in `i64` and wraps to
 //! `i32` once, and the check is **exact equality**.
 //!
 //! # bf16: what the reference computes
 //!
 //! The tiles read a denormal bf16 input, and a denormal starting C, as a zero of the same sign
-//! (DAZ, docs/semantics.md section 10); the reference reads them the same way. It then sums in
+//! (DAZ,
+//! [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula));
+//! the reference reads them the same way. It then sums in
 //! `f64`: C's start `c0` (0 when overwriting), then `a_k b_k` for `k = 0, 1, ..., K - 1`. A
 //! product of two bf16 is exact in `f64` (8-bit significands, exponents far inside `f64`'s
 //! range). With `K = 0` no dot product runs, so C keeps its start as it is, denormal or not,
@@ -26,7 +30,9 @@
 //! |c - S| <= gamma(h) M + (1 + gamma(h)) F 2^-126,    F = 34 T + 1  (F = 0 when K = 0)
 //! ```
 //!
-//! **What the tiles compute** (docs/semantics.md section 10). Dot product `t = 1 .. T` takes
+//! **What the tiles compute**
+//! ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)).
+//! Dot product `t = 1 .. T` takes
 //! elements `32 (t - 1) .. 32 t - 1` of K (the tail of K padded with zeros). Its two `f32`
 //! lanes (even and odd k) start at `+0` and take 16 fused multiply-add steps each,
 //! `acc := fl(p + acc)`; then `s_t = fl(te + to)` and `C_t = fl(C_(t-1) + s_t)`, where `C_0` is
@@ -139,11 +145,13 @@
 //!   bf16 output: E + 2^-8 (|Y| + E);   u8 / i8: q within rne((Y +- E) / scale) + zp, saturated
 //!   ```
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::epilogue::{self, Activation, Epilogue, Output, Residual, WeightScale};
-use crate::error::{check_slice, GemmError, Operand};
-use crate::gemm::Mode;
+use crate::error::{check_sizes, check_slice, EpilogueError, GemmError, Operand};
+use crate::gemm::{check_product, Mode};
+use crate::matrix::{BLayout, BRef, MatMut, MatRef};
 use crate::precision::{Precision, PrecisionKind, Scalar};
 
 /// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: denormal inputs and a
@@ -263,7 +271,7 @@ impl Expected {
     /// sums are exact for the integer types (each product below 2^16, so any K below 2^37
     /// stays below 2^53).
     fn finish<P: Precision>(mut self) -> Expected {
-        if P::KIND != PrecisionKind::Bf16 {
+        if P::KIND.is_integer() {
             self.exact = f64::from(self.exact as i64 as i32);
         }
         self
@@ -394,6 +402,8 @@ pub enum VerifyError {
     Input(GemmError),
     /// An output differs from the reference by more than allowed.
     Mismatch(Mismatch),
+    /// An output of a fused linear layer lies outside its bound ([`verify_linear`]).
+    LinearMismatch(LinearMismatch),
 }
 
 impl fmt::Display for VerifyError {
@@ -401,6 +411,7 @@ impl fmt::Display for VerifyError {
         match self {
             VerifyError::Input(e) => write!(f, "cannot verify: {e}"),
             VerifyError::Mismatch(m) => m.fmt(f),
+            VerifyError::LinearMismatch(m) => m.fmt(f),
         }
     }
 }
@@ -412,6 +423,7 @@ impl std::error::Error for VerifyError {
         match self {
             VerifyError::Input(e) => e.source(),
             VerifyError::Mismatch(m) => m.source(),
+            VerifyError::LinearMismatch(m) => m.source(),
         }
     }
 }
@@ -574,13 +586,12 @@ pub fn verify<P: Precision>(
             };
             let expected = e.exact;
             verified.checked += 1;
-            let (tolerance, matches) = match P::KIND {
-                PrecisionKind::Bf16 => {
-                    let tolerance = bf16_tolerance(k, e.magnitude);
-                    let overflow = may_overflow(k, e.finite);
-                    (tolerance, bf16_matches(got, expected, tolerance, overflow))
-                }
-                PrecisionKind::Int8 | PrecisionKind::U8S8 => (0.0, got == expected),
+            let (tolerance, matches) = if P::KIND.is_integer() {
+                (0.0, got == expected)
+            } else {
+                let tolerance = bf16_tolerance(k, e.magnitude);
+                let overflow = may_overflow(k, e.finite);
+                (tolerance, bf16_matches(got, expected, tolerance, overflow))
             };
             if !matches {
                 return Err(VerifyError::Mismatch(Mismatch {
@@ -627,9 +638,13 @@ mod tests {
     /// without C.
     #[test]
     fn an_output_alone_equals_its_row() {
+        // A NaN's sign and payload depend on how the compiler orders an operation's operands,
+        // which the optimization level changes: NaNs compare by class, as `verify` compares
+        // them, and everything else bit for bit.
         fn same(x: Expected, y: Expected) -> bool {
-            let bits = |e: Expected| (e.exact.to_bits(), e.magnitude.to_bits(), e.finite.to_bits());
-            bits(x) == bits(y)
+            let bits = |v: f64| if v.is_nan() { None } else { Some(v.to_bits()) };
+            let all = |e: Expected| (bits(e.exact), bits(e.magnitude), bits(e.finite));
+            all(x) == all(y)
         }
         let (k, n) = (37, 11);
         let mut seed = 7u64;
@@ -723,47 +738,56 @@ mod tests {
 }
 
 /// The step-by-step `f32` model of a fused epilogue (see the [module docs](self)):
-/// `out[i][n]` for an `m x n` accumulator `acc` (leading dimension `ldacc`; the exact product
-/// for int8, the plain GEMM's output for bf16), with the weights' column sums `col_sums` (needed
-/// when the epilogue has a zero point). The fused path equals it bit for bit.
+/// `out[i][n]` for an `M x N` accumulator `acc` (the exact product for int8, the plain GEMM's
+/// output for bf16), with the weights' column sums `col_sums` (needed when the epilogue has a
+/// zero point). The fused path equals it bit for bit.
 ///
 /// # Errors
-/// Slice errors for the accumulator, the output or the residual; a missing column sum or
-/// parameter is an [`GemmError::InvalidEpilogue`].
-#[allow(clippy::too_many_arguments)]
+/// [`GemmError::DimensionMismatch`] when `out` is not the accumulator's shape; slice errors
+/// for the accumulator, the output or the residual; a missing column sum or parameter is an
+/// [`GemmError::InvalidEpilogue`].
 pub fn linear_model<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    acc: &[P::C],
-    ldacc: usize,
+    acc: MatRef<'_, P::C>,
     col_sums: Option<&[i32]>,
     epilogue: &Epilogue<'_>,
-    out: &mut [O],
-    ldo: usize,
+    out: MatMut<'_, O>,
 ) -> Result<(), GemmError> {
+    let (m, n) = (acc.rows, acc.cols);
+    check_sizes(&[
+        ("the rows of the accumulator and of the output", m, out.rows),
+        (
+            "the columns of the accumulator and of the output",
+            n,
+            out.cols,
+        ),
+    ])?;
+    let (acc, ldacc, out, ldo) = (acc.data, acc.ld, out.data, out.ld);
     check_slice(Operand::C, m, n, ldacc, acc.len())?;
     check_slice(Operand::C, m, n, ldo, out.len())?;
     if matches!(epilogue.w_scale, WeightScale::Group { .. }) {
-        return Err(GemmError::InvalidEpilogue(
-            "per-K-group weight scales need each group's product: use \
-             reference::linear_model_grouped"
-                .into(),
-        ));
+        return Err(EpilogueError::GroupedScales.into());
     }
     let params = Params::new(epilogue, m, n)?;
-    let int_acc = P::KIND != PrecisionKind::Bf16;
+    epilogue.check_output::<O>()?;
+    let int_acc = P::KIND.is_integer();
     for i in 0..m {
         for j in 0..n {
-            let sum = match (epilogue.a_zero_point, col_sums) {
+            let sum = match (epilogue.activation_row(i).1, col_sums) {
                 (0, _) => 0,
                 // No sums are stored when K = 0: every one is 0.
                 (_, Some([])) => 0,
-                (_, Some(s)) => *s.get(j).ok_or_else(|| missing("column sums"))?,
-                (_, None) => return Err(missing("column sums")),
+                (_, Some(s)) => *s.get(j).ok_or(EpilogueError::MissingColumnSums)?,
+                (_, None) => return Err(EpilogueError::MissingColumnSums.into()),
             };
             let r = params.residual(i, j).map(|(r, _)| r as f32);
-            out[i * ldo + j] =
-                epilogue::model_one::<O>(epilogue, int_acc, acc[i * ldacc + j].to_f64(), sum, j, r);
+            out[i * ldo + j] = epilogue::model_one::<O>(
+                epilogue,
+                int_acc,
+                acc[i * ldacc + j].to_f64(),
+                sum,
+                (i, j),
+                r,
+            );
         }
     }
     Ok(())
@@ -771,46 +795,40 @@ pub fn linear_model<P: Precision, O: Output>(
 
 /// [`linear_model`] for an epilogue with per-K-group weight scales
 /// ([`WeightScale::Group`], int8 precisions): computes each group's exact integer product of
-/// `A` (`m x k`, leading dimension `lda`) and `B` (`k x n` row-major, leading dimension `ldb`)
-/// and its column sums, then performs the fused path's steps on them. The fused path equals it
-/// bit for bit.
+/// `A` (`M x K`, row-major) and `B` (`K x N`, stored as [`BRef`] says) and its column sums,
+/// then performs the fused path's steps on them. The fused path equals it bit for bit.
 ///
 /// # Errors
-/// Slice errors for A, B, the output or the residual; [`GemmError::InvalidEpilogue`] for an
+/// [`GemmError::DimensionMismatch`] when A, B and the output do not make a product; slice
+/// errors for A, B, the output or the residual; [`GemmError::InvalidEpilogue`] for an
 /// epilogue without group scales, bf16, or a group that is not a positive multiple of 64;
 /// missing scales or parameters.
-#[allow(clippy::too_many_arguments)]
 pub fn linear_model_grouped<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[P::A],
-    lda: usize,
-    b: &[P::B],
-    ldb: usize,
+    a: MatRef<'_, P::A>,
+    b: BRef<'_, P::B>,
     epilogue: &Epilogue<'_>,
-    out: &mut [O],
-    ldo: usize,
+    out: MatMut<'_, O>,
 ) -> Result<(), GemmError> {
+    let (m, n, k) = (a.rows, b.n, b.k);
+    check_product(m, a.cols, (k, n), (out.rows, out.cols))?;
+    let (a, lda, out, ldo) = (a.data, a.ld, out.data, out.ld);
     check_slice(Operand::A, m, k, lda, a.len())?;
-    check_slice(Operand::B, k, n, ldb, b.len())?;
+    let (b, ldb) = row_major(b)?;
+    let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let WeightScale::Group { group, .. } = epilogue.w_scale else {
-        return Err(GemmError::InvalidEpilogue(
-            "linear_model_grouped needs per-K-group weight scales".into(),
-        ));
+        return Err(EpilogueError::NotGrouped.into());
     };
-    if P::KIND == PrecisionKind::Bf16 || group == 0 || !group.is_multiple_of(64) {
-        return Err(missing("int8 weights and a group that is a multiple of 64"));
-    }
+    check_group(P::KIND, group)?;
     let params = Params::new(epilogue, m, n)?;
+    epilogue.check_output::<O>()?;
     let groups = exact_groups::<P>(m, n, k, a, lda, b, ldb, group);
     let g_count = k.div_ceil(group);
     for i in 0..m {
         for j in 0..n {
             let r = params.residual(i, j).map(|(r, _)| r as f32);
             let per_group = (0..g_count).map(|g| groups.at(i, g, j));
-            out[i * ldo + j] = epilogue::model_grouped::<O>(epilogue, per_group, j, n, r);
+            out[i * ldo + j] = epilogue::model_grouped::<O>(epilogue, per_group, (i, j), n, r);
         }
     }
     Ok(())
@@ -888,8 +906,15 @@ fn exact_groups<P: Precision>(
     }
 }
 
-fn missing(what: &str) -> GemmError {
-    GemmError::InvalidEpilogue(format!("the reference needs {what}"))
+/// The fused path's refusals of per-K-group scales, for the references.
+fn check_group(kind: PrecisionKind, group: usize) -> Result<(), EpilogueError> {
+    if !kind.is_integer() {
+        Err(EpilogueError::GroupScalesForFloats)
+    } else if group == 0 || !group.is_multiple_of(64) {
+        Err(EpilogueError::GroupSize(group))
+    } else {
+        Ok(())
+    }
 }
 
 /// An epilogue's inputs, checked, for the references.
@@ -901,17 +926,26 @@ impl<'e, 'a> Params<'e, 'a> {
     fn new(e: &'e Epilogue<'a>, m: usize, n: usize) -> Result<Self, GemmError> {
         if let WeightScale::Channel(s) = e.w_scale {
             if s.len() < n {
-                return Err(missing("a weight scale per channel"));
+                return Err(GemmError::DimensionMismatch {
+                    what: "per-channel weight scales and N",
+                    expected: n,
+                    found: s.len(),
+                });
             }
         }
         // Group scales are checked against K where K is known (`group_scale`).
-        if e.bias.is_some_and(|b| b.len() < n) {
-            return Err(missing("a bias per channel"));
+        if let Some(b) = e.bias.filter(|b| b.len() < n) {
+            return Err(GemmError::DimensionMismatch {
+                what: "bias values and N",
+                expected: n,
+                found: b.len(),
+            });
         }
         if let Some((r, _)) = e.residual {
             let (len, ld) = r.len_and_ld();
             check_slice(Operand::Residual, m, n, ld, len)?;
         }
+        e.check_rows(m)?;
         Ok(Params { e })
     }
 
@@ -925,27 +959,30 @@ impl<'e, 'a> Params<'e, 'a> {
         Some((x, f64::from(beta)))
     }
 
-    /// The exact scale of column `j`: `alpha * a_scale * w_scale[j]` in `f64` (1 with group
-    /// scales, which [`Params::group_scale`] gives).
-    fn scale(&self, j: usize) -> f64 {
+    /// The exact scale of row `i` and column `j`: `alpha * a_scale[i] * w_scale[j]` in `f64`
+    /// (1 with group scales, which [`Params::group_scale`] gives).
+    fn scale(&self, i: usize, j: usize) -> f64 {
         let w = match self.e.w_scale {
             WeightScale::Tensor(w) => w,
             WeightScale::Channel(w) => w[j],
             WeightScale::Group { .. } => return 1.0,
         };
-        f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(w)
+        f64::from(self.e.alpha) * f64::from(self.e.activation_row(i).0) * f64::from(w)
     }
 
-    /// The exact scale of group `g` and column `j` of an `n`-column product, or a missing
-    /// parameter error.
-    fn group_scale(&self, g: usize, j: usize, n: usize) -> Result<f64, GemmError> {
+    /// The exact scale of row `i`, group `g` and column `j` of an `n`-column product, or a
+    /// missing parameter error.
+    fn group_scale(&self, i: usize, g: usize, j: usize, n: usize) -> Result<f64, GemmError> {
         let WeightScale::Group { scales, .. } = self.e.w_scale else {
-            return Ok(self.scale(j));
+            return Ok(self.scale(i, j));
         };
-        let w = scales
-            .get(g * n + j)
-            .ok_or_else(|| missing("a weight scale per group and channel"))?;
-        Ok(f64::from(self.e.alpha) * f64::from(self.e.a_scale) * f64::from(*w))
+        let w = scales.get(g * n + j).ok_or(GemmError::DimensionMismatch {
+            what: "per-group weight scales and ceil(K / group) * N",
+            expected: (g + 1) * n,
+            found: scales.len(),
+        })?;
+        let a_scale = self.e.activation_row(i).0;
+        Ok(f64::from(self.e.alpha) * f64::from(a_scale) * f64::from(*w))
     }
 
     fn bias(&self, j: usize) -> f64 {
@@ -1009,37 +1046,62 @@ impl fmt::Display for LinearMismatch {
 
 impl std::error::Error for LinearMismatch {}
 
-/// Checks the output of [`Gemm::run_with`](crate::Gemm::run_with) for `A` (`m x k`,
-/// leading dimension `lda`) times `B` (`k x n` row-major, leading dimension `ldb`) with
-/// `epilogue` against the `f64` reference within [`linear_tolerance`]. Returns the largest
-/// ratio of error to bound (at most 1 when it passes). Finite inputs are assumed (a NaN or
-/// infinite output where the reference is finite is a mismatch).
+/// Checks the output of [`Gemm::run_with`](crate::Gemm::run_with) for `A` (`M x K`,
+/// row-major) times `B` (`K x N`, stored as [`BRef`] says: `K x N` or `N x K`) with
+/// `epilogue` against the `f64` reference within [`linear_tolerance`], every output. Finite
+/// inputs are assumed (a NaN or infinite output where the reference is finite is a mismatch).
+///
+/// ```
+/// use amx_gemm::reference::verify_linear;
+/// use amx_gemm::{Backend, BRef, Epilogue, Gemm, Int8, MatMut, MatRef, PackedB};
+///
+/// let (m, n, k) = (2, 3, 64);
+/// let a = vec![3i8; m * k];
+/// let w = vec![-2i8; n * k]; // weights stored N x K
+/// let weights = PackedB::<Int8>::pack_ref(BRef::n_by_k(&w, k, n)).unwrap();
+/// let e = Epilogue::new().alpha(0.01);
+/// let mut y = vec![0f32; m * n];
+/// let gemm = Gemm::new().backend(Backend::Emulated);
+/// gemm.run_with(MatRef::new(&a, m, k), &weights, MatMut::new(&mut y, m, n), &e).unwrap();
+/// let checked = verify_linear::<Int8, f32>(
+///     MatRef::new(&a, m, k),
+///     BRef::n_by_k(&w, k, n),
+///     &e,
+///     MatRef::new(&y, m, n),
+/// )
+/// .unwrap();
+/// assert_eq!(checked.checked, m * n);
+/// ```
 ///
 /// # Errors
-/// `Ok(Err(mismatch))` for the first output outside its bound; `Err` for inputs the reference
-/// cannot read (slices too short, missing parameters).
-#[allow(clippy::too_many_arguments)]
+/// [`VerifyError::LinearMismatch`] for the first output outside its bound;
+/// [`VerifyError::Input`] for arguments the reference cannot read (shapes that do not make a
+/// product, slices too short, missing parameters).
 pub fn verify_linear<P: Precision, O: Output>(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[P::A],
-    lda: usize,
-    b: &[P::B],
-    ldb: usize,
+    a: MatRef<'_, P::A>,
+    b: BRef<'_, P::B>,
     epilogue: &Epilogue<'_>,
-    out: &[O],
-    ldo: usize,
-) -> Result<Result<f64, LinearMismatch>, GemmError> {
+    out: MatRef<'_, O>,
+) -> Result<Verified, VerifyError> {
+    let (m, n, k) = (a.rows, b.n, b.k);
+    check_product(m, a.cols, (k, n), (out.rows, out.cols))?;
+    let (a, lda, out, ldo) = (a.data, a.ld, out.data, out.ld);
     check_slice(Operand::A, m, k, lda, a.len())?;
-    check_slice(Operand::B, k, n, ldb, b.len())?;
+    let (b, ldb) = row_major(b)?;
+    let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
     let params = Params::new(epilogue, m, n)?;
+    epilogue.check_output::<O>().map_err(GemmError::from)?;
+    let mut verified = Verified {
+        checked: m * n,
+        total: m * n,
+        worst_ratio: 0.0,
+    };
     if m == 0 || n == 0 {
-        return Ok(Ok(0.0));
+        return Ok(verified);
     }
     let widened = Widened::new::<P>(k, n, b, ldb);
-    let int = P::KIND != PrecisionKind::Bf16;
+    let int = P::KIND.is_integer();
     // Column sums of B, exact, for the zero point.
     let mut col_sums = vec![0f64; n];
     for kk in 0..k {
@@ -1050,17 +1112,17 @@ pub fn verify_linear<P: Precision, O: Output>(
             *s += x;
         }
     }
-    let zp = f64::from(epilogue.a_zero_point);
     let grouped = match epilogue.w_scale {
-        WeightScale::Group { group, .. } if int && group > 0 && group.is_multiple_of(64) => {
+        WeightScale::Group { group, .. } => {
+            check_group(P::KIND, group).map_err(GemmError::from)?;
             Some(exact_groups::<P>(m, n, k, a, lda, b, ldb, group))
         }
-        WeightScale::Group { .. } => return Err(missing("int8 weights and a group of 64 k")),
         _ => None,
     };
     let mut worst = 0f64;
     for i in 0..m {
         let row = widened.row::<P>(&a[i * lda..i * lda + k], None);
+        let zp = epilogue.activation_row(i).1;
         for j in 0..n {
             let res = params.residual(i, j).map_or(0.0, |(r, beta)| r * beta);
             if let Some(groups) = &grouped {
@@ -1070,8 +1132,8 @@ pub fn verify_linear<P: Precision, O: Output>(
                 let (mut p, mut mag) = (0f64, 0f64);
                 for g in 0..groups.groups {
                     let (acc, sum) = groups.at(i, g, j);
-                    let q = f64::from(acc.wrapping_sub(epilogue.a_zero_point.wrapping_mul(sum)));
-                    let d = params.group_scale(g, j, n)? * q;
+                    let q = f64::from(acc.wrapping_sub(zp.wrapping_mul(sum)));
+                    let d = params.group_scale(i, g, j, n)? * q;
                     p += d;
                     mag += d.abs();
                 }
@@ -1081,27 +1143,51 @@ pub fn verify_linear<P: Precision, O: Output>(
                 let got = out[i * ldo + j].to_f64();
                 if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst)
                 {
-                    return Ok(Err(mismatch));
+                    return Err(VerifyError::LinearMismatch(mismatch));
                 }
                 continue;
             }
             let (q, acc_err) = if int {
                 // The exact integer, wrapped to i32 as the tiles wrap it.
-                let q = row[j].exact as i64 - (zp * col_sums[j]) as i64;
+                let q = row[j].exact as i64 - (f64::from(zp) * col_sums[j]) as i64;
                 (f64::from(q as i32), 0.0)
             } else {
                 (row[j].exact, bf16_tolerance(k, row[j].magnitude))
             };
-            let s = params.scale(j);
+            let s = params.scale(i, j);
             let expected =
                 linear_tolerance(s * q, s, acc_err, params.bias(j), epilogue.activation, res);
             let got = out[i * ldo + j].to_f64();
             if let Some(mismatch) = check_one::<O>(epilogue, expected, got, (i, j), &mut worst) {
-                return Ok(Err(mismatch));
+                return Err(VerifyError::LinearMismatch(mismatch));
             }
         }
     }
-    Ok(Ok(worst))
+    verified.worst_ratio = worst;
+    Ok(verified)
+}
+
+/// B as a row-major `K x N` slice and its leading dimension: borrowed when stored so, else a
+/// dense copy of the transpose (the references read B by rows of K).
+fn row_major<'b, T: Copy>(b: BRef<'b, T>) -> Result<(Cow<'b, [T]>, usize), GemmError> {
+    let (rows, cols) = b.stored();
+    check_slice(Operand::B, rows, cols, b.ld, b.data.len())?;
+    match b.layout {
+        BLayout::KxN => Ok((Cow::Borrowed(b.data), b.ld)),
+        BLayout::NxK => {
+            let len = b.k.saturating_mul(b.n);
+            let mut dense = Vec::new();
+            dense
+                .try_reserve_exact(len)
+                .map_err(|_| GemmError::OutOfMemory {
+                    bytes: len.saturating_mul(std::mem::size_of::<T>()),
+                })?;
+            for kk in 0..b.k {
+                dense.extend((0..b.n).map(|nn| b.data[nn * b.ld + kk]));
+            }
+            Ok((Cow::Owned(dense), b.n))
+        }
+    }
 }
 
 /// One output of [`verify_linear`] against its expectation: `None` when within the bound

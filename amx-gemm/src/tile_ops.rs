@@ -1,16 +1,21 @@
 //! The tile instructions the micro-kernel issues, behind one small trait ([`TileOps`]) with three
 //! implementations: the dispatch ladder of this crate.
 //!
-//! 1. [`Typed`]: the full 32 x 32 micro-tile (the common case) through the typed tiles of the
-//!    `tilecfg!` item form, `TypedTiles<L>` of the precision's 2x2 layout ([`Full2x2`], declared
-//!    in `configs::typed`), on whichever backend the call uses (`configure_typed_on`). The
-//!    handles' types prove every tile used and every dot product's operands fit the layout, so
-//!    there is no shape check at run time; on the hardware each operation is the runtime's
-//!    unchecked instruction. On the emulator every load and store is also checked against the
-//!    bounds of its buffer, as in [`Checked`].
-//! 2. [`Silicon`]: the edge micro-tiles on the CPU's AMX unit through `amx_runtime::intrinsics`,
-//!    one instruction per call with the tile number in the encoding and no run-time check.
-//!    Chosen when the configured guard of an edge configuration is on the hardware backend.
+//! 1. [`Typed`]: the full 32 x 32 micro-tile (the common case) on the emulator, instruction by
+//!    instruction, through the typed tiles of the `tilecfg!` item form, `TypedTiles<L>` of the
+//!    precision's 2x2 layout ([`Full2x2`], declared in `configs::typed`). The handles' types
+//!    prove every tile used and every dot product's operands fit the layout, so there is no
+//!    shape check at run time; every load and store is also checked against the bounds of its
+//!    buffer, as in [`Checked`]. (By default the emulator runs a full micro-tile's k-loop as one
+//!    block product instead, `block_kernel.rs`; the tests run both.)
+//! 2. [`Silicon`]: every micro-tile on the CPU's AMX unit, through `amx_runtime::intrinsics`,
+//!    one instruction per call with the tile number in the encoding and no run-time check. The
+//!    full micro-tile's configuration is still its typed layout's (`configure_typed_on`), so
+//!    the layout's handles have proven its shapes; the edges' configurations come from the
+//!    compile-time table of `configs.rs`, checked against the kernel's operands. The typed
+//!    methods are not used on the silicon: each checks that its layout is still loaded and
+//!    which backend it runs on, and when this crate's generic code is monomorphized in a
+//!    caller's crate the compiler does not always hoist those checks out of the k-loop.
 //! 3. [`Checked`]: the edge micro-tiles on any backend through the runtime's checked
 //!    [`TileUnit`] methods; every load and store is also checked against the bounds of the
 //!    buffer it touches. The fallback, and the path the emulator runs for the edges, so the test
@@ -18,18 +23,18 @@
 //!
 //! All three take the tile registers as const generics, so the micro-kernel is written once:
 //! [`Typed`] maps each register number of the kernel to the layout's handle of that register
-//! (a `match` on a constant, resolved at compile time). The edges keep [`Silicon`] and
-//! [`Checked`] because their 1023 shapes are the compile-time table of `configs.rs`, not typed
-//! layouts.
+//! (a `match` on a constant, resolved at compile time).
 //!
 //! [`TileUnit`]: amx_runtime::TileUnit
 
 use amx_runtime::typed::Layout;
-use amx_runtime::{Backend, Fault, Tiles, TypedTiles};
+use amx_runtime::{Backend, Fault, Feature, Tiles, TypedTiles};
 
-use crate::configs::typed::{Bf16Kernel, Int8Kernel, U8S8Kernel};
+use crate::configs::typed::{
+    Bf16Kernel, Fp16Kernel, Int8Kernel, S8U8Kernel, U8S8Kernel, U8U8Kernel,
+};
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
-use crate::error::GemmError;
+use crate::error::{GemmError, InternalError, Unsupported};
 use crate::precision::{Precision, PrecisionKind};
 
 /// A buffer the tiles read: its first byte and length. Carries no lifetime: whoever builds
@@ -147,6 +152,19 @@ pub(crate) trait TileOps {
         stride: usize,
     ) -> Result<(), GemmError>;
 
+    /// TILELOADDT1 of tile `T`: [`TileOps::load`] with the hint that the data is not reused
+    /// soon. The micro-kernel loads its streamed operand (B) this way, so that B's lines
+    /// displace less of the A micro-panel it reuses from L1; the tile's contents are the same.
+    ///
+    /// # Safety
+    /// See the [trait docs](TileOps).
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError>;
+
     /// TILESTORED of tile `T`, row `r` to `mem + offset + r * stride`.
     ///
     /// # Safety
@@ -200,6 +218,32 @@ impl<'t> Checked<'t> {
     }
 }
 
+impl Checked<'_> {
+    /// TILELOADD of tile `t`, or TILELOADDT1 when `streamed`, after the bounds check.
+    fn load_hinted(
+        &mut self,
+        t: u8,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+        streamed: bool,
+    ) -> Result<(), GemmError> {
+        self.bounds(t, offset, stride, mem.len)?;
+        // SAFETY: the check above proved every row of tile t inside the `mem.len` bytes at
+        // `mem.ptr` (so `offset` is in bounds and the stride fits isize), which whoever built
+        // `mem` keeps alive.
+        unsafe {
+            let src = mem.ptr.add(offset);
+            if streamed {
+                self.tiles.tileloaddt1_ptr(t, src, stride as isize)?
+            } else {
+                self.tiles.tileloadd_ptr(t, src, stride as isize)?
+            }
+        };
+        Ok(())
+    }
+}
+
 impl TileOps for Checked<'_> {
     unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError> {
         Ok(self.tiles.tilezero(reg(T))?)
@@ -211,15 +255,16 @@ impl TileOps for Checked<'_> {
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.bounds(reg(T), offset, stride, mem.len)?;
-        // SAFETY: the check above proved every row of tile T inside the `mem.len` bytes at
-        // `mem.ptr` (so `offset` is in bounds and the stride fits isize), which the caller keeps
-        // alive.
-        unsafe {
-            self.tiles
-                .tileloadd_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
-        };
-        Ok(())
+        self.load_hinted(reg(T), mem, offset, stride, false)
+    }
+
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.load_hinted(reg(T), mem, offset, stride, true)
     }
 
     unsafe fn store<const T: i32>(
@@ -242,10 +287,14 @@ impl TileOps for Checked<'_> {
     ) -> Result<(), GemmError> {
         #[cfg(test)]
         probe::CHECKED_DOTS.with(|n| n.set(n.get() + 1));
+        let (c, a, b) = (reg(C), reg(A), reg(B));
         match P::KIND {
-            PrecisionKind::Int8 => self.tiles.tdpbssd(reg(C), reg(A), reg(B))?,
-            PrecisionKind::U8S8 => self.tiles.tdpbusd(reg(C), reg(A), reg(B))?,
-            PrecisionKind::Bf16 => self.tiles.tdpbf16ps(reg(C), reg(A), reg(B))?,
+            PrecisionKind::Int8 => self.tiles.tdpbssd(c, a, b)?,
+            PrecisionKind::U8S8 => self.tiles.tdpbusd(c, a, b)?,
+            PrecisionKind::S8U8 => self.tiles.tdpbsud(c, a, b)?,
+            PrecisionKind::U8U8 => self.tiles.tdpbuud(c, a, b)?,
+            PrecisionKind::Bf16 => self.tiles.tdpbf16ps(c, a, b)?,
+            PrecisionKind::Fp16 => self.tiles.tdpfp16ps(c, a, b)?,
         }
         Ok(())
     }
@@ -256,17 +305,19 @@ pub(crate) fn silicon_supports(dtype: PrecisionKind) -> Result<(), GemmError> {
     use std::sync::OnceLock;
     static CAPS: OnceLock<amx_runtime::Capabilities> = OnceLock::new();
     let caps = CAPS.get_or_init(amx_runtime::detect);
-    let (present, feature) = match dtype {
-        PrecisionKind::Int8 | PrecisionKind::U8S8 => (caps.amx_int8, "AMX-INT8"),
-        PrecisionKind::Bf16 => (caps.amx_bf16, "AMX-BF16"),
+    let feature = dtype.feature();
+    let present = match feature {
+        Feature::AmxBf16 => caps.amx_bf16,
+        Feature::AmxFp16 => caps.amx_fp16,
+        _ => caps.amx_int8,
     };
     if present {
         Ok(())
     } else {
-        Err(GemmError::Unsupported(format!(
-            "{} needs {feature}, which this CPU does not report",
-            dtype.instruction()
-        )))
+        Err(GemmError::Unsupported(Unsupported::Feature {
+            precision: dtype,
+            feature,
+        }))
     }
 }
 
@@ -330,6 +381,19 @@ impl TileOps for Silicon<'_> {
     }
 
     #[inline(always)]
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        debug_assert!(offset < mem.len);
+        // SAFETY: as in `load`.
+        unsafe { amx_runtime::intrinsics::_tile_stream_loadd::<T>(mem.ptr.add(offset), stride) };
+        Ok(())
+    }
+
+    #[inline(always)]
     unsafe fn store<const T: i32>(
         &mut self,
         mem: MemMut,
@@ -353,7 +417,10 @@ impl TileOps for Silicon<'_> {
             match P::KIND {
                 PrecisionKind::Int8 => i::_tile_dpbssd::<C, A, B>(),
                 PrecisionKind::U8S8 => i::_tile_dpbusd::<C, A, B>(),
+                PrecisionKind::S8U8 => i::_tile_dpbsud::<C, A, B>(),
+                PrecisionKind::U8U8 => i::_tile_dpbuud::<C, A, B>(),
                 PrecisionKind::Bf16 => i::_tile_dpbf16ps::<C, A, B>(),
+                PrecisionKind::Fp16 => i::_tile_dpfp16ps::<C, A, B>(),
             }
         }
         Ok(())
@@ -401,6 +468,18 @@ pub(crate) trait Full2x2: Layout + Sized {
     /// As `TypedTiles::load_ptr`: for every `r < 16`, the 64 bytes at `src + r * stride` are
     /// readable.
     unsafe fn load<const T: i32>(
+        tiles: &mut TypedTiles<Self>,
+        src: *const u8,
+        stride: isize,
+    ) -> bool;
+
+    /// TILELOADDT1 of B tile `T` (16 rows of 64 bytes), row `r` from `src + r * stride`;
+    /// `false` (nothing issued) for a tile other than B0 and B1.
+    ///
+    /// # Safety
+    /// As `TypedTiles::stream_load_ptr`: for every `r < 16`, the 64 bytes at `src + r * stride`
+    /// are readable.
+    unsafe fn stream_load<const T: i32>(
         tiles: &mut TypedTiles<Self>,
         src: *const u8,
         stride: isize,
@@ -470,6 +549,23 @@ macro_rules! full_2x2 {
             }
 
             #[inline(always)]
+            unsafe fn stream_load<const T: i32>(
+                tiles: &mut TypedTiles<Self>,
+                src: *const u8,
+                stride: isize,
+            ) -> bool {
+                // SAFETY: (both arms) as in `load`.
+                unsafe {
+                    match T {
+                        B0 => tiles.stream_load_ptr($layout::b0, src, stride),
+                        B1 => tiles.stream_load_ptr($layout::b1, src, stride),
+                        _ => return false,
+                    }
+                }
+                true
+            }
+
+            #[inline(always)]
             unsafe fn store<const T: i32>(
                 tiles: &mut TypedTiles<Self>,
                 dst: *mut u8,
@@ -496,21 +592,44 @@ macro_rules! full_2x2 {
             #[inline(always)]
             fn dot<const C: i32, const A: i32, const B: i32>(tiles: &mut TypedTiles<Self>) -> bool {
                 match (C, A, B) {
-                    (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0),
-                    (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1),
-                    (C10, A1, B0) => tiles.$dot($layout::c10, $layout::a1, $layout::b0),
-                    (C11, A1, B1) => tiles.$dot($layout::c11, $layout::a1, $layout::b1),
-                    _ => return false,
+                    (C00, A0, B0) => tiles.$dot($layout::c00, $layout::a0, $layout::b0).issued(),
+                    (C01, A0, B1) => tiles.$dot($layout::c01, $layout::a0, $layout::b1).issued(),
+                    (C10, A1, B0) => tiles.$dot($layout::c10, $layout::a1, $layout::b0).issued(),
+                    (C11, A1, B1) => tiles.$dot($layout::c11, $layout::a1, $layout::b1).issued(),
+                    _ => false,
                 }
-                true
             }
         }
     };
 }
 
+/// What a typed dot product returns, as whether it ran: `()` always (its operands are proven),
+/// TDPFP16PS's `Result` when the unit refused it (the driver checked AMX-FP16 first, so a
+/// refusal is reported as the bug it would be).
+trait Issued {
+    fn issued(self) -> bool;
+}
+
+impl Issued for () {
+    #[inline(always)]
+    fn issued(self) -> bool {
+        true
+    }
+}
+
+impl Issued for Result<(), Fault> {
+    #[inline(always)]
+    fn issued(self) -> bool {
+        self.is_ok()
+    }
+}
+
 full_2x2!(Int8Kernel, PrecisionKind::Int8, tdpbssd);
 full_2x2!(U8S8Kernel, PrecisionKind::U8S8, tdpbusd);
+full_2x2!(S8U8Kernel, PrecisionKind::S8U8, tdpbsud);
+full_2x2!(U8U8Kernel, PrecisionKind::U8U8, tdpbuud);
 full_2x2!(Bf16Kernel, PrecisionKind::Bf16, tdpbf16ps);
+full_2x2!(Fp16Kernel, PrecisionKind::Fp16, tdpfp16ps);
 
 /// Rows of every tile of a [`Full2x2`] layout.
 const FULL_ROWS: usize = 16;
@@ -601,7 +720,7 @@ const fn reg(t: i32) -> u8 {
 /// A register or operand triple the typed layout has no handle for, reported instead of
 /// issued (the micro-kernel never names one).
 fn wrong_layout(what: String) -> GemmError {
-    GemmError::Internal(format!("typed 2x2 kernel: {what}"))
+    GemmError::Internal(InternalError::new(format!("typed 2x2 kernel: {what}")))
 }
 
 // Common to the methods below: `Typed::new` tied `L` to the precision, and the guard inside
@@ -638,6 +757,24 @@ impl<L: Full2x2> TileOps for Typed<'_, L> {
             Ok(())
         } else {
             Err(wrong_layout(format!("TILELOADD of t{T}")))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn stream_load<const T: i32>(
+        &mut self,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+    ) -> Result<(), GemmError> {
+        self.check(reg(T), offset, stride, mem.len)?;
+        // SAFETY: as in `load`.
+        let loaded =
+            unsafe { L::stream_load::<T>(self.tiles, mem.ptr.add(offset), stride as isize) };
+        if loaded {
+            Ok(())
+        } else {
+            Err(wrong_layout(format!("TILELOADDT1 of t{T}")))
         }
     }
 

@@ -42,6 +42,7 @@ use amx_gemm::{
     bf16, release_tiles, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB,
     Precision, PrecisionKind, Scalar, U8S8,
 };
+use amx_gemm::{BRef, MatMut, MatRef};
 use amx_test_support::{random, splitmix};
 use proptest::prelude::*;
 
@@ -500,8 +501,18 @@ fn check_product<P: Precision>(
             } else {
                 0.0
             };
-            match P::KIND {
-                PrecisionKind::Int8 | PrecisionKind::U8S8 => {
+            match P::KIND.is_integer() {
+                false => {
+                    let plain = plain_bf16(
+                        start,
+                        (0..k).map(|kk| (a[i * lda + kk].to_f64(), b[kk * ldb + j].to_f64())),
+                    );
+                    assert!(
+                        bf16_output_ok(got, &plain, k),
+                        "{what}: C[{i}][{j}] = {got}, reference {plain:?}: {t:?}"
+                    );
+                }
+                true => {
                     let mut sum = start as i64;
                     for kk in 0..k {
                         sum += a[i * lda + kk].to_f64() as i64 * b[kk * ldb + j].to_f64() as i64;
@@ -510,16 +521,6 @@ fn check_product<P: Precision>(
                         got,
                         f64::from(sum as i32),
                         "{what}: C[{i}][{j}] (wrapped to i32): {t:?}"
-                    );
-                }
-                PrecisionKind::Bf16 => {
-                    let plain = plain_bf16(
-                        start,
-                        (0..k).map(|kk| (a[i * lda + kk].to_f64(), b[kk * ldb + j].to_f64())),
-                    );
-                    assert!(
-                        bf16_output_ok(got, &plain, k),
-                        "{what}: C[{i}][{j}] = {got}, reference {plain:?}: {t:?}"
                     );
                 }
             }
@@ -717,7 +718,11 @@ where
     // Gemm::run_unpacked: A, C, the thread count, then B.
     let mut c = c0.clone();
     let r = no_panic("run_unpacked", || {
-        gemm.run_unpacked::<P>(m, n, k, &a, t.lda, &b, t.ldb, &mut c, t.ldc)
+        gemm.run_unpacked::<P>(
+            MatRef::new(&a, m, k).with_ld(t.lda),
+            BRef::k_by_n(&b, k, n).with_ld(t.ldb),
+            MatMut::new(&mut c, m, n).with_ld(t.ldc),
+        )
     });
     let want = err_a
         .clone()
@@ -939,15 +944,27 @@ fn zero_dimensions() {
             let empty = PackedB::<Int8>::pack(&[], 0, 0, ld).unwrap();
             emulated().run(big, &[], 0, &empty, &mut c, ld).unwrap();
             emulated()
-                .run_unpacked::<Int8>(big, 0, 0, &[], ld, &[], ld, &mut c, ld)
+                .run_unpacked::<Int8>(
+                    MatRef::new(&[], big, 0).with_ld(ld),
+                    BRef::k_by_n(&[], 0, 0).with_ld(ld),
+                    MatMut::new(&mut c, big, 0).with_ld(ld),
+                )
                 .unwrap();
             emulated()
-                .run_unpacked::<Int8>(0, big, 0, &[], ld, &[], ld, &mut c, ld)
+                .run_unpacked::<Int8>(
+                    MatRef::new(&[], 0, 0).with_ld(ld),
+                    BRef::k_by_n(&[], 0, big).with_ld(ld),
+                    MatMut::new(&mut c, 0, big).with_ld(ld),
+                )
                 .unwrap();
             // One row of A of up to 2^20 elements, and N = 0.
             let k = big.min(1 << 20);
             emulated()
-                .run_unpacked::<Int8>(1, 0, k, &vec![0; k], ld.max(k), &[], ld, &mut c, ld)
+                .run_unpacked::<Int8>(
+                    MatRef::new(&vec![0; k], 1, k).with_ld(ld.max(k)),
+                    BRef::k_by_n(&[], k, 0).with_ld(ld),
+                    MatMut::new(&mut c, 1, 0).with_ld(ld),
+                )
                 .unwrap();
             for (m, n, k) in [(big, 0, 0), (0, big, 0), (0, 0, big), (big, 0, 1)] {
                 let a = vec![0i8; m.min(1)];
@@ -978,8 +995,12 @@ fn zero_dimensions() {
         };
         let gemm = emulated().mode(mode);
         let mut c = c0.clone();
-        gemm.run_unpacked::<Bf16>(2, 3, 0, &[], usize::MAX, &[], 7, &mut c, 5)
-            .unwrap();
+        gemm.run_unpacked::<Bf16>(
+            MatRef::new(&[], 2, 0).with_ld(usize::MAX),
+            BRef::k_by_n(&[], 0, 3).with_ld(7),
+            MatMut::new(&mut c, 2, 3).with_ld(5),
+        )
+        .unwrap();
         assert!(same_all(&c, &want), "{mode:?}: {c:?}");
         let mut c = c0.clone();
         let p = PackedB::<Bf16>::pack(&[], 0, 3, 0).unwrap();
@@ -1014,7 +1035,11 @@ fn one_row_with_huge_leading_dimensions() {
             let mut c = c0.clone();
             emulated()
                 .mode(mode)
-                .run_unpacked::<Int8>(1, n, k, &a, ld, &b, n, &mut c, ld)
+                .run_unpacked::<Int8>(
+                    MatRef::new(&a, 1, k).with_ld(ld),
+                    BRef::k_by_n(&b, k, n),
+                    MatMut::new(&mut c, 1, n).with_ld(ld),
+                )
                 .unwrap();
             let mut want = c0.clone();
             reference::gemm::<Int8>(1, n, k, &a, ld, &b, n, &mut want, ld, mode).unwrap();
@@ -1024,7 +1049,11 @@ fn one_row_with_huge_leading_dimensions() {
         let b: Vec<bf16> = random(k * n, 5);
         let mut c = vec![0f32; n];
         emulated()
-            .run_unpacked::<Bf16>(1, n, k, &a, ld, &b, n, &mut c, ld)
+            .run_unpacked::<Bf16>(
+                MatRef::new(&a, 1, k).with_ld(ld),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, 1, n).with_ld(ld),
+            )
             .unwrap();
         reference::verify::<Bf16>(1, n, k, &a, ld, &b, n, None, &c, ld, Outputs::All).unwrap();
         // A one-column B of one row: any ldb.
@@ -1043,7 +1072,11 @@ fn leading_dimensions_smaller_than_the_row() {
     let ld_error = |operand, ld, cols| GemmError::LeadingDimension { operand, ld, cols };
     let calls = |lda: usize, ldb: usize, ldc: usize| {
         let mut c = c0.clone();
-        let run = emulated().run_unpacked::<Int8>(m, n, k, &a, lda, &b, ldb, &mut c, ldc);
+        let run = emulated().run_unpacked::<Int8>(
+            MatRef::new(&a, m, k).with_ld(lda),
+            BRef::k_by_n(&b, k, n).with_ld(ldb),
+            MatMut::new(&mut c, m, n).with_ld(ldc),
+        );
         assert_eq!(c, c0);
         let reference =
             reference::gemm::<Int8>(m, n, k, &a, lda, &b, ldb, &mut c, ldc, Mode::Overwrite);
@@ -1091,7 +1124,11 @@ fn slices_exactly_long_enough_and_one_short() {
     let mut c = c0.clone();
     emulated()
         .threads(2)
-        .run_unpacked::<U8S8>(m, n, k, &a, lda, &b, ldb, &mut c, ldc)
+        .run_unpacked::<U8S8>(
+            MatRef::new(&a, m, k).with_ld(lda),
+            BRef::k_by_n(&b, k, n).with_ld(ldb),
+            MatMut::new(&mut c, m, n).with_ld(ldc),
+        )
         .unwrap();
     reference::verify::<U8S8>(m, n, k, &a, lda, &b, ldb, None, &c, ldc, Outputs::All).unwrap();
     for i in 0..m - 1 {
@@ -1105,15 +1142,27 @@ fn slices_exactly_long_enough_and_one_short() {
     let mut c = c0.clone();
     let gemm = emulated();
     assert_eq!(
-        gemm.run_unpacked::<U8S8>(m, n, k, &a[..la - 1], lda, &b, ldb, &mut c, ldc),
+        gemm.run_unpacked::<U8S8>(
+            MatRef::new(&a[..la - 1], m, k).with_ld(lda),
+            BRef::k_by_n(&b, k, n).with_ld(ldb),
+            MatMut::new(&mut c, m, n).with_ld(ldc)
+        ),
         Err(short(Operand::A, la))
     );
     assert_eq!(
-        gemm.run_unpacked::<U8S8>(m, n, k, &a, lda, &b[..lb - 1], ldb, &mut c, ldc),
+        gemm.run_unpacked::<U8S8>(
+            MatRef::new(&a, m, k).with_ld(lda),
+            BRef::k_by_n(&b[..lb - 1], k, n).with_ld(ldb),
+            MatMut::new(&mut c, m, n).with_ld(ldc)
+        ),
         Err(short(Operand::B, lb))
     );
     assert_eq!(
-        gemm.run_unpacked::<U8S8>(m, n, k, &a, lda, &b, ldb, &mut c[..lc - 1], ldc),
+        gemm.run_unpacked::<U8S8>(
+            MatRef::new(&a, m, k).with_ld(lda),
+            BRef::k_by_n(&b, k, n).with_ld(ldb),
+            MatMut::new(&mut c[..lc - 1], m, n).with_ld(ldc)
+        ),
         Err(short(Operand::C, lc))
     );
     assert_eq!(c, c0);
@@ -1142,7 +1191,11 @@ fn huge_dimensions_fail_before_allocating() {
     let h = usize::MAX / 2;
     let (r, largest) = largest_allocation(|| {
         let mut c: Vec<f32> = vec![];
-        let run = emulated().run_unpacked::<Bf16>(h, h, h, &[], h, &[], h, &mut c, h);
+        let run = emulated().run_unpacked::<Bf16>(
+            MatRef::new(&[], h, h),
+            BRef::k_by_n(&[], h, h),
+            MatMut::new(&mut c, h, h),
+        );
         let pack = PackedB::<Bf16>::pack(&[], h, h, h).map(|_| ());
         let reference =
             reference::gemm::<Bf16>(h, h, h, &[], h, &[], h, &mut c, h, Mode::Accumulate);
@@ -1184,7 +1237,11 @@ fn huge_dimensions_fail_before_allocating() {
     let (r, largest) = largest_allocation(|| {
         let mut c = vec![0i32; 16];
         emulated()
-            .run_unpacked::<Int8>(4, 4, 1 << 40, &[0; 16], 1 << 40, &[0; 16], 4, &mut c, 4)
+            .run_unpacked::<Int8>(
+                MatRef::new(&[0; 16], 4, 1 << 40),
+                BRef::k_by_n(&[0; 16], 1 << 40, 4),
+                MatMut::new(&mut c, 4, 4),
+            )
             .map(|_| ())
     });
     assert!(
@@ -1225,12 +1282,20 @@ fn thread_counts_zero_and_huge() {
         let mut c = vec![5i32; m * n];
         assert_eq!(gemm.run(m, &a, k, &packed, &mut c, n), Err(err.clone()));
         assert_eq!(
-            gemm.run_unpacked::<Int8>(m, n, k, &a, k, &b, n, &mut c, n),
+            gemm.run_unpacked::<Int8>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n)
+            ),
             Err(err.clone())
         );
         // Also when there is nothing to compute.
         assert_eq!(
-            gemm.run_unpacked::<Int8>(0, 0, 0, &[], 0, &[], 0, &mut c, 0),
+            gemm.run_unpacked::<Int8>(
+                MatRef::new(&[], 0, 0),
+                BRef::k_by_n(&[], 0, 0),
+                MatMut::new(&mut c, 0, 0)
+            ),
             Err(err.clone())
         );
         assert!(c.iter().all(|&x| x == 5));
@@ -1329,7 +1394,11 @@ fn accumulate_into_extreme_c() {
         let mut c = c0.clone();
         emulated()
             .mode(Mode::Accumulate)
-            .run_unpacked::<Int8>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<Int8>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         let want = start.wrapping_add((127 * 127 * k) as i32);
         assert!(c.iter().all(|&x| x == want), "{start}");
@@ -1341,13 +1410,21 @@ fn accumulate_into_extreme_c() {
         let mut c = vec![start; m * n];
         emulated()
             .mode(Mode::Accumulate)
-            .run_unpacked::<Bf16>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<Bf16>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         let want = start + (-3.0 * k as f32);
         assert!(c.iter().all(|&x| same(x, want)), "{start}: {:?}", c[0]);
         let mut c = vec![start; m * n];
         emulated()
-            .run_unpacked::<Bf16>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<Bf16>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         assert!(c.iter().all(|&x| x == -3.0 * k as f32), "overwrite {start}");
     }
@@ -1373,7 +1450,11 @@ fn nan_and_infinity_in_bf16_inputs() {
     a[6 * k + 9] = bf16::MAX;
     let mut c = vec![0f32; m * n];
     let r = no_panic("bf16 specials", || {
-        emulated().run_unpacked::<Bf16>(m, n, k, &a, k, &b, n, &mut c, n)
+        emulated().run_unpacked::<Bf16>(
+            MatRef::new(&a, m, k),
+            BRef::k_by_n(&b, k, n),
+            MatMut::new(&mut c, m, n),
+        )
     });
     r.unwrap();
     let at = |i: usize, j: usize| c[i * n + j];
@@ -1469,7 +1550,11 @@ fn emulated_bf16(
     };
     emulated()
         .mode(mode)
-        .run_unpacked::<Bf16>(m, n, k, a, k, b, n, &mut c, n)
+        .run_unpacked::<Bf16>(
+            MatRef::new(a, m, k),
+            BRef::k_by_n(b, k, n),
+            MatMut::new(&mut c, m, n),
+        )
         .unwrap();
     c
 }

@@ -4,9 +4,10 @@
 //! is written.
 
 use amx_gemm::{
-    bf16, Activation, BLayout, Backend, Epilogue, Gemm, GemmError, Operand, PackedB, Residual,
-    WeightScale, U8S8,
+    bf16, Activation, BLayout, Backend, Epilogue, EpilogueError, Gemm, GemmError, Operand, PackedB,
+    Residual, WeightScale, U8S8,
 };
+use amx_gemm::{BRef, Batch, MatMut, MatRef};
 use amx_test_support::random;
 use proptest::prelude::*;
 
@@ -39,8 +40,11 @@ proptest! {
         let mut out = vec![sentinel; batch * stride_o];
         let stats = gemm
             .run_batched_with::<U8S8, bf16>(
-                batch, (m, n, k), &a, lda, stride_a, &b, ldb, stride_b, layout, &mut out, ldo,
-                stride_o, &e,
+                Batch { count: batch, stride_a, stride_b, stride_c: stride_o },
+                MatRef::new(&a, m, k).with_ld(lda),
+                BRef { data: &b, k, n, ld: ldb, layout },
+                MatMut::new(&mut out, m, n).with_ld(ldo),
+                &e,
             )
             .map_err(|err| TestCaseError::fail(format!("{err}")))?;
         prop_assert_eq!(stats.runs.len(), batch);
@@ -53,8 +57,9 @@ proptest! {
                 PackedB::<U8S8>::pack(b_i, k, n, ldb).unwrap()
             };
             let e_i = e.residual(Residual::F32 { data: &residual[i * stride_o..], ld: ldo }, 0.5);
-            gemm.run_with(m, &a[i * stride_a..], lda, &packed, &mut want[i * stride_o..], ldo, &e_i)
-                .unwrap();
+            let a_i = MatRef::new(&a[i * stride_a..], m, k).with_ld(lda);
+            let out_i = MatMut::new(&mut want[i * stride_o..], m, n).with_ld(ldo);
+            gemm.run_with(a_i, &packed, out_i, &e_i).unwrap();
         }
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         prop_assert_eq!(bits(&out), bits(&want));
@@ -71,18 +76,15 @@ fn bad_batched_epilogues_are_typed_errors_before_any_output() {
     let run = |e: &Epilogue<'_>| {
         let mut out = vec![9f32; batch * m * n];
         let r = gemm.run_batched_with::<U8S8, f32>(
-            batch,
-            (m, n, k),
-            &a,
-            k,
-            m * k,
-            &b,
-            n,
-            k * n,
-            BLayout::KxN,
-            &mut out,
-            n,
-            m * n,
+            Batch {
+                count: batch,
+                stride_a: m * k,
+                stride_b: k * n,
+                stride_c: m * n,
+            },
+            MatRef::new(&a, m, k),
+            BRef::k_by_n(&b, k, n),
+            MatMut::new(&mut out, m, n),
             e,
         );
         assert!(out.iter().all(|&x| x == 9.0), "{r:?}");
@@ -114,6 +116,6 @@ fn bad_batched_epilogues_are_typed_errors_before_any_output() {
     };
     assert!(matches!(
         run(&Epilogue::new().quantized(1.0, 0, grouped)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::GroupSize(32))
     ));
 }

@@ -5,7 +5,8 @@
 mod common;
 
 use amx_gemm::reference::{verify, Outputs};
-use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, U8S8};
+use amx_gemm::{BRef, MatMut, MatRef};
+use amx_gemm::{Bf16, Gemm, Int8, Mode, PackedB, Precision, S8U8, U8S8, U8U8};
 use amx_test_support::{random, splitmix};
 use common::{backends, check};
 
@@ -113,9 +114,11 @@ fn random_shapes_all_precisions() {
             let threads = 1 + next(4);
             let mode = [Mode::Overwrite, Mode::Accumulate][next(2)];
             let pad = next(5);
-            match i % 3 {
+            match i % 5 {
                 0 => check::<Int8>(backend, m, n, k, threads, mode, pad, i),
                 1 => check::<U8S8>(backend, m, n, k, threads, mode, pad, i),
+                2 => check::<S8U8>(backend, m, n, k, threads, mode, pad, i),
+                3 => check::<U8U8>(backend, m, n, k, threads, mode, pad, i),
                 _ => check::<Bf16>(backend, m, n, k, threads, mode, pad, i),
             }
         }
@@ -158,7 +161,11 @@ fn small_blocking_runs_every_loop() {
                 .mode(mode)
                 .backend(backend)
                 .blocking(blocking)
-                .run_unpacked::<Int8>(m, n, k, &a, k, &b, n, &mut c, n)
+                .run_unpacked::<Int8>(
+                    MatRef::new(&a, m, k),
+                    BRef::k_by_n(&b, k, n),
+                    MatMut::new(&mut c, m, n),
+                )
                 .unwrap();
             let start = (mode == Mode::Accumulate).then_some(&c0[..]);
             verify::<Int8>(m, n, k, &a, k, &b, n, start, &c, n, Outputs::All).unwrap();
@@ -183,8 +190,12 @@ fn packing_paths_agree() {
         let mut c3 = vec![2i32; m * n];
         gemm.run(m, &a, k, &packed, &mut c1, n).unwrap();
         gemm.run(m, &a, k, &packed_t, &mut c2, n).unwrap();
-        gemm.run_unpacked::<U8S8>(m, n, k, &a, k, &b, n, &mut c3, n)
-            .unwrap();
+        gemm.run_unpacked::<U8S8>(
+            MatRef::new(&a, m, k),
+            BRef::k_by_n(&b, k, n),
+            MatMut::new(&mut c3, m, n),
+        )
+        .unwrap();
         assert_eq!(c1, c2);
         assert_eq!(c1, c3);
         // Reuse: the same packed B again.
@@ -207,19 +218,31 @@ fn extremes_and_empty_k() {
         Gemm::new()
             .backend(backend)
             .mode(Mode::Accumulate)
-            .run_unpacked::<Int8>(m, n, k, &a, k, &b, n, &mut c, n)
+            .run_unpacked::<Int8>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
             .unwrap();
         let want = i32::MAX.wrapping_add((16384i64 * k as i64) as i32);
         assert!(c.iter().all(|&x| x == want));
 
         let mut c = vec![5i32; 6];
         let gemm = Gemm::new().backend(backend);
-        gemm.run_unpacked::<Int8>(2, 3, 0, &[], 0, &[], 3, &mut c, 3)
-            .unwrap();
+        gemm.run_unpacked::<Int8>(
+            MatRef::new(&[], 2, 0),
+            BRef::k_by_n(&[], 0, 3),
+            MatMut::new(&mut c, 2, 3),
+        )
+        .unwrap();
         assert_eq!(c, [0; 6]);
         let mut c = vec![5.0f32; 6];
         gemm.mode(Mode::Accumulate)
-            .run_unpacked::<Bf16>(2, 3, 0, &[], 0, &[], 3, &mut c, 3)
+            .run_unpacked::<Bf16>(
+                MatRef::new(&[], 2, 0),
+                BRef::k_by_n(&[], 0, 3),
+                MatMut::new(&mut c, 2, 3),
+            )
             .unwrap();
         assert_eq!(c, [5.0; 6]);
     }

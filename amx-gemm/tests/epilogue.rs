@@ -8,9 +8,10 @@ use amx_gemm::epilogue::Output;
 use amx_gemm::reference::{self, linear_model, verify_linear};
 use amx_gemm::Bf16;
 use amx_gemm::{
-    bf16, Activation, Backend, Blocking, Epilogue, Gemm, GemmError, Int8, Mode, Operand, PackedB,
-    Precision, Residual, WeightScale, U8S8,
+    bf16, Activation, Backend, Blocking, Epilogue, EpilogueError, Gemm, GemmError, Int8, Mode,
+    Operand, PackedB, Precision, Residual, WeightScale, U8S8,
 };
+use amx_gemm::{BRef, Batch, MatMut, MatRef};
 use amx_test_support::random;
 use proptest::prelude::*;
 
@@ -33,6 +34,8 @@ struct Case {
     kc_steps: usize,
     activation: Activation,
     zero_point: i32,
+    /// Per-row (per-token) activation scales and zero points instead of one per tensor.
+    per_row: bool,
     per_channel: bool,
     bias: bool,
     residual: u8,
@@ -51,13 +54,14 @@ fn case() -> impl Strategy<Value = Case> {
             0u8..3,
             -20i32..20,
             any::<u64>(),
+            any::<bool>(),
         ),
     )
         .prop_map(
             |(
                 (m, n, k, pad),
                 (threads, kc_steps, act),
-                (zero_point, per_channel, bias, residual, out_zero_point, seed),
+                (zero_point, per_channel, bias, residual, out_zero_point, seed, per_row),
             )| Case {
                 m,
                 n,
@@ -67,6 +71,7 @@ fn case() -> impl Strategy<Value = Case> {
                 kc_steps,
                 activation: ACTIVATIONS[act],
                 zero_point,
+                per_row,
                 per_channel,
                 bias,
                 residual,
@@ -102,8 +107,24 @@ where
     } else {
         WeightScale::Tensor(0.002)
     };
-    let mut e = Epilogue::new()
-        .quantized(if int { 0.05 } else { 1.0 }, zp, w_scale)
+    // Per-row parameters vary around the per-tensor ones, so both paths see alike magnitudes.
+    let row_scales: Vec<f32> = (0..m)
+        .map(|i| {
+            if int {
+                0.03 + 0.004 * (i % 11) as f32
+            } else {
+                0.5 + 0.1 * (i % 7) as f32
+            }
+        })
+        .collect();
+    let row_zps: Vec<i32> = (0..m).map(|i| (zp + 37 * i as i32) % 256).collect();
+    let base = if c.per_row {
+        let zps = int.then_some(&row_zps[..]);
+        Epilogue::new().quantized_rows(&row_scales, zps, w_scale)
+    } else {
+        Epilogue::new().quantized(if int { 0.05 } else { 1.0 }, zp, w_scale)
+    };
+    let mut e = base
         .activation(c.activation)
         // u8 outputs centre their zero point; i8 outputs keep it near 0.
         .requantize(0.01, c.out_zero_point + if O::CODE == 2 { 128 } else { 0 });
@@ -154,8 +175,13 @@ where
         });
     let sentinel = O::from_f64(7.0);
     let mut out = vec![sentinel; m * ldo];
-    gemm.run_with(m, a_in, lda_in, &packed, &mut out, ldo, &e)
-        .map_err(|err| TestCaseError::fail(format!("{err}")))?;
+    gemm.run_with(
+        MatRef::new(a_in, m, k).with_ld(lda_in),
+        &packed,
+        MatMut::new(&mut out, m, n).with_ld(ldo),
+        &e,
+    )
+    .map_err(|err| TestCaseError::fail(format!("{err}")))?;
     // The accumulator: exact for int8, the plain GEMM's for bf16 (same blocking, same sums).
     let mut acc = vec![P::C::default(); m * n];
     if int {
@@ -164,7 +190,13 @@ where
         gemm.run(m, a_in, lda_in, &packed, &mut acc, n).unwrap();
     }
     let mut model = vec![sentinel; m * ldo];
-    linear_model::<P, O>(m, n, &acc, n, packed.col_sums(), &e, &mut model, ldo).unwrap();
+    linear_model::<P, O>(
+        MatRef::new(&acc, m, n),
+        packed.col_sums(),
+        &e,
+        MatMut::new(&mut model, m, n).with_ld(ldo),
+    )
+    .unwrap();
     for i in 0..m {
         for j in 0..ldo {
             let (got, want) = (out[i * ldo + j], model[i * ldo + j]);
@@ -178,7 +210,12 @@ where
             }
         }
     }
-    let check = verify_linear::<P, O>(m, n, k, &a, lda, &b, ldb, &e, &out, ldo).unwrap();
+    let check = verify_linear::<P, O>(
+        MatRef::new(&a, m, k).with_ld(lda),
+        BRef::k_by_n(&b, k, n).with_ld(ldb),
+        &e,
+        MatRef::new(&out, m, n).with_ld(ldo),
+    );
     prop_assert!(check.is_ok(), "{}", check.unwrap_err());
     Ok(())
 }
@@ -228,7 +265,12 @@ fn requantization_boundaries_through_the_fused_path() {
         Gemm::new()
             .backend(Backend::Emulated)
             .threads(1)
-            .run_with(m, &a, k, &packed, &mut out, n, &e)
+            .run_with(
+                MatRef::new(&a, m, k),
+                &packed,
+                MatMut::new(&mut out, m, n),
+                &e,
+            )
             .unwrap();
         for i in 0..m {
             for j in 0..n {
@@ -246,7 +288,12 @@ fn requantization_boundaries_through_the_fused_path() {
     let mut out = vec![0u8; m * n];
     Gemm::new()
         .backend(Backend::Emulated)
-        .run_with(m, &a, k, &packed, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap();
     for i in 0..m {
         for j in 0..n {
@@ -268,7 +315,12 @@ fn an_empty_k_still_applies_the_epilogue() {
     let mut out = vec![f32::NAN; m * n];
     Gemm::new()
         .backend(Backend::Emulated)
-        .run_with(m, &[], 0, &packed, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&[], m, 0),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap();
     for i in 0..m {
         for j in 0..n {
@@ -287,8 +339,13 @@ fn an_empty_epilogue_is_the_plain_gemm() {
     let mut plain = vec![0f32; m * n];
     gemm.run(m, &a, k, &packed, &mut plain, n).unwrap();
     let mut fused = vec![0f32; m * n];
-    gemm.run_with(m, &a, k, &packed, &mut fused, n, &Epilogue::new())
-        .unwrap();
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut fused, m, n),
+        &Epilogue::new(),
+    )
+    .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&plain), bits(&fused));
 }
@@ -302,7 +359,12 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     let short = [1.0f32; 4];
     let run = |e: &Epilogue<'_>| {
         let mut out = vec![9u8; m * n];
-        let r = gemm.run_with(m, &a, k, &packed, &mut out, n, e);
+        let r = gemm.run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            e,
+        );
         assert!(out.iter().all(|&x| x == 9), "{r:?}");
         r.unwrap_err()
     };
@@ -320,15 +382,19 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(0.0, 0)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeScale(0.0))
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(f32::NAN, 0)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeScale(s)) if s.is_nan()
     ));
     assert!(matches!(
         run(&Epilogue::new().requantize(1.0, 256)),
-        GemmError::InvalidEpilogue(_)
+        GemmError::InvalidEpilogue(EpilogueError::OutputZeroPoint {
+            zero_point: 256,
+            min: 0,
+            max: 255
+        })
     ));
     let r = [0f32; 9];
     assert!(matches!(
@@ -343,13 +409,26 @@ fn bad_epilogues_are_typed_errors_and_leave_the_output_alone() {
     let mut out = vec![0f32; m * n];
     let e = Epilogue::new().quantized(1.0, 3, WeightScale::Tensor(1.0));
     let err = gemm
-        .run_with(m, &vec![bf16::ONE; m * k], k, &pb, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&vec![bf16::ONE; m * k], m, k),
+            &pb,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap_err();
-    assert!(matches!(err, GemmError::InvalidEpilogue(_)));
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::ZeroPointForFloats)
+    );
     // A short output is refused as C.
     let mut out = vec![0f32; m * n - 1];
     let err = gemm
-        .run_with(m, &a, k, &packed, &mut out, n, &Epilogue::new())
+        .run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &Epilogue::new(),
+        )
         .unwrap_err();
     assert!(matches!(
         err,
@@ -406,18 +485,21 @@ fn batched_products_match_the_reference() {
                 .a_transposed(transposed);
             let stats = gemm
                 .run_batched::<Int8>(
-                    batch,
-                    (m, n, k),
-                    a_in,
-                    lda_in,
-                    sa_in,
-                    b_in,
-                    ldb_in,
-                    sb_in,
-                    layout,
-                    &mut c,
-                    ldc,
-                    sc,
+                    Batch {
+                        count: batch,
+                        stride_a: sa_in,
+                        stride_b: sb_in,
+                        stride_c: sc,
+                    },
+                    MatRef::new(a_in, m, k).with_ld(lda_in),
+                    BRef {
+                        data: b_in,
+                        k,
+                        n,
+                        ld: ldb_in,
+                        layout,
+                    },
+                    MatMut::new(&mut c, m, n).with_ld(ldc),
                 )
                 .unwrap();
             assert_eq!(stats.runs.len(), batch);
@@ -449,18 +531,21 @@ fn batched_products_match_the_reference() {
             let mut c = vec![1i32; batch * sc];
             let err = gemm
                 .run_batched::<Int8>(
-                    batch,
-                    (m, n, k),
-                    a_in,
-                    lda_in,
-                    sa_in,
-                    b_in,
-                    ldb_in,
-                    sb_in,
-                    layout,
-                    &mut c,
-                    ldc,
-                    2 * sc,
+                    Batch {
+                        count: batch,
+                        stride_a: sa_in,
+                        stride_b: sb_in,
+                        stride_c: 2 * sc,
+                    },
+                    MatRef::new(a_in, m, k).with_ld(lda_in),
+                    BRef {
+                        data: b_in,
+                        k,
+                        n,
+                        ld: ldb_in,
+                        layout,
+                    },
+                    MatMut::new(&mut c, m, n).with_ld(ldc),
                 )
                 .unwrap_err();
             assert!(matches!(
@@ -485,4 +570,188 @@ fn batched_products_match_the_reference() {
             ..
         }
     ));
+}
+
+/// Per-row activation parameters: equal rows give the per-tensor result bit for bit, each row
+/// gets its own (a row's output depends on its own scale and zero point only), a batched call
+/// takes M of them per product, and too few, or zero points with bf16, are refused.
+#[test]
+fn per_row_activation_parameters() {
+    let (m, n, k) = (40, 33, 130);
+    let a: Vec<u8> = random(m * k, 5);
+    let w: Vec<i8> = random(k * n, 6);
+    let packed = PackedB::<U8S8>::pack(&w, k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated).threads(2);
+    let scales = [0.02f32; 64];
+    let zps = [131i32; 64];
+    let run = |e: &Epilogue<'_>| {
+        let mut y = vec![0f32; m * n];
+        gemm.run_with(MatRef::new(&a, m, k), &packed, MatMut::new(&mut y, m, n), e)
+            .map(|_| y)
+    };
+    let tensor = run(&Epilogue::new().quantized(0.02, 131, WeightScale::Tensor(0.5))).unwrap();
+    let rows = Epilogue::new().quantized_rows(&scales, Some(&zps), WeightScale::Tensor(0.5));
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&run(&rows).unwrap()), bits(&tensor));
+
+    // Row 7 alone gets another scale and zero point: only its outputs change, to what the
+    // per-tensor epilogue with those parameters gives.
+    let (mut scales7, mut zps7) = (scales, zps);
+    (scales7[7], zps7[7]) = (0.5, 3);
+    let rows7 = Epilogue::new().quantized_rows(&scales7, Some(&zps7), WeightScale::Tensor(0.5));
+    let got = run(&rows7).unwrap();
+    let row7 = run(&Epilogue::new().quantized(0.5, 3, WeightScale::Tensor(0.5))).unwrap();
+    for i in 0..m {
+        let want = if i == 7 { &row7 } else { &tensor };
+        assert_eq!(
+            bits(&got[i * n..(i + 1) * n]),
+            bits(&want[i * n..(i + 1) * n]),
+            "row {i}"
+        );
+    }
+
+    // Refusals, before any output is written.
+    let short = Epilogue::new().quantized_rows(&scales[..m - 1], None, WeightScale::Tensor(1.0));
+    assert_eq!(
+        run(&short).unwrap_err(),
+        GemmError::DimensionMismatch {
+            what: "per-row activation scales and M",
+            expected: m,
+            found: m - 1
+        }
+    );
+    let short_zp =
+        Epilogue::new().quantized_rows(&scales, Some(&zps[..3]), WeightScale::Tensor(1.0));
+    assert!(matches!(
+        run(&short_zp).unwrap_err(),
+        GemmError::DimensionMismatch { found: 3, .. }
+    ));
+    let pb = PackedB::<Bf16>::pack(&vec![bf16::ONE; k * n], k, n, n).unwrap();
+    let mut out = vec![0f32; m * n];
+    let bf = vec![bf16::ONE; m * k];
+    let err = gemm
+        .run_with(
+            MatRef::new(&bf, m, k),
+            &pb,
+            MatMut::new(&mut out, m, n),
+            &rows,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::ZeroPointForFloats)
+    );
+    // Scales alone are fine with bf16: per-row scaling of a float product.
+    let bf_rows = Epilogue::new().quantized_rows(&scales, None, WeightScale::Tensor(2.0));
+    gemm.run_with(
+        MatRef::new(&bf, m, k),
+        &pb,
+        MatMut::new(&mut out, m, n),
+        &bf_rows,
+    )
+    .unwrap();
+    assert!(out.iter().all(|&x| x == 0.02 * 2.0 * k as f32));
+}
+
+/// A batched call takes M per-row parameters per product, product `p`'s from `p * M`.
+#[test]
+fn per_row_parameters_follow_the_batch() {
+    let (count, m, n, k) = (3, 5, 7, 64);
+    let a: Vec<u8> = random(count * m * k, 8);
+    let w: Vec<i8> = random(count * n * k, 9);
+    let scales: Vec<f32> = (0..count * m).map(|i| 0.01 * (i + 1) as f32).collect();
+    let zps: Vec<i32> = (0..count * m).map(|i| (i * 17 % 256) as i32).collect();
+    let e = Epilogue::new().quantized_rows(&scales, Some(&zps), WeightScale::Tensor(0.25));
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let mut y = vec![0f32; count * m * n];
+    let batch = Batch {
+        count,
+        stride_a: m * k,
+        stride_b: n * k,
+        stride_c: m * n,
+    };
+    gemm.run_batched_with::<U8S8, f32>(
+        batch,
+        MatRef::new(&a, m, k),
+        BRef::n_by_k(&w, k, n),
+        MatMut::new(&mut y, m, n),
+        &e,
+    )
+    .unwrap();
+    for p in 0..count {
+        let packed = PackedB::<U8S8>::pack_ref(BRef::n_by_k(&w[p * n * k..], k, n)).unwrap();
+        let rows = &scales[p * m..];
+        let e_p =
+            Epilogue::new().quantized_rows(rows, Some(&zps[p * m..]), WeightScale::Tensor(0.25));
+        let mut want = vec![0f32; m * n];
+        gemm.run_with(
+            MatRef::new(&a[p * m * k..], m, k),
+            &packed,
+            MatMut::new(&mut want, m, n),
+            &e_p,
+        )
+        .unwrap();
+        assert_eq!(&y[p * m * n..(p + 1) * m * n], &want[..], "product {p}");
+    }
+}
+
+/// A `u8` or `i8` output needs an explicit requantization: without one the call is refused
+/// before any output is written, by the fused path and by the references alike.
+#[test]
+fn an_integer_output_needs_requantize() {
+    let (m, n, k) = (3, 5, 64);
+    let a = vec![2u8; m * k];
+    let w = vec![1i8; k * n];
+    let packed = PackedB::<U8S8>::pack(&w, k, n, n).unwrap();
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let plain = Epilogue::new().quantized(0.1, 0, WeightScale::Tensor(0.1));
+    fn refused<O: Output + PartialEq + std::fmt::Debug>(
+        gemm: &Gemm,
+        (a, packed, e): (MatRef<'_, u8>, &PackedB<U8S8>, &Epilogue<'_>),
+        out: &mut [O],
+    ) {
+        let (m, n) = (a.rows, packed.n());
+        let err = gemm
+            .run_with(a, packed, MatMut::new(out, m, n), e)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+        );
+    }
+    let mut y = vec![9u8; m * n];
+    let mut yi = vec![9i8; m * n];
+    refused(&gemm, (MatRef::new(&a, m, k), &packed, &plain), &mut y);
+    refused(&gemm, (MatRef::new(&a, m, k), &packed, &plain), &mut yi);
+    assert!(y.iter().all(|&x| x == 9) && yi.iter().all(|&x| x == 9));
+    let acc = vec![128i32; m * n];
+    let model = linear_model::<U8S8, u8>(
+        MatRef::new(&acc, m, n),
+        packed.col_sums(),
+        &plain,
+        MatMut::new(&mut y, m, n),
+    );
+    assert_eq!(
+        model.unwrap_err(),
+        GemmError::InvalidEpilogue(EpilogueError::RequantizeMissing)
+    );
+    // With it, the same call runs: 0.1 * 0.1 * 128 / 0.01 = 128.
+    let requantized = plain.requantize(0.01, 0);
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut y, m, n),
+        &requantized,
+    )
+    .unwrap();
+    assert!(y.iter().all(|&x| x == 128), "{y:?}");
+    // Float outputs do not need it.
+    let mut f = vec![0f32; m * n];
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut f, m, n),
+        &plain,
+    )
+    .unwrap();
 }

@@ -1,5 +1,7 @@
 //! Bad input is an error value naming the problem, never a panic.
 
+use amx_gemm::reference::{verify_linear, VerifyError};
+use amx_gemm::{BRef, Batch, Epilogue, MatMut, MatRef};
 use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, Operand, PackedB, U8S8};
 
 fn emulated() -> Gemm {
@@ -69,7 +71,11 @@ fn slices_too_short() {
     // The unpacked path checks A and C before packing B.
     let mut c = vec![0f32; 3];
     assert!(matches!(
-        emulated().run_unpacked::<Bf16>(2, 2, 2, &[], 2, &[], 2, &mut c, 2),
+        emulated().run_unpacked::<Bf16>(
+            MatRef::new(&[], 2, 2),
+            BRef::k_by_n(&[], 2, 2),
+            MatMut::new(&mut c, 2, 2)
+        ),
         Err(GemmError::SliceTooShort {
             operand: Operand::A,
             ..
@@ -177,4 +183,117 @@ fn error_chains_print_each_message_once() {
             next = inner.source();
         }
     }
+}
+
+/// The sizes a `DimensionMismatch` reports: `(expected, found)`.
+fn mismatch<T: std::fmt::Debug>(r: Result<T, GemmError>) -> (usize, usize) {
+    match r {
+        Err(GemmError::DimensionMismatch {
+            expected, found, ..
+        }) => (expected, found),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Views whose sizes do not make a product are refused, naming the sizes, before anything is
+/// written: swapped or mistyped sizes cannot run.
+#[test]
+fn views_that_do_not_make_a_product_are_refused() {
+    let (m, n, k) = (2, 3, 4);
+    let a = vec![1i8; m * k];
+    let b = vec![1i8; k * n];
+    let packed = PackedB::<Int8>::pack(&b, k, n, n).unwrap();
+    let e = Epilogue::new();
+    let mut y = vec![7f32; m * n];
+    // A with K - 1 columns, the output with M + 1 rows or N - 1 columns.
+    let a_short = MatRef::new(&a, m, k - 1);
+    let r = emulated().run_with(a_short, &packed, MatMut::new(&mut y, m, n), &e);
+    assert_eq!(mismatch(r), (k, k - 1));
+    let r = emulated().run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut y, m + 1, n),
+        &e,
+    );
+    assert_eq!(mismatch(r), (m, m + 1));
+    let r = emulated().run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut y, m, n - 1),
+        &e,
+    );
+    assert_eq!(mismatch(r), (n, n - 1));
+    assert!(y.iter().all(|&x| x == 7.0));
+    // K and N swapped in an unpacked B.
+    let mut c = vec![5i32; m * n];
+    let r = emulated().run_unpacked::<Int8>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, n, k),
+        MatMut::new(&mut c, m, n),
+    );
+    assert_eq!(mismatch(r), (n, k));
+    let batch = Batch {
+        count: 1,
+        ..Batch::default()
+    };
+    let r = emulated().run_batched::<Int8>(
+        batch,
+        MatRef::new(&a, m, k),
+        BRef::n_by_k(&b, k, n),
+        MatMut::new(&mut c, n, m),
+    );
+    assert_eq!(mismatch(r), (m, n));
+    assert!(c.iter().all(|&x| x == 5));
+    // The reference checks the same way.
+    let r = verify_linear::<Int8, f32>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        &e,
+        MatRef::new(&y, n, m),
+    );
+    assert!(
+        matches!(
+            r,
+            Err(VerifyError::Input(GemmError::DimensionMismatch { .. }))
+        ),
+        "{r:?}"
+    );
+}
+
+/// `verify_linear` reads B in the orientation its view names: weights stored `N x K` check
+/// as such, and the same data read as `K x N` is a mismatch, not a pass.
+#[test]
+fn verify_linear_reads_b_as_its_view_says() {
+    let (m, n, k) = (3, 8, 8);
+    let a: Vec<i8> = (0..m * k).map(|i| (i % 7) as i8 - 3).collect();
+    let w: Vec<i8> = (0..n * k).map(|i| (i % 5) as i8 - 2).collect(); // N x K
+    let weights = PackedB::<Int8>::pack_ref(BRef::n_by_k(&w, k, n)).unwrap();
+    let e = Epilogue::new().alpha(0.5);
+    let mut y = vec![0f32; m * n];
+    emulated()
+        .run_with(
+            MatRef::new(&a, m, k),
+            &weights,
+            MatMut::new(&mut y, m, n),
+            &e,
+        )
+        .unwrap();
+    let checked = verify_linear::<Int8, f32>(
+        MatRef::new(&a, m, k),
+        BRef::n_by_k(&w, k, n),
+        &e,
+        MatRef::new(&y, m, n),
+    )
+    .unwrap();
+    assert_eq!((checked.checked, checked.total), (m * n, m * n));
+    let wrong = verify_linear::<Int8, f32>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&w, k, n),
+        &e,
+        MatRef::new(&y, m, n),
+    );
+    assert!(
+        matches!(wrong, Err(VerifyError::LinearMismatch(_))),
+        "{wrong:?}"
+    );
 }

@@ -5,9 +5,10 @@
 
 use amx_gemm::reference::{linear_model_grouped, verify_linear};
 use amx_gemm::{
-    bf16, Activation, Backend, Bf16, Epilogue, Gemm, GemmError, Int8, PackedB, PackedBView,
-    Precision, WeightScale, U8S8,
+    bf16, Activation, Backend, Bf16, Epilogue, EpilogueError, Gemm, GemmError, Int8, PackedB,
+    PackedBView, Precision, WeightScale, U8S8,
 };
+use amx_gemm::{BRef, MatMut, MatRef};
 use amx_test_support::random;
 use proptest::prelude::*;
 
@@ -72,17 +73,21 @@ where
         .map(|i| 0.0005 + 0.0002 * (i % 23) as f32)
         .collect();
     let bias: Vec<f32> = (0..n).map(|j| (j % 7) as f32 * 0.5 - 1.5).collect();
-    let e = Epilogue::new()
-        .quantized(
-            0.03,
-            zero_point,
-            WeightScale::Group {
-                scales: &scales,
-                group: c.group,
-            },
-        )
-        .bias(&bias)
-        .activation(Activation::GeluTanh);
+    let w_scale = WeightScale::Group {
+        scales: &scales,
+        group: c.group,
+    };
+    // A third of the cases give each row of A its own scale and zero point.
+    let row_scales: Vec<f32> = (0..m).map(|i| 0.02 + 0.002 * (i % 9) as f32).collect();
+    let row_zps: Vec<i32> = (0..m)
+        .map(|i| (zero_point + 29 * i as i32) % 256 * i32::from(zero_point != 0))
+        .collect();
+    let e = if c.seed.is_multiple_of(3) {
+        Epilogue::new().quantized_rows(&row_scales, Some(&row_zps), w_scale)
+    } else {
+        Epilogue::new().quantized(0.03, zero_point, w_scale)
+    };
+    let e = e.bias(&bias).activation(Activation::GeluTanh);
     let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
     let blob = packed.to_bytes();
     let (buf, at) = aligned(&blob);
@@ -103,10 +108,21 @@ where
         .threads(c.threads)
         .a_transposed(c.transposed);
     let mut out = vec![f32::NAN; m * n];
-    gemm.run_view_with(m, a_in, lda, view, &mut out, n, &e)
-        .map_err(|err| TestCaseError::fail(format!("{err}")))?;
+    gemm.run_view_with(
+        MatRef::new(a_in, m, k).with_ld(lda),
+        view,
+        MatMut::new(&mut out, m, n),
+        &e,
+    )
+    .map_err(|err| TestCaseError::fail(format!("{err}")))?;
     let mut model = vec![f32::NAN; m * n];
-    linear_model_grouped::<P, f32>(m, n, k, &a, k, &b, n, &e, &mut model, n).unwrap();
+    linear_model_grouped::<P, f32>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        &e,
+        MatMut::new(&mut model, m, n),
+    )
+    .unwrap();
     for (idx, (got, want)) in out.iter().zip(&model).enumerate() {
         prop_assert!(
             got.to_bits() == want.to_bits(),
@@ -116,12 +132,22 @@ where
             c.group
         );
     }
-    let check = verify_linear::<P, f32>(m, n, k, &a, k, &b, n, &e, &out, n).unwrap();
+    let check = verify_linear::<P, f32>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        &e,
+        MatRef::new(&out, m, n),
+    );
     prop_assert!(check.is_ok(), "{}", check.unwrap_err());
     // The bf16 output is the f32 one rounded (the same steps, one more conversion).
     let mut out16 = vec![bf16::ZERO; m * n];
-    gemm.run_view_with(m, a_in, lda, view, &mut out16, n, &e)
-        .map_err(|err| TestCaseError::fail(format!("{err}")))?;
+    gemm.run_view_with(
+        MatRef::new(a_in, m, k).with_ld(lda),
+        view,
+        MatMut::new(&mut out16, m, n),
+        &e,
+    )
+    .map_err(|err| TestCaseError::fail(format!("{err}")))?;
     for (h, f) in out16.iter().zip(&out) {
         prop_assert_eq!(h.to_bits(), bf16::from_f32(*f).to_bits());
     }
@@ -152,7 +178,13 @@ fn one_group_is_per_channel_scaling() {
     let run = |w: WeightScale<'_>| {
         let e = Epilogue::new().quantized(0.02, 128, w).bias(&bias);
         let mut out = vec![0f32; m * n];
-        gemm.run_with(m, &a, k, &packed, &mut out, n, &e).unwrap();
+        gemm.run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
+        .unwrap();
         out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
     };
     let channel = run(WeightScale::Channel(&scales));
@@ -177,8 +209,19 @@ fn one_group_is_per_channel_scaling() {
         )
         .bias(&bias);
     let mut out = vec![0f32; m * n];
-    gemm.run_with(m, &a, k, &packed, &mut out, n, &e).unwrap();
-    let check = verify_linear::<U8S8, f32>(m, n, k, &a, k, &b, n, &e, &out, n).unwrap();
+    gemm.run_with(
+        MatRef::new(&a, m, k),
+        &packed,
+        MatMut::new(&mut out, m, n),
+        &e,
+    )
+    .unwrap();
+    let check = verify_linear::<U8S8, f32>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        &e,
+        MatRef::new(&out, m, n),
+    );
     assert!(check.is_ok(), "{}", check.unwrap_err());
 }
 
@@ -211,7 +254,12 @@ fn each_group_has_its_own_scale() {
         let mut out = vec![0f32; m * n];
         Gemm::new()
             .backend(Backend::Emulated)
-            .run_with(m, &a, k, &packed, &mut out, n, &e)
+            .run_with(
+                MatRef::new(&a, m, k),
+                &packed,
+                MatMut::new(&mut out, m, n),
+                &e,
+            )
             .unwrap();
         for i in 0..m {
             for j in 0..n {
@@ -232,13 +280,18 @@ fn bad_groups_are_typed_errors_and_leave_the_output_alone() {
     let run = |group: usize, scales: &[f32]| {
         let e = Epilogue::new().quantized(1.0, 3, WeightScale::Group { scales, group });
         let mut out = vec![9u8; m * n];
-        let r = gemm.run_with(m, &a, k, &packed, &mut out, n, &e);
+        let r = gemm.run_with(
+            MatRef::new(&a, m, k),
+            &packed,
+            MatMut::new(&mut out, m, n),
+            &e,
+        );
         assert!(out.iter().all(|&x| x == 9), "{r:?}");
         r.unwrap_err()
     };
     for group in [0, 32, 96, 100] {
         assert!(
-            matches!(run(group, &scales), GemmError::InvalidEpilogue(_)),
+            run(group, &scales) == GemmError::InvalidEpilogue(EpilogueError::GroupSize(group)),
             "{group}"
         );
     }
@@ -263,7 +316,15 @@ fn bad_groups_are_typed_errors_and_leave_the_output_alone() {
     );
     let mut out = vec![0f32; m * n];
     let err = gemm
-        .run_with(m, &vec![bf16::ONE; m * k], k, &pb, &mut out, n, &e)
+        .run_with(
+            MatRef::new(&vec![bf16::ONE; m * k], m, k),
+            &pb,
+            MatMut::new(&mut out, m, n),
+            &e,
+        )
         .unwrap_err();
-    assert!(matches!(err, GemmError::InvalidEpilogue(_)), "{err:?}");
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::GroupScalesForFloats)
+    );
 }

@@ -13,7 +13,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use amx_gemm::reference::{self, Outputs};
-use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, PackedB, Precision, U8S8};
+use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, PackedB, Precision, Unsupported, U8S8};
 use amx_runtime::{
     set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, PaletteTable, TmulLimits,
 };
@@ -108,8 +108,9 @@ where
     for (m, n, k) in SHAPES {
         let (ran, c, _) = gemm::<P>(m, n, k);
         match ran {
-            Err(GemmError::Unsupported(why)) => {
-                assert!(why.contains("TMUL"), "{why}");
+            Err(GemmError::Unsupported(why @ Unsupported::TmulLimits { limits, .. })) => {
+                assert_eq!(limits, small);
+                assert!(why.to_string().contains("TMUL"), "{why}");
             }
             other => panic!("{m}x{n}x{k} under tmul_maxk 8, tmul_maxn 32: {other:?}"),
         }

@@ -337,6 +337,12 @@ pub fn statement_attribute() -> &'static str {
     "only doc comments can come before a statement of `tilecfg!`"
 }
 
+pub fn name_outside_layout(name: &Ident, key: &Ident) -> String {
+    format!(
+        "tile {key} is named `{name}`, but only the item form declares typed handles for named tiles; start with `struct Name;` to declare a layout, or remove `as {name}`"
+    )
+}
+
 pub fn register_name(name: &Ident, key: &Ident) -> String {
     format!("tile {key} cannot be named `{name}`, the name of a tile register; choose another name")
 }

@@ -49,7 +49,12 @@ pub fn items(
     config: TokenStream,
 ) -> TokenStream {
     let Header { attrs, vis, ident } = header;
-    let module = format_ident!("__{}_tiles", ident);
+    let module = tiles_module(ident);
+    let module_doc = format!(
+        "The tile names of [`{ident}`]: the first parameter of its handles' `Tile<name, ..>` \
+         types. Compiler messages name a tile by its path here when another layout has a tile \
+         of the same name."
+    );
     let named = named_tiles(parsed, image);
     // Every item goes where the struct goes: its `#[cfg]`s are repeated on each of them (the
     // other attributes are the struct's own), and uses of a `#[deprecated]` layout inside the
@@ -112,7 +117,7 @@ pub fn items(
         #vis struct #ident;
 
         #gate
-        #[doc(hidden)]
+        #[doc = #module_doc]
         #[allow(non_camel_case_types, non_snake_case)]
         #vis mod #module {
             #(#markers)*
@@ -149,7 +154,27 @@ pub fn items(
     }
 }
 
-/// The visibility, seen from inside the hidden module, that equals `vis` seen from outside it
+/// The module of a layout's tile names: the layout's name in snake case with `_tiles`
+/// (`Int8Block` -> `int8_block_tiles`), a path that reads well in a compiler message.
+fn tiles_module(layout: &Ident) -> Ident {
+    let name = layout.unraw().to_string();
+    let mut snake = String::with_capacity(name.len() + 8);
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        if c.is_uppercase() {
+            if previous.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit()) {
+                snake.push('_');
+            }
+            snake.extend(c.to_lowercase());
+        } else {
+            snake.push(c);
+        }
+        previous = Some(c);
+    }
+    format_ident!("{}_tiles", snake, span = layout.span())
+}
+
+/// The visibility, seen from inside the tile names' module, that equals `vis` seen from outside it
 /// (so the marker types are exactly as visible as the layout that names them).
 fn inner_visibility(vis: &syn::Visibility) -> TokenStream {
     match vis {
@@ -312,4 +337,19 @@ fn decoy_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStre
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_names_live_in_a_snake_case_module() {
+        let module = |name: &str| tiles_module(&Ident::new(name, Span::call_site())).to_string();
+        assert_eq!(module("Int8Block"), "int8_block_tiles");
+        assert_eq!(module("L2"), "l2_tiles");
+        assert_eq!(module("GEMM"), "gemm_tiles");
+        assert_eq!(module("Bf16x2Edge"), "bf16x2_edge_tiles");
+        assert_eq!(module("layout"), "layout_tiles");
+    }
 }

@@ -240,6 +240,15 @@ fn check_names(config: &Config, errors: &mut Vec<syn::Error>) {
     let mut named: HashMap<String, &Tile> = HashMap::new();
     for tile in config.stmts.iter().filter_map(Stmt::tile) {
         let Some(name) = &tile.name else { continue };
+        // Only the item form turns a name into a handle; in the expression form nothing could
+        // refer to it. (An item form whose header failed to parse has its own error.)
+        if !config.item_form {
+            errors.push(syn::Error::new(
+                name.span(),
+                diag::name_outside_layout(name, &tile.key),
+            ));
+            continue;
+        }
         let layout = config.header.as_ref().map(|h| &h.ident);
         if let Some(message) = name_problem(name, &tile.key, layout) {
             errors.push(syn::Error::new(name.span(), message));
@@ -471,7 +480,7 @@ mod tests {
 
     #[test]
     fn tile_names_are_checked() {
-        let out = lowered("palette 1; t0 as a: 1x4; t1 as r#a: 1x4; t2 as t3: 1x4");
+        let out = lowered("struct K; palette 1; t0 as a: 1x4; t1 as r#a: 1x4; t2 as t3: 1x4");
         let found = messages(&out);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(
@@ -487,7 +496,7 @@ mod tests {
             "{found:?}"
         );
         // The same tile and name twice is one mistake: the tile given twice.
-        let twice = lowered("palette 1; t0 as a: 1x4; t0 as a: 1x4");
+        let twice = lowered("struct K; palette 1; t0 as a: 1x4; t0 as a: 1x4");
         assert_eq!(messages(&twice).len(), 2);
 
         let layout = lowered("struct L; palette 1; t0 as CONFIG: 1x4; t1 as gen: 1x4; start_row 1");
@@ -505,9 +514,14 @@ mod tests {
                 .any(|m| m.starts_with("`start_row 1` in a layout")),
             "{found:?}"
         );
-        // Outside a layout those names are free.
-        assert!(lowered("palette 1; t0 as CONFIG: 1x4; t1 as gen: 1x4")
-            .errors
-            .is_empty());
+        // Outside a layout a name is refused, whatever it is: nothing could use it.
+        let found = messages(&lowered("palette 1; t0 as CONFIG: 1x4; t1 as c: 1x4"));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found
+                .iter()
+                .all(|m| m.contains("only the item form declares typed handles")),
+            "{found:?}"
+        );
     }
 }

@@ -117,9 +117,9 @@ fn layers(kind: DotKind) -> Vec<Layer<'static>> {
             ));
         }
         _ => {
-            let v: Vec<u16> = d
+            let v: Vec<half::bf16> = d
                 .chunks_exact(2)
-                .map(|p| u16::from_le_bytes([p[0], p[1]]))
+                .map(|p| half::bf16::from_le_bytes([p[0], p[1]]))
                 .collect();
             let mut t = configure_typed_on::<Bf16Tile>(Backend::Emulated).unwrap();
             t.zero(Bf16Tile::c);

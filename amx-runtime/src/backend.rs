@@ -15,9 +15,12 @@ use crate::detect::Unavailable;
 use crate::unit::Hardware;
 
 /// Which tile unit executes the instructions.
+///
+/// Non-exhaustive: another unit (a remote or a faster software one) is a minor release.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Backend {
     /// The CPU's own AMX unit.
     Hardware,
@@ -25,9 +28,14 @@ pub enum Backend {
     Emulated,
 }
 
+/// `hardware` or `emulated`; `trapped` for the hardware backend while the trap engine (the
+/// `amx-trap` crate) is active in the process (the CPU lacks AMX, and every instruction of the silicon's
+/// code path runs on the engine's emulator), so a report never calls a trapped run a hardware
+/// one.
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Backend::Hardware if crate::engine::active() => "trapped",
             Backend::Hardware => "hardware",
             Backend::Emulated => "emulated",
         })
@@ -123,7 +131,8 @@ impl std::str::FromStr for BackendChoice {
 impl std::str::FromStr for Backend {
     type Err = BackendError;
 
-    /// `hardware` or `emulated` (any case, blanks around ignored), as [`Backend`] prints.
+    /// `hardware` (or `trapped`, the hardware backend on the trap engine) or `emulated` (any
+    /// case, blanks around ignored), as [`Backend`] prints.
     ///
     /// ```
     /// use amx_runtime::Backend;
@@ -134,7 +143,7 @@ impl std::str::FromStr for Backend {
     /// ```
     fn from_str(text: &str) -> Result<Backend, BackendError> {
         match text.trim().to_ascii_lowercase().as_str() {
-            "hardware" => Ok(Backend::Hardware),
+            "hardware" | "trapped" => Ok(Backend::Hardware),
             "emulated" => Ok(Backend::Emulated),
             _ => Err(BackendError::InvalidChoice(text.to_owned())),
         }
@@ -217,3 +226,23 @@ fn choose() -> Result<Backend, BackendError> {
 const UNKNOWN: u8 = 0;
 const HARDWARE: u8 = 1;
 const EMULATED: u8 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trapped_hardware_backend_says_so() {
+        let want = if crate::engine::active() {
+            "trapped"
+        } else {
+            "hardware"
+        };
+        assert_eq!(Backend::Hardware.to_string(), want);
+        assert_eq!(Backend::Emulated.to_string(), "emulated");
+        for text in ["hardware", "trapped", "emulated"] {
+            let backend: Backend = text.parse().unwrap();
+            assert_eq!(backend.to_string().parse::<Backend>().unwrap(), backend);
+        }
+    }
+}

@@ -10,10 +10,14 @@
 //! on full tiles (16 rows of 64 bytes; M = N = K = 16 dwords), where A0 and A1 are the two
 //! tiles of 1024 bytes at `s * a_step` of `a` (row stride 64), and B0 and B1 those at
 //! `s * b_step` of `b`. The result is bit for bit that of the `4 * steps` instructions on the
-//! [`Emulator`](crate::Emulator) (and on the silicon: docs/semantics.md sections 9 and 10), but
+//! [`Emulator`](crate::Emulator) (and on the silicon:
+//! [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+//! sections 9 and 10), but
 //! the operands are read in place, nothing is checked per instruction, and on a CPU with
 //! AVX-512 VNNI the integer products run in one fused kernel whose accumulators stay in
-//! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile.
+//! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile,
+//! and it is API for any kernel written for the emulator (a software GEMM, a simulator of a
+//! micro-kernel), covered by the crate's version like the rest.
 //!
 //! ```
 //! use amx_runtime::block::{dot_2x2, Block};

@@ -82,7 +82,9 @@ impl TileConfig {
     /// architectural ones; [`configure`](crate::configure) checks it against the CPU's table.
     ///
     /// An image with palette 0 is [`TileConfig::INIT`], all 64 bytes zero: LDTILECFG ignores
-    /// every other byte of it (docs/semantics.md L4), and one canonical INIT lets `configure` see
+    /// every other byte of it
+    /// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// L4), and one canonical INIT lets `configure` see
     /// that the thread already holds it.
     pub fn from_bytes_for(
         bytes: &[u8; 64],

@@ -281,6 +281,7 @@ impl Tiles {
     }
 
     /// The silicon, when that is the backend (for the typed path's unchecked instructions).
+    #[inline(always)]
     pub(crate) fn hardware_mut(&mut self) -> Option<&mut Hardware> {
         match &mut self.unit {
             Unit::Hardware(h) => Some(h),
@@ -289,6 +290,7 @@ impl Tiles {
     }
 
     /// The emulator, when that is the backend (for the typed path's proven instructions).
+    #[inline(always)]
     pub(crate) fn emulator_mut(&mut self) -> Option<&mut Emulator> {
         match &mut self.unit {
             Unit::Emulated(e) => Some(e),
@@ -314,7 +316,7 @@ impl Tiles {
     }
 
     /// The backend's configuration epoch: changes whenever the configuration may have.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         match &self.unit {
             Unit::Hardware(h) => h.config_epoch(),
@@ -357,11 +359,11 @@ direct! {
     /// [`TileUnit::tilezero`] on this backend, without a `dyn` call.
     fn tilezero(t: u8);
     /// [`TileUnit::tileloadd`] on this backend, without a `dyn` call.
-    fn tileloadd(t: u8, src: &[u8], stride: usize);
+    fn tileloadd(t: u8, src: &[u8], stride_bytes: usize);
     /// [`TileUnit::tileloaddt1`] on this backend, without a `dyn` call.
-    fn tileloaddt1(t: u8, src: &[u8], stride: usize);
+    fn tileloaddt1(t: u8, src: &[u8], stride_bytes: usize);
     /// [`TileUnit::tilestored`] on this backend, without a `dyn` call.
-    fn tilestored(t: u8, dst: &mut [u8], stride: usize);
+    fn tilestored(t: u8, dst: &mut [u8], stride_bytes: usize);
     /// [`TileUnit::tdpbssd`] on this backend, without a `dyn` call.
     fn tdpbssd(c: u8, a: u8, b: u8);
     /// [`TileUnit::tdpbsud`] on this backend, without a `dyn` call.

@@ -185,42 +185,65 @@ impl fmt::Display for Unavailable {
             Unavailable::NotX86_64 => write!(
                 f,
                 "AMX exists only on x86-64 CPUs and this program was built for {}: build it for \
-                 an x86_64 target, or use the emulator (AMX_BACKEND=emulated)",
+                 an x86_64 target",
                 std::env::consts::ARCH
-            ),
+            )?,
             Unavailable::NotLinux => write!(
                 f,
                 "AMX tile data is supported only on Linux (which grants it through \
-                 arch_prctl(ARCH_REQ_XCOMP_PERM)) and this is {}: use the emulator \
-                 (AMX_BACKEND=emulated)",
+                 arch_prctl(ARCH_REQ_XCOMP_PERM)) and this is {}",
                 std::env::consts::OS
-            ),
+            )?,
             Unavailable::NoAmxTile => f.write_str(
                 "the CPU does not report AMX-TILE (CPUID.(EAX=7,ECX=0):EDX[24]): AMX needs an \
                  Intel Xeon of the Sapphire Rapids generation or newer, and in a VM a hypervisor \
-                 that passes it through; use the emulator (AMX_BACKEND=emulated) elsewhere",
-            ),
+                 that passes it through",
+            )?,
             Unavailable::OsDisabled { xcr0: Some(xcr0) } => write!(
                 f,
                 "the kernel has not enabled AMX tile state (XCR0 = {xcr0:#x}; bits 17 XTILECFG \
                  and 18 XTILEDATA must both be set): Linux >= 5.16 is needed, and in a VM the \
                  hypervisor must expose the AMX XSAVE state"
-            ),
+            )?,
             Unavailable::OsDisabled { xcr0: None } => f.write_str(
                 "the kernel has not enabled AMX tile state (OSXSAVE is clear, so XCR0 cannot \
                  even be read): Linux >= 5.16 is needed, with XSAVE enabled",
-            ),
+            )?,
             Unavailable::NoPalette => f.write_str(
                 "the CPU reports AMX but no tile palette (CPUID leaf 0x1D): this is a VM that \
                  hides AMX; ask the hypervisor for AMX pass-through",
-            ),
+            )?,
             Unavailable::PermissionRefused { errno } => write!(
                 f,
                 "Linux refused the permission to use AMX tile data: arch_prctl failed with {}: \
                  {}",
                 ErrnoName(*errno),
                 PermissionError { errno: *errno }.cause()
-            ),
+            )?,
+        }
+        f.write_str(self.instead())
+    }
+}
+
+impl Unavailable {
+    /// What runs the same code here instead, as the end of the message: the trap engine where
+    /// it can stand in for the silicon (x86-64 Linux without usable AMX), and the emulator,
+    /// which `AMX_BACKEND=auto` (the default) picks by itself.
+    fn instead(&self) -> &'static str {
+        match self {
+            Unavailable::NotX86_64 | Unavailable::NotLinux => {
+                "; meanwhile the bit-exact emulator runs the same code (AMX_BACKEND=auto, the \
+                 default, picks it)"
+            }
+            Unavailable::PermissionRefused { .. } => {
+                "; until then the bit-exact emulator runs the same code (AMX_BACKEND=auto, the \
+                 default, picks it)"
+            }
+            _ => {
+                "; on this CPU the trap engine runs the silicon's code path (AMX_BACKEND=trapped, \
+                 or amx_trap::install() before Hardware::new()), and the bit-exact \
+                 emulator runs the same code (AMX_BACKEND=auto, the default, picks it)"
+            }
         }
     }
 }

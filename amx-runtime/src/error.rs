@@ -112,12 +112,15 @@ pub enum Fault {
     InvalidOpcode(InvalidOpcode),
     /// Not a CPU exception: the rows the instruction would touch do not lie inside the slice
     /// passed to a safe load or store (on the silicon this would read or write out of bounds).
+    /// Counted in elements of that slice, the unit its stride is given in: bytes for the
+    /// `&[u8]` methods of [`TileUnit`](crate::TileUnit), the tile's elements for
+    /// [`TypedTiles`](crate::TypedTiles).
     OutOfBounds {
         /// The tile being loaded or stored.
         tile: u8,
-        /// Bytes the instruction needs (offset of the last byte touched, plus one).
+        /// Elements the instruction needs (the end of the last row it touches).
         needed: usize,
-        /// Bytes the slice has.
+        /// Elements the slice has.
         len: usize,
     },
 }
@@ -129,7 +132,8 @@ impl fmt::Display for Fault {
             Fault::InvalidOpcode(ud) => write!(f, "#UD: {ud}"),
             Fault::OutOfBounds { tile, needed, len } => write!(
                 f,
-                "tile t{tile} would touch {needed} bytes of memory, but the slice has only {len}"
+                "tile t{tile} would touch the first {needed} elements of its slice, which has \
+                 only {len}"
             ),
         }
     }
@@ -255,7 +259,8 @@ impl fmt::Display for InvalidOpcode {
     }
 }
 
-/// The condition under which a tile instruction raises #UD (see docs/semantics.md).
+/// The condition under which a tile instruction raises #UD (see
+/// [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UdReason {

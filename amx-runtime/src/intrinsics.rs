@@ -34,7 +34,7 @@
 //!   // A negative tile number, which an `i32` can spell, is refused like 8.
 //!   unsafe { amx_runtime::intrinsics::_tile_zero::<{ -1 }>() }
 //!   ```
-//! - **Strides** are `usize`, as in stdarch and clang's `<amxintrin.h>` (`__SIZE_TYPE__`; the
+//! - **Strides** are in bytes and `usize`, as in stdarch and clang's `<amxintrin.h>` (`__SIZE_TYPE__`; the
 //!   Intel guide shows `size_t`). The CPU computes row `r` at `base + r * stride` modulo 2^64, so
 //!   a negative stride is passed as its two's complement, e.g. `(-64isize) as usize`.
 //!   [`TileUnit::tileloadd_ptr`] and friends take an `isize` instead.
@@ -57,12 +57,21 @@
 //! raises no exception. Tile state belongs to the thread: the configuration that matters is the
 //! one loaded on the calling thread.
 //!
-//! ```no_run
+//! Where the CPU lacks AMX, these instructions raise #UD (SIGILL); on x86-64 Linux the trap
+//! engine of the `amx-trap` crate executes them instead (`amx_trap::install()` in-process, or
+//! its library preloaded), one trap per instruction, so the same code runs (and is tested) on
+//! any such machine. The example runs where [`Hardware::new`] succeeds: on the silicon, or on
+//! the engine standing in for it:
+//!
+//! ```
+//! # #[cfg(target_os = "linux")] {
 //! use amx_runtime::intrinsics::*;
 //! use amx_runtime::{tilecfg, Hardware, TileConfig, TileUnit};
 //!
 //! static CFG: TileConfig = tilecfg! { palette 1; t0: 16x16 i32; t1: 16x64; t2: 16x64 };
-//! let mut hw = Hardware::new().expect("AMX");
+//! let Ok(mut hw) = Hardware::new() else {
+//!     return; // neither AMX nor the trap engine here
+//! };
 //! let (a, b) = ([1i8; 16 * 64], [2i8; 16 * 64]);
 //! let mut c = [0i32; 16 * 16];
 //! // Tile numbers as C and stdarch code names them: `int` / `i32` constants.
@@ -82,6 +91,7 @@
 //! hw.resync(); // the safe API sees the configuration the intrinsics loaded
 //! assert_eq!(c[0], 16 * 4 * 2);
 //! assert_eq!(&hw.loaded_config(), CFG.as_bytes());
+//! # }
 //! ```
 //!
 //! [`TileUnit`]: crate::TileUnit
@@ -153,7 +163,7 @@ pub unsafe fn _tile_zero<const DST: i32>() {
     unsafe { asm::tilezero::<DST>() }
 }
 
-/// TILELOADD: loads tile `DST`, row `r` from the `colsb` bytes at `base + r * stride`, for the
+/// TILELOADD: loads tile `DST`, row `r` from the `colsb` bytes at `base + r * stride_bytes`, for the
 /// rows `start_row..rows` of its configured shape; zeroes the rest of the tile past those rows
 /// and past colsb.
 ///
@@ -161,15 +171,15 @@ pub unsafe fn _tile_zero<const DST: i32>() {
 /// The [common conditions](self#safety-common-to-every-function). A configuration is loaded on
 /// this thread in which tile `DST` is used, its colsb is a multiple of 4 and start_row is below
 /// its rows; otherwise #UD. For every row `r` in `start_row..rows`, the `colsb` bytes at
-/// `base.wrapping_add(r.wrapping_mul(stride))` are readable (any alignment). Call
+/// `base.wrapping_add(r.wrapping_mul(stride_bytes))` are readable (any alignment). Call
 /// [`Hardware::resync`](crate::Hardware::resync) before the next safe call if the safe API
 /// loaded a nonzero start_row.
 #[inline(always)]
-pub unsafe fn _tile_loadd<const DST: i32>(base: *const u8, stride: usize) {
+pub unsafe fn _tile_loadd<const DST: i32>(base: *const u8, stride_bytes: usize) {
     const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract; the isize is the same 64 bits the CPU
     // uses as the SIB index.
-    unsafe { asm::tileloadd::<DST>(base, stride as isize) }
+    unsafe { asm::tileloadd::<DST>(base, stride_bytes as isize) }
 }
 
 /// TILELOADDT1: [`_tile_loadd`] with a hint that the data will not be reused soon (the same
@@ -178,24 +188,24 @@ pub unsafe fn _tile_loadd<const DST: i32>(base: *const u8, stride: usize) {
 /// # Safety
 /// As for [`_tile_loadd`].
 #[inline(always)]
-pub unsafe fn _tile_stream_loadd<const DST: i32>(base: *const u8, stride: usize) {
+pub unsafe fn _tile_stream_loadd<const DST: i32>(base: *const u8, stride_bytes: usize) {
     const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract.
-    unsafe { asm::tileloaddt1::<DST>(base, stride as isize) }
+    unsafe { asm::tileloaddt1::<DST>(base, stride_bytes as isize) }
 }
 
 /// TILESTORED: writes the `colsb` bytes of each row `r` in `start_row..rows` of tile `DST` to
-/// `base + r * stride`, and nothing else.
+/// `base + r * stride_bytes`, and nothing else.
 ///
 /// # Safety
 /// As for [`_tile_loadd`] (the same #UD conditions), and for every row `r` in
-/// `start_row..rows` the `colsb` bytes at `base.wrapping_add(r.wrapping_mul(stride))` are
+/// `start_row..rows` the `colsb` bytes at `base.wrapping_add(r.wrapping_mul(stride_bytes))` are
 /// writable and not aliased by a live reference.
 #[inline(always)]
-pub unsafe fn _tile_stored<const DST: i32>(base: *mut u8, stride: usize) {
+pub unsafe fn _tile_stored<const DST: i32>(base: *mut u8, stride_bytes: usize) {
     const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
     // SAFETY: forwarded from this function's contract.
-    unsafe { asm::tilestored::<DST>(base, stride as isize) }
+    unsafe { asm::tilestored::<DST>(base, stride_bytes as isize) }
 }
 
 /// Defines one dot-product intrinsic over the raw layer's function of the same instruction.
@@ -255,5 +265,5 @@ dot_intrinsic!(
     /// TDPFP16PS: `DST += A x B`, each f32 of `DST` accumulating dot products of fp16 pairs.
     _tile_dpfp16ps => tdpfp16ps,
     "AMX-FP16 (CPUID.(7,1):EAX\\[21\\]; a hypervisor may hide the bit of a core that has it, \
-     docs/semantics.md F1)"
+     [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) F1)"
 );

@@ -19,6 +19,9 @@
 //! Operations count 2 per multiply-add, as GEMM figures do: a 16x16x64 int8 tile product
 //! (TDPBSSD on full tiles) is 32,768 operations, a 16x16x32 bf16 one (TDPBF16PS) 16,384.
 //!
+//! Available with the `peak` feature (off by default): measuring is for tools such as
+//! `amx-info` and `amx-bench`, not for the code that runs kernels.
+//!
 //! ```
 //! let report = amx_runtime::peak::measure();
 //! println!("{report}");
@@ -34,37 +37,7 @@ use amx_tilecfg::DotKind;
 
 use crate::{tilecfg, Emulator, TileConfig, TileUnit};
 
-/// The implementation the emulator runs for a family of dot products on this CPU, chosen once
-/// per process from the CPU's features.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KernelPath {
-    /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
-    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
-    Avx512,
-    /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
-    /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
-    /// [`KernelPath::Avx2`].
-    AvxVnni,
-    /// AVX2 kernels: VPMADDWD + VPADDD on bytes extended to 16 bits for the integer products,
-    /// VFMADD231PS on 256-bit vectors under an AMX-like MXCSR (with FMA and F16C) for the
-    /// floating-point ones.
-    Avx2,
-    /// Plain Rust loops (compiled with FMA for the floating-point products where the CPU has
-    /// it): every other CPU, and x86-64 CPUs whose DAZ/FTZ fail the emulator's start-up check.
-    Portable,
-}
-
-impl fmt::Display for KernelPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KernelPath::Avx512 => "AVX-512",
-            KernelPath::AvxVnni => "AVX-VNNI",
-            KernelPath::Avx2 => "AVX2",
-            KernelPath::Portable => "portable",
-        })
-    }
-}
+pub use crate::unit::numerics::KernelPath;
 
 /// The kernel the emulator runs TDPBSSD, TDPBSUD, TDPBUSD and TDPBUUD with on this CPU.
 pub fn int8_path() -> KernelPath {

@@ -17,7 +17,8 @@
 //!   with the parent's copy of the "already granted" flag, which therefore stays truthful).
 //! - **`exec` clears it**: the new program starts without the permission and must ask again.
 //! - **A too-small alternate signal stack makes the request fail.** Granting the permission
-//!   enlarges the signal frame by the 8 KiB of tile data: on the AMX machines of docs/semantics.md
+//!   enlarges the signal frame by the 8 KiB of tile data: on the AMX machines of
+//!   [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
 //!   section 0 the XSAVE area alone grows to 11008 bytes (tile data at offset 2816), so the
 //!   frame is over 11 KiB. Before it says yes, the kernel checks the `sigaltstack` of *every*
 //!   thread of the process (not only the calling one) and refuses with `ENOSPC` if any of them
@@ -28,9 +29,12 @@
 //!   (`ENOMEM`) a new `sigaltstack` that is too small for the enlarged frame.
 //! - **Without the permission, the first tile-data instruction raises SIGILL**: TILEZERO,
 //!   TILELOADD, TILESTORED and the TDP* dot products raise the XFD #NM trap, which Linux turns
-//!   into SIGILL with `si_code` `ILL_ILLOPC` (docs/semantics.md section 1). LDTILECFG, STTILECFG and
+//!   into SIGILL with `si_code` `ILL_ILLOPC`
+//!   ([semantics.md section 1](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#1-how-linux-reports-each-exception)).
+//!   LDTILECFG, STTILECFG and
 //!   TILERELEASE touch only the tile configuration, not tile data, and work without it
-//!   (docs/semantics.md L7, S4, R2). (When a #UD condition also holds, for example an unconfigured
+//!   ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+//!   L7, S4, R2). (When a #UD condition also holds, for example an unconfigured
 //!   tile, the #UD wins: SIGILL with `ILL_ILLOPN`, section 12.)
 //! - Other refusals: `EOPNOTSUPP` when the kernel does not offer XTILEDATA at all (a CPU without
 //!   AMX, a hypervisor that hides its XSAVE components, a kernel booted without it); `EINVAL`

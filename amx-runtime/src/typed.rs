@@ -66,11 +66,13 @@ pub trait Element: 'static {
     type Scalar: Copy;
 }
 
-/// bfloat16 elements, held in memory as their `u16` bit patterns. (Spelled as in AMX-BF16, a
-/// name no other type here has, so compiler errors print it without a path.)
+/// The element marker of a bf16 tile, whose values in memory are [`half::bf16`]. A type of
+/// types, not a value type: spelled as in AMX-BF16, a name no other type here has, so compiler
+/// errors print a tile's type without a path (`Tile<a, 4, 16, 64, BF16>`).
 #[derive(Clone, Copy, Debug)]
 pub enum BF16 {}
-/// IEEE binary16 elements, held in memory as their `u16` bit patterns (spelled as in AMX-FP16).
+/// The element marker of an fp16 tile, whose values in memory are [`half::f16`] (spelled as in
+/// AMX-FP16).
 #[derive(Clone, Copy, Debug)]
 pub enum FP16 {}
 /// A tile declared without an element type: raw bytes, usable in any operand role that fits.
@@ -91,16 +93,15 @@ element! {
     u8 => Some(ElemType::U8), u8;
     i32 => Some(ElemType::I32), i32;
     f32 => Some(ElemType::F32), f32;
-    BF16 => Some(ElemType::Bf16), u16;
-    FP16 => Some(ElemType::F16), u16;
+    BF16 => Some(ElemType::Bf16), half::bf16;
+    FP16 => Some(ElemType::F16), half::f16;
     Bytes => None, u8;
 }
 
 /// A Rust type that holds elements of `E` in memory, so that a typed load reads a slice of it
-/// and a typed store writes one: `E`'s own [`Element::Scalar`], and where the `half` feature is
-/// on (the default) also `half::bf16` for [`BF16`] and `half::f16` for [`FP16`] tiles. A
-/// feature adds impls, never changes a type: code written for `u16` bit patterns keeps
-/// compiling when another crate turns `half` on.
+/// and a typed store writes one: `E`'s own [`Element::Scalar`] (`i8`, `u8`, `i32`, `f32`,
+/// [`half::bf16`] for [`BF16`] tiles, [`half::f16`] for [`FP16`] tiles), and `u8` or `i8` for a
+/// tile declared without an element type.
 ///
 /// ```
 /// use amx_runtime::tilecfg;
@@ -115,12 +116,12 @@ element! {
 /// }
 ///
 /// let a = vec![bf16::from_f32(1.5); 16 * 32];
-/// let b_bits = vec![bf16::from_f32(2.0).to_bits(); 16 * 32]; // the same data as bit patterns
+/// let b = vec![bf16::from_f32(2.0); 16 * 32]; // all equal: its VNNI layout is itself
 /// let mut c = vec![0f32; 16 * 16];
 /// let mut tiles = Block::configure().unwrap();
 /// tiles.zero(Block::c);
 /// tiles.load(Block::a, &a, 32).unwrap();
-/// tiles.load(Block::b, &b_bits, 32).unwrap();
+/// tiles.load(Block::b, &b, 32).unwrap();
 /// tiles.tdpbf16ps(Block::c, Block::a, Block::b);
 /// tiles.store(Block::c, &mut c, 16).unwrap();
 /// assert!(c.iter().all(|&x| x == 32.0 * 1.5 * 2.0));
@@ -129,6 +130,11 @@ element! {
 /// # Safety
 /// `Self` has the size of `E::Scalar`, and every bit pattern of that size is a valid `Self`
 /// (a store writes whatever the tile holds).
+#[diagnostic::on_unimplemented(
+    message = "a typed load or store of a `{E}` tile cannot use a slice of `{Self}`",
+    label = "a slice of the tile's element type goes here",
+    note = "a tile's elements are held as: i8 -> `i8`, u8 -> `u8`, i32 -> `i32`, f32 -> `f32`, bf16 -> `half::bf16`, f16 -> `half::f16`, no element type -> `u8` or `i8`"
+)]
 pub unsafe trait Holds<E: Element>: Copy + 'static {}
 
 macro_rules! holds {
@@ -147,15 +153,9 @@ holds! {
     u8: u8;
     i32: i32;
     f32: f32;
-    BF16: u16;
-    FP16: u16;
-    Bytes: u8, i8;
-}
-
-#[cfg(feature = "half")]
-holds! {
     BF16: half::bf16;
     FP16: half::f16;
+    Bytes: u8, i8;
 }
 
 /// A layout declared by the item form of `tilecfg!`: a type whose configuration is
@@ -365,22 +365,24 @@ fn unproven(fault: Fault) -> ! {
     panic!("typed tiles: an instruction the types proved legal faulted (a bug in amx-runtime): {fault}")
 }
 
-/// The byte stride of a load or store of handle `H` with a stride of `stride` elements, once
-/// every row it touches is proven to lie in a buffer of `bytes` bytes. A one-row tile never
-/// applies its stride, so that product wraps rather than overflows.
-fn byte_stride<H: Handle>(stride: usize, bytes: usize) -> Result<isize, Fault> {
-    let size = std::mem::size_of::<<H::Elem as Element>::Scalar>();
+/// The byte stride of a load or store of handle `H` from a slice of `len` elements of
+/// `size` bytes with rows `stride_elems` elements apart, once every row it touches is proven
+/// to lie in the slice; otherwise the refusal, counted in the slice's elements. A one-row tile
+/// never applies its stride, so that product wraps rather than overflows.
+fn byte_stride<H: Handle>(stride_elems: usize, len: usize, size: usize) -> Result<isize, Fault> {
+    // colsb is a multiple of 4 (the macro checked it), so a row is a whole number of elements
+    // of 1, 2 or 4 bytes.
+    let row = (H::COLSB as usize).div_ceil(size);
     let needed = (H::ROWS as usize)
         .saturating_sub(1)
-        .checked_mul(stride)
-        .and_then(|x| x.checked_mul(size))
-        .and_then(|x| x.checked_add(H::COLSB as usize));
+        .checked_mul(stride_elems)
+        .and_then(|x| x.checked_add(row));
     match needed {
-        Some(needed) if needed <= bytes => Ok(stride.wrapping_mul(size) as isize),
+        Some(needed) if needed <= len => Ok(stride_elems.wrapping_mul(size) as isize),
         needed => Err(Fault::OutOfBounds {
             tile: H::INDEX,
             needed: needed.unwrap_or(usize::MAX),
-            len: bytes,
+            len,
         }),
     }
 }
@@ -469,6 +471,7 @@ impl<L: Layout> TypedTiles<L> {
     }
 
     /// TILEZERO.
+    #[inline(always)]
     pub fn zero<T: Handle<Layout = L>>(&mut self, tile: T) {
         let _ = tile;
         self.ensure_loaded();
@@ -480,16 +483,23 @@ impl<L: Layout> TypedTiles<L> {
         }
     }
 
-    /// TILELOADD of `src`, row `r` at element `r * stride`. `src` holds the tile's elements
-    /// (see [`Holds`]: e.g. `i8` for an `i8` tile, `half::bf16` or `u16` bit patterns for a
-    /// `bf16` one).
+    /// TILELOADD of `src`, tile row `r` from the elements at `r * stride_elems`. `src` holds
+    /// the tile's elements (see [`Holds`]: e.g. `i8` for an `i8` tile, [`half::bf16`] for a
+    /// `bf16` one); the stride counts those elements, as a leading dimension does.
+    ///
+    /// A stride shorter than a row is accepted: the rows then overlap in `src` (a stride of 0
+    /// loads the same row into every row of the tile).
+    ///
+    /// # Errors
+    /// [`Fault::OutOfBounds`] when the last row, `(rows - 1) * stride_elems` plus a row's
+    /// elements, does not fit in `src`; `needed` and `len` count elements of `src`.
     pub fn load<T: Handle<Layout = L>, S: Holds<T::Elem>>(
         &mut self,
         tile: T,
         src: &[S],
-        stride: usize,
+        stride_elems: usize,
     ) -> Result<(), Fault> {
-        let stride = byte_stride::<T>(stride, std::mem::size_of_val(src))?;
+        let stride = byte_stride::<T>(stride_elems, src.len(), std::mem::size_of::<S>())?;
         // SAFETY: byte_stride proved that every row r < ROWS, at byte r * stride, has its COLSB
         // bytes inside `src` (with ROWS > 1 the stride fits isize because the extent does; with
         // one row it is never applied).
@@ -497,30 +507,39 @@ impl<L: Layout> TypedTiles<L> {
         Ok(())
     }
 
-    /// TILESTORED to `dst`, row `r` at element `r * stride`, in any type that [`Holds`] the
-    /// tile's elements.
+    /// TILESTORED to `dst`, tile row `r` to the elements at `r * stride_elems`, in any type
+    /// that [`Holds`] the tile's elements.
+    ///
+    /// A stride shorter than a row is accepted: the rows then overlap in `dst`, and where they
+    /// do the later row's elements are the ones left (rows are stored in order).
+    ///
+    /// # Errors
+    /// As [`TypedTiles::load`], counted in elements of `dst`.
     pub fn store<T: Handle<Layout = L>, S: Holds<T::Elem>>(
         &mut self,
         tile: T,
         dst: &mut [S],
-        stride: usize,
+        stride_elems: usize,
     ) -> Result<(), Fault> {
-        let stride = byte_stride::<T>(stride, std::mem::size_of_val(dst))?;
+        let stride = byte_stride::<T>(stride_elems, dst.len(), std::mem::size_of::<S>())?;
         // SAFETY: as in `load`; `dst` is borrowed mutably, so nothing else aliases it.
         unsafe { self.store_ptr(tile, dst.as_mut_ptr().cast(), stride) };
         Ok(())
     }
 
-    /// TILELOADD through a raw pointer, `stride` in bytes.
+    /// TILELOADD through a raw pointer: tile row `r` from the bytes at `src + r * stride_bytes`
+    /// (a byte pointer and a byte stride, as the instruction and the
+    /// [`intrinsics`](crate::intrinsics) take them).
     ///
     /// # Safety
-    /// For every row `r` of the tile, the tile's bytes per row at `src + r * stride` must be
-    /// readable.
+    /// For every row `r` of the tile, the tile's bytes per row at `src + r * stride_bytes` must
+    /// be readable.
+    #[inline(always)]
     pub unsafe fn load_ptr<T: Handle<Layout = L>>(
         &mut self,
         tile: T,
         src: *const u8,
-        stride: isize,
+        stride_bytes: isize,
     ) {
         let _ = tile;
         self.ensure_loaded();
@@ -529,30 +548,57 @@ impl<L: Layout> TypedTiles<L> {
             // own), and its tile T::INDEX is used with colsb % 4 == 0 and start_row below its
             // rows (the macro checked both), so the tile has the handle's shape; the caller
             // vouches for memory.
-            Some(hw) => unsafe { hw.tileloadd_unchecked(T::INDEX, src, stride) },
+            Some(hw) => unsafe { hw.tileloadd_unchecked(T::INDEX, src, stride_bytes) },
             // SAFETY: forwarded from this function's contract.
-            None => Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride) }),
+            None => Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride_bytes) }),
         }
     }
 
-    /// TILESTORED through a raw pointer, `stride` in bytes.
+    /// TILELOADDT1 through a raw pointer: [`TypedTiles::load_ptr`] with the hint that the data
+    /// will not be reused soon, so that it displaces less of what the caches hold (a GEMM loads
+    /// its streamed operand this way, keeping the reused one cached). The result is the same as
+    /// `load_ptr`'s.
     ///
     /// # Safety
-    /// For every row `r` of the tile, the tile's bytes per row at `dst + r * stride` must be
-    /// writable and not aliased by a live reference.
+    /// As for [`TypedTiles::load_ptr`].
+    #[inline(always)]
+    pub unsafe fn stream_load_ptr<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        src: *const u8,
+        stride_bytes: isize,
+    ) {
+        let _ = tile;
+        self.ensure_loaded();
+        match self.tiles.hardware_mut() {
+            // SAFETY: as in `load_ptr`.
+            Some(hw) => unsafe { hw.tileloaddt1_unchecked(T::INDEX, src, stride_bytes) },
+            None => {
+                // SAFETY: forwarded from this function's contract.
+                Self::proven(unsafe { self.tiles.tileloaddt1_ptr(T::INDEX, src, stride_bytes) })
+            }
+        }
+    }
+
+    /// TILESTORED through a raw pointer: tile row `r` to the bytes at `dst + r * stride_bytes`.
+    ///
+    /// # Safety
+    /// For every row `r` of the tile, the tile's bytes per row at `dst + r * stride_bytes` must
+    /// be writable and not aliased by a live reference.
+    #[inline(always)]
     pub unsafe fn store_ptr<T: Handle<Layout = L>>(
         &mut self,
         tile: T,
         dst: *mut u8,
-        stride: isize,
+        stride_bytes: isize,
     ) {
         let _ = tile;
         self.ensure_loaded();
         match self.tiles.hardware_mut() {
             // SAFETY: as in `load_ptr`; the caller vouches that the rows are writable.
-            Some(hw) => unsafe { hw.tilestored_unchecked(T::INDEX, dst, stride) },
+            Some(hw) => unsafe { hw.tilestored_unchecked(T::INDEX, dst, stride_bytes) },
             // SAFETY: forwarded from this function's contract.
-            None => Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride) }),
+            None => Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride_bytes) }),
         }
     }
 
@@ -564,51 +610,88 @@ impl<L: Layout> TypedTiles<L> {
     }
 }
 
-macro_rules! typed_dot {
-    ($($(#[$doc:meta])* $name:ident => $kind:ident, $op:ident;)*) => {
-        impl<L: Layout> TypedTiles<L> {
-            $(
-                $(#[$doc])*
-                pub fn $name<C, A, B>(&mut self, c: C, a: A, b: B)
-                where
-                    C: Handle<Layout = L> + Dot<L, op::$op, A, B>,
-                    A: Handle<Layout = L>,
-                    B: Handle<Layout = L>,
-                {
-                    let _ = (c, a, b);
-                    self.ensure_loaded();
-                    let ops = (C::INDEX, A::INDEX, B::INDEX);
-                    if let Some(hw) = self.tiles.hardware_mut() {
-                        // SAFETY: ensure_loaded confirmed L::CONFIG is loaded, and the `Dot`
-                        // impl exists only for operands that the macro checked against it
-                        // under the architectural TMUL limits (dot_unchecked's contract).
-                        Self::proven(unsafe {
-                            hw.dot_unchecked(DotKind::$kind, ops.0, ops.1, ops.2)
-                        });
-                    } else if let Some(emu) = self.tiles.emulator_mut() {
-                        // The same proof stands in for the emulator's D1/D2 checks.
-                        let shape = Self::dot_shape::<C, A>();
-                        Self::proven(emu.dot_proven(ops, DotKind::$kind, shape));
-                    } else {
-                        Self::proven(self.tiles.$name(ops.0, ops.1, ops.2));
-                    }
-                }
-            )*
+// The dot products are written out rather than generated by a macro: a mismatch's error note
+// quotes the method's signature, and a generated one would quote the macro's internals too.
+impl<L: Layout> TypedTiles<L> {
+    /// One dot product whose operands the caller's `Dot` bound proved.
+    #[inline(always)]
+    fn dot<C: Handle<Layout = L>, A: Handle<Layout = L>, B: Handle<Layout = L>>(
+        &mut self,
+        kind: DotKind,
+    ) {
+        self.ensure_loaded();
+        let ops = (C::INDEX, A::INDEX, B::INDEX);
+        if let Some(hw) = self.tiles.hardware_mut() {
+            // SAFETY: ensure_loaded confirmed L::CONFIG is loaded, and the caller's `Dot` bound
+            // exists only for operands that the macro checked against it under the
+            // architectural TMUL limits (dot_unchecked's contract).
+            Self::proven(unsafe { hw.dot_unchecked(kind, ops.0, ops.1, ops.2) });
+        } else if let Some(emu) = self.tiles.emulator_mut() {
+            // The same proof stands in for the emulator's D1/D2 checks. (A guard's unit is one
+            // of the two backends, so there is no third case.)
+            Self::proven(emu.dot_proven(ops, kind, Self::dot_shape::<C, A>()));
         }
-    };
-}
+    }
 
-typed_dot! {
     /// TDPBSSD: `c += a x b`, i8 x i8 into i32.
-    tdpbssd => Tdpbssd, TDPBSSD;
+    #[inline(always)]
+    pub fn tdpbssd<C, A, B>(&mut self, c: C, a: A, b: B)
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBSSD, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.dot::<C, A, B>(DotKind::Tdpbssd);
+    }
+
     /// TDPBSUD: `c += a x b`, i8 x u8 into i32.
-    tdpbsud => Tdpbsud, TDPBSUD;
+    #[inline(always)]
+    pub fn tdpbsud<C, A, B>(&mut self, c: C, a: A, b: B)
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBSUD, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.dot::<C, A, B>(DotKind::Tdpbsud);
+    }
+
     /// TDPBUSD: `c += a x b`, u8 x i8 into i32.
-    tdpbusd => Tdpbusd, TDPBUSD;
+    #[inline(always)]
+    pub fn tdpbusd<C, A, B>(&mut self, c: C, a: A, b: B)
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBUSD, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.dot::<C, A, B>(DotKind::Tdpbusd);
+    }
+
     /// TDPBUUD: `c += a x b`, u8 x u8 into i32.
-    tdpbuud => Tdpbuud, TDPBUUD;
+    #[inline(always)]
+    pub fn tdpbuud<C, A, B>(&mut self, c: C, a: A, b: B)
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBUUD, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.dot::<C, A, B>(DotKind::Tdpbuud);
+    }
+
     /// TDPBF16PS: `c += a x b`, bf16 x bf16 into f32.
-    tdpbf16ps => Tdpbf16ps, TDPBF16PS;
+    #[inline(always)]
+    pub fn tdpbf16ps<C, A, B>(&mut self, c: C, a: A, b: B)
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBF16PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.dot::<C, A, B>(DotKind::Tdpbf16ps);
+    }
 }
 
 impl<L: Layout> TypedTiles<L> {

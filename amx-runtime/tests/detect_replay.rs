@@ -370,3 +370,26 @@ fn permission_state_display() {
     .to_string()
     .contains("EINVAL (errno 22)"));
 }
+
+/// Each reason says what runs instead without advising `AMX_BACKEND=emulated`, which `auto`
+/// (the default) already picks; where the trap engine can stand in for the silicon (x86-64
+/// Linux without usable AMX), the message names it.
+#[test]
+fn reasons_point_to_what_runs_instead() {
+    let reasons = [
+        (Unavailable::NotX86_64, false),
+        (Unavailable::NotLinux, false),
+        (Unavailable::NoAmxTile, true),
+        (Unavailable::OsDisabled { xcr0: Some(0xe7) }, true),
+        (Unavailable::OsDisabled { xcr0: None }, true),
+        (Unavailable::NoPalette, true),
+        (Unavailable::PermissionRefused { errno: 28 }, false),
+    ];
+    for (reason, trap) in reasons {
+        let text = reason.to_string();
+        assert!(!text.contains("AMX_BACKEND=emulated"), "{text}");
+        assert!(text.contains("AMX_BACKEND=auto, the default"), "{text}");
+        assert_eq!(text.contains("AMX_BACKEND=trapped"), trap, "{text}");
+        assert_eq!(text.contains("trap::install()"), trap, "{text}");
+    }
+}

@@ -5,7 +5,9 @@
 //!
 //! Two layers: [`vex`] splits any three-byte-VEX (C4) instruction of map 0F38 into its fields
 //! (prefixes, VEX bits, opcode, ModRM, SIB, displacement, length) without judging them;
-//! [`decode`] applies the AMX encoding rules of docs/semantics.md sections 2-8 to those fields.
+//! [`decode`] applies the AMX encoding rules of
+//! [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+//! sections 2-8 to those fields.
 //!
 //! Addressing follows 64-bit mode: ModRM.rm = 100 selects a SIB byte whatever VEX.B says;
 //! mod = 00 with rm = 101 is RIP-relative; a SIB base of 101 with mod = 00 is "no base,
@@ -231,7 +233,8 @@ pub enum Operation {
 
 impl Operation {
     /// Whether the instruction touches tile data (and so needs the XTILEDATA permission):
-    /// everything but LDTILECFG, STTILECFG and TILERELEASE (docs/semantics.md L7, S4, R2).
+    /// everything but LDTILECFG, STTILECFG and TILERELEASE
+    /// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) L7, S4, R2).
     pub fn touches_tile_data(&self) -> bool {
         !matches!(
             self,

@@ -31,6 +31,12 @@ impl TmulLimits {
 }
 
 /// The dot-product instructions; they share one operand rule set.
+///
+/// Exhaustive on purpose: the macro and every backend (the emulator's arithmetic, the
+/// encodings of the silicon path, the trap engine's decoder) match on it without a wildcard,
+/// so an instruction added here cannot compile until each of them implements it, and no
+/// version can half-support one. A new instruction is therefore a breaking release of the
+/// crates, which are released together; code that matches on it is told by its compiler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum DotKind {

@@ -1,7 +1,6 @@
 //! `validate` against a literal transcription of LDTILECFG (docs/semantics.md section 2) and of the
 //! TILELOADD #UD conditions (section 6, T1), written here without using the crate's code.
 
-use amx_test_support::TileImage;
 use amx_tilecfg::{validate, Palette, PaletteTable, RuleKind};
 use proptest::prelude::*;
 
@@ -148,14 +147,11 @@ fn image() -> impl Strategy<Value = [u8; 64]> {
         changes,
     )
         .prop_map(|(palette, start_row, tiles, changes)| {
-            let mut mem = TileImage::palette(palette).start_row(start_row);
-            for (t, (rows, colsb)) in (0u8..).zip(tiles) {
-                mem = mem.tile(t, rows, colsb);
-            }
+            let mut mem = raw_image(palette, start_row, &tiles);
             for (offset, value) in changes {
-                mem = mem.byte(offset, value);
+                mem[offset] = value;
             }
-            mem.bytes()
+            mem
         })
 }
 
@@ -239,7 +235,7 @@ fn the_model_agrees_with_the_measured_cases() {
         }],
     };
     let table = table_of(&arch);
-    let valid = TileImage::palette(1).tile(0, 16, 64).bytes();
+    let valid = raw_image(1, 0, &[(16, 64)]);
     let with = |changes: &[(usize, u8)]| {
         let mut mem = valid;
         for &(i, v) in changes {
@@ -289,4 +285,18 @@ fn the_model_agrees_with_the_measured_cases() {
     assert_eq!(tileloadd_raises_ud(&with(&[(16, 6)])), [0]);
     assert_eq!(tileloadd_raises_ud(&with(&[(1, 16)])), [0]);
     assert_eq!(tileloadd_raises_ud(&with(&[(1, 15)])), [] as [u8; 0]);
+}
+
+/// An image written byte by byte from the layout of semantics.md section 2 (palette_id at 0,
+/// start_row at 1, tile t's colsb at 16 + 2t little-endian, its rows at 48 + t), not with
+/// `amx_tilecfg::image`: the model is checked against an independent transcription.
+fn raw_image(palette: u8, start_row: u8, tiles: &[(u8, u16)]) -> [u8; 64] {
+    let mut mem = [0u8; 64];
+    mem[0] = palette;
+    mem[1] = start_row;
+    for (t, &(rows, colsb)) in tiles.iter().enumerate() {
+        mem[48 + t] = rows;
+        mem[16 + 2 * t..18 + 2 * t].copy_from_slice(&colsb.to_le_bytes());
+    }
+    mem
 }

@@ -11,6 +11,7 @@
 //! their public API, as a user of them would.
 //!
 //! - [`measure`]: the GEMM harness (peak, bandwidth, timed and checked runs, their report);
+//! - [`onednn`]: oneDNN's matmul loaded at run time, timed beside `amx-gemm` in one process;
 //! - [`stats`]: the one median and spread of repeated measurements;
 //! - [`timing`]: timing loops shared by the tools, the benches and the examples.
 //!
@@ -18,6 +19,7 @@
 //! suites use.
 
 pub mod measure;
+pub mod onednn;
 pub mod stats;
 pub mod timing;
 

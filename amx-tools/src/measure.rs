@@ -24,18 +24,21 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
-    bf16, Backend, Bf16, Blocking, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
-    PrecisionKind, U8S8,
+    bf16, Backend, Bf16, Blocking, Fp16, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
+    PrecisionKind, S8U8, U8S8, U8U8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
 use serde::{Serialize, Serializer};
 
+use crate::onednn::Peer;
 use crate::stats::Sample;
 
 /// Why a measurement did not run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum MeasureError {
+    /// A precision this harness has no measurement for.
+    UnsupportedPrecision(PrecisionKind),
     /// The GEMM, the packing or the tiles of the peak loop refused or failed.
     Gemm(GemmError),
     /// A buffer's size in bytes does not fit the address space.
@@ -72,6 +75,7 @@ impl fmt::Display for MeasureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MeasureError::Gemm(e) => e.fmt(f),
+            MeasureError::UnsupportedPrecision(p) => write!(f, "no measurement of {p} GEMMs"),
             MeasureError::TooLarge { operand } => write!(f, "{operand} is too large to address"),
             MeasureError::TooManyThreads { requested, max } => write!(
                 f,
@@ -213,6 +217,10 @@ impl Case {
             PrecisionKind::Int8 => self.footprint_of::<Int8>(),
             PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
             PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
+            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(),
+            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(),
+            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -240,17 +248,18 @@ impl Case {
         // the list of columns and the rows' column lists (`reference::verify`).
         let check = bytes(k * n, size_of::<f64>(), Operand::B)? + 32 * (m + n) + (64 << 10);
         let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
-        // Each GEMM worker's packed-A block: at most `mc` rows of `kc` k-steps for its full
-        // micro-rows, and one micro-panel (MR rows) of all of K for a last micro-row of its
-        // own. Calls use the default blocking. `tests/footprint.rs` holds the GEMM to this.
+        // Each GEMM worker's packed-A block: `mc` rows of all of K, or of as many `kc` blocks
+        // as fit 1 MiB (at least one), for its full micro-rows, and one micro-panel (MR rows)
+        // of all of K for a last micro-row of its own. Calls use the default blocking.
+        // `tests/footprint.rs` holds the GEMM to this.
         let blocking = Blocking::DEFAULT;
         let steps = self.k.div_ceil(P::KIND.k_per_step()) as u128;
         let rows = m.min(blocking.mc as u128);
-        let per_worker = (rows * steps.min(blocking.kc_steps as u128) + MR as u128 * steps)
-            .checked_mul(ROW_BYTES as u128)
-            .ok_or(MeasureError::TooLarge {
-                operand: Operand::A,
-            })?;
+        let row_bytes = ROW_BYTES as u128;
+        // `rows` is at most `mc` and a k-step's bytes fit a usize: these products fit u128.
+        let kc_block = rows * steps.min(blocking.kc_steps as u128) * row_bytes;
+        let chunk = (rows * steps * row_bytes).min((1u128 << 20).max(kc_block));
+        let per_worker = MR as u128 * steps * row_bytes + chunk;
         let scratch = per_worker * threads as u128;
         Ok(a + b + packed + 2 * c + check + bandwidth + scratch + MARGIN)
     }
@@ -300,6 +309,24 @@ pub struct Report {
     /// configurations).
     pub timed_loads: u64,
     /// `Ok(what was compared)` or the mismatch / error.
+    pub check: Result<String, String>,
+    /// oneDNN's matmul timed in the same process ([`Harness::peer`]), or why it could not run;
+    /// `None` without a peer.
+    pub peer: Option<Result<PeerReport, String>>,
+}
+
+/// oneDNN's matmul of the same case, its repetitions interleaved with `amx-gemm`'s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerReport {
+    /// Median seconds of one product.
+    pub median_s: f64,
+    /// `2 m n k / median_s`, in 10^9 per second.
+    pub gops: f64,
+    /// The median, over repetitions, of `amx-gemm`'s rate over oneDNN's in the adjacent
+    /// repetition: above 1 when `amx-gemm` is faster. Adjacent pairs ran under the same load
+    /// of the host, so this holds where the absolute figures move.
+    pub ratio: f64,
+    /// Whether oneDNN's C equals `amx-gemm`'s: `Ok(what was compared)` or the difference.
     pub check: Result<String, String>,
 }
 
@@ -371,6 +398,17 @@ struct Record<'a> {
     warmup_s: f64,
     first_run_s: f64,
     timed_tile_config_loads: u64,
+    /// oneDNN in the same process (`--onednn`), where asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_gops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_median_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_peer: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_check: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer_error: Option<&'a str>,
     /// `"ok"`, or what failed.
     check: &'a str,
     /// What was compared, when the check passed.
@@ -415,6 +453,34 @@ impl Serialize for Report {
             warmup_s: self.warmup_s,
             first_run_s: self.first_run_s,
             timed_tile_config_loads: self.timed_loads,
+            peer_gops: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.gops),
+            peer_median_s: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.median_s),
+            ratio_to_peer: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| p.ratio),
+            peer_check: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().ok())
+                .map(|p| match &p.check {
+                    Ok(_) => "ok",
+                    Err(why) => why.as_str(),
+                }),
+            peer_error: self
+                .peer
+                .as_ref()
+                .and_then(|p| p.as_ref().err())
+                .map(String::as_str),
             check,
             check_detail,
         }
@@ -432,6 +498,9 @@ pub struct Harness {
     pools: HashMap<usize, Arc<ThreadPool>>,
     /// How long the peak loop runs after its warm-up, per measurement.
     pub peak_time: Duration,
+    /// oneDNN, to time beside every case ([`Report::peer`]); `None` (the default) runs
+    /// `amx-gemm` alone.
+    pub peer: Option<Peer>,
 }
 
 impl Default for Harness {
@@ -453,6 +522,7 @@ impl Harness {
             simd_peaks: HashMap::new(),
             pools: HashMap::new(),
             peak_time: Duration::from_millis(200),
+            peer: None,
         }
     }
 
@@ -487,7 +557,7 @@ impl Harness {
         let time = self.peak_time;
         let warmup = match backend {
             Backend::Hardware => Duration::from_millis(50),
-            Backend::Emulated => Duration::from_millis(10),
+            _ => Duration::from_millis(10),
         };
         let run = || peak_worker(dtype, backend, warmup, time);
         let results: Vec<Result<(f64, f64), MeasureError>> = if threads == 1 {
@@ -525,7 +595,7 @@ impl Harness {
         let run = || {
             let peak = amx_runtime::peak::simd_peak();
             match dtype {
-                PrecisionKind::Bf16 => peak.float,
+                PrecisionKind::Bf16 | PrecisionKind::Fp16 => peak.float,
                 _ => peak.int8,
             }
             .map(|p| p.gops())
@@ -587,6 +657,10 @@ impl Harness {
             PrecisionKind::Int8 => self.run_typed::<Int8>(case),
             PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
             PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
+            PrecisionKind::S8U8 => self.run_typed::<S8U8>(case),
+            PrecisionKind::U8U8 => self.run_typed::<U8U8>(case),
+            PrecisionKind::Fp16 => self.run_typed::<Fp16>(case),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
@@ -628,21 +702,25 @@ impl Harness {
 
         // Warm-up: the first run pays thread start, configuration loads and the first-use trap;
         // on the silicon keep going until the unit is awake and the clock has settled.
-        let mut c = try_vec(c_len)?;
-        c.extend_from_slice(&c0);
+        // C 64-byte aligned, as a program tuned for the silicon keeps it (and as oneDNN
+        // allocates its own): a tile row of C that straddles two cache lines makes every C load
+        // and store of the micro-kernel touch twice the lines (about 12% of a 1024^3 product).
+        let mut c_buf = AlignedScalars::<P::C>::zeroed(c_len)?;
+        let c = c_buf.as_mut_slice();
+        c.copy_from_slice(&c0);
         let start = Instant::now();
-        gemm.run(m, &a, k, &packed, &mut c, n)?;
+        gemm.run(m, &a, k, &packed, c, n)?;
         let first_run_s = start.elapsed().as_secs_f64();
         let (min_runs, min_time) = match backend {
             Backend::Hardware => (3, 0.05),
-            Backend::Emulated => (1, 0.0),
+            _ => (1, 0.0),
         };
         let mut warmup_runs = 1;
         while warmup_runs < min_runs || start.elapsed().as_secs_f64() < min_time {
             if warmup_runs >= 1000 {
                 break;
             }
-            gemm.run(m, &a, k, &packed, &mut c, n)?;
+            gemm.run(m, &a, k, &packed, c, n)?;
             warmup_runs += 1;
         }
         let warmup_s = start.elapsed().as_secs_f64();
@@ -650,37 +728,74 @@ impl Harness {
         // Not `with_capacity(reps)`: `reps` may be anything, and grows only as runs finish.
         let mut times = Vec::new();
         let mut timed_loads = 0;
+        // With a peer, its repetitions alternate with ours: each of ours is compared with the
+        // peer's right after it, under the same load of the host.
+        let mut peer = match &self.peer {
+            Some(lib) => {
+                lib.set_threads(threads);
+                Some(
+                    lib.matmul(case.dtype, (m, n, k), scalar_bytes(&a), scalar_bytes(&b))
+                        .and_then(|mut mm| mm.run().map(|()| mm))
+                        .map_err(|e| e.to_string()),
+                )
+            }
+            None => None,
+        };
+        let mut peer_times = Vec::new();
+        let mut ratios = Vec::new();
         for _ in 0..case.reps.max(1) {
             let start = Instant::now();
-            let stats = gemm.run(m, &a, k, &packed, &mut c, n)?;
-            times.push(start.elapsed().as_secs_f64());
+            let stats = gemm.run(m, &a, k, &packed, c, n)?;
+            let ours = start.elapsed().as_secs_f64();
+            times.push(ours);
             timed_loads += stats.loads();
+            if let Some(Ok(mm)) = &mut peer {
+                let start = Instant::now();
+                if let Err(e) = mm.run() {
+                    peer = Some(Err(e.to_string()));
+                    continue;
+                }
+                let theirs = start.elapsed().as_secs_f64();
+                peer_times.push(theirs);
+                ratios.push(theirs / ours);
+            }
         }
         let (median_s, min_s) =
             Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
 
         // The check: one more run from c0, compared with the reference.
         c.copy_from_slice(&c0);
-        gemm.run(m, &a, k, &packed, &mut c, n)?;
+        gemm.run(m, &a, k, &packed, c, n)?;
         let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
             Outputs::All
         } else {
             Outputs::Sampled(4096)
         };
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
-        let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, &c, n, sample)
+        let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, c, n, sample)
             .map(|v| match P::KIND {
-                PrecisionKind::Bf16 => format!("within the bf16 bound, {v}"),
+                kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
                 _ => format!("exact, {v}"),
             })
             .map_err(|e| e.to_string());
 
         let ops = 2.0 * m as f64 * n as f64 * k as f64;
+        let peer = peer.map(|p| {
+            p.map(|mm| {
+                let median_s = Sample::of(&peer_times).map_or(f64::NAN, |s| s.median);
+                PeerReport {
+                    median_s,
+                    gops: ops / median_s / 1e9,
+                    ratio: Sample::of(&ratios).map_or(f64::NAN, |s| s.median),
+                    check: compare_with_peer::<P>(&mm, c, case.mode),
+                }
+            })
+        });
         let gops = ops / median_s / 1e9;
         let peak = self.peak(case.dtype, threads, Some(backend))?;
         let simd_peak_gops = match backend {
-            Backend::Emulated => self.simd_peak(case.dtype, threads)?,
             Backend::Hardware => None,
+            _ => self.simd_peak(case.dtype, threads)?,
         };
         let b_bytes = b_len * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
@@ -707,7 +822,81 @@ impl Harness {
             first_run_s,
             timed_loads,
             check,
+            peer,
         })
+    }
+}
+
+/// A zeroed, 64-byte-aligned buffer of `len` GEMM elements.
+struct AlignedScalars<T> {
+    lines: Vec<Line>,
+    len: usize,
+    _elements: std::marker::PhantomData<T>,
+}
+
+/// 64 bytes aligned to 64.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+impl<T: amx_gemm::Scalar> AlignedScalars<T> {
+    fn zeroed(len: usize) -> Result<Self, MeasureError> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(MeasureError::TooLarge {
+                operand: Operand::C,
+            })?;
+        let mut lines: Vec<Line> = try_vec(bytes.div_ceil(64))?;
+        lines.resize(bytes.div_ceil(64), Line([0; 64]));
+        Ok(AlignedScalars {
+            lines,
+            len,
+            _elements: std::marker::PhantomData,
+        })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: `lines` holds at least `len * size_of::<T>()` zeroed bytes, 64-byte aligned
+        // (at least T's alignment); `Scalar` is sealed, its implementors (i8, u8, i32, f32,
+        // bf16) are plain values for which zero bytes are a value; the slice borrows `self`
+        // mutably.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<T>(), self.len) }
+    }
+}
+
+/// The bytes of a slice of GEMM elements, as the peer takes them.
+fn scalar_bytes<T: amx_gemm::Scalar>(data: &[T]) -> &[u8] {
+    // SAFETY: `Scalar` is sealed; its implementors (i8, u8, i32, f32, bf16) are plain values
+    // of their size, without padding, so the slice's memory is `size_of_val` initialized bytes,
+    // borrowed for the slice's lifetime.
+    unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
+}
+
+/// oneDNN's C against ours: the integer products are exact in both, so they must agree bit
+/// for bit (C overwritten; accumulating runs start from a C the peer never saw); bf16 and fp16
+/// sums are rounded in another order, which the reference check bounds instead.
+fn compare_with_peer<P: Precision>(
+    mm: &crate::onednn::Matmul<'_>,
+    c: &[P::C],
+    mode: Mode,
+) -> Result<String, String> {
+    if !P::KIND.is_integer() || mode == Mode::Accumulate {
+        return Ok("not compared (floating-point rounding order, or C accumulated)".to_owned());
+    }
+    let theirs = mm.c().map_err(|e| e.to_string())?;
+    let ours = scalar_bytes(c);
+    if theirs == ours {
+        Ok(format!("identical, {} outputs", c.len()))
+    } else {
+        let differ = theirs
+            .chunks_exact(4)
+            .zip(ours.chunks_exact(4))
+            .filter(|(x, y)| x != y)
+            .count();
+        Err(format!(
+            "{differ} of {} outputs differ from oneDNN's",
+            c.len()
+        ))
     }
 }
 
@@ -877,6 +1066,11 @@ fn peak_worker(
         PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
         PrecisionKind::Bf16 => peak_bf16(backend, warmup, time, ops),
+        // The other int8 instructions and TDPFP16PS run at the rates of the loops above on the
+        // silicon: their peak is those loops'.
+        PrecisionKind::S8U8 | PrecisionKind::U8U8 => peak_int8(backend, warmup, time, ops),
+        PrecisionKind::Fp16 => peak_bf16(backend, warmup, time, ops),
+        other => Err(MeasureError::UnsupportedPrecision(other)),
     }
 }
 

@@ -9,7 +9,9 @@
 //!
 //! Tile registers are not asm operands, so each tile number is a `const` generic spliced into
 //! the template as a `const` operand (`tmm{t}`). The assembler (LLVM, Intel syntax) then emits
-//! these forms (docs/semantics.md sections 2-8); `tests/hardware_encoding.rs` and the unit tests below
+//! these forms
+//! ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+//! sections 2-8); `tests/hardware_encoding.rs` and the unit tests below
 //! read the emitted bytes back and compare:
 //!
 //! | Function          | Form                                       | Bytes (tmm0.., base in `rdi`)  |
@@ -261,7 +263,7 @@ dot_product!(
 );
 dot_product!(
     /// TDPFP16PS tmm`C`, tmm`A`, tmm`B`: fp16 pairs into f32.
-    tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, docs/semantics.md F1)"
+    tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) F1)"
 );
 
 /// The XSAVE state-component bitmap of XTILEDATA (state component 18).
@@ -419,7 +421,8 @@ pub(crate) unsafe fn dot_dyn(kind: DotKind, c: u8, a: u8, b: u8) -> bool {
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     //! Encoding checks that run on any x86-64 machine: they read the machine code of small
-    //! wrapper functions (never executing it) and compare it with docs/semantics.md.
+    //! wrapper functions (never executing it) and compare it with
+    //! [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md).
     //!
     //! Each wrapper lives in its own linker section named like a C identifier, so the linker
     //! defines `__start_<section>` and `__stop_<section>` and the test reads exactly the

@@ -7,7 +7,8 @@ use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
 /// A software model of one thread's AMX state: the 64-byte configuration, TILES_CONFIGURED, and
-/// eight tiles of 16 x 64 bytes. Behaves as the silicon does, faults included (docs/semantics.md).
+/// eight tiles of 16 x 64 bytes. Behaves as the silicon does, faults included
+/// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)).
 ///
 /// ```
 /// use amx_runtime::{tilecfg, Emulator, Fault, TileConfig, TileUnit};
@@ -193,7 +194,7 @@ impl Emulator {
 
     /// A number that changes with every LDTILECFG and TILERELEASE (see
     /// `Hardware::config_epoch`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         self.epoch
     }
@@ -238,7 +239,9 @@ impl Emulator {
         self.tiles.get_mut(t as usize)
     }
 
-    /// Sets start_row as XRSTOR can (docs/semantics.md X2), to reproduce the silicon's restart state
+    /// Sets start_row as XRSTOR can
+    /// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// X2), to reproduce the silicon's restart state
     /// in tests. Has no effect when unconfigured.
     pub fn set_start_row(&mut self, row: u8) {
         if self.is_configured() {

@@ -117,6 +117,7 @@ fn set_tracked(config: [u8; 64]) {
 }
 
 /// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
+#[inline(always)]
 fn clear_start_row() {
     CONFIG.with(|c| c[image::START_ROW].set(0));
 }
@@ -149,7 +150,9 @@ fn clear_start_row() {
 /// # TDPFP16PS
 ///
 /// A hypervisor can hide CPUID.(7,1):EAX\[21\] (AMX-FP16) of a core that implements it: on the
-/// KVM guests this crate was measured on (docs/semantics.md F1) the bit is clear, yet TDPFP16PS
+/// KVM guests this crate was measured on
+/// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+/// F1) the bit is clear, yet TDPFP16PS
 /// executes; on a Sapphire Rapids the same opcode raises #UD. A safe call must never fault, so
 /// [`TileUnit::tdpfp16ps`] returns `Fault::InvalidOpcode` unless CPUID reports AMX-FP16, or
 /// unless the thread has opted in with the unsafe [`Hardware::assume_amx_fp16`] (the caller
@@ -175,6 +178,13 @@ pub struct Hardware {
 impl Hardware {
     /// Detects AMX and asks the OS for permission to use tile data, or returns why AMX cannot be
     /// used here. After the first success in a process this is a load of a cached value.
+    ///
+    /// # Errors
+    /// [`Unavailable`], the one reason, worded with what to do. On x86-64 Linux without usable
+    /// AMX, the [`trap`](crate::trap) engine stands in for the silicon: after
+    /// [`trap::install`](crate::trap::install) (or with [`trap::hardware`](crate::trap::hardware),
+    /// which installs it where needed) this succeeds and every instruction traps to the
+    /// engine's emulator; the error's message says so.
     #[inline]
     pub fn new() -> Result<Hardware, Unavailable> {
         let silicon = match SILICON.get() {
@@ -216,7 +226,7 @@ impl Hardware {
     /// A number that changes whenever this thread's configuration may have changed (every
     /// LDTILECFG, TILERELEASE and resync through any handle). The typed path compares it with
     /// the value it saw when it configured, before it runs an instruction unchecked.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
         epoch()
     }
@@ -265,11 +275,15 @@ impl Hardware {
     }
 
     /// Lets [`TileUnit::tdpfp16ps`] execute on this thread although CPUID does not report
-    /// AMX-FP16 (docs/semantics.md F1: a hypervisor can hide the bit of a core that implements it).
+    /// AMX-FP16
+    /// ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// F1: a hypervisor can hide the bit of a core that implements it).
     ///
     /// # Safety
     /// Every core this thread may run on executes TDPFP16PS (e.g. the host is known to be a
-    /// Granite Rapids or later, as on the machines docs/semantics.md was measured on). On a core
+    /// Granite Rapids or later, as on the machines
+    /// [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md)
+    /// was measured on). On a core
     /// without it, TDPFP16PS raises #UD and the process dies of SIGILL.
     pub unsafe fn assume_amx_fp16(&mut self) {
         FP16_ASSUMED.with(|f| f.set(true));
@@ -279,6 +293,7 @@ impl Hardware {
     ///
     /// # Safety
     /// This thread's loaded configuration makes TILEZERO of tile `t` legal.
+    #[inline(always)]
     pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilezero_dyn(t) };
@@ -290,9 +305,21 @@ impl Hardware {
     /// # Safety
     /// The loaded configuration makes TILELOADD of tile `t` legal, and every row of the tile is
     /// readable at `src + r * stride`.
+    #[inline(always)]
     pub(crate) unsafe fn tileloadd_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloadd_dyn(t, src, stride) };
+        clear_start_row();
+    }
+
+    /// TILELOADDT1 without the checks: the typed path.
+    ///
+    /// # Safety
+    /// As for [`Hardware::tileloadd_unchecked`].
+    #[inline(always)]
+    pub(crate) unsafe fn tileloaddt1_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { asm::tileloaddt1_dyn(t, src, stride) };
         clear_start_row();
     }
 
@@ -301,6 +328,7 @@ impl Hardware {
     /// # Safety
     /// The loaded configuration makes TILESTORED of tile `t` legal, and every row of the tile is
     /// writable, and not aliased, at `dst + r * stride`.
+    #[inline(always)]
     pub(crate) unsafe fn tilestored_unchecked(&mut self, t: u8, dst: *mut u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilestored_dyn(t, dst, stride) };
@@ -314,6 +342,7 @@ impl Hardware {
     /// The loaded configuration makes `kind` legal on tiles `c`, `a`, `b` under the
     /// architectural TMUL limits (K <= 16, N <= 64 bytes). A CPU reporting smaller limits gets
     /// the checked instruction instead.
+    #[inline(always)]
     pub(crate) unsafe fn dot_unchecked(
         &mut self,
         kind: DotKind,

@@ -25,6 +25,11 @@ pub const TILES: usize = 8;
 
 /// The AMX instructions, as methods. `t`, `c`, `a`, `b` are tile register numbers (0..8).
 ///
+/// Loads and stores take byte slices, so their strides count bytes, the slice's elements;
+/// [`Fault::OutOfBounds`] counts them too. A stride shorter than a row is accepted: the rows
+/// overlap in memory (a load of stride 0 fills every row with the same bytes; a store writes
+/// its rows in order, so where they overlap the later row's bytes remain).
+///
 /// Every method checks the conditions under which the silicon would fault and returns that
 /// [`Fault`] instead, leaving the state untouched.
 pub trait TileUnit {
@@ -48,36 +53,51 @@ pub trait TileUnit {
     fn tilezero(&mut self, t: u8) -> Result<(), Fault>;
 
     /// TILELOADD: loads rows `start_row..rows` of tile `t`, row `r` from
-    /// `src[r * stride..r * stride + colsb]`. Every row touched must lie inside `src`.
-    fn tileloadd(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault>;
+    /// `src[r * stride_bytes..r * stride_bytes + colsb]`. Every row touched must lie inside
+    /// `src`.
+    fn tileloadd(&mut self, t: u8, src: &[u8], stride_bytes: usize) -> Result<(), Fault>;
 
     /// TILELOADDT1: [`TileUnit::tileloadd`] with a hint that the data will not be reused.
-    fn tileloaddt1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault>;
+    fn tileloaddt1(&mut self, t: u8, src: &[u8], stride_bytes: usize) -> Result<(), Fault>;
 
     /// TILESTORED: stores rows `start_row..rows` of tile `t`, row `r` to
-    /// `dst[r * stride..r * stride + colsb]`, and nothing else.
-    fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault>;
+    /// `dst[r * stride_bytes..r * stride_bytes + colsb]`, and nothing else.
+    fn tilestored(&mut self, t: u8, dst: &mut [u8], stride_bytes: usize) -> Result<(), Fault>;
 
-    /// TILELOADD through a raw pointer and a signed stride.
+    /// TILELOADD through a raw pointer and a signed stride in bytes.
     ///
     /// # Safety
     /// For every row `r` in `start_row..rows` of tile `t`, the `colsb` bytes at
-    /// `src.offset(r * stride)` must be readable. The tile-state checks still run.
-    unsafe fn tileloadd_ptr(&mut self, t: u8, src: *const u8, stride: isize) -> Result<(), Fault>;
+    /// `src.offset(r * stride_bytes)` must be readable. The tile-state checks still run.
+    unsafe fn tileloadd_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride_bytes: isize,
+    ) -> Result<(), Fault>;
 
-    /// TILELOADDT1 through a raw pointer and a signed stride.
+    /// TILELOADDT1 through a raw pointer and a signed stride in bytes.
     ///
     /// # Safety
     /// As for [`TileUnit::tileloadd_ptr`].
-    unsafe fn tileloaddt1_ptr(&mut self, t: u8, src: *const u8, stride: isize)
-        -> Result<(), Fault>;
+    unsafe fn tileloaddt1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride_bytes: isize,
+    ) -> Result<(), Fault>;
 
-    /// TILESTORED through a raw pointer and a signed stride.
+    /// TILESTORED through a raw pointer and a signed stride in bytes.
     ///
     /// # Safety
     /// For every row `r` in `start_row..rows` of tile `t`, the `colsb` bytes at
-    /// `dst.offset(r * stride)` must be writable and not aliased by any live reference.
-    unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault>;
+    /// `dst.offset(r * stride_bytes)` must be writable and not aliased by any live reference.
+    unsafe fn tilestored_ptr(
+        &mut self,
+        t: u8,
+        dst: *mut u8,
+        stride_bytes: isize,
+    ) -> Result<(), Fault>;
 
     /// TDPBSSD: `C += A x B`, signed bytes x signed bytes into i32.
     fn tdpbssd(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;

@@ -1,9 +1,10 @@
-use amx_runtime::{tilecfg, TileConfig};
+use amx_runtime::tilecfg;
 
-static CFG: TileConfig = tilecfg! {
+tilecfg! {
+    struct Kernel;
     palette 1;
     t0 as a: 16x64;
     t1 as a: 16x64;
-};
+}
 
 fn main() {}

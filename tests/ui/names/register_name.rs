@@ -1,8 +1,9 @@
-use amx_runtime::{tilecfg, TileConfig};
+use amx_runtime::tilecfg;
 
-static CFG: TileConfig = tilecfg! {
+tilecfg! {
+    struct Kernel;
     palette 1;
     t0 as t1: 16x64;
-};
+}
 
 fn main() {}

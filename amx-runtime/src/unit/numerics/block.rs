@@ -4,7 +4,7 @@
 
 use amx_tilecfg::DotKind;
 
-use crate::peak::KernelPath;
+use super::KernelPath;
 
 /// Bytes of one k-step of an operand: two 16 x 64-byte tiles.
 const STEP_BYTES: usize = 2048;
@@ -175,6 +175,7 @@ fn unbiased_tdpbssd(c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
 /// compare the kernels on one CPU): the fused block kernel of AVX-512 or AVX-VNNI, else the
 /// per-instruction kernel of `path` step by step. `false`, with nothing computed, where the
 /// CPU lacks them.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn tdpbssd_2x2_on(
     path: KernelPath,
     c: &mut [[u8; 1024]; 4],
@@ -198,6 +199,7 @@ pub(crate) fn tdpbssd_2x2_on(
 /// that compare the kernels on one CPU): with `fused`, the block kernel of AVX-512 or AVX2
 /// (instruction by instruction where it declines), else the per-instruction kernel of `path`
 /// step by step. `false`, with nothing computed, where the CPU lacks them.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn bf16_2x2_on(
     path: KernelPath,
     fused: bool,

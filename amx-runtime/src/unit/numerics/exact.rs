@@ -1,4 +1,6 @@
-//! The exact reference model of docs/semantics.md section 10: integer arithmetic on significands, one
+//! The exact reference model of
+//! [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula):
+//! integer arithmetic on significands, one
 //! round-to-nearest-even at an unbounded exponent, then the FTZ rule. No host floating point is
 //! used, so the result does not depend on MXCSR or on how the compiler treats floats.
 //!
@@ -9,7 +11,9 @@ use super::{
     daz, get_dword, is_nan, nan_result, Half, DEFAULT_NAN, FRAC_MASK, INF, MIN_NORMAL, ONE, SIGN,
 };
 
-/// `fma32(x, y, acc)` of docs/semantics.md section 10, on fp32 bit patterns:
+/// `fma32(x, y, acc)` of
+/// [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula),
+/// on fp32 bit patterns:
 /// 1. DAZ on `x`, `y` and `acc`;
 /// 2. the first NaN of `x, y, acc`, quieted (bit 22 set, sign and payload kept);
 /// 3. inf*0 (after DAZ, so inf*denormal too) and inf + -inf give the default NaN `0xFFC00000`;
@@ -70,7 +74,9 @@ pub(crate) fn fma32(x: u32, y: u32, acc: u32) -> u32 {
     round_pack(sum.neg, sum.mag, sum.exp)
 }
 
-/// `add32(x, y)` of docs/semantics.md section 10: `fma32` with a single addend pair.
+/// `add32(x, y)` of
+/// [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula):
+/// `fma32` with a single addend pair.
 ///
 /// It equals `fma32(x, 1.0, y)` in every case: DAZ applies to `x` and `y` alike, the NaN
 /// priority is `x` then `y` (1.0 is never a NaN), `x*1.0` is exactly `x` with its sign (so the
@@ -80,7 +86,9 @@ pub(crate) fn add32(x: u32, y: u32) -> u32 {
     fma32(x, ONE, y)
 }
 
-/// One TDPBF16PS/TDPFP16PS output element, literally as docs/semantics.md section 10 writes it: C
+/// One TDPBF16PS/TDPFP16PS output element, literally as
+/// [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)
+/// writes it: C
 /// element `c`, row `m` of A, column `n` of B, `k` steps (all already within the tile).
 pub(super) fn dot_element(
     c: u32,

@@ -1,4 +1,5 @@
-//! Bit-exact arithmetic of the AMX dot-product instructions (docs/semantics.md sections 8 to 11).
+//! Bit-exact arithmetic of the AMX dot-product instructions
+//! ([semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) sections 8 to 11).
 //!
 //! Tiles are `[u8; 1024]`: 16 rows of 64 bytes, row `r` at bytes `r * 64..r * 64 + 64`, all
 //! little-endian; element `2k` of a row of 16-bit values is the low half of dword `k`.
@@ -43,8 +44,40 @@ mod tests;
 #[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use exact::{add32, fma32};
 
-use crate::peak::KernelPath;
 use core::sync::atomic::{AtomicU8, Ordering};
+use std::fmt;
+
+/// The implementation the emulator runs for a family of dot products on this CPU, chosen once
+/// per process from the CPU's features.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KernelPath {
+    /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
+    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
+    Avx512,
+    /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
+    /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
+    /// [`KernelPath::Avx2`].
+    AvxVnni,
+    /// AVX2 kernels: VPMADDWD + VPADDD on bytes extended to 16 bits for the integer products,
+    /// VFMADD231PS on 256-bit vectors under an AMX-like MXCSR (with FMA and F16C) for the
+    /// floating-point ones.
+    Avx2,
+    /// Plain Rust loops (compiled with FMA for the floating-point products where the CPU has
+    /// it): every other CPU, and x86-64 CPUs whose DAZ/FTZ fail the emulator's start-up check.
+    Portable,
+}
+
+impl fmt::Display for KernelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelPath::Avx512 => "AVX-512",
+            KernelPath::AvxVnni => "AVX-VNNI",
+            KernelPath::Avx2 => "AVX2",
+            KernelPath::Portable => "portable",
+        })
+    }
+}
 
 /// Rows in a tile.
 const ROWS: usize = 16;
@@ -214,6 +247,7 @@ unsafe fn int8_kernel(
 }
 
 /// Whether this CPU can run the integer kernel of `path`.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn int8_path_available(path: KernelPath) -> bool {
     match path {
         #[cfg(target_arch = "x86_64")]
@@ -230,6 +264,7 @@ pub(crate) fn int8_path_available(path: KernelPath) -> bool {
 
 /// [`dot_int8`] on the kernel of `path` instead of the selected one (for benchmarks that
 /// compare the kernels on one CPU); `false`, with nothing computed, where the CPU lacks it.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn dot_int8_on(
     path: KernelPath,
     c: &mut [u8; 1024],
@@ -349,7 +384,9 @@ fn daz_ftz_self_check(
     })
 }
 
-/// TDPBF16PS (docs/semantics.md section 10): for `m < m_rows`, `n < n_dwords`,
+/// TDPBF16PS
+/// ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)):
+/// for `m < m_rows`, `n < n_dwords`,
 /// `C[m][n] = add32(C[m][n], add32(te, to))` where the two fp32 lanes `te`, `to` start at +0.0
 /// and accumulate `fma32` of the even and odd bf16 pairs in increasing `k < k_dwords`.
 #[inline(always)]
@@ -364,7 +401,9 @@ pub(crate) fn dot_bf16(
     dot_half(c, a, b, m_rows, n_dwords, k_dwords, Half::Bf16);
 }
 
-/// TDPFP16PS (docs/semantics.md section 11): the TDPBF16PS formula with the fp16 inputs converted
+/// TDPFP16PS
+/// ([semantics.md section 11](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#11-tdpfp16ps-amx-fp16)):
+/// the TDPBF16PS formula with the fp16 inputs converted
 /// exactly to fp32 (fp16 denormals become normal fp32 values and are never flushed); C is DAZ'd
 /// and every step flushes tiny results.
 #[inline(always)]
@@ -468,6 +507,7 @@ pub(crate) fn decide_paths() {
 
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the
 /// DAZ/FTZ self-check for the vector kernels).
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn float_path_available(path: KernelPath) -> bool {
     match path {
         #[cfg(target_arch = "x86_64")]
@@ -482,6 +522,7 @@ pub(crate) fn float_path_available(path: KernelPath) -> bool {
 /// [`dot_bf16`] or [`dot_fp16`] on the kernel of `path` instead of the selected one (for
 /// benchmarks that compare the kernels on one CPU); `false`, with nothing computed, where the
 /// CPU lacks it.
+#[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
 pub(crate) fn dot_half_on(
     path: KernelPath,
     c: &mut [u8; 1024],

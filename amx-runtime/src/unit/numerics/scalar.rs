@@ -1,5 +1,6 @@
 //! Portable fast paths: integer loops for TDPB*D, and `f32::mul_add` plus fix-ups for the
-//! floating-point products (the recipe at the end of docs/semantics.md section 10).
+//! floating-point products (the recipe at the end of
+//! [semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula)).
 //!
 //! `f32::mul_add` is correctly rounded (IEEE fusedMultiplyAdd with gradual underflow). After DAZ
 //! of its inputs it already matches `fma32` except in three places, all detected from its result:
@@ -21,7 +22,9 @@ use super::{
     DWORDS, INF, MIN_NORMAL, ROWS, SIGN,
 };
 
-/// `fma32` (docs/semantics.md section 10) through `f32::mul_add`. Bit-identical to
+/// `fma32`
+/// ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula))
+/// through `f32::mul_add`. Bit-identical to
 /// [`super::exact::fma32`].
 #[inline(always)]
 pub(super) fn fma32_fast(x: u32, y: u32, acc: u32) -> u32 {
@@ -32,7 +35,9 @@ pub(super) fn fma32_fast(x: u32, y: u32, acc: u32) -> u32 {
     fix_up(x, y, acc, r)
 }
 
-/// `add32` (docs/semantics.md section 10) through an f32 addition. Bit-identical to
+/// `add32`
+/// ([semantics.md section 10](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#10-tdpbf16ps-the-bit-exact-formula))
+/// through an f32 addition. Bit-identical to
 /// [`super::exact::add32`].
 #[inline(always)]
 pub(super) fn add32_fast(x: u32, y: u32) -> u32 {

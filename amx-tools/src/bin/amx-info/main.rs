@@ -632,7 +632,7 @@ fn human(
         "Emulator: software, bit-exact ({})\n",
         match &info.process_backend {
             Ok(amx_runtime::Backend::Emulated) => "this process's backend",
-            Ok(amx_runtime::Backend::Hardware) => "not this process's backend",
+            Ok(_) => "not this process's backend",
             Err(_) => "this process has no backend: AMX_BACKEND is refused",
         }
     );
