@@ -51,7 +51,10 @@ fn new_processes_and_threads_inherit_the_programs_masks() {
     let run = same_as_without(&prog, &["inherit"]);
     // SIGILL, SIGSEGV, SIGUSR1 blocked by the parent; the thread with attributes of its own.
     assert_eq!(run.line("parent mask"), "0x608", "{run}");
-    assert_eq!(run.stdout.matches("spawned mask 0x608").count(), 2, "{run}");
+    assert_eq!(run.line("fork child mask"), "0x608", "{run}");
+    assert_eq!(run.line("clone child mask"), "0x608", "{run}");
+    // posix_spawn, and the exec of the fork and clone children.
+    assert_eq!(run.stdout.matches("spawned mask 0x608").count(), 3, "{run}");
     assert!(run.stdout.contains("thread mask 0x10"), "{run}");
 }
 

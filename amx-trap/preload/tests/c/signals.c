@@ -7,11 +7,13 @@
  *   amx-blocked    SIGILL, SIGSEGV, SIGBUS and SIGTRAP blocked by each API, then AMX
  *   install <api>  a SIGILL handler installed by <api>; AMX still works, a ud2 reaches it
  *   pending        SIGSEGV sent while blocked stays pending until unblocked
- *   inherit        the mask a posix_spawn child, a fork child and a thread start with
+ *   inherit        the mask a posix_spawn child, a fork child, a clone child and a thread
+ *                  start with
  *   print-mask     prints the mask (the child of `inherit`)
  */
 #include "hostile.h"
 #include <fcntl.h>
+#include <sched.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <sys/time.h>
@@ -69,7 +71,7 @@ static void install(int sig, int flags, unsigned long long mask) {
 
 static void on_alarm(int sig) { (void)sig; }
 
-/* A read() interrupted by a timer signal with or without SA_RESTART. */
+/* A read() interrupted by a signal, with or without SA_RESTART. */
 static void restart(int flags) {
     int fds[2];
     if (pipe(fds) != 0)
@@ -79,18 +81,23 @@ static void restart(int flags) {
     sa.sa_handler = on_alarm;
     sa.sa_flags = flags;
     sigaction(SIGALRM, &sa, NULL);
+    /* The child sends SIGALRM every 20 ms for half a second, then writes: whenever the parent
+     * reaches its read, signals arrive during it (no race with a single timer). */
+    pid_t parent = getpid();
     if (fork() == 0) {
-        usleep(300000);
+        for (int i = 0; i < 25; i++) {
+            usleep(20000);
+            kill(parent, SIGALRM);
+        }
         write(fds[1], "x", 1);
         _exit(0);
     }
-    struct itimerval it = {{0, 0}, {0, 50000}};
-    setitimer(ITIMER_REAL, &it, NULL);
     char c;
     errno = 0;
     long n = read(fds[0], &c, 1);
     printf("read with flags %#x: %ld errno %d\n", flags, n, n < 0 ? errno : 0);
-    wait(NULL);
+    while (wait(NULL) < 0 && errno == EINTR)
+        ;
     close(fds[0]);
     close(fds[1]);
 }
@@ -343,6 +350,16 @@ static int pending(void) {
 }
 
 /* The masks new processes and threads start with. */
+/* A child process made by the C library's clone(): it prints its mask, then execs print-mask. */
+static char **clone_argv;
+static int clone_child(void *arg) {
+    (void)arg;
+    printf("clone child mask %#llx\n", mask_now());
+    fflush(stdout);
+    execv(clone_argv[0], clone_argv);
+    _exit(1);
+}
+
 static int inherit(const char *self) {
     sigset_t set;
     sigemptyset(&set);
@@ -364,6 +381,11 @@ static int inherit(const char *self) {
         _exit(1);
     }
     waitpid(pid, NULL, 0);
+    static char clone_stack[64 * 1024] __attribute__((aligned(16)));
+    clone_argv = argv;
+    pid = clone(clone_child, clone_stack + sizeof clone_stack, SIGCHLD, NULL);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
     pthread_t t;
     pthread_create(&t, NULL, thread_mask, NULL);
     pthread_join(t, NULL);
