@@ -181,9 +181,9 @@ impl Hardware {
     ///
     /// # Errors
     /// [`Unavailable`], the one reason, worded with what to do. On x86-64 Linux without usable
-    /// AMX, the [`trap`](crate::trap) engine stands in for the silicon: after
-    /// [`trap::install`](crate::trap::install) (or with [`trap::hardware`](crate::trap::hardware),
-    /// which installs it where needed) this succeeds and every instruction traps to the
+    /// AMX, the trap engine (the `amx-trap` crate) stands in for the silicon: after
+    /// `amx_trap::install()` (or with `amx_trap::hardware()`, which installs it where needed,
+    /// or with the engine's library preloaded) this succeeds and every instruction traps to the
     /// engine's emulator; the error's message says so.
     #[inline]
     pub fn new() -> Result<Hardware, Unavailable> {
