@@ -265,7 +265,21 @@ pub(crate) fn patched_since(rip: u64, code: &[u8]) -> Option<Decoded> {
     let len = usize::from(insn.len);
     let head = code.get(..5)?;
     let ours = match head.first()? {
-        0xCC => matches!(site.state.load(Ordering::Acquire), PATCHING | UNPATCHING),
+        0xCC => match site.state.load(Ordering::Acquire) {
+            PATCHING | UNPATCHING => true,
+            // The writing window closed after this thread read the `int3`: the bytes have
+            // settled (the jump, or the instruction back), and are read again.
+            PATCHED | DEAD => {
+                let mut again = [0u8; MAX_LEN];
+                let n = access::fetch(rip, &mut again);
+                let again = again.get(..n)?;
+                if again.first() == Some(&0xCC) {
+                    return None;
+                }
+                return Some(patched_since(rip, again).unwrap_or_else(|| decode::decode(again)));
+            }
+            _ => false,
+        },
         0xE9 => jump(rip, site.stub()).is_some_and(|j| head == j),
         _ => false,
     };
@@ -308,7 +322,9 @@ pub(crate) fn int3_site(at: u64) -> Option<Instruction> {
         PATCHING | UNPATCHING => head.first() == Some(&0xCC) || head == jump || head == original,
         // The window closed after this thread met the int3: the jump, or the instruction back.
         PATCHED => head == jump,
-        DEAD => head == original,
+        // Retired: the instruction back, or a jump that stayed (a retired site's stub still
+        // runs the instruction).
+        DEAD => head == original || head == jump,
         _ => false,
     };
     let displacement_ok = head.get(1..) == original.get(1..) || head.get(1..) == jump.get(1..);
@@ -339,6 +355,12 @@ pub(crate) fn trapped(rip: u64, insn: &Instruction, code: &[u8]) {
         // Patched, yet the original instruction trapped: the code was replaced (a library
         // unloaded and loaded again at the same address). The old entry retires.
         PATCHED => {
+            // A trap from before the patch, handled after it was written: the jump is there,
+            // nothing was replaced.
+            let mut head = [0u8; 5];
+            if access::fetch(rip, &mut head) == 5 && jump(rip, site.stub()) == Some(head) {
+                return;
+            }
             if site
                 .state
                 .compare_exchange(PATCHED, DEAD, Ordering::AcqRel, Ordering::Relaxed)
