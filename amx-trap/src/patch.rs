@@ -264,25 +264,12 @@ pub(crate) fn patched_since(rip: u64, code: &[u8]) -> Option<Decoded> {
     let (insn, bytes) = site.published()?;
     let len = usize::from(insn.len);
     let head = code.get(..5)?;
-    let ours = match head.first()? {
-        0xCC => match site.state.load(Ordering::Acquire) {
-            PATCHING | UNPATCHING => true,
-            // The writing window closed after this thread read the `int3`: the bytes have
-            // settled (the jump, or the instruction back), and are read again.
-            PATCHED | DEAD => {
-                let mut again = [0u8; MAX_LEN];
-                let n = access::fetch(rip, &mut again);
-                let again = again.get(..n)?;
-                if again.first() == Some(&0xCC) {
-                    return None;
-                }
-                return Some(patched_since(rip, again).unwrap_or_else(|| decode::decode(again)));
-            }
-            _ => false,
-        },
-        0xE9 => jump(rip, site.stub()).is_some_and(|j| head == j),
-        _ => false,
-    };
+    let original = bytes.get(..5)?;
+    // The original head: the instruction trapped itself (counted by the caller). Anything the
+    // engine writes there (the int3, the jump, or a mix of them with the original bytes, read
+    // while a writing was under way) means the site's instruction trapped, the engine's bytes
+    // arriving since.
+    let ours = head != original && engine_head(head, original, jump(rip, site.stub()));
     if !ours {
         return None;
     }
@@ -308,6 +295,7 @@ pub(crate) fn patched_since(rip: u64, code: &[u8]) -> Option<Decoded> {
 /// (a program's own, or one filling a freed page), is the program's.
 pub(crate) fn int3_site(at: u64) -> Option<Instruction> {
     let site = find_any(at)?;
+    let before = site.state.load(Ordering::Acquire);
     let (insn, bytes) = site.published()?;
     let len = usize::from(insn.len);
     let mut buf = [0u8; MAX_LEN];
@@ -318,17 +306,30 @@ pub(crate) fn int3_site(at: u64) -> Option<Instruction> {
     let jump = jump(at, site.stub())?;
     let (head, tail) = code.split_at_checked(5)?;
     let (original, original_tail) = bytes.get(..len)?.split_at_checked(5)?;
-    let ours = match site.state.load(Ordering::Acquire) {
-        PATCHING | UNPATCHING => head.first() == Some(&0xCC) || head == jump || head == original,
+    let mixed = engine_head(head, original, Some(jump));
+    // The state before the bytes were read, and after: a window open at either time may have
+    // left any mix of the int3, the jump and the original bytes.
+    let ours = match (before, site.state.load(Ordering::Acquire)) {
+        (PATCHING | UNPATCHING, _) | (_, PATCHING | UNPATCHING) => mixed,
         // The window closed after this thread met the int3: the jump, or the instruction back.
-        PATCHED => head == jump,
+        (_, PATCHED) => head == jump,
         // Retired: the instruction back, or a jump that stayed (a retired site's stub still
-        // runs the instruction).
-        DEAD => head == original || head == jump,
+        // runs the instruction). An int3 read after the window closed is the program's.
+        (_, DEAD) => head == original || head == jump,
         _ => false,
     };
-    let displacement_ok = head.get(1..) == original.get(1..) || head.get(1..) == jump.get(1..);
-    (ours && displacement_ok && tail == original_tail).then_some(insn)
+    (ours && tail == original_tail).then_some(insn)
+}
+
+/// Whether each of the five bytes `head` is the site's original byte, its jump's, or (the
+/// first) the engine's `int3`: what a read of a site may see while the engine writes it.
+fn engine_head(head: &[u8], original: &[u8], jump: Option<[u8; 5]>) -> bool {
+    head.len() == 5
+        && head.iter().enumerate().all(|(i, b)| {
+            original.get(i) == Some(b)
+                || jump.is_some_and(|j| j.get(i) == Some(b))
+                || (i == 0 && *b == 0xCC)
+        })
 }
 
 /// The newest site at `addr`, retired or not.
