@@ -719,7 +719,29 @@ fn int8_kernel_avx512() {
     forced_int8(Kernel::Avx512);
 }
 
-/// The dispatch runs the best integer kernel the CPU has.
+/// The values of `KERNELS_ENV`, as a user may spell them.
+#[test]
+fn kernel_cap_values() {
+    for (text, want) in [
+        ("avx512", rank(KernelPath::Avx512)),
+        (" AVX-512 ", rank(KernelPath::Avx512)),
+        ("avx-vnni", rank(KernelPath::AvxVnni)),
+        ("AvxVnni", rank(KernelPath::AvxVnni)),
+        ("avx2\n", rank(KernelPath::Avx2)),
+        ("portable", rank(KernelPath::Portable)),
+        ("", u8::MAX),
+        ("auto", u8::MAX),
+        ("sse2", u8::MAX),
+    ] {
+        assert_eq!(cap_of(text), want, "{text:?}");
+    }
+    // The order of the cap: each path allows itself and the ones below.
+    assert!(rank(KernelPath::Portable) < rank(KernelPath::Avx2));
+    assert!(rank(KernelPath::Avx2) < rank(KernelPath::AvxVnni));
+    assert!(rank(KernelPath::AvxVnni) < rank(KernelPath::Avx512));
+}
+
+/// The dispatch runs the best integer kernel the CPU has, within the cap of `KERNELS_ENV`.
 #[test]
 fn int8_dispatch_picks_the_best_kernel() {
     let best = [
@@ -729,6 +751,7 @@ fn int8_dispatch_picks_the_best_kernel() {
         (Kernel::Portable, KernelPath::Portable),
     ]
     .into_iter()
+    .filter(|&(_, p)| rank(p) <= kernel_cap())
     .find(|(k, _)| k.int8_missing().is_none())
     .map(|(_, p)| p);
     assert_eq!(Some(int8_path()), best);
@@ -1098,8 +1121,8 @@ fn float_kernel_avx512() {
     forced_half(Kernel::Avx512);
 }
 
-/// The dispatch runs the best floating-point kernel the CPU has (the scalar FMA variant is
-/// part of the portable path).
+/// The dispatch runs the best floating-point kernel the CPU has, within the cap of
+/// `KERNELS_ENV` (the scalar FMA variant is part of the portable path).
 #[test]
 fn float_dispatch_picks_the_best_kernel() {
     let best = [
@@ -1108,6 +1131,7 @@ fn float_dispatch_picks_the_best_kernel() {
         (Kernel::Portable, KernelPath::Portable),
     ]
     .into_iter()
+    .filter(|&(_, p)| rank(p) <= kernel_cap())
     .find(|(k, _)| k.float_missing().is_none())
     .map(|(_, p)| p);
     assert_eq!(Some(float_path()), best);
