@@ -2,31 +2,32 @@
 //! without the AVX-512 ones.
 //!
 //! * `TDPB[SU][SU]D`: both operands sign- or zero-extended to i16 once per call (once per
-//!   block step for a block of products), then VPMADDWD (16 exact byte products per
-//!   instruction, summed in pairs into i32) and VPADDD. Every extended product fits an
-//!   i16 x i16 -> i32 multiply, so all four signedness combinations are the same code with no
-//!   correction term; the sums wrap mod 2^32.
+//!   block step for a block of products, in another layout: see `dot_2x2_int8`), then
+//!   VPMADDWD (16 exact byte products per instruction, summed in pairs into i32) and VPADDD.
+//!   Every extended product fits an i16 x i16 -> i32 multiply, so all four signedness
+//!   combinations are the same code with no correction term; the sums wrap mod 2^32.
 //! * TDPBF16PS/TDPFP16PS: VFMADD231PS over half rows of C inside one inline-asm block under
 //!   MXCSR = DAZ|FTZ|round-to-nearest|all masked, as the AVX-512 kernel does (its module
 //!   comment says why that is section 10 exactly for every lane that does not end in a NaN;
 //!   NaN lanes are recomputed by the exact model). Used only where the start-up self-check
 //!   (`super::daz_ftz_self_check`) shows the CPU's DAZ/FTZ behave as section 10 needs.
 //!
-//! Register blocking: four rows of C per pass, so each B vector loaded for a k step serves four
-//! rows, and 8 independent accumulators per pass (the FMA chains: 2 ports x 4 cycles of
-//! latency; the integer chains are VPADDD with a latency of 1, so for them the blocking only
-//! keeps loads below the multiply rate). The floating-point kernel runs a group's even and
+//! Register blocking: two rows of C per pass for single integer products, four for integer
+//! blocks and floating-point products, so each B vector loaded for a k step serves them all,
+//! and 8 independent accumulators per pass (the FMA chains: 2 ports x 4 cycles of latency;
+//! the integer chains are VPADDD with a latency of 1, so for them the blocking only keeps
+//! loads below the multiply rate). The floating-point kernel runs a group's even and
 //! odd sums as two passes, so that its 8 accumulators cover 4 rows (see `float_kernel`).
 
 use core::arch::asm;
 use core::arch::x86_64::{
     __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_castps_si256, _mm256_castsi256_ps,
     _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16,
-    _mm256_cvtph_ps, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_madd_epi16,
-    _mm256_movemask_ps, _mm256_packus_epi32, _mm256_permute4x64_epi64, _mm256_set1_epi32,
-    _mm256_setzero_si256, _mm256_shuffle_ps, _mm256_slli_epi32, _mm256_srli_epi32,
-    _mm256_store_si256, _mm256_storeu_si256, _mm_loadu_si128, _mm_set1_epi8, _mm_xor_si128,
-    _CMP_UNORD_Q,
+    _mm256_cvtph_ps, _mm256_extracti128_si256, _mm256_hadd_epi32, _mm256_loadu_si256,
+    _mm256_madd_epi16, _mm256_movemask_ps, _mm256_packus_epi32, _mm256_permute4x64_epi64,
+    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_shuffle_ps,
+    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_store_si256, _mm256_storeu_si256, _mm_loadu_si128,
+    _mm_set1_epi8, _mm_xor_si128, _CMP_UNORD_Q,
 };
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
@@ -66,8 +67,9 @@ pub(super) fn float_available() -> bool {
 }
 
 /// One tile's rows as 256-bit vectors: row `r` is `[r][0]` and `[r][1]` (16 fp32 or i32
-/// lanes).
+/// lanes), or four vectors of i16 for a widened byte row.
 type Rows2 = [[__m256i; 2]; ROWS];
+type Rows4 = [[__m256i; 4]; ROWS];
 
 /// Row `r` (< 16) of a tile, bytes `32 * half..32 * half + 32`.
 #[inline]
@@ -79,11 +81,42 @@ pub(super) fn load_half_row(t: &[u8; 1024], r: usize, half: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
 }
 
-/// `TDPB[SU][SU]D` with VPMADDWD. For row `m` and k step `k`, A's bytes `4k, 4k + 1` extended
-/// to an i16 pair are broadcast as a dword and multiplied with the vector of B row `k`'s first
-/// pairs (bytes `4n, 4n + 1` of each column n, extended), A's bytes `4k + 2, 4k + 3` with that of
-/// its last pairs: i32 lane n of the two VPMADDWD, added, is `A[m][k] . B[k][n]`. Summed over
-/// k (VPADDD, mod 2^32) from C itself (see [`dot_2x2_int8`] for the layout).
+/// Row `r` (< 16) of a byte tile, sign- (`SIGNED`) or zero-extended to 64 i16 in 4 vectors.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn widen_row<const SIGNED: bool>(t: &[u8; 1024], r: usize) -> [__m256i; 4] {
+    let mut out = [_mm256_setzero_si256(); 4];
+    for (q, v) in out.iter_mut().enumerate() {
+        let at = (r % ROWS) * 64 + q * 16;
+        let bytes: &[u8; 16] = t[at..at + 16].try_into().unwrap_or(&[0; 16]);
+        // SAFETY: `bytes` is 16 readable bytes; the load is unaligned.
+        let x = unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) };
+        *v = if SIGNED {
+            _mm256_cvtepi8_epi16(x)
+        } else {
+            _mm256_cvtepu8_epi16(x)
+        };
+    }
+    out
+}
+
+/// Writes every row of `t`, extended to i16, into `out`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn widen_tile<const SIGNED: bool>(t: &[u8; 1024], out: &mut MaybeUninit<Rows4>) {
+    let rows = out.as_mut_ptr().cast::<[__m256i; 4]>();
+    for r in 0..ROWS {
+        // SAFETY: `rows` points to 16 row slots of `out`, and r < 16.
+        unsafe { rows.add(r).write(widen_row::<SIGNED>(t, r)) };
+    }
+}
+
+/// `TDPB[SU][SU]D` with VPMADDWD. For row `m` and k step `k`, the four A bytes of dword
+/// `A[m][k]`, extended to i16, are broadcast to every 64-bit lane and multiplied with B row `k`
+/// extended to i16: i32 lane `2n + h` of the result is
+/// `a[4k+2h] * b[k][4n+2h] + a[4k+2h+1] * b[k][4n+2h+1]`. Summed over k (VPADDD, mod 2^32),
+/// lanes `2n` and `2n + 1` hold the two halves of `C[m][n]`'s sum, added at the end
+/// (VPHADDD, then a lane permutation back into column order).
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -113,8 +146,7 @@ pub(super) unsafe fn dot_int8(
 }
 
 /// [`dot_int8`] for one signedness combination; `(m_rows, n_dwords, k_dwords)` clamped and
-/// nonempty. The kernel of [`dot_2x2_int8`] on one product: A extended to i16, B extended in
-/// its split layout, then 4 rows of C at a time accumulated in C's own layout.
+/// nonempty.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn int8_kernel<const SA: bool, const SB: bool>(
@@ -126,20 +158,44 @@ fn int8_kernel<const SA: bool, const SB: bool>(
     // Both operands extended once per call (4 KiB, in L1): the hot loop then only loads.
     // All 16 rows whatever the shape (branch-free), written in place without the zeroing an
     // initialised array would cost.
-    let mut wa = MaybeUninit::<[WideTile; 2]>::uninit();
-    let mut wb = MaybeUninit::<[WideTile; 2]>::uninit();
-    let (wa_p, wb_p) = (
-        wa.as_mut_ptr().cast::<WideTile>(),
-        wb.as_mut_ptr().cast::<WideTile>(),
-    );
-    // SAFETY: `a` and `b` are 1024 readable bytes; slot 0 of each buffer is a writable
-    // WideTile, written in full here and the only slot the rows read (chunk 1); m0 + 4 <= 16.
-    // The CPU supports AVX2 (this function's target feature).
-    unsafe {
-        widen_a::<SA, false>(a.as_ptr(), wa_p);
-        widen_b_split::<SB>(b.as_ptr(), wb_p);
-        for m0 in (0..m_rows).step_by(4) {
-            int8_block_rows(c, m0, (wa_p, wb_p), 1, (m_rows, n_dwords, k_dwords));
+    let mut a_wide = MaybeUninit::<Rows4>::uninit();
+    let mut b_wide = MaybeUninit::<Rows4>::uninit();
+    widen_tile::<SA>(a, &mut a_wide);
+    widen_tile::<SB>(b, &mut b_wide);
+    // SAFETY: widen_tile wrote every row.
+    let (a_wide, b_wide) = unsafe { (a_wide.assume_init_ref(), b_wide.assume_init_ref()) };
+    // A viewed as 16 x 16 quadwords: quadword k of row m is dword A[m][k], extended.
+    // SAFETY: [[__m256i; 4]; 16] is 2 KiB of plain integers, readable as 256 u64 (whose
+    // alignment it exceeds).
+    let a_quads: &[u64; ROWS * DWORDS] = unsafe { &*a_wide.as_ptr().cast() };
+    for m0 in (0..m_rows).step_by(2) {
+        // Row m0 + 1 may lie past m_rows (at most row 15): computed from the tile's bytes and
+        // dropped.
+        let rows = [m0, (m0 + 1) % ROWS];
+        let mut acc = [_mm256_setzero_si256(); 8];
+        for (k, bk) in b_wide.iter().enumerate().take(k_dwords) {
+            for (j, &m) in rows.iter().enumerate() {
+                // m < 16 and k < 16, so the index is below 256 and needs no check.
+                let av = _mm256_set1_epi64x(a_quads[(m % ROWS) * DWORDS + k % DWORDS] as i64);
+                for (i, &bv) in bk.iter().enumerate() {
+                    let x = &mut acc[j * 4 + i];
+                    *x = _mm256_add_epi32(*x, _mm256_madd_epi16(av, bv));
+                }
+            }
+        }
+        for (j, &m) in rows.iter().enumerate() {
+            if m0 + j >= m_rows {
+                break;
+            }
+            let acc = &acc[j * 4..j * 4 + 4];
+            // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
+            let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(acc[0], acc[1]));
+            let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(acc[2], acc[3]));
+            let row = [
+                _mm256_add_epi32(lo, load_half_row(c, m, 0)),
+                _mm256_add_epi32(hi, load_half_row(c, m, 1)),
+            ];
+            store_row(c, m, n_dwords, row);
         }
     }
 }
@@ -772,15 +828,7 @@ unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
             for m0 in (0..ROWS).step_by(4) {
                 // SAFETY: the slots 2 * j + h and 2 * j + w for j < chunk were written above,
                 // and m0 + 4 <= 16.
-                unsafe {
-                    int8_block_rows(
-                        tile,
-                        m0,
-                        (wa_p.add(h), wb_p.add(w)),
-                        chunk,
-                        (ROWS, DWORDS, ROWS),
-                    )
-                };
+                unsafe { int8_block_rows(tile, m0, (wa_p.add(h), wb_p.add(w)), chunk) };
             }
         }
     }
@@ -853,10 +901,8 @@ unsafe fn widen_b_split<const SIGNED: bool>(src: *const u8, dst: *mut WideTile) 
     }
 }
 
-/// Rows `m0..m0 + 4` of one C tile over `chunk` steps of `k_dwords` dwords each: A's extended
-/// tiles at `wa`, `wa + 2`, ... and B's at `wb`, `wb + 2`, ... (one per step). Only rows below
-/// `m_rows` and their first `n_dwords` dwords are written (the others are computed from the
-/// tiles' bytes and dropped).
+/// Rows `m0..m0 + 4` of one C tile over `chunk` steps: A's extended tiles at `wa`, `wa + 2`,
+/// ... and B's at `wb`, `wb + 2`, ... (one per step).
 ///
 /// # Safety
 /// The CPU must support AVX2; `wa.add(2 * j)` and `wb.add(2 * j)` for `j < chunk` are written
@@ -868,7 +914,6 @@ unsafe fn int8_block_rows(
     m0: usize,
     (wa, wb): (*const WideTile, *const WideTile),
     chunk: usize,
-    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
 ) {
     let mut acc = [[_mm256_setzero_si256(); 2]; 4];
     for (r, pair) in acc.iter_mut().enumerate() {
@@ -883,7 +928,7 @@ unsafe fn int8_block_rows(
         // SAFETY: a WideTile is 16 rows of 128 bytes of plain integers, readable as 32 i32
         // per row (alignment 64 exceeds theirs).
         let a_rows: &[[i32; 32]; ROWS] = unsafe { &*(ta as *const WideTile).cast() };
-        for (k, bk) in tb.0.iter().enumerate().take(k_dwords) {
+        for (k, bk) in tb.0.iter().enumerate() {
             for (r, pair) in acc.iter_mut().enumerate() {
                 let row = &a_rows[(m0 + r) % ROWS];
                 let a0 = _mm256_set1_epi32(row[(2 * k) % 32]);
@@ -898,13 +943,10 @@ unsafe fn int8_block_rows(
         }
     }
     for (r, pair) in acc.iter().enumerate() {
-        if m0 + r >= m_rows {
-            break;
-        }
         let row = [
             _mm256_permute4x64_epi64::<ACC_ORDER>(pair[0]),
             _mm256_permute4x64_epi64::<ACC_ORDER>(pair[1]),
         ];
-        store_row(c, m0 + r, n_dwords, row);
+        store_row(c, m0 + r, DWORDS, row);
     }
 }

@@ -309,9 +309,10 @@ fn path_of(code: u8) -> Option<KernelPath> {
 
 /// The variable that caps the kernels the dispatch may choose: `avx512`, `avx-vnni`, `avx2` or
 /// `portable` (any case, blanks around ignored) allows that path and the ones below it in the
-/// order AVX-512, AVX-VNNI, AVX2, portable. Every path computes the same bits, so the cap
-/// changes speed only: it lets a CPU with AVX-512 run what an AVX2-only CPU runs. Unset,
-/// empty, `auto` or a value not understood: no cap.
+/// order AVX-512, AVX-VNNI, AVX2, portable, and caps the row copies' width alike
+/// ([`copy_path`]). Every path computes the same bits, so the cap changes speed only: it lets a
+/// CPU with AVX-512 run what an AVX2-only CPU runs. Unset, empty, `auto` or a value not
+/// understood: no cap.
 pub(crate) const KERNELS_ENV: &str = "AMX_EMULATOR_KERNELS";
 
 /// A path's place in the cap's order (higher: more capable).
