@@ -16,7 +16,7 @@ pub fn process_cpu_s() -> Option<f64> {
     };
     // SAFETY: clock_gettime writes one timespec to `ts`, a live local.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 /// Nanoseconds per call of `op`: the number of calls in one sample is calibrated so that a
