@@ -142,7 +142,12 @@ impl Emulator {
     }
 
     /// The INIT state under a table whose tiles fit the storage (checked by the callers).
+    ///
+    /// The kernel paths are decided here if they are not yet (the CPU's features and
+    /// `AMX_EMULATOR_KERNELS`, whose reading allocates): a thread's emulator is made before
+    /// it configures, so no instruction run under a tile guard is the first to decide them.
     fn unconfigured(table: PaletteTable, limits: TmulLimits) -> Emulator {
+        numerics::decide_paths();
         Emulator {
             table,
             architectural: table == PaletteTable::ARCHITECTURAL,

@@ -595,9 +595,10 @@ pub(crate) fn dot_half_widened(
 }
 
 /// Decides now what the dispatch would decide on first use: the standard library's CPU
-/// feature cache, the integer and floating-point paths (with the DAZ/FTZ self-check). The
-/// trap engine calls it before it makes `cpuid` fault: a detection that ran `cpuid` inside its
-/// SIGILL handler, where every signal is blocked, would kill the process.
+/// feature cache, the integer and floating-point paths (with the DAZ/FTZ self-check) and the
+/// row copies' width. The trap engine calls it before it makes `cpuid` fault: a detection
+/// that ran `cpuid` inside its SIGILL handler, where every signal is blocked, would kill the
+/// process. A new `Emulator` calls it too (see `Emulator::unconfigured`).
 pub(crate) fn decide_paths() {
     #[cfg(target_arch = "x86_64")]
     let _ = std::arch::is_x86_feature_detected!("avx512f");
