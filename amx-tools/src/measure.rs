@@ -284,6 +284,9 @@ pub struct Report {
     pub median_s: f64,
     /// Fastest multiply.
     pub min_s: f64,
+    /// Median CPU seconds of one multiply, all threads together (see
+    /// [`process_cpu_s`](crate::timing::process_cpu_s)); `None` where the clock is missing.
+    pub median_cpu_s: Option<f64>,
     /// `2 m n k / median_s`, in 10^9 per second.
     pub gops: f64,
     /// The measured compute roof for this precision, backend and thread count.
@@ -360,6 +363,20 @@ impl Report {
         self.simd_peak_gops
             .map(|peak| 100.0 * ops / self.min_s / 1e9 / peak)
     }
+
+    /// The multiply's rate over its CPU time rather than its wall time
+    /// ([`median_cpu_s`](Report::median_cpu_s), divided among the threads) as a percentage of
+    /// [`simd_peak_gops`](Report::simd_peak_gops), where both are measured: on a machine whose
+    /// cores other processes share, what the run would reach with the cores to itself (the
+    /// peak is the best of short batches, so it carries little of the others' load either).
+    /// On a quiet machine it is close to [`percent_of_simd_peak`](Report::percent_of_simd_peak).
+    pub fn cpu_percent_of_simd_peak(&self) -> Option<f64> {
+        let c = &self.case;
+        let ops = 2.0 * c.m as f64 * c.n as f64 * c.k as f64;
+        let per_thread_s = self.median_cpu_s? / self.threads.max(1) as f64;
+        self.simd_peak_gops
+            .map(|peak| 100.0 * ops / per_thread_s / 1e9 / peak)
+    }
 }
 
 /// The JSON form of a [`Report`]: the case's fields and the figures side by side, names
@@ -377,6 +394,8 @@ struct Record<'a> {
     reps: usize,
     median_s: f64,
     min_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    median_cpu_s: Option<f64>,
     gops: f64,
     peak_gops: f64,
     bandwidth_gbps: f64,
@@ -392,6 +411,9 @@ struct Record<'a> {
     /// The fastest repetition's share (see [`Report::best_percent_of_simd_peak`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     best_percent_of_simd_peak: Option<f64>,
+    /// The share over CPU time (see [`Report::cpu_percent_of_simd_peak`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_percent_of_simd_peak: Option<f64>,
     b_bound: bool,
     pack_s: f64,
     warmup_runs: usize,
@@ -437,6 +459,7 @@ impl Serialize for Report {
             reps: c.reps,
             median_s: self.median_s,
             min_s: self.min_s,
+            median_cpu_s: self.median_cpu_s,
             gops: self.gops,
             peak_gops: self.peak_gops,
             bandwidth_gbps: self.bandwidth_gbps,
@@ -447,6 +470,7 @@ impl Serialize for Report {
             simd_peak_gops: self.simd_peak_gops,
             percent_of_simd_peak: self.percent_of_simd_peak(),
             best_percent_of_simd_peak: self.best_percent_of_simd_peak(),
+            cpu_percent_of_simd_peak: self.cpu_percent_of_simd_peak(),
             b_bound: self.b_bound(),
             pack_s: self.pack_s,
             warmup_runs: self.warmup_runs,
@@ -743,10 +767,15 @@ impl Harness {
         };
         let mut peer_times = Vec::new();
         let mut ratios = Vec::new();
+        let mut cpu_times = Vec::new();
         for _ in 0..case.reps.max(1) {
+            let cpu_start = crate::timing::process_cpu_s();
             let start = Instant::now();
             let stats = gemm.run(m, &a, k, &packed, c, n)?;
             let ours = start.elapsed().as_secs_f64();
+            if let (Some(t0), Some(t1)) = (cpu_start, crate::timing::process_cpu_s()) {
+                cpu_times.push(t1 - t0);
+            }
             times.push(ours);
             timed_loads += stats.loads();
             if let Some(Ok(mm)) = &mut peer {
@@ -762,6 +791,7 @@ impl Harness {
         }
         let (median_s, min_s) =
             Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
+        let median_cpu_s = Sample::of(&cpu_times).map(|s| s.median);
 
         // The check: one more run from c0, compared with the reference.
         c.copy_from_slice(&c0);
@@ -811,6 +841,7 @@ impl Harness {
             pack_s,
             median_s,
             min_s,
+            median_cpu_s,
             gops,
             peak_gops: peak.gops,
             bandwidth_gbps,

@@ -5,6 +5,20 @@ use std::time::{Duration, Instant};
 
 use crate::stats::Sample;
 
+/// Seconds of CPU time this process has used so far, all threads (`CLOCK_PROCESS_CPUTIME_ID`);
+/// `None` where the clock cannot be read. The difference over a timed run, unlike the wall
+/// time, leaves out the time other processes held the cores: on a shared machine it is what
+/// the run would take alone, up to the caches the others disturbed.
+pub fn process_cpu_s() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to `ts`, a live local.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
 /// Nanoseconds per call of `op`: the number of calls in one sample is calibrated so that a
 /// sample lasts about `target`; one warm-up sample, then the [`Sample`] of `reps` samples
 /// (`None` when `reps` is 0).

@@ -142,7 +142,12 @@ impl Emulator {
     }
 
     /// The INIT state under a table whose tiles fit the storage (checked by the callers).
+    ///
+    /// The kernel paths are decided here if they are not yet (the CPU's features and
+    /// `AMX_EMULATOR_KERNELS`, whose reading allocates): a thread's emulator is made before
+    /// it configures, so no instruction run under a tile guard is the first to decide them.
     fn unconfigured(table: PaletteTable, limits: TmulLimits) -> Emulator {
+        numerics::decide_paths();
         Emulator {
             table,
             architectural: table == PaletteTable::ARCHITECTURAL,
@@ -718,18 +723,28 @@ fn aliased(kind: DotKind, c: u8) -> Fault {
 }
 
 /// Fills `rows` with `loaded` rows of 64 bytes read from `src` (row `r` at `src + r * stride`)
-/// and zeroes the rest: TILELOADD of whole rows. With AVX-512 one 64-byte move per row, where
-/// the baseline build copies in 16-byte pieces (four times the loads and stores, in the
-/// emulator's hottest path after the dot products).
+/// and zeroes the rest: TILELOADD of whole rows. Compiled for the widest vectors the CPU has
+/// (`numerics::copy_path`): with AVX-512 one 64-byte move per row, with AVX2 two 32-byte
+/// moves, where the baseline build copies in 16-byte pieces (four times the loads and stores,
+/// in the emulator's hottest path after the dot products).
 ///
 /// # Safety
 /// 64 bytes at `src + r * stride` are readable for every `r < loaded` and do not overlap `rows`.
 #[inline]
 unsafe fn copy_rows(rows: &mut [[u8; ROW_BYTES]], loaded: usize, src: *const u8, stride: isize) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU supports AVX-512F; the rest is this function's contract.
-        return unsafe { copy_rows_avx512(rows, loaded, src, stride) };
+    match numerics::copy_path() {
+        numerics::KernelPath::Avx512 => {
+            // SAFETY: copy_path chose AVX-512, so the CPU supports AVX-512F; the rest is this
+            // function's contract.
+            return unsafe { copy_rows_avx512(rows, loaded, src, stride) };
+        }
+        numerics::KernelPath::Avx2 => {
+            // SAFETY: copy_path chose AVX2, so the CPU supports it; the rest is this
+            // function's contract.
+            return unsafe { copy_rows_avx2(rows, loaded, src, stride) };
+        }
+        _ => {}
     }
     // SAFETY: this function's contract.
     unsafe { copy_rows_body(rows, loaded, src, stride) }
@@ -742,6 +757,22 @@ unsafe fn copy_rows(rows: &mut [[u8; ROW_BYTES]], loaded: usize, src: *const u8,
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn copy_rows_avx512(
+    rows: &mut [[u8; ROW_BYTES]],
+    loaded: usize,
+    src: *const u8,
+    stride: isize,
+) {
+    // SAFETY: forwarded.
+    unsafe { copy_rows_body(rows, loaded, src, stride) }
+}
+
+/// [`copy_rows`] compiled for AVX2.
+///
+/// # Safety
+/// As [`copy_rows`], and the CPU supports AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn copy_rows_avx2(
     rows: &mut [[u8; ROW_BYTES]],
     loaded: usize,
     src: *const u8,

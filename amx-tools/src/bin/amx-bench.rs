@@ -416,6 +416,7 @@ mod tests {
             pack_s: 0.0,
             median_s: 1.0,
             min_s: 1.0,
+            median_cpu_s: None,
             gops,
             peak_gops: peak,
             bandwidth_gbps: 1.0,

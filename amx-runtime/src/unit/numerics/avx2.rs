@@ -1,7 +1,8 @@
 //! AVX2 kernels (x86-64 only), selected at run time by the dispatchers in `super` on CPUs
 //! without the AVX-512 ones.
 //!
-//! * `TDPB[SU][SU]D`: both operands sign- or zero-extended to i16 once per call, then
+//! * `TDPB[SU][SU]D`: both operands sign- or zero-extended to i16 once per call (once per
+//!   block step for a block of products, in another layout: see `dot_2x2_int8`), then
 //!   VPMADDWD (16 exact byte products per instruction, summed in pairs into i32) and VPADDD.
 //!   Every extended product fits an i16 x i16 -> i32 multiply, so all four signedness
 //!   combinations are the same code with no correction term; the sums wrap mod 2^32.
@@ -11,10 +12,12 @@
 //!   NaN lanes are recomputed by the exact model). Used only where the start-up self-check
 //!   (`super::daz_ftz_self_check`) shows the CPU's DAZ/FTZ behave as section 10 needs.
 //!
-//! Register blocking: two rows of C per pass, so each B vector loaded for a k step serves two
-//! rows, and 8 independent accumulators per pass (the FMA chains: 2 ports x 4 cycles of
-//! latency; the integer chains are VPADDD with a latency of 1, so for them the blocking only
-//! keeps loads below the multiply rate).
+//! Register blocking: two rows of C per pass for single integer products, four for integer
+//! blocks and floating-point products, so each B vector loaded for a k step serves them all,
+//! and 8 independent accumulators per pass (the FMA chains: 2 ports x 4 cycles of latency;
+//! the integer chains are VPADDD with a latency of 1, so for them the blocking only keeps
+//! loads below the multiply rate). The floating-point kernel runs a group's even and
+//! odd sums as two passes, so that its 8 accumulators cover 4 rows (see `float_kernel`).
 
 use core::arch::asm;
 use core::arch::x86_64::{
@@ -22,14 +25,15 @@ use core::arch::x86_64::{
     _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16,
     _mm256_cvtph_ps, _mm256_extracti128_si256, _mm256_hadd_epi32, _mm256_loadu_si256,
     _mm256_madd_epi16, _mm256_movemask_ps, _mm256_packus_epi32, _mm256_permute4x64_epi64,
-    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_slli_epi32,
-    _mm256_srli_epi32, _mm256_storeu_si256, _mm_loadu_si128, _CMP_UNORD_Q,
+    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_shuffle_ps,
+    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_store_si256, _mm256_storeu_si256, _mm_loadu_si128,
+    _mm_set1_epi8, _mm_xor_si128, _CMP_UNORD_Q,
 };
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use super::{exact, get_dword, Half, DWORDS, ROWS};
+use super::{exact, get_dword, Half, Widened, DWORDS, ROWS};
 
 /// Whether [`dot_int8`] may run on this CPU.
 #[inline]
@@ -263,57 +267,37 @@ fn halves_to_f32(v: __m256i) -> [__m256i; 2] {
     ]
 }
 
-/// The A operand of a floating-point product converted for [`float_kernel`].
-#[repr(C, align(64))]
-struct FloatA {
-    /// A's even elements: dword k of row m is `ae[m][k]`.
-    ae: [[u32; DWORDS]; ROWS],
-    /// A's odd elements, 1 KiB after `ae`.
-    ao: [[u32; DWORDS]; ROWS],
-}
-
-/// The B operand of a floating-point product converted for [`float_kernel`]: row k holds the
-/// even elements of columns 0..8, 8..16, then the odd elements of columns 0..8, 8..16 (128
-/// bytes per k; aligned for the kernel's aligned loads).
-#[repr(C, align(64))]
-struct FloatB([[__m256i; 4]; ROWS]);
-
-/// A tile of 16-bit elements as [`FloatA`].
+/// Writes `t`'s 16-bit elements as fp32, exactly, into `out`: row `r` of `even` (`odd`)
+/// holds the even (odd) elements of row `r`'s 16 dwords ([`Widened`], the form both operands
+/// of [`float_kernel`] take, and the one the emulator keeps per tile while it is unchanged).
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C; `out` points to a writable [`Widened`].
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-fn convert_a(a: &[u8; 1024], half: Half) -> FloatA {
-    let mut ops = MaybeUninit::<FloatA>::uninit();
-    let p = ops.as_mut_ptr();
+unsafe fn widen_into(t: &[u8; 1024], half: Half, out: *mut Widened) {
     for r in 0..ROWS {
-        let (even, odd) = split_row(a, r, half);
-        // SAFETY: `p` points to `ops`, r < 16, and the raw places are written without
-        // creating references to the uninitialised memory. The stores are unaligned.
+        let (even, odd) = split_row(t, r, half);
+        // SAFETY: row r < 16 of each 1024-byte half of `*out` (the contract), written through
+        // raw places; `Widened` is 64-byte aligned and its rows 64 bytes, so the stores are
+        // aligned.
         unsafe {
-            let ae = addr_of_mut!((*p).ae[r]).cast::<__m256i>();
-            _mm256_storeu_si256(ae, even[0]);
-            _mm256_storeu_si256(ae.add(1), even[1]);
-            let ao = addr_of_mut!((*p).ao[r]).cast::<__m256i>();
-            _mm256_storeu_si256(ao, odd[0]);
-            _mm256_storeu_si256(ao.add(1), odd[1]);
+            let e = addr_of_mut!((*out).even).cast::<__m256i>().add(2 * r);
+            _mm256_store_si256(e, even[0]);
+            _mm256_store_si256(e.add(1), even[1]);
+            let o = addr_of_mut!((*out).odd).cast::<__m256i>().add(2 * r);
+            _mm256_store_si256(o, odd[0]);
+            _mm256_store_si256(o.add(1), odd[1]);
         }
     }
-    // SAFETY: every field was written above.
-    unsafe { ops.assume_init() }
 }
 
-/// A tile of 16-bit elements as [`FloatB`].
-#[inline]
+/// [`widen_into`] for the emulator's per-tile cache (`super::widen`).
 #[target_feature(enable = "avx2,f16c")]
-fn convert_b(b: &[u8; 1024], half: Half) -> FloatB {
-    let mut ops = MaybeUninit::<FloatB>::uninit();
-    let p = ops.as_mut_ptr().cast::<[__m256i; 4]>();
-    for r in 0..ROWS {
-        let (even, odd) = split_row(b, r, half);
-        // SAFETY: `p` points to the 16 rows of `ops` and r < 16; written in place.
-        unsafe { p.add(r).write([even[0], even[1], odd[0], odd[1]]) };
-    }
-    // SAFETY: every row was written above.
-    unsafe { ops.assume_init() }
+pub(super) fn widen(tile: &[u8; 1024], half: Half, out: &mut Widened) {
+    // SAFETY: `out` is a live, writable `Widened`; the CPU has AVX2 and F16C (this function's
+    // target features, which its callers check).
+    unsafe { widen_into(tile, half, out) }
 }
 
 /// TDPBF16PS/TDPFP16PS: per row of C, two fp32 accumulator pairs (te, to over 16 columns)
@@ -332,30 +316,66 @@ pub(super) unsafe fn dot_half(
     k_dwords: usize,
     half: Half,
 ) {
+    if m_rows == 0 || n_dwords == 0 {
+        return;
+    }
+    let mut aw = MaybeUninit::<Widened>::uninit();
+    let mut bw = MaybeUninit::<Widened>::uninit();
+    // SAFETY: both point to live `Widened`s, written in full before they are read; the CPU
+    // supports AVX2, FMA and F16C (this function's contract).
+    unsafe {
+        widen_into(a, half, aw.as_mut_ptr());
+        widen_into(b, half, bw.as_mut_ptr());
+        dot_half_widened(
+            c,
+            (a, aw.assume_init_ref()),
+            (b, bw.assume_init_ref()),
+            m_rows,
+            n_dwords,
+            k_dwords,
+            half,
+        )
+    }
+}
+
+/// [`dot_half`] with A and B already widened (`aw`, `bw`, from [`widen`] of `a` and `b`): the
+/// arithmetic without the conversion, for operands the emulator keeps widened while their
+/// tiles are unchanged. `a` and `b` are still read for the lanes that end in a NaN.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_half_widened(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
     let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows, n_dwords, k_dwords);
     if m_rows == 0 || n_dwords == 0 {
         return;
     }
-    let (fa, fb) = (convert_a(a, half), convert_b(b, half));
-    let pairs = m_rows.div_ceil(2);
+    let groups = m_rows.div_ceil(FLOAT_GROUP);
     let mut out = MaybeUninit::<Rows2>::uninit();
-    // SAFETY: the kernel reads `fa` (ae/ao rows < 2 * pairs <= 16 at dword offsets
-    // < k_dwords <= 16), `fb` (rows < k_dwords), c rows < 2 * pairs and writes `out` rows
-    // < 2 * pairs, all in bounds; nothing else touches them during the call. The CPU supports
-    // AVX2 and FMA (this function's contract).
-    unsafe {
-        float_kernel(
-            &fa,
-            &fb,
-            k_dwords,
-            pairs,
-            c.as_ptr(),
-            out.as_mut_ptr().cast(),
-        )
+    let job = Job {
+        a: (aw as *const Widened).cast(),
+        b: (bw as *const Widened).cast(),
+        c: c.as_ptr(),
+        out: out.as_mut_ptr().cast(),
     };
+    // SAFETY: the kernel reads `aw` (rows < 4 * groups <= 16 at dword offsets < k_dwords <= 16),
+    // `bw` (rows < k_dwords), c rows < 4 * groups and writes `out` rows < 4 * groups, all in
+    // bounds and 32-byte aligned where it loads aligned (`Widened` is 64-byte aligned);
+    // nothing else touches them during the call. The CPU supports AVX2 and FMA (this
+    // function's contract).
+    unsafe { float_kernel(&[job], k_dwords, groups) };
     let wanted = (1u32 << n_dwords) - 1;
     for m in 0..m_rows {
-        // SAFETY: the kernel wrote rows 0..2 * pairs, which include m < m_rows.
+        // SAFETY: the kernel wrote rows 0..4 * groups, which include m < m_rows.
         let mut row = unsafe { out.as_ptr().cast::<[__m256i; 2]>().add(m).read() };
         let nan = wanted & nan_lanes(row);
         if nan != 0 {
@@ -365,14 +385,19 @@ pub(super) unsafe fn dot_half(
     }
 }
 
+/// Steps of a floating-point block widened at a time in [`dot_2x2_half`], then run by one
+/// [`float_kernel`] call (one MXCSR switch). Two steps of widened operands are 16 KiB.
+const FLOAT_CHUNK: usize = 2;
+
 /// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), when no
-/// lane of C is a NaN at the end: per step, A0, A1, B0 and B1 converted once each (the
-/// instruction by instruction path converts each twice) and the four products run with C
-/// updated in place, with no NaN test per row. Returns `false`, with `c` untouched, when a
-/// lane ends in a NaN (or a step lies outside the operands): the caller then runs the
-/// instructions one by one, whose NaN lanes the exact model recomputes. One test at the end
-/// suffices: a NaN lane stays one through every later step, and on the other lanes the kernel
-/// is exact (see [`dot_half`]).
+/// lane of C is a NaN at the end: per step, A0, A1, B0 and B1 widened once each (the
+/// instruction by instruction path widens each twice), and the products of a chunk of
+/// [`FLOAT_CHUNK`] steps run by one kernel call, under one MXCSR switch, with C updated in
+/// place and no NaN test per row. Returns `false`, with `c` untouched, when a lane ends in a
+/// NaN (or a step lies outside the operands): the caller then runs the instructions one by
+/// one, whose NaN lanes the exact model recomputes. One test at the end suffices: a NaN lane
+/// stays one through every later step, and on the other lanes the kernel is exact (see
+/// [`dot_half`]).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -385,24 +410,56 @@ pub(super) unsafe fn dot_2x2_half(
     half: Half,
 ) -> bool {
     let mut out = *c;
-    for s in 0..steps {
-        let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
-            super::block::tile(a, a_step, s, 0),
-            super::block::tile(a, a_step, s, 1),
-            super::block::tile(b, b_step, s, 0),
-            super::block::tile(b, b_step, s, 1),
-        ) else {
-            return false;
-        };
-        let fa = [convert_a(a0, half), convert_a(a1, half)];
-        let fb = [convert_b(b0, half), convert_b(b1, half)];
-        for (i, t) in out.iter_mut().enumerate() {
-            let p = t.as_mut_ptr();
-            // SAFETY: the kernel reads fa/fb (rows < 16, dword offsets < 16) and 16 rows of
-            // the tile, which it also writes in place (allowed); nothing else touches them
-            // during the call. The CPU supports AVX2 and FMA (this function's contract).
-            unsafe { float_kernel(&fa[i / 2], &fb[i % 2], ROWS, ROWS / 2, p, p) };
+    let base = out.as_mut_ptr().cast::<u8>();
+    // Widened operands of a chunk: slot `2 * j + h` is tile h of the chunk's step j.
+    let mut wa = MaybeUninit::<[Widened; 2 * FLOAT_CHUNK]>::uninit();
+    let mut wb = MaybeUninit::<[Widened; 2 * FLOAT_CHUNK]>::uninit();
+    let (wa_p, wb_p) = (
+        wa.as_mut_ptr().cast::<Widened>(),
+        wb.as_mut_ptr().cast::<Widened>(),
+    );
+    let null = Job {
+        a: core::ptr::null(),
+        b: core::ptr::null(),
+        c: core::ptr::null(),
+        out: core::ptr::null_mut(),
+    };
+    let mut jobs = [null; 4 * FLOAT_CHUNK];
+    for s0 in (0..steps).step_by(FLOAT_CHUNK) {
+        let chunk = FLOAT_CHUNK.min(steps - s0);
+        for j in 0..chunk {
+            let s = s0 + j;
+            let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
+                super::block::tile(a, a_step, s, 0),
+                super::block::tile(a, a_step, s, 1),
+                super::block::tile(b, b_step, s, 0),
+                super::block::tile(b, b_step, s, 1),
+            ) else {
+                return false;
+            };
+            // SAFETY: slots 2j and 2j + 1 < 2 * FLOAT_CHUNK of the buffers; the CPU supports
+            // AVX2 and F16C (this function's contract).
+            unsafe {
+                widen_into(a0, half, wa_p.add(2 * j));
+                widen_into(a1, half, wa_p.add(2 * j + 1));
+                widen_into(b0, half, wb_p.add(2 * j));
+                widen_into(b1, half, wb_p.add(2 * j + 1));
+            }
+            for t in 0..4 {
+                // In step order for each tile of C, as the instructions run.
+                jobs[4 * j + t] = Job {
+                    a: wa_p.wrapping_add(2 * j + t / 2).cast(),
+                    b: wb_p.wrapping_add(2 * j + t % 2).cast(),
+                    c: base.wrapping_add(t * 1024),
+                    out: base.wrapping_add(t * 1024),
+                };
+            }
         }
+        // SAFETY: every job of the chunk names two widened operands written above (slots below
+        // 2 * chunk) and a tile of `out`, read then written in place (allowed), 16 rows and 16
+        // k steps; nothing else touches them during the call. The CPU supports AVX2 and FMA
+        // (this function's contract).
+        unsafe { float_kernel(&jobs[..4 * chunk], ROWS, ROWS / FLOAT_GROUP) };
     }
     let any_nan = out.iter().any(|t| {
         (0..ROWS).any(|r| nan_lanes([load_half_row(t, r, 0), load_half_row(t, r, 1)]) != 0)
@@ -461,106 +518,201 @@ fn fix_nan_lanes(
     }
 }
 
-/// `pairs` pairs of rows of C: `out[r] = c[r] + (te[r] + to[r])` with
-/// `te[r] = sum_k fma(ae[r][k], be[k])` and likewise for `to`, all under [`MXCSR_AMX`].
+/// One product for [`float_kernel`]: A and B widened ([`Widened`], 64-byte aligned), and the
+/// rows of C it reads and of the result it writes (`out` may be `c`).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Job {
+    a: *const u8,
+    b: *const u8,
+    c: *const u8,
+    out: *mut u8,
+}
+
+/// What [`float_kernel`]'s asm block reads and writes beside the jobs: MXCSR's save slot, the
+/// value it runs under, k, the groups of rows, and where a group's even sums wait for the odd
+/// ones.
+#[repr(C, align(32))]
+struct Frame {
+    saved: u32,
+    amx: u32,
+    k: usize,
+    groups: usize,
+    _pad: usize,
+    te: [[u8; 32]; 8],
+}
+
+/// Rows of C per pass of [`float_kernel`].
+const FLOAT_GROUP: usize = 4;
+
+/// One pass of [`float_kernel`] over k (asm text, used twice): ymm0..ymm7 (4 rows of 16
+/// lanes) zeroed, then per k step 2 vectors of B at `pb` (the 16 columns) and the broadcast
+/// dwords of 4 rows of A at `pa`, 64 bytes apart, into 8 FMAs; `pa` += 4, `pb` += 64 per step.
+/// `$l` is the labels' first digit (distinct per use).
+macro_rules! float_pass {
+    ($l:literal) => {
+        concat!(
+            "vxorps xmm0, xmm0, xmm0\n",
+            "vxorps xmm1, xmm1, xmm1\n",
+            "vxorps xmm2, xmm2, xmm2\n",
+            "vxorps xmm3, xmm3, xmm3\n",
+            "vxorps xmm4, xmm4, xmm4\n",
+            "vxorps xmm5, xmm5, xmm5\n",
+            "vxorps xmm6, xmm6, xmm6\n",
+            "vxorps xmm7, xmm7, xmm7\n",
+            "mov {kk}, qword ptr [{f} + 8]\n",
+            "test {kk}, {kk}\n",
+            "jz ",
+            $l,
+            "3f\n",
+            $l,
+            "2:\n",
+            "vmovaps ymm8, ymmword ptr [{pb}]\n",
+            "vmovaps ymm9, ymmword ptr [{pb} + 32]\n",
+            "vbroadcastss ymm10, dword ptr [{pa}]\n",
+            "vfmadd231ps ymm0, ymm10, ymm8\n",
+            "vfmadd231ps ymm1, ymm10, ymm9\n",
+            "vbroadcastss ymm11, dword ptr [{pa} + 64]\n",
+            "vfmadd231ps ymm2, ymm11, ymm8\n",
+            "vfmadd231ps ymm3, ymm11, ymm9\n",
+            "vbroadcastss ymm12, dword ptr [{pa} + 128]\n",
+            "vfmadd231ps ymm4, ymm12, ymm8\n",
+            "vfmadd231ps ymm5, ymm12, ymm9\n",
+            "vbroadcastss ymm13, dword ptr [{pa} + 192]\n",
+            "vfmadd231ps ymm6, ymm13, ymm8\n",
+            "vfmadd231ps ymm7, ymm13, ymm9\n",
+            "add {pb}, 64\n",
+            "add {pa}, 4\n",
+            "dec {kk}\n",
+            "jnz ",
+            $l,
+            "2b\n",
+            $l,
+            "3:\n",
+        )
+    };
+}
+
+/// For each job in order, `groups` groups of [`FLOAT_GROUP`] rows of C:
+/// `out[r] = c[r] + (te[r] + to[r])` with `te[r] = sum_{k' < k} fma(ae[r][k'], be[k'])` and
+/// likewise for `to`, all under [`MXCSR_AMX`].
+///
+/// A group's even sums (`te`, 8 accumulators: 4 rows of 16 lanes) run first, over B's even
+/// rows, then its odd sums in the same registers, the even ones set aside in `Frame::te`. Per
+/// k step that is 2 B vectors and 4 A broadcasts for 8 FMAs: 0.75 loads per FMA, where
+/// computing both sums in one pass over 2 rows needs one load per FMA, as many as some AVX2
+/// cores sustain beside their two FMAs per cycle. `te + to` is computed as `to + te`: the same
+/// value (addition is commutative; the order only matters for NaNs, which the callers
+/// recompute).
 ///
 /// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
 /// never sees a floating-point operation while MXCSR differs from its default, and the
-/// caller's MXCSR (control bits and sticky flags) is restored before the block ends.
+/// caller's MXCSR (control bits and sticky flags) is restored before the block ends. A block
+/// of products passes all the jobs of a chunk at once: each switch of MXCSR waits for the
+/// floating-point work before it, and a switch per product cost the block kernel several
+/// percent of its time.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA. `pairs <= 8`, `k <= 16`; `c` points to `2 * pairs`
-/// rows of 64 readable bytes and `out` to as many writable ones, not overlapping `fa` or `fb`;
-/// `out` may be `c` itself (each row of C is read before the same row of `out` is written, and
-/// never after).
+/// The CPU must support AVX2 and FMA. `groups <= 4`, `k <= 16`; for each job, `a` and `b`
+/// point to live [`Widened`] (64-byte aligned), `c` to `4 * groups` rows of 64 readable bytes
+/// and `out` to as many writable ones, not overlapping any job's `a` or `b`; `out` may be `c`
+/// itself (each row of C is read before the same row of `out` is written, and never after),
+/// and a later job may read what an earlier one wrote.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn float_kernel(
-    fa: &FloatA,
-    fb: &FloatB,
-    k: usize,
-    pairs: usize,
-    c: *const u8,
-    out: *mut u8,
-) {
-    let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the memory operands are within `fa`, `fb`, `c` and `out` as the caller
-    // guarantees (`a` walks ae rows 2p, 2p + 1 and, 1 KiB further, the same ao rows; `b` walks
-    // the first k rows of fb, 32-byte aligned); `c == out` is sound as the contract says; `csr` is a live local the block saves MXCSR into and restores it from
-    // before exiting; ymm0-15 are declared clobbered, the pointer and counter registers are
-    // inout; no stack is used.
+unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize) {
+    let mut frame = Frame {
+        saved: 0,
+        amx: MXCSR_AMX,
+        k,
+        groups,
+        _pad: 0,
+        te: [[0; 32]; 8],
+    };
+    // SAFETY: the memory operands are within the jobs' operands as the caller guarantees
+    // (`pa` walks dwords < k of ae rows 4g..4g + 4, then of the same ao rows 1 KiB further;
+    // `pb` walks the first k rows of be, then of bo 1 KiB further, 32-byte aligned), and
+    // within `frame` (`te` at offset 32, 32-byte aligned); `c == out` is sound as the
+    // contract says; the block saves MXCSR into `frame` and restores it from there before
+    // exiting; `jobs` is read only, `jobs.len()` entries of 32 bytes; ymm0-15 are declared
+    // clobbered, the pointer and counter registers are outputs; no stack is used.
     unsafe {
         asm!(
-            "vstmxcsr dword ptr [{csr}]",
-            "vldmxcsr dword ptr [{csr} + 4]",
-            "test {pairs}, {pairs}",
-            "jz 5f",
+            "vstmxcsr dword ptr [{f}]",
+            "vldmxcsr dword ptr [{f} + 4]",
+            "test {nj}, {nj}",
+            "jz 9f",
+            "6:",
+            "mov {a}, qword ptr [{jobs}]",
+            "mov {b}, qword ptr [{jobs} + 8]",
+            "mov {c}, qword ptr [{jobs} + 16]",
+            "mov {out}, qword ptr [{jobs} + 24]",
+            "mov {g}, qword ptr [{f} + 16]",
+            "test {g}, {g}",
+            "jz 7f",
             "4:",
-            "vxorps xmm0, xmm0, xmm0",
-            "vxorps xmm1, xmm1, xmm1",
-            "vxorps xmm2, xmm2, xmm2",
-            "vxorps xmm3, xmm3, xmm3",
-            "vxorps xmm4, xmm4, xmm4",
-            "vxorps xmm5, xmm5, xmm5",
-            "vxorps xmm6, xmm6, xmm6",
-            "vxorps xmm7, xmm7, xmm7",
+            // The even sums of the group's 4 rows, set aside.
             "mov {pa}, {a}",
             "mov {pb}, {b}",
-            "mov {kk}, {k}",
-            "test {kk}, {kk}",
-            "jz 3f",
-            "2:",
-            "vmovaps ymm8, ymmword ptr [{pb}]",
-            "vmovaps ymm9, ymmword ptr [{pb} + 32]",
-            "vmovaps ymm10, ymmword ptr [{pb} + 64]",
-            "vmovaps ymm11, ymmword ptr [{pb} + 96]",
-            "vbroadcastss ymm12, dword ptr [{pa}]",
-            "vbroadcastss ymm13, dword ptr [{pa} + 1024]",
-            "vfmadd231ps ymm0, ymm12, ymm8",
-            "vfmadd231ps ymm1, ymm12, ymm9",
-            "vfmadd231ps ymm2, ymm13, ymm10",
-            "vfmadd231ps ymm3, ymm13, ymm11",
-            "vbroadcastss ymm14, dword ptr [{pa} + 64]",
-            "vbroadcastss ymm15, dword ptr [{pa} + 1088]",
-            "vfmadd231ps ymm4, ymm14, ymm8",
-            "vfmadd231ps ymm5, ymm14, ymm9",
-            "vfmadd231ps ymm6, ymm15, ymm10",
-            "vfmadd231ps ymm7, ymm15, ymm11",
-            "add {pb}, 128",
-            "add {pa}, 4",
-            "dec {kk}",
-            "jnz 2b",
-            "3:",
-            // te + to, then C + that: the operand order only matters for NaNs, which the
-            // caller recomputes exactly.
-            "vaddps ymm0, ymm0, ymm2",
+            float_pass!("2"),
+            "vmovaps ymmword ptr [{f} + 32], ymm0",
+            "vmovaps ymmword ptr [{f} + 64], ymm1",
+            "vmovaps ymmword ptr [{f} + 96], ymm2",
+            "vmovaps ymmword ptr [{f} + 128], ymm3",
+            "vmovaps ymmword ptr [{f} + 160], ymm4",
+            "vmovaps ymmword ptr [{f} + 192], ymm5",
+            "vmovaps ymmword ptr [{f} + 224], ymm6",
+            "vmovaps ymmword ptr [{f} + 256], ymm7",
+            // The odd sums: the same rows 1 KiB further in both operands.
+            "lea {pa}, [{a} + 1024]",
+            "lea {pb}, [{b} + 1024]",
+            float_pass!("3"),
+            // C + (to + te), row by row.
+            "vaddps ymm0, ymm0, ymmword ptr [{f} + 32]",
             "vaddps ymm0, ymm0, ymmword ptr [{c}]",
             "vmovups ymmword ptr [{out}], ymm0",
-            "vaddps ymm1, ymm1, ymm3",
+            "vaddps ymm1, ymm1, ymmword ptr [{f} + 64]",
             "vaddps ymm1, ymm1, ymmword ptr [{c} + 32]",
             "vmovups ymmword ptr [{out} + 32], ymm1",
-            "vaddps ymm4, ymm4, ymm6",
-            "vaddps ymm4, ymm4, ymmword ptr [{c} + 64]",
-            "vmovups ymmword ptr [{out} + 64], ymm4",
-            "vaddps ymm5, ymm5, ymm7",
-            "vaddps ymm5, ymm5, ymmword ptr [{c} + 96]",
-            "vmovups ymmword ptr [{out} + 96], ymm5",
-            "add {a}, 128",
-            "add {c}, 128",
-            "add {out}, 128",
-            "dec {pairs}",
+            "vaddps ymm2, ymm2, ymmword ptr [{f} + 96]",
+            "vaddps ymm2, ymm2, ymmword ptr [{c} + 64]",
+            "vmovups ymmword ptr [{out} + 64], ymm2",
+            "vaddps ymm3, ymm3, ymmword ptr [{f} + 128]",
+            "vaddps ymm3, ymm3, ymmword ptr [{c} + 96]",
+            "vmovups ymmword ptr [{out} + 96], ymm3",
+            "vaddps ymm4, ymm4, ymmword ptr [{f} + 160]",
+            "vaddps ymm4, ymm4, ymmword ptr [{c} + 128]",
+            "vmovups ymmword ptr [{out} + 128], ymm4",
+            "vaddps ymm5, ymm5, ymmword ptr [{f} + 192]",
+            "vaddps ymm5, ymm5, ymmword ptr [{c} + 160]",
+            "vmovups ymmword ptr [{out} + 160], ymm5",
+            "vaddps ymm6, ymm6, ymmword ptr [{f} + 224]",
+            "vaddps ymm6, ymm6, ymmword ptr [{c} + 192]",
+            "vmovups ymmword ptr [{out} + 192], ymm6",
+            "vaddps ymm7, ymm7, ymmword ptr [{f} + 256]",
+            "vaddps ymm7, ymm7, ymmword ptr [{c} + 224]",
+            "vmovups ymmword ptr [{out} + 224], ymm7",
+            "add {a}, 256",
+            "add {c}, 256",
+            "add {out}, 256",
+            "dec {g}",
             "jnz 4b",
-            "5:",
-            "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
-            a = inout(reg) (fa as *const FloatA).cast::<u8>() => _,
-            b = in(reg) (fb as *const FloatB).cast::<u8>(),
+            "7:",
+            "add {jobs}, 32",
+            "dec {nj}",
+            "jnz 6b",
+            "9:",
+            "vldmxcsr dword ptr [{f}]",
+            f = in(reg) &mut frame as *mut Frame,
+            jobs = inout(reg) jobs.as_ptr() => _,
+            nj = inout(reg) jobs.len() => _,
+            a = out(reg) _,
+            b = out(reg) _,
+            c = out(reg) _,
+            out = out(reg) _,
+            g = out(reg) _,
             pa = out(reg) _,
             pb = out(reg) _,
             kk = out(reg) _,
-            k = in(reg) k,
-            pairs = inout(reg) pairs => _,
-            c = inout(reg) c => _,
-            out = inout(reg) out => _,
             out("ymm0") _,
             out("ymm1") _,
             out("ymm2") _,
@@ -579,5 +731,222 @@ unsafe fn float_kernel(
             out("ymm15") _,
             options(nostack),
         );
+    }
+}
+
+/// A 2x2 block of integer products over `steps` k-steps (see `super::block`): for each step
+/// `s`, with A0/A1 the tiles at `a + s * a_step` and `+ 1024` and B0/B1 those at
+/// `b + s * b_step` and `+ 1024`, `C[2h + w] += Ah x Bw` on full tiles. With `a_biased`, every
+/// byte of A is A's byte XOR 0x80 (TDPBSSD's A as a GEMM packs it for the AVX-512 kernel); it
+/// is restored as it is widened.
+///
+/// The arithmetic of [`dot_int8`] (bytes extended to i16, VPMADDWD, VPADDD, all mod 2^32)
+/// with the per-instruction costs taken out of the step loop:
+/// * each tile of a step is extended once for the two products that read it (the
+///   instruction-by-instruction path extends each twice);
+/// * B's extended rows are stored with the dword pairs of a column split apart: for the 8
+///   columns of a half row, one vector of the first two bytes of each column's dword (as i16
+///   pairs) and one of the last two. A's i16 pair `(a[4k], a[4k + 1])` broadcast as a dword
+///   times the first vector, plus `(a[4k + 2], a[4k + 3])` times the second, is then `A[m][k]`
+///   times column `n` in dword lane `n`: the accumulators have C's layout (up to a fixed
+///   permutation of quadwords, undone when C is stored), so they start from C and need no
+///   pair sums at the end (the per-instruction kernel's VPHADDD);
+/// * the accumulators of 4 rows (8 vectors) stay in registers over a chunk of [`INT8_CHUNK`]
+///   steps, with B's 4 vectors of a k step loaded once for the 4 rows.
+///
+/// # Safety
+/// The CPU must support AVX2; for every `s < steps`, the 2048 bytes at `a + s * a_step` and at
+/// `b + s * b_step` must be readable.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot_2x2_int8(
+    c: &mut [[u8; 1024]; 4],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    steps: usize,
+    signs: (bool, bool),
+    a_biased: bool,
+) {
+    // SAFETY: forwarded from this function's contract (every arm).
+    unsafe {
+        match (signs, a_biased) {
+            (_, true) => int8_block::<true, true, true>(c, a, b, steps),
+            ((true, true), false) => int8_block::<true, true, false>(c, a, b, steps),
+            ((true, false), false) => int8_block::<true, false, false>(c, a, b, steps),
+            ((false, true), false) => int8_block::<false, true, false>(c, a, b, steps),
+            ((false, false), false) => int8_block::<false, false, false>(c, a, b, steps),
+        }
+    }
+}
+
+/// Steps per visit of a group of rows in [`dot_2x2_int8`]: its accumulators are loaded and
+/// stored once per chunk. Two steps of extended operands are 16 KiB, which leaves room in a
+/// 32 KiB L1 for the packed operands streaming in.
+const INT8_CHUNK: usize = 2;
+
+/// One tile's rows extended to i16: 16 rows of 4 vectors.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct WideTile([[__m256i; 4]; ROWS]);
+
+/// The quadword order of the block kernel's accumulators: quadwords 1 and 2 of a half row
+/// exchanged (an involution, so the same VPERMQ maps C to it and back).
+const ACC_ORDER: i32 = 0b11_01_10_00;
+
+/// [`dot_2x2_int8`] for one signedness; `UNBIAS`: A's bytes are XORed with 0x80 before they are
+/// extended (then `SA` is true).
+///
+/// # Safety
+/// As [`dot_2x2_int8`].
+#[target_feature(enable = "avx2")]
+unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
+    c: &mut [[u8; 1024]; 4],
+    (a, a_step): (*const u8, usize),
+    (b, b_step): (*const u8, usize),
+    steps: usize,
+) {
+    // Extended operands of a chunk: tile `2 * j + h` is tile h of the chunk's step j. Only the
+    // tiles of the chunk's steps are written, and only those are read.
+    let mut wa = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
+    let mut wb = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
+    let (wa_p, wb_p) = (
+        wa.as_mut_ptr().cast::<WideTile>(),
+        wb.as_mut_ptr().cast::<WideTile>(),
+    );
+    for s0 in (0..steps).step_by(INT8_CHUNK) {
+        let chunk = INT8_CHUNK.min(steps - s0);
+        for i in 0..2 * chunk {
+            let (j, h) = (i / 2, i % 2);
+            // SAFETY: s0 + j < steps and h * 1024 + 1024 <= 2048: inside the step's A and B
+            // (the contract); i < 2 * INT8_CHUNK slots of the buffers.
+            unsafe {
+                widen_a::<SA, UNBIAS>(a.add((s0 + j) * a_step + h * 1024), wa_p.add(i));
+                widen_b_split::<SB>(b.add((s0 + j) * b_step + h * 1024), wb_p.add(i));
+            }
+        }
+        for (t, tile) in c.iter_mut().enumerate() {
+            let (h, w) = (t / 2, t % 2);
+            for m0 in (0..ROWS).step_by(4) {
+                // SAFETY: the slots 2 * j + h and 2 * j + w for j < chunk were written above,
+                // and m0 + 4 <= 16.
+                unsafe { int8_block_rows(tile, m0, (wa_p.add(h), wb_p.add(w)), chunk) };
+            }
+        }
+    }
+}
+
+/// Tile `src` (1024 readable bytes) extended to i16 into `dst`, row by row in order (A's
+/// layout: dword `2k + p` of a row is the i16 pair of bytes `4k + 2p`, `4k + 2p + 1`).
+///
+/// # Safety
+/// The CPU must support AVX2; `src` is 1024 readable bytes, `dst` a writable [`WideTile`].
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn widen_a<const SIGNED: bool, const UNBIAS: bool>(src: *const u8, dst: *mut WideTile) {
+    let bias = _mm_set1_epi8(0x80_u8 as i8);
+    let out = dst.cast::<__m256i>();
+    for i in 0..4 * ROWS {
+        // SAFETY: i * 16 + 16 <= 1024 bytes of `src`, slot i < 64 of `dst` (the contract).
+        unsafe {
+            let mut x = _mm_loadu_si128(src.add(i * 16).cast());
+            if UNBIAS {
+                x = _mm_xor_si128(x, bias);
+            }
+            let v = if SIGNED {
+                _mm256_cvtepi8_epi16(x)
+            } else {
+                _mm256_cvtepu8_epi16(x)
+            };
+            _mm256_store_si256(out.add(i), v);
+        }
+    }
+}
+
+/// Tile `src` (1024 readable bytes) extended to i16 into `dst` in B's split layout: row k is
+/// `[first pairs of columns 0..8, last pairs of 0..8, first pairs of 8..16, last pairs of
+/// 8..16]`, each vector's dword lanes holding the columns in the order
+/// `[0, 1, 4, 5, 2, 3, 6, 7]` (+ 8), the order [`ACC_ORDER`] gives C.
+///
+/// # Safety
+/// The CPU must support AVX2; `src` is 1024 readable bytes, `dst` a writable [`WideTile`].
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn widen_b_split<const SIGNED: bool>(src: *const u8, dst: *mut WideTile) {
+    let widen = |p: *const u8| {
+        // SAFETY: the callers below pass 16 readable bytes inside `src`.
+        let x = unsafe { _mm_loadu_si128(p.cast()) };
+        _mm256_castsi256_ps(if SIGNED {
+            _mm256_cvtepi8_epi16(x)
+        } else {
+            _mm256_cvtepu8_epi16(x)
+        })
+    };
+    let out = dst.cast::<__m256i>();
+    for k in 0..ROWS {
+        for q in 0..2 {
+            // SAFETY: k * 64 + q * 32 + 32 <= 1024 bytes of `src`.
+            let (w0, w1) = unsafe {
+                let row = src.add(k * 64 + q * 32);
+                (widen(row), widen(row.add(16)))
+            };
+            // Dword 2n + p of w0 (w1) is pair p of column n (n + 4) of this half row:
+            // SHUFPS picks the even (0x88) or odd (0xDD) dwords of each 128-bit lane of both.
+            let first = _mm256_castps_si256(_mm256_shuffle_ps::<0x88>(w0, w1));
+            let last = _mm256_castps_si256(_mm256_shuffle_ps::<0xDD>(w0, w1));
+            // SAFETY: slot 4k + 2q + 1 < 64 of `dst` (the contract).
+            unsafe {
+                _mm256_store_si256(out.add(4 * k + 2 * q), first);
+                _mm256_store_si256(out.add(4 * k + 2 * q + 1), last);
+            }
+        }
+    }
+}
+
+/// Rows `m0..m0 + 4` of one C tile over `chunk` steps: A's extended tiles at `wa`, `wa + 2`,
+/// ... and B's at `wb`, `wb + 2`, ... (one per step).
+///
+/// # Safety
+/// The CPU must support AVX2; `wa.add(2 * j)` and `wb.add(2 * j)` for `j < chunk` are written
+/// tiles ([`widen_a`], [`widen_b_split`]); `m0 + 4 <= 16`.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn int8_block_rows(
+    c: &mut [u8; 1024],
+    m0: usize,
+    (wa, wb): (*const WideTile, *const WideTile),
+    chunk: usize,
+) {
+    let mut acc = [[_mm256_setzero_si256(); 2]; 4];
+    for (r, pair) in acc.iter_mut().enumerate() {
+        for (q, v) in pair.iter_mut().enumerate() {
+            *v = _mm256_permute4x64_epi64::<ACC_ORDER>(load_half_row(c, m0 + r, q));
+        }
+    }
+    for j in 0..chunk {
+        // SAFETY: tiles 2j of both buffers were written (the contract).
+        let (ta, tb) = unsafe { (&*wa.add(2 * j), &*wb.add(2 * j)) };
+        // A's rows as dwords: dword 2k + p of row m is A's i16 pair p of dword k.
+        // SAFETY: a WideTile is 16 rows of 128 bytes of plain integers, readable as 32 i32
+        // per row (alignment 64 exceeds theirs).
+        let a_rows: &[[i32; 32]; ROWS] = unsafe { &*(ta as *const WideTile).cast() };
+        for (k, bk) in tb.0.iter().enumerate() {
+            for (r, pair) in acc.iter_mut().enumerate() {
+                let row = &a_rows[(m0 + r) % ROWS];
+                let a0 = _mm256_set1_epi32(row[(2 * k) % 32]);
+                let a1 = _mm256_set1_epi32(row[(2 * k + 1) % 32]);
+                let lo =
+                    _mm256_add_epi32(_mm256_madd_epi16(a0, bk[0]), _mm256_madd_epi16(a1, bk[1]));
+                let hi =
+                    _mm256_add_epi32(_mm256_madd_epi16(a0, bk[2]), _mm256_madd_epi16(a1, bk[3]));
+                pair[0] = _mm256_add_epi32(pair[0], lo);
+                pair[1] = _mm256_add_epi32(pair[1], hi);
+            }
+        }
+    }
+    for (r, pair) in acc.iter().enumerate() {
+        let row = [
+            _mm256_permute4x64_epi64::<ACC_ORDER>(pair[0]),
+            _mm256_permute4x64_epi64::<ACC_ORDER>(pair[1]),
+        ];
+        store_row(c, m0 + r, DWORDS, row);
     }
 }

@@ -137,6 +137,22 @@ pub(crate) fn tdpbssd_2x2_a_biased(c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) 
         };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::int8_path() == KernelPath::Avx2 {
+        // SAFETY: int8_path chose AVX2, so the CPU has it, and `Operands::new` proved the 2048
+        // bytes of every step inside `a` and `b`. The kernel restores A as it widens it.
+        unsafe {
+            super::avx2::dot_2x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                (true, true),
+                true,
+            )
+        };
+        return;
+    }
     unbiased_tdpbssd(c, ops);
 }
 
@@ -172,7 +188,7 @@ fn unbiased_tdpbssd(c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
 }
 
 /// A TDPBSSD block on the kernels of `path` rather than the selected ones (for benchmarks that
-/// compare the kernels on one CPU): the fused block kernel of AVX-512 or AVX-VNNI, else the
+/// compare the kernels on one CPU): the fused block kernel of AVX-512, AVX-VNNI or AVX2, else the
 /// per-instruction kernel of `path` step by step. `false`, with nothing computed, where the
 /// CPU lacks them.
 #[cfg_attr(not(any(test, feature = "peak")), allow(dead_code))] // for measuring only
@@ -258,6 +274,9 @@ unsafe fn fused_int8(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and AVX-VNNI (this function's contract); the steps as above.
         KernelPath::AvxVnni => unsafe { super::avx_vnni::dot_2x2_int8(c, a, b, ops.steps, signs) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 (this function's contract); the steps as above.
+        KernelPath::Avx2 => unsafe { super::avx2::dot_2x2_int8(c, a, b, ops.steps, signs, false) },
         _ => {
             let _ = (c, a, b, signs);
             return false;

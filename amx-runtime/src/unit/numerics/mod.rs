@@ -49,6 +49,12 @@ use std::fmt;
 
 /// The implementation the emulator runs for a family of dot products on this CPU, chosen once
 /// per process from the CPU's features.
+///
+/// The environment variable `AMX_EMULATOR_KERNELS` caps the choice: `avx512`, `avx-vnni`,
+/// `avx2` or `portable` allows that path and the ones after it in this enum's order (so
+/// `AMX_EMULATOR_KERNELS=avx2` on an AVX-512 CPU runs what an AVX2-only CPU runs). Every path
+/// computes the same bits; only the speed differs. Unset, empty, `auto` or not understood, it
+/// caps nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelPath {
@@ -301,6 +307,46 @@ fn path_of(code: u8) -> Option<KernelPath> {
     }
 }
 
+/// The variable that caps the kernels the dispatch may choose: `avx512`, `avx-vnni`, `avx2` or
+/// `portable` (any case, blanks around ignored) allows that path and the ones below it in the
+/// order AVX-512, AVX-VNNI, AVX2, portable, and caps the row copies' width alike
+/// ([`copy_path`]). Every path computes the same bits, so the cap changes speed only: it lets a
+/// CPU with AVX-512 run what an AVX2-only CPU runs. Unset, empty, `auto` or a value not
+/// understood: no cap.
+pub(crate) const KERNELS_ENV: &str = "AMX_EMULATOR_KERNELS";
+
+/// A path's place in the cap's order (higher: more capable).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
+fn rank(path: KernelPath) -> u8 {
+    match path {
+        KernelPath::Portable => 0,
+        KernelPath::Avx2 => 1,
+        KernelPath::AvxVnni => 2,
+        KernelPath::Avx512 => 3,
+    }
+}
+
+/// The highest rank [`KERNELS_ENV`] allows. Read when a path is decided (once per process and
+/// family), never per instruction.
+#[cold]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
+fn kernel_cap() -> u8 {
+    std::env::var(KERNELS_ENV).map_or(u8::MAX, |text| cap_of(&text))
+}
+
+/// The highest rank a value of [`KERNELS_ENV`] allows (`u8::MAX`: no cap).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
+fn cap_of(text: &str) -> u8 {
+    let path = match text.trim().to_ascii_lowercase().as_str() {
+        "avx512" | "avx-512" => KernelPath::Avx512,
+        "avx-vnni" | "avxvnni" => KernelPath::AvxVnni,
+        "avx2" => KernelPath::Avx2,
+        "portable" => KernelPath::Portable,
+        _ => return u8::MAX,
+    };
+    rank(path)
+}
+
 /// The integer products' kernel on this CPU: decided on first use, then one relaxed load (the
 /// feature tests are not repeated per instruction).
 #[inline]
@@ -310,14 +356,18 @@ pub(crate) fn int8_path() -> KernelPath {
         return path;
     }
     #[cfg(target_arch = "x86_64")]
-    let path = if avx512::int8_available() {
-        KernelPath::Avx512
-    } else if avx_vnni::int8_available() {
-        KernelPath::AvxVnni
-    } else if avx2::int8_available() {
-        KernelPath::Avx2
-    } else {
-        KernelPath::Portable
+    let path = {
+        let cap = kernel_cap();
+        let allowed = |path| rank(path) <= cap;
+        if allowed(KernelPath::Avx512) && avx512::int8_available() {
+            KernelPath::Avx512
+        } else if allowed(KernelPath::AvxVnni) && avx_vnni::int8_available() {
+            KernelPath::AvxVnni
+        } else if allowed(KernelPath::Avx2) && avx2::int8_available() {
+            KernelPath::Avx2
+        } else {
+            KernelPath::Portable
+        }
     };
     #[cfg(not(target_arch = "x86_64"))]
     let path = KernelPath::Portable;
@@ -326,8 +376,36 @@ pub(crate) fn int8_path() -> KernelPath {
     path
 }
 
-/// The floating-point products' kernel on this CPU: AVX-512 or AVX2 where the CPU has them and
-/// its DAZ/FTZ pass the self-check, else the portable one. Decided on first use.
+/// The vector width the emulator's row copies (TILELOADD, TILESTORED) are compiled for on
+/// this CPU, within the cap of [`KERNELS_ENV`]: [`KernelPath::Avx512`] (one 64-byte move per
+/// row), [`KernelPath::Avx2`] (two 32-byte moves) or [`KernelPath::Portable`] (the baseline
+/// build's 16-byte moves). Decided on first use.
+#[inline]
+pub(crate) fn copy_path() -> KernelPath {
+    static PATH: AtomicU8 = AtomicU8::new(0);
+    if let Some(path) = path_of(PATH.load(Ordering::Relaxed)) {
+        return path;
+    }
+    #[cfg(target_arch = "x86_64")]
+    let path = {
+        let cap = kernel_cap();
+        if rank(KernelPath::Avx512) <= cap && std::arch::is_x86_feature_detected!("avx512f") {
+            KernelPath::Avx512
+        } else if rank(KernelPath::Avx2) <= cap && std::arch::is_x86_feature_detected!("avx2") {
+            KernelPath::Avx2
+        } else {
+            KernelPath::Portable
+        }
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let path = KernelPath::Portable;
+    PATH.store(path_code(path), Ordering::Relaxed);
+    path
+}
+
+/// The floating-point products' kernel on this CPU: AVX-512 or AVX2 where the CPU has them, its
+/// DAZ/FTZ pass the self-check and [`KERNELS_ENV`] allows them, else the portable one. Decided
+/// on first use.
 #[inline]
 pub(crate) fn float_path() -> KernelPath {
     static PATH: AtomicU8 = AtomicU8::new(0);
@@ -335,12 +413,16 @@ pub(crate) fn float_path() -> KernelPath {
         return path;
     }
     #[cfg(target_arch = "x86_64")]
-    let path = if avx512::float_available() {
-        KernelPath::Avx512
-    } else if avx2::float_available() {
-        KernelPath::Avx2
-    } else {
-        KernelPath::Portable
+    let path = {
+        let cap = kernel_cap();
+        let allowed = |path| rank(path) <= cap;
+        if allowed(KernelPath::Avx512) && avx512::float_available() {
+            KernelPath::Avx512
+        } else if allowed(KernelPath::Avx2) && avx2::float_available() {
+            KernelPath::Avx2
+        } else {
+            KernelPath::Portable
+        }
     };
     #[cfg(not(target_arch = "x86_64"))]
     let path = KernelPath::Portable;
@@ -435,8 +517,8 @@ fn dot_half(
 
 /// A tile's bf16 or fp16 pairs widened to fp32: row `r` of `even` holds the fp32 values of
 /// the even elements of row `r`'s 16 dwords, `odd` those of the odd elements. It is what the
-/// AVX-512 floating-point kernel reads, for A as for B, so the emulator can keep a tile's
-/// widened form while the tile is unchanged ([`reads_widened`]).
+/// AVX-512 and AVX2 floating-point kernels read, for A as for B, so the emulator can keep a
+/// tile's widened form while the tile is unchanged ([`reads_widened`]).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(crate) struct Widened {
@@ -455,7 +537,7 @@ impl Widened {
 /// once for several products pays ([`widen`], [`dot_half_widened`]).
 pub(crate) fn reads_widened() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return float_path() == KernelPath::Avx512;
+    return matches!(float_path(), KernelPath::Avx512 | KernelPath::Avx2);
     #[cfg(not(target_arch = "x86_64"))]
     false
 }
@@ -464,9 +546,12 @@ pub(crate) fn reads_widened() -> bool {
 /// reads it there).
 pub(crate) fn widen(tile: &[u8; 1024], half: Half, out: &mut Widened) {
     #[cfg(target_arch = "x86_64")]
-    if reads_widened() {
+    match float_path() {
         // SAFETY: the AVX-512 float path was selected, so the CPU has AVX-512F.
-        unsafe { avx512::widen(tile, half, out) };
+        KernelPath::Avx512 => unsafe { avx512::widen(tile, half, out) },
+        // SAFETY: the AVX2 float path was selected, so the CPU has AVX2, FMA and F16C.
+        KernelPath::Avx2 => unsafe { avx2::widen(tile, half, out) },
+        _ => {}
     }
     let _ = (tile, half, out);
 }
@@ -486,23 +571,38 @@ pub(crate) fn dot_half_widened(
     half: Half,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if reads_widened() {
-        // SAFETY: the AVX-512 float path was selected: AVX-512F present, DAZ/FTZ self-checked.
-        unsafe { avx512::dot_half_widened(c, (a, aw), (b, bw), m_rows, n_dwords, k_dwords, half) };
-        return;
+    match float_path() {
+        KernelPath::Avx512 => {
+            // SAFETY: the AVX-512 float path was selected: AVX-512F present, DAZ/FTZ
+            // self-checked.
+            unsafe {
+                avx512::dot_half_widened(c, (a, aw), (b, bw), m_rows, n_dwords, k_dwords, half)
+            };
+            return;
+        }
+        KernelPath::Avx2 => {
+            // SAFETY: the AVX2 float path was selected: AVX2, FMA and F16C present, DAZ/FTZ
+            // self-checked.
+            unsafe {
+                avx2::dot_half_widened(c, (a, aw), (b, bw), m_rows, n_dwords, k_dwords, half)
+            };
+            return;
+        }
+        _ => {}
     }
     let _ = (aw, bw);
     dot_half(c, a, b, m_rows, n_dwords, k_dwords, half);
 }
 
 /// Decides now what the dispatch would decide on first use: the standard library's CPU
-/// feature cache, the integer and floating-point paths (with the DAZ/FTZ self-check). The
-/// trap engine calls it before it makes `cpuid` fault: a detection that ran `cpuid` inside its
-/// SIGILL handler, where every signal is blocked, would kill the process.
+/// feature cache, the integer and floating-point paths (with the DAZ/FTZ self-check) and the
+/// row copies' width. The trap engine calls it before it makes `cpuid` fault: a detection
+/// that ran `cpuid` inside its SIGILL handler, where every signal is blocked, would kill the
+/// process. A new `Emulator` calls it too (see `Emulator::unconfigured`).
 pub(crate) fn decide_paths() {
     #[cfg(target_arch = "x86_64")]
     let _ = std::arch::is_x86_feature_detected!("avx512f");
-    let _ = (int8_path(), float_path());
+    let _ = (int8_path(), float_path(), copy_path());
 }
 
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the

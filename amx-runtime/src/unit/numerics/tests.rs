@@ -719,7 +719,29 @@ fn int8_kernel_avx512() {
     forced_int8(Kernel::Avx512);
 }
 
-/// The dispatch runs the best integer kernel the CPU has.
+/// The values of `KERNELS_ENV`, as a user may spell them.
+#[test]
+fn kernel_cap_values() {
+    for (text, want) in [
+        ("avx512", rank(KernelPath::Avx512)),
+        (" AVX-512 ", rank(KernelPath::Avx512)),
+        ("avx-vnni", rank(KernelPath::AvxVnni)),
+        ("AvxVnni", rank(KernelPath::AvxVnni)),
+        ("avx2\n", rank(KernelPath::Avx2)),
+        ("portable", rank(KernelPath::Portable)),
+        ("", u8::MAX),
+        ("auto", u8::MAX),
+        ("sse2", u8::MAX),
+    ] {
+        assert_eq!(cap_of(text), want, "{text:?}");
+    }
+    // The order of the cap: each path allows itself and the ones below.
+    assert!(rank(KernelPath::Portable) < rank(KernelPath::Avx2));
+    assert!(rank(KernelPath::Avx2) < rank(KernelPath::AvxVnni));
+    assert!(rank(KernelPath::AvxVnni) < rank(KernelPath::Avx512));
+}
+
+/// The dispatch runs the best integer kernel the CPU has, within the cap of `KERNELS_ENV`.
 #[test]
 fn int8_dispatch_picks_the_best_kernel() {
     let best = [
@@ -729,6 +751,7 @@ fn int8_dispatch_picks_the_best_kernel() {
         (Kernel::Portable, KernelPath::Portable),
     ]
     .into_iter()
+    .filter(|&(_, p)| rank(p) <= kernel_cap())
     .find(|(k, _)| k.int8_missing().is_none())
     .map(|(_, p)| p);
     assert_eq!(Some(int8_path()), best);
@@ -1098,8 +1121,8 @@ fn float_kernel_avx512() {
     forced_half(Kernel::Avx512);
 }
 
-/// The dispatch runs the best floating-point kernel the CPU has (the scalar FMA variant is
-/// part of the portable path).
+/// The dispatch runs the best floating-point kernel the CPU has, within the cap of
+/// `KERNELS_ENV` (the scalar FMA variant is part of the portable path).
 #[test]
 fn float_dispatch_picks_the_best_kernel() {
     let best = [
@@ -1108,6 +1131,7 @@ fn float_dispatch_picks_the_best_kernel() {
         (Kernel::Portable, KernelPath::Portable),
     ]
     .into_iter()
+    .filter(|&(_, p)| rank(p) <= kernel_cap())
     .find(|(k, _)| k.float_missing().is_none())
     .map(|(_, p)| p);
     assert_eq!(Some(float_path()), best);
@@ -1277,6 +1301,78 @@ fn block_int8_fused_matches_instruction_sequence() {
                 format!("tile {t}, steps {steps}, steps {a_step}/{b_step}, signedness {signs:?}")
             };
             assert_same("fused int8 block", &got[t], &want[t], &ctx);
+        }
+    }
+}
+
+/// Random 2x2 blocks (steps 0 to 9, overlapping and spaced steps, every signedness, and
+/// TDPBSSD with A given biased) on the AVX2 block kernel against the same products one
+/// instruction at a time on the portable kernel.
+#[test]
+fn block_int8_avx2_matches_instruction_sequence() {
+    if let Some(why) = Kernel::Avx2.int8_missing() {
+        report_skipped(Kernel::Avx2, why);
+        return;
+    }
+    let mut rng = Rng(0x0A72_B10C);
+    let byte = |r: &mut Rng| match r.below(3) {
+        0 => [0x00, 0x7F, 0x80, 0xFF][r.below(4) as usize],
+        _ => r.u32() as u8,
+    };
+    for iter in 0..300 {
+        let steps = rng.below(10) as usize;
+        let a_step = [2048, 64, 4096 + 64, 0][rng.below(4) as usize];
+        let b_step = [2048, 1024, 2048 + 192][rng.below(3) as usize];
+        let a: Vec<u8> = (0..steps.max(1) * a_step + 2048)
+            .map(|_| byte(&mut rng))
+            .collect();
+        let b: Vec<u8> = (0..steps.max(1) * b_step + 2048)
+            .map(|_| byte(&mut rng))
+            .collect();
+        let mut c = [[0u8; 1024]; 4];
+        for t in c.iter_mut() {
+            *t = tile_of(|_, _| [0x7FFF_FF00, 0x8000_0100, rng.u32()][rng.below(3) as usize]);
+        }
+        let biased = iter % 5 == 4;
+        let signs = if biased {
+            (true, true)
+        } else {
+            (iter & 1 != 0, iter & 2 != 0)
+        };
+        let mut want = c;
+        for s in 0..steps {
+            for (i, w) in want.iter_mut().enumerate() {
+                let at: &Tile = a[s * a_step + (i / 2) * 1024..][..1024].try_into().unwrap();
+                let bt: &Tile = b[s * b_step + (i % 2) * 1024..][..1024].try_into().unwrap();
+                scalar::dot_int8_portable(w, at, bt, (16, 16, 16), signs.0, signs.1);
+            }
+        }
+        let a_in: Vec<u8> = if biased {
+            a.iter().map(|v| v ^ 0x80).collect()
+        } else {
+            a.clone()
+        };
+        let mut got = c;
+        // SAFETY: AVX2 is present (checked above); every step's 2048 bytes lie in `a_in` and
+        // `b` (their lengths cover steps * step + 2048).
+        unsafe {
+            avx2::dot_2x2_int8(
+                &mut got,
+                (a_in.as_ptr(), a_step),
+                (b.as_ptr(), b_step),
+                steps,
+                signs,
+                biased,
+            )
+        };
+        for t in 0..4 {
+            let ctx = |_: usize, _: usize| {
+                format!(
+                    "tile {t}, steps {steps}, steps {a_step}/{b_step}, signedness {signs:?}, \
+                     biased {biased}"
+                )
+            };
+            assert_same("AVX2 int8 block", &got[t], &want[t], &ctx);
         }
     }
 }
