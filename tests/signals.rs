@@ -181,7 +181,7 @@ fn clobber_tiles() {
     // Under the trap engine this program installed itself, the handler asks for what Linux
     // gives it on the silicon: INIT tile state now, the interrupted state back on return. On
     // the silicon it does nothing.
-    let _scope = amx_runtime::trap::handler_scope();
+    let _scope = amx_trap::handler_scope();
     let cfg = HANDLER_CONFIG.as_ptr();
     let data = HANDLER_DATA.as_ptr();
     // SAFETY: CLOBBER_TILES is set only after `Hardware::new()` succeeded (AMX-TILE, AMX-INT8
@@ -418,7 +418,7 @@ fn check(backend: Backend, dot: Dot) {
         // C as f32 1.0 in every lane.
         Dot::Bf16 => (0..256).flat_map(|_| 1.0f32.to_le_bytes()).collect(),
     };
-    let trapped = backend == Backend::Hardware && amx_runtime::trap::is_active();
+    let trapped = backend == Backend::Hardware && amx_trap::is_active();
     // On the silicon a dot product takes nanoseconds: pad each iteration so that the kernel
     // lasts long enough for the timer. The bf16 kernel is capped (its reference is a replay on
     // the emulator), so it is padded on both backends, by enough that its MAX_BF16_DOTS

@@ -22,7 +22,7 @@ const TRAPPED_SWITCHES: usize = 100;
 
 /// Switches per thread on `backend`.
 fn switches(backend: Backend) -> usize {
-    if backend == Backend::Hardware && amx_runtime::trap::is_active() {
+    if backend == Backend::Hardware && amx_trap::is_active() {
         TRAPPED_SWITCHES
     } else {
         SWITCHES

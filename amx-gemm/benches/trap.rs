@@ -13,8 +13,8 @@ mod linux {
     use std::time::Instant;
 
     use amx_gemm::{Backend, Gemm, Int8, PackedB};
-    use amx_runtime::trap;
     use amx_test_support::random;
+    use amx_trap as trap;
     use criterion::{criterion_group, Criterion};
 
     const N: usize = 256;

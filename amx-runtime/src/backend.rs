@@ -1,10 +1,11 @@
 //! Backend choice: the silicon when it is usable, the emulator otherwise, overridable with the
 //! `AMX_BACKEND` environment variable (`hardware`, `emulated`, `trapped` or `auto`).
 //!
-//! `trapped` is not a third backend: it installs the [`trap`](crate::trap) engine where the CPU
-//! lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline asm, every
-//! instruction trapping to the engine's emulator) runs everywhere; where the CPU has AMX it is
-//! the silicon itself.
+//! `trapped` is not a third backend: it installs the trap engine of the `amx-trap` crate where
+//! the CPU lacks AMX and resolves to [`Backend::Hardware`], so the silicon code path (inline
+//! asm, every instruction trapping to the engine's emulator) runs everywhere; where the CPU has
+//! AMX it is the silicon itself. The engine must be in the process: registered
+//! (`amx_trap::register()`), or preloaded (`libamx_trap_preload.so`).
 
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -27,14 +28,14 @@ pub enum Backend {
     Emulated,
 }
 
-/// `hardware` or `emulated`; `trapped` for the hardware backend while the [`trap`](crate::trap)
-/// engine is active in the process (the CPU lacks AMX, and every instruction of the silicon's
+/// `hardware` or `emulated`; `trapped` for the hardware backend while the trap engine (the
+/// `amx-trap` crate) is active in the process (the CPU lacks AMX, and every instruction of the silicon's
 /// code path runs on the engine's emulator), so a report never calls a trapped run a hardware
 /// one.
 impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Backend::Hardware if crate::trap::is_active() => "trapped",
+            Backend::Hardware if crate::engine::active() => "trapped",
             Backend::Hardware => "hardware",
             Backend::Emulated => "emulated",
         })
@@ -53,8 +54,8 @@ pub enum BackendChoice {
     Hardware,
     /// The emulator, even where the hardware is usable.
     Emulated,
-    /// The hardware code path: the silicon where it is usable, else the
-    /// [`trap`](crate::trap) engine executing the silicon's instructions one trap at a time.
+    /// The hardware code path: the silicon where it is usable, else the trap engine of the
+    /// `amx-trap` crate executing the silicon's instructions one trap at a time.
     Trapped,
 }
 
@@ -89,14 +90,32 @@ impl BackendChoice {
             BackendChoice::Hardware => Hardware::new()
                 .map(|_| Backend::Hardware)
                 .map_err(BackendError::HardwareUnavailable),
-            BackendChoice::Trapped => crate::trap::hardware()
-                .map(|_| Backend::Hardware)
-                .map_err(BackendError::HardwareUnavailable),
+            BackendChoice::Trapped => trapped().map(|_| Backend::Hardware),
             BackendChoice::Auto => Ok(match Hardware::new() {
                 Ok(_) => Backend::Hardware,
                 Err(_) => Backend::Emulated,
             }),
         }
+    }
+}
+
+/// The silicon, else the trap engine installed through its hook.
+fn trapped() -> Result<Hardware, BackendError> {
+    let why = match Hardware::new() {
+        Ok(hw) => return Ok(hw),
+        Err(why) => why,
+    };
+    let Some(engine) = crate::engine::hook() else {
+        return Err(if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            BackendError::NoTrapEngine
+        } else {
+            BackendError::HardwareUnavailable(why)
+        });
+    };
+    if (engine.install)() == crate::engine::status::ACTIVE {
+        Hardware::new().map_err(BackendError::HardwareUnavailable)
+    } else {
+        Err(BackendError::HardwareUnavailable(why))
     }
 }
 
@@ -139,6 +158,8 @@ pub enum BackendError {
     InvalidChoice(String),
     /// The hardware was asked for but cannot be used here.
     HardwareUnavailable(Unavailable),
+    /// `trapped` was asked for where the CPU lacks AMX, and no trap engine is in the process.
+    NoTrapEngine,
 }
 
 impl fmt::Display for BackendError {
@@ -151,6 +172,11 @@ impl fmt::Display for BackendError {
             BackendError::HardwareUnavailable(why) => {
                 write!(f, "the hardware backend was asked for, but {why}")
             }
+            BackendError::NoTrapEngine => f.write_str(
+                "AMX_BACKEND=trapped needs the trap engine where the CPU lacks AMX: call \
+                 amx_trap::register() (crate amx-trap) at start, or run the program with \
+                 LD_PRELOAD=libamx_trap_preload.so",
+            ),
         }
     }
 }
@@ -161,7 +187,7 @@ impl std::error::Error for BackendError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BackendError::HardwareUnavailable(why) => why.source(),
-            BackendError::InvalidChoice(_) => None,
+            BackendError::InvalidChoice(_) | BackendError::NoTrapEngine => None,
         }
     }
 }
@@ -207,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_trapped_hardware_backend_says_so() {
-        let want = if crate::trap::is_active() {
+        let want = if crate::engine::active() {
             "trapped"
         } else {
             "hardware"

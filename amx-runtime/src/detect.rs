@@ -241,7 +241,7 @@ impl Unavailable {
             }
             _ => {
                 "; on this CPU the trap engine runs the silicon's code path (AMX_BACKEND=trapped, \
-                 or amx_runtime::trap::install() before Hardware::new()), and the bit-exact \
+                 or amx_trap::install() before Hardware::new()), and the bit-exact \
                  emulator runs the same code (AMX_BACKEND=auto, the default, picks it)"
             }
         }
@@ -261,13 +261,13 @@ impl From<PermissionError> for Unavailable {
 ///
 /// On a target other than x86-64 it touches no CPUID and reports nothing, so
 /// [`Capabilities::unavailable`] says [`Unavailable::NotX86_64`]. While the
-/// [`trap`](crate::trap) engine is active it reports the CPU the engine models (XGETBV cannot
-/// be trapped, so the modelled XCR0 comes from the engine too).
+/// trap engine (the `amx-trap` crate) is active it reports the CPU the engine models (XGETBV
+/// cannot be trapped, so the modelled XCR0 comes from the engine too).
 pub fn detect() -> Capabilities {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    if crate::trap::is_active() {
+    if let Some(engine) = crate::engine::active_hook() {
         // The engine's modelled CPU: XGETBV cannot be trapped, so XCR0 comes from the model.
-        let reader = crate::trap::cpuid_reader();
+        let reader = crate::engine::ModelReader(engine);
         let osxsave = CpuId::with_cpuid_reader(reader)
             .get_feature_info()
             .is_some_and(|f| f.has_oxsave());
@@ -275,7 +275,7 @@ pub fn detect() -> Capabilities {
         let xcr0 = osxsave.then(|| unsafe { xgetbv0() });
         return detect_with(
             reader,
-            xcr0.and_then(crate::trap::modelled_xcr0),
+            xcr0.map(|real| (engine.xcr0)(real)),
             permit::permission_state(),
         );
     }
@@ -407,7 +407,7 @@ pub(crate) fn ensure_usable() -> Result<Capabilities, Unavailable> {
     // The trap engine, once installed, changes the answer: a separate cache for its CPU.
     static NATIVE: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
     static TRAPPED: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
-    let platform = if crate::trap::is_active() {
+    let platform = if crate::engine::active() {
         &TRAPPED
     } else {
         &NATIVE

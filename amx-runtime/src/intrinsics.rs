@@ -57,24 +57,21 @@
 //! raises no exception. Tile state belongs to the thread: the configuration that matters is the
 //! one loaded on the calling thread.
 //!
-//! Where the CPU lacks AMX, these instructions raise #UD (SIGILL); on x86-64 Linux the
-//! [`trap`](crate::trap) engine executes them instead, one trap per instruction, so the same
-//! code runs (and is tested) on any such machine. The example installs it, which does nothing
-//! but return [`InstallError::NativeAmx`](crate::trap::InstallError::NativeAmx) where the
-//! silicon runs them itself:
+//! Where the CPU lacks AMX, these instructions raise #UD (SIGILL); on x86-64 Linux the trap
+//! engine of the `amx-trap` crate executes them instead (`amx_trap::install()` in-process, or
+//! its library preloaded), one trap per instruction, so the same code runs (and is tested) on
+//! any such machine. The example runs where [`Hardware::new`] succeeds: on the silicon, or on
+//! the engine standing in for it:
 //!
 //! ```
 //! # #[cfg(target_os = "linux")] {
 //! use amx_runtime::intrinsics::*;
-//! use amx_runtime::trap::{self, InstallError};
 //! use amx_runtime::{tilecfg, Hardware, TileConfig, TileUnit};
 //!
 //! static CFG: TileConfig = tilecfg! { palette 1; t0: 16x16 i32; t1: 16x64; t2: 16x64 };
-//! match trap::install() {
-//!     Ok(()) | Err(InstallError::NativeAmx) => {}
-//!     Err(e) => panic!("neither AMX nor the trap engine: {e}"),
-//! }
-//! let mut hw = Hardware::new().expect("the silicon, or the trap engine standing in for it");
+//! let Ok(mut hw) = Hardware::new() else {
+//!     return; // neither AMX nor the trap engine here
+//! };
 //! let (a, b) = ([1i8; 16 * 64], [2i8; 16 * 64]);
 //! let mut c = [0i32; 16 * 16];
 //! // Tile numbers as C and stdarch code names them: `int` / `i32` constants.

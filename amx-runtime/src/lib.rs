@@ -11,7 +11,7 @@
 //! | to know whether AMX is usable here, and why not | [`detect()`], [`Capabilities::unavailable`] |
 //! | the instructions, checked, on this thread | [`configure`] -> [`Tiles`] ([`TileUnit`]) |
 //! | Intel's intrinsics, unchecked, to port C kernels | [`intrinsics`] |
-//! | the silicon's code path on an x86-64 Linux CPU without AMX | [`trap`], `AMX_BACKEND=trapped` |
+//! | the silicon's code path on an x86-64 Linux CPU without AMX | the `amx-trap` crate, `AMX_BACKEND=trapped` |
 //!
 //! # `tilecfg!`: a configuration checked at compile time
 //!
@@ -90,8 +90,8 @@
 //! [`configure`] runs on the process's [`backend()`]: the silicon when [`Hardware::new`]
 //! succeeds, else the [`Emulator`] (`AMX_BACKEND=auto`, the default). `AMX_BACKEND=hardware`
 //! insists on the silicon, `emulated` on the emulator, and `trapped` runs the silicon's code
-//! path everywhere on x86-64 Linux: on a CPU without AMX the [`trap`] engine executes each
-//! instruction. The architectural behaviour both backends implement, statement by statement,
+//! path everywhere on x86-64 Linux: on a CPU without AMX the trap engine (the `amx-trap` crate,
+//! registered in-process or preloaded) executes each instruction. The architectural behaviour both backends implement, statement by statement,
 //! is [docs/semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md).
 //!
 //! ```
@@ -116,6 +116,8 @@ pub mod block;
 mod config;
 pub mod context;
 pub mod detect;
+#[doc(hidden)]
+pub mod engine;
 mod error;
 #[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
@@ -123,7 +125,6 @@ pub mod intrinsics;
 #[cfg_attr(docsrs, doc(cfg(feature = "peak")))]
 pub mod peak;
 pub mod permit;
-pub mod trap;
 pub mod typed;
 mod unit;
 pub mod vnni;

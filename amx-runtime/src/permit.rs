@@ -41,7 +41,7 @@
 //!   from kernels older than 5.16, which do not know the request; `EPERM` or `ENOSYS` when a
 //!   seccomp filter (some container runtimes) blocks `arch_prctl`.
 //!
-//! While the [`trap`](crate::trap) engine is active, both calls are answered by the engine as
+//! While the trap engine (the `amx-trap` crate) is active, both calls are answered by the engine as
 //! Linux on an AMX CPU answers them (the request is granted).
 //!
 //! [`request_permission`] is thread-safe and idempotent: after the first success it is an atomic
@@ -302,9 +302,9 @@ mod linux {
     /// trap engine's answer while it is active).
     pub(super) fn get_xcomp_perm() -> Result<u64, i32> {
         let kernel = kernel_xcomp_perm();
-        if crate::trap::is_active() {
+        if let Some(engine) = crate::engine::active_hook() {
             // The engine models Linux on an AMX CPU, whatever this kernel says.
-            return Ok(crate::trap::xcomp_perm(kernel.unwrap_or(0)));
+            return Ok((engine.permission)(kernel.unwrap_or(0)));
         }
         kernel
     }
@@ -331,7 +331,7 @@ mod linux {
     /// `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)` (answered by the trap engine while it is
     /// active).
     fn req_xcomp_perm() -> Result<(), i32> {
-        if let Some(answer) = crate::trap::request_xcomp_perm(u64::from(XFEATURE_XTILEDATA)) {
+        if let Some(answer) = crate::engine::request_permission(u64::from(XFEATURE_XTILEDATA)) {
             return answer;
         }
         // SAFETY: ARCH_REQ_XCOMP_PERM takes the feature number by value and touches no user

@@ -53,8 +53,13 @@ fn detect_agrees_with_proc_cpuinfo() {
     }
 }
 
+/// Held by the tests that watch the permission and the one that requests it (`Hardware::new`),
+/// which would otherwise race: the permission is the process's.
+static PERMISSION: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn detect_has_no_side_effects() {
+    let _permission = PERMISSION.lock().unwrap_or_else(|e| e.into_inner());
     let before = permission_state();
     let a = detect();
     let b = detect();
@@ -68,6 +73,7 @@ fn detect_has_no_side_effects() {
 
 #[test]
 fn hardware_new_reports_the_platform_reason() {
+    let _permission = PERMISSION.lock().unwrap_or_else(|e| e.into_inner());
     let why = detect().unavailable();
     let first = Hardware::new().map(drop);
     match (first.clone(), why) {

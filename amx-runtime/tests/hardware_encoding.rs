@@ -44,7 +44,7 @@ macro_rules! code_of {
     }};
 }
 
-use amx_runtime::trap::decode::{self, pp::*};
+use amx_runtime::rules::decode::{self, pp::*};
 
 /// One AMX instruction found in the code, with its fields as the project's decoder reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

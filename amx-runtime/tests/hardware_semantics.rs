@@ -199,7 +199,7 @@ extern "C" fn inspect_gp(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
     if code != SI_KERNEL {
         exit(frame::NOT_GP);
     }
-    if amx_runtime::trap::is_active() {
+    if amx_trap::is_active() {
         // No tile state in the frame: resume after the instruction, and let the child read
         // the configuration back.
         // SAFETY: the context of an SA_SIGINFO handler; RIP points at the faulting
@@ -208,8 +208,8 @@ extern "C" fn inspect_gp(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             let uc = &mut *(ctx as *mut libc::ucontext_t);
             let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as *const u8;
             let code = std::slice::from_raw_parts(rip, 15);
-            match amx_runtime::trap::decode::decode(code) {
-                amx_runtime::trap::decode::Decoded::Amx(i) => {
+            match amx_runtime::rules::decode::decode(code) {
+                amx_runtime::rules::decode::Decoded::Amx(i) => {
                     uc.uc_mcontext.gregs[libc::REG_RIP as usize] += i64::from(i.len);
                     TRAPPED_GP.store(true, Ordering::SeqCst);
                     return;

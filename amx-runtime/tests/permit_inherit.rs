@@ -16,7 +16,7 @@ const TRAPPED_ENV: &str = "AMX_RUNTIME_PERMIT_EXEC_TRAPPED";
 fn granted_here() -> bool {
     let mut result = request_permission();
     #[cfg(target_arch = "x86_64")]
-    if result.is_err() && amx_runtime::trap::install().is_ok() {
+    if result.is_err() && amx_trap::install().is_ok() {
         result = request_permission();
     }
     match result {
@@ -77,7 +77,7 @@ fn exec_child() {
     }
     #[cfg(target_arch = "x86_64")]
     if std::env::var(TRAPPED_ENV).is_ok_and(|v| v == "1") {
-        amx_runtime::trap::install().unwrap();
+        amx_trap::install().unwrap();
     }
     println!("exec child: before: {:?}", permission_state());
     println!("exec child: request: {:?}", request_permission());
@@ -89,11 +89,7 @@ fn exec_clears_the_permission() {
     if !granted_here() {
         return;
     }
-    let trapped = if amx_runtime::trap::is_active() {
-        "1"
-    } else {
-        ""
-    };
+    let trapped = if amx_trap::is_active() { "1" } else { "" };
     let out = Child::new("exec_child").env(TRAPPED_ENV, trapped).run();
     println!("{out}");
     out.assert_passed();

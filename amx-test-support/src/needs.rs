@@ -14,7 +14,7 @@ use crate::skip::{skip, Kind};
 /// The silicon code path: the AMX silicon, or on x86-64 Linux without AMX the trap engine
 /// (installed on first use). Elsewhere a [`Kind::Hardware`] skip and `None`.
 pub fn silicon() -> Option<Hardware> {
-    match amx_runtime::trap::hardware() {
+    match amx_trap::hardware() {
         Ok(hw) => Some(hw),
         Err(why) => {
             skip(Kind::Hardware, silicon_reason(&why));
@@ -28,7 +28,7 @@ pub fn silicon() -> Option<Hardware> {
 /// ([`Kind::Hardware`]) and the emulator part runs.
 pub fn backends() -> Vec<Backend> {
     let mut out = vec![Backend::Emulated];
-    match amx_runtime::trap::hardware() {
+    match amx_trap::hardware() {
         Ok(_) => out.push(Backend::Hardware),
         Err(why) => skip(
             Kind::Hardware,
@@ -50,7 +50,7 @@ fn silicon_reason(why: &impl std::fmt::Display) -> String {
 ///
 /// When the installed engine refuses the permission, which it grants by design.
 pub fn trap_engine() -> bool {
-    match amx_runtime::trap::install() {
+    match amx_trap::install() {
         Ok(()) => {
             amx_runtime::permit::request_permission().expect("the trap engine grants XTILEDATA");
             true

@@ -28,6 +28,7 @@
 // docs.rs builds with `--cfg docsrs` on nightly: label the items of the `serde` feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod decode;
 pub mod image;
 pub mod operands;
 pub mod palette;

@@ -1,69 +1,529 @@
-//! `libamx_trap.so`: Intel AMX programs on x86-64 Linux CPUs without AMX, unmodified.
+//! Intel AMX on an x86-64 Linux CPU without AMX: every AMX instruction traps, and the engine
+//! executes it on the calling thread's bit-exact emulated tile unit.
 //!
-//! ```sh
-//! cargo build --release -p amx-trap
-//! LD_PRELOAD=target/release/libamx_trap.so ./my-amx-program
-//! ```
+//! On such a CPU every AMX instruction raises #UD before it does anything, and Linux delivers
+//! SIGILL. Once [`install`]ed, the engine's SIGILL handler decodes the instruction at the
+//! faulting RIP, executes it on the thread's own `amx_runtime::Emulator`, with its memory
+//! operand computed from the saved registers and accessed by the CPU's own loads and stores,
+//! moves RIP past it and returns. The silicon code path (the `Hardware` backend's inline asm,
+//! the raw intrinsics, typed tiles, the GEMM micro-kernels, C code built with `-mamx-tile`)
+//! then runs unchanged; hot sites are patched into a jump to a stub, so that their repeat
+//! executions cost a function call instead of a signal.
 //!
-//! Loaded before the program, the library installs the [`amx_runtime::trap`] engine from an ELF
-//! constructor: every AMX instruction then traps (SIGILL) and executes on the calling thread's
-//! bit-exact emulated tile unit. The library also makes the operating-system interface look
-//! like Linux on an AMX CPU:
+//! Two ways in:
 //!
-//! - **CPUID** through CPUID faulting (`arch_prctl(ARCH_SET_CPUID, 0)`): every `cpuid` traps
-//!   (SIGSEGV) and is answered from the modelled CPU, a Sapphire Rapids (`AMX_TRAP_CPU=spr`,
-//!   the default: AMX-TILE, AMX-INT8, AMX-BF16) or a Granite Rapids (`AMX_TRAP_CPU=gnr`: also
-//!   AMX-FP16), with leaf 0xD subleaves 17 and 18, the palette table of leaf 0x1D and the TMUL
-//!   limits of leaf 0x1E; every other leaf is the host's. Where the kernel does not offer CPUID
-//!   faulting, `cpuid` reports the host.
-//! - **Permission** through the interposed `syscall` and `arch_prctl`:
-//!   `ARCH_REQ_XCOMP_PERM` for XTILEDATA (18) is granted and `ARCH_GET_XCOMP_PERM` reports bits
-//!   17 and 18 as Linux on AMX does; before the request the first tile-data instruction raises
-//!   SIGILL (`ILL_ILLOPC`), as XFD does.
-//! - **Signals** through the interposed `sigaction`, `signal`, `bsd_signal` and `sigset`: the
-//!   engine stays first in line for SIGILL and SIGSEGV while the program's handlers for them are
-//!   recorded and receive exactly what the kernel would send on the silicon (a #GP as SIGSEGV
-//!   with `SI_KERNEL` and REG_TRAPNO 13, a #UD as SIGILL with REG_TRAPNO 6, an inaccessible
-//!   operand as the page fault's SIGSEGV), so they may `siglongjmp` out; without handlers the
-//!   process dies of the same signal with the same status. Every other handler is wrapped so
-//!   that it runs with the INIT tile state and the interrupted state comes back on return.
+//! - **In-process**: [`install`] (or [`register`], which lets `AMX_BACKEND=trapped` install it
+//!   on first use). The engine takes SIGILL, SIGSEGV, SIGBUS and SIGTRAP; handlers the program
+//!   installed before are kept and receive what the kernel would send them. Install it after
+//!   the program's own handlers for those four, keep them unblocked where AMX code runs, and
+//!   open a [`HandlerScope`] in a handler of the program's that uses AMX.
+//! - **Preloaded** into any program: `libamx_trap_preload.so` (the `amx-trap-preload`
+//!   package), which also keeps every `sigaction`, mask and handler of the program's in front
+//!   of the engine, so that none of the above is needed. See the crate's README.
 //!
-//! Not covered: XGETBV (it cannot be trapped: code reading XCR0 sees the host's, without bits
-//! 17 and 18), a raw `syscall` instruction that bypasses the C library (no seccomp filter is
-//! installed: a filter would outlive `exec` and kill children that run without the library),
-//! and timing (each instruction costs a signal round trip).
+//! What the program sees is the silicon's (docs/semantics.md section 1):
 //!
-//! Where the CPU has AMX itself, the library installs nothing and every interposed function
-//! forwards to the C library.
+//! | the instruction raises | the program gets |
+//! |---|---|
+//! | #UD (bad encoding, or the tile state forbids it) | SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6 |
+//! | #GP (a configuration LDTILECFG rejects) | SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13, `si_addr` 0 |
+//! | a fault of the memory operand | the CPU's own: SIGSEGV (`SEGV_MAPERR`, `SEGV_ACCERR`, `SEGV_PKUERR`, or `SI_KERNEL` for a non-canonical address) or SIGBUS, with its `si_addr`, REG_TRAPNO and REG_ERR; start_row left at the faulting row |
+//! | XFD (tile data before `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`) | SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0 |
+//!
+//! A handler gets these in a signal frame of the kernel's layout, on the stack the kernel
+//! would choose, with the INIT tile state; it may return (the interrupted tile state comes
+//! back), change the context, `siglongjmp` out or throw (the tile state stays what it left).
+//! Without a handler the process dies of that signal.
+//!
+//! The engine also answers, while it is active, the runtime's detection and permission
+//! requests (`amx_runtime::detect()` reports the modelled CPU, [`Model`]), and
+//! `Hardware::tile_data` (XSAVE cannot be trapped).
+
+// A memory fault carries the kernel's 128-byte siginfo by value: boxing it would allocate on
+// the signal path.
+#![allow(clippy::result_large_err)]
+
+pub use cpuid::Model;
+
+mod cpuid;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod prctl;
+mod access;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod real;
+mod deliver;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod entry;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod exec;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod fastpath;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod fatal;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod handler;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod kframe;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod maps;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod patch;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod regs;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod signals;
-
-/// Runs when the library is loaded (an ELF constructor in `.init_array`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[used]
-#[link_section = ".init_array"]
-static CONSTRUCTOR: extern "C" fn() = constructor;
+mod slot;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[doc(hidden)]
+pub mod sys;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod tls;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-extern "C" fn constructor() {
-    let _ = install();
+pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use amx_runtime::{Hardware, Unavailable};
+
+/// Why [`install`] did not install the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// The engine exists only on x86-64 Linux.
+    Unsupported,
+    /// The CPU and OS offer usable AMX: the silicon runs the instructions itself.
+    NativeAmx,
+    /// Installing a signal handler failed with this errno.
+    Sigaction {
+        /// The errno.
+        errno: i32,
+    },
 }
 
-/// Installs the engine as the preload does (idempotent). `Ok(true)` when CPUID faulting is on
-/// too; an error when the engine cannot run here (AMX present, or not x86-64 Linux).
-pub fn install() -> Result<bool, amx_runtime::trap::InstallError> {
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InstallError::Unsupported => {
+                f.write_str("the AMX trap engine runs only on x86-64 Linux")
+            }
+            InstallError::NativeAmx => {
+                f.write_str("this CPU executes AMX itself; the trap engine is for CPUs without AMX")
+            }
+            InstallError::Sigaction { errno } => {
+                write!(
+                    f,
+                    "installing the engine's signal handlers failed with errno {errno}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for InstallError {}
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PERMITTED: AtomicBool = AtomicBool::new(false);
+/// Whether the engine executes AMX instructions (not where the CPU does: `AMX_TRAP_FORCE`).
+static EMULATE: AtomicBool = AtomicBool::new(true);
+/// The model: 0 Sapphire Rapids, 1 Granite Rapids.
+static MODEL: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the engine is installed in this process (inherited by `fork`, cleared by `exec`).
+#[inline]
+pub fn is_active() -> bool {
+    ACTIVE.load(Ordering::Acquire)
+}
+
+/// Whether the engine executes the AMX instructions it traps (false only where it was forced
+/// onto a CPU with AMX, to exercise its signal handling there).
+pub(crate) fn emulating() -> bool {
+    EMULATE.load(Ordering::Relaxed)
+}
+
+/// The CPU the engine models (chosen by `AMX_TRAP_CPU` when it was installed).
+pub fn model() -> Model {
+    if MODEL.load(Ordering::Relaxed) == 1 {
+        Model::GraniteRapids
+    } else {
+        Model::SapphireRapids
+    }
+}
+
+/// Whether the process holds the emulated XTILEDATA permission.
+pub(crate) fn permission_granted() -> bool {
+    PERMITTED.load(Ordering::Acquire)
+}
+
+/// `arch_prctl(ARCH_REQ_XCOMP_PERM, feature)` as Linux on the modelled CPU answers it, or
+/// `None` when the engine is inactive or the feature is not a tile one (the kernel's to answer).
+#[doc(hidden)]
+pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
+    if !is_active() || !emulating() {
+        return None;
+    }
+    match feature {
+        17 => Some(Ok(())),
+        18 => {
+            PERMITTED.store(true, Ordering::Release);
+            Some(Ok(()))
+        }
+        _ => None,
+    }
+}
+
+/// `arch_prctl(ARCH_GET_XCOMP_PERM)` as Linux on the modelled CPU answers it, given the
+/// kernel's answer: bit 17 always, bit 18 once granted.
+#[doc(hidden)]
+pub fn xcomp_perm(kernel: u64) -> u64 {
+    if !emulating() {
+        return kernel;
+    }
+    let granted = if permission_granted() { 1 << 18 } else { 0 };
+    kernel | 1 << 17 | granted
+}
+
+/// The tile registers the engine holds for this thread (`None` when inactive).
+fn tile_data(t: u8) -> Option<[u8; 1024]> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
-        real::resolve();
-        amx_runtime::trap::preload::install()
+        if is_active() && emulating() {
+            let slot = slot::current()?;
+            return slot.unit().tile_bytes(t).copied();
+        }
+    }
+    let _ = t;
+    None
+}
+
+/// The engine's answers to the runtime (see `amx_runtime::engine`).
+pub const HOOK: amx_runtime::engine::Hook = amx_runtime::engine::Hook {
+    size: std::mem::size_of::<amx_runtime::engine::Hook>(),
+    active: hook::active,
+    install: hook::install,
+    cpuid: hook::cpuid,
+    xcr0: hook::xcr0,
+    request_permission: hook::request_permission,
+    permission: hook::permission,
+    tile_data: hook::tile_data,
+};
+
+/// Registers the engine with `amx-runtime` without installing it: `AMX_BACKEND=trapped` then
+/// installs it on first use where the CPU lacks AMX. ([`install`] registers it too.)
+pub fn register() {
+    amx_runtime::engine::register(&HOOK);
+}
+
+mod hook {
+    use amx_runtime::engine::{status, Cpuid};
+
+    pub(super) extern "C" fn active() -> bool {
+        super::is_active() && super::emulating()
+    }
+
+    pub(super) extern "C" fn install() -> u32 {
+        match super::install() {
+            Ok(()) => status::ACTIVE,
+            Err(super::InstallError::NativeAmx) => status::NATIVE_AMX,
+            Err(super::InstallError::Unsupported) => status::UNSUPPORTED,
+            Err(_) => status::FAILED,
+        }
+    }
+
+    pub(super) extern "C" fn cpuid(leaf: u32, subleaf: u32) -> Cpuid {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        let [eax, ebx, ecx, edx] = super::cpuid::answer(leaf, subleaf);
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let [eax, ebx, ecx, edx] = {
+            let _ = (leaf, subleaf);
+            [0; 4]
+        };
+        Cpuid { eax, ebx, ecx, edx }
+    }
+
+    pub(super) extern "C" fn xcr0(real: u64) -> u64 {
+        super::model().xcr0(real)
+    }
+
+    pub(super) extern "C" fn request_permission(feature: u64) -> i64 {
+        match super::request_xcomp_perm(feature) {
+            Some(Ok(())) => 0,
+            Some(Err(e)) => i64::from(e),
+            None => -1,
+        }
+    }
+
+    pub(super) extern "C" fn permission(kernel: u64) -> u64 {
+        super::xcomp_perm(kernel)
+    }
+
+    pub(super) extern "C" fn tile_data(t: u8, out: &mut [u8; 1024]) -> bool {
+        match super::tile_data(t) {
+            Some(tile) => {
+                *out = tile;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Installs the engine in this process: idempotent and thread-safe. From then on every AMX
+/// instruction on any thread executes on that thread's emulated state.
+///
+/// Fails with [`InstallError::Unsupported`] off x86-64 Linux and with
+/// [`InstallError::NativeAmx`] where the CPU and OS already offer AMX (the silicon is then the
+/// backend). Where the preload library runs the process's engine already, that engine is the
+/// one the runtime uses, and this installs nothing. Install it after the program's own
+/// handlers of SIGILL, SIGSEGV, SIGBUS and SIGTRAP: the engine passes every one of those
+/// signals that is not its own to the action it replaced.
+pub fn install() -> Result<(), InstallError> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        if preloaded_engine_active() {
+            return Ok(());
+        }
+        register();
+        linux::install(false)
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     {
-        Err(amx_runtime::trap::InstallError::Unsupported)
+        Err(InstallError::Unsupported)
+    }
+}
+
+/// Whether a preloaded library runs this process's engine (its hook is found and active).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn preloaded_engine_active() -> bool {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
+    let symbol = unsafe { libc::dlsym(libc::RTLD_DEFAULT, amx_runtime::engine::SYMBOL.as_ptr()) };
+    if symbol.is_null()
+        || std::ptr::eq(
+            symbol.cast_const(),
+            (&HOOK as *const amx_runtime::engine::Hook).cast(),
+        )
+    {
+        return false;
+    }
+    // SAFETY: a library exports the symbol only as a Hook (see amx_runtime::engine).
+    let hook = unsafe { &*symbol.cast::<amx_runtime::engine::Hook>() };
+    if (hook.active)() {
+        amx_runtime::engine::register(hook);
+        return true;
+    }
+    false
+}
+
+/// The AMX unit of this thread: the silicon where it is usable, else the trap engine (installed
+/// on first use) running the same instructions. For tests and tools that want the silicon code
+/// path everywhere it can run.
+pub fn hardware() -> Result<Hardware, Unavailable> {
+    match Hardware::new() {
+        Ok(hw) => Ok(hw),
+        Err(why) => match install() {
+            Ok(()) => Hardware::new(),
+            Err(_) => Err(why),
+        },
+    }
+}
+
+/// While alive, this thread's AMX instructions run on a fresh INIT state; the state before
+/// comes back when it drops. Open one at the top of a signal handler that uses AMX, in a
+/// program that installed the engine itself (the kernel calls such a handler directly; the
+/// preload, and the engine's own deliveries, give every handler this already). Does nothing
+/// while the engine is inactive. A handler left by `siglongjmp` keeps the state it left, as
+/// on the silicon.
+#[derive(Debug)]
+#[must_use = "the interrupted state comes back when the scope drops"]
+pub struct HandlerScope {
+    /// The saved state (an anonymous mapping), 0 when nothing was saved.
+    saved: usize,
+    _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+/// Opens a [`HandlerScope`].
+pub fn handler_scope() -> HandlerScope {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    if is_active() && emulating() {
+        return HandlerScope {
+            saved: linux::save_scope(),
+            _thread_bound: std::marker::PhantomData,
+        };
+    }
+    HandlerScope {
+        saved: 0,
+        _thread_bound: std::marker::PhantomData,
+    }
+}
+
+impl Drop for HandlerScope {
+    fn drop(&mut self) {
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if self.saved != 0 {
+            linux::restore_scope(self.saved);
+        }
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+        let _ = self.saved;
+    }
+}
+
+/// The pieces the preload library builds on. Not a stable API.
+#[doc(hidden)]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub mod preload {
+    pub use crate::patch::unpatch_range;
+    pub use crate::signals::{
+        owned, pending, program_action, program_mask, release_pending, set_program_action,
+        set_program_view, virtualized, waiting, Action, ENGINE,
+    };
+
+    /// Installs the engine for a preloaded library: the signals it takes, the program's masks
+    /// virtualized for them, and CPUID faulting where asked for (`AMX_TRAP_CPUID=1`) and
+    /// offered. `Ok(true)` when `cpuid` faults.
+    pub fn install() -> Result<bool, super::InstallError> {
+        super::linux::install(true)?;
+        Ok(super::cpuid::faulting())
+    }
+
+    /// Gives this thread's engine state back (the thread is about to end).
+    pub fn thread_exit() {
+        if let Some(slot) = crate::slot::current() {
+            crate::tls::thread().store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
+            slot.release();
+        }
+    }
+
+    /// This thread's view of the engine's signals (for a thread it starts).
+    pub fn view() -> u64 {
+        crate::tls::view().load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod linux {
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+
+    use amx_runtime::{TileUnit, TILE_BYTES};
+
+    use super::{cpuid, signals, InstallError, Model, ACTIVE, EMULATE, MODEL};
+
+    static INSTALLING: Mutex<()> = Mutex::new(());
+
+    /// Whether the host itself offers AMX (CPUID and XCR0).
+    fn native_amx() -> bool {
+        let caps = amx_runtime::detect();
+        caps.amx_tile && caps.xtilecfg_enabled() && caps.xtiledata_enabled()
+    }
+
+    fn env_is(name: &str, value: &str) -> bool {
+        std::env::var_os(name).is_some_and(|v| v == value)
+    }
+
+    pub(super) fn install(preload: bool) -> Result<(), InstallError> {
+        let _guard = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+        // The emulator's kernels are chosen by CPU detection, which runs `cpuid`: done here,
+        // before CPUID faulting can be on.
+        amx_runtime::engine::decide_paths();
+        crate::access::prepare();
+        cpuid::prepare();
+        if !ACTIVE.load(Ordering::Acquire) {
+            let native = native_amx();
+            // Forced onto a CPU with AMX, the engine handles signals but leaves the
+            // instructions to the silicon: its signal handling can be tested there.
+            if native && !env_is("AMX_TRAP_FORCE", "1") {
+                return Err(InstallError::NativeAmx);
+            }
+            EMULATE.store(!native, Ordering::Relaxed);
+            let model = Model::from_env();
+            MODEL.store(u8::from(model == Model::GraniteRapids), Ordering::Relaxed);
+            // The copy routine's faults first: the others' handling copies memory.
+            for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP] {
+                signals::take(sig).map_err(|errno| InstallError::Sigaction { errno })?;
+            }
+            ACTIVE.store(true, Ordering::Release);
+            if !native {
+                crate::patch::prepare(preload);
+            }
+            // SAFETY: registers a handler the C library calls in a fork's child, in ordinary
+            // context; it only records the thread's slot as the child's.
+            unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+        }
+        if preload && !signals::virtualized() {
+            signals::virtualize();
+            // The mask this thread inherited (through exec) is the program's: its view, with
+            // the engine's signals unblocked in the kernel.
+            let real = signals::current_mask();
+            signals::set_mask(signals::set_program_view(real));
+            if env_is("AMX_TRAP_CPUID", "1") && cpuid::set_cpuid_enabled(false).is_ok() {
+                cpuid::FAULTING.store(true, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    /// In a fork's child: the forking thread's slot is the child's.
+    extern "C" fn forked() {
+        if let Some(slot) = crate::slot::current() {
+            slot.adopt();
+        }
+    }
+
+    /// A saved tile state.
+    #[repr(C)]
+    struct Saved {
+        config: [u8; 64],
+        tiles: [[u8; TILE_BYTES]; 8],
+    }
+
+    const SAVED: usize = std::mem::size_of::<Saved>();
+
+    /// Saves this thread's tile state into a fresh mapping and leaves the INIT state; the
+    /// mapping's address (0: nothing saved).
+    pub(super) fn save_scope() -> usize {
+        let Ok(slot) = crate::slot::get() else {
+            return 0;
+        };
+        // A signal arriving meanwhile may itself run AMX on this thread's state.
+        let mask = signals::set_mask(!0);
+        let mut saved = 0;
+        if let Ok(map) = crate::sys::mmap_anon(0, SAVED, libc::PROT_READ | libc::PROT_WRITE, 0) {
+            // SAFETY: the mapping is SAVED bytes, page-aligned, zeroed, ours alone; any bytes
+            // are a valid `Saved`.
+            let saved_state = unsafe { &mut *(map as usize as *mut Saved) };
+            let unit = slot.unit();
+            saved_state.config = unit.loaded_config();
+            for (t, tile) in (0u8..).zip(saved_state.tiles.iter_mut()) {
+                if let Some(bytes) = unit.tile_bytes(t) {
+                    *tile = *bytes;
+                }
+            }
+            unit.tilerelease();
+            saved = map as usize;
+        }
+        signals::set_mask(mask);
+        saved
+    }
+
+    /// Puts back a state [`save_scope`] saved and unmaps it.
+    pub(super) fn restore_scope(saved: usize) {
+        let Some(slot) = crate::slot::current() else {
+            return;
+        };
+        let mask = signals::set_mask(!0);
+        // SAFETY: `saved` is the `Saved` mapping `save_scope` made, which nobody else uses.
+        let saved_state = unsafe { &*(saved as *const Saved) };
+        let unit = slot.unit();
+        if unit.ldtilecfg(&saved_state.config).is_ok() {
+            for (t, tile) in (0u8..).zip(saved_state.tiles.iter()) {
+                unit.set_tile_bytes(t, tile);
+            }
+        } else {
+            unit.tilerelease();
+        }
+        // SAFETY: the mapping is no longer used.
+        let _ = unsafe { crate::sys::munmap(saved as u64, SAVED) };
+        signals::set_mask(mask);
     }
 }

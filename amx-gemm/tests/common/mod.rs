@@ -14,7 +14,7 @@ pub fn backends(test: &str) -> Vec<Backend> {
     let mut out = amx_test_support::needs::backends();
     // A trapped instruction costs a signal: the 1000^3 shapes would take a minute each; the
     // smaller shapes run the same kernels.
-    if amx_runtime::trap::is_active() && test.starts_with("thousand_") {
+    if amx_trap::is_active() && test.starts_with("thousand_") {
         out.retain(|&backend| backend != Backend::Hardware);
         amx_test_support::skip(
             Kind::Hardware,

@@ -544,7 +544,7 @@ mod tests {
         zero_8 => tilezero_dyn(8);
     }
 
-    use crate::trap::decode::{self, pp::*};
+    use amx_tilecfg::decode::{self, pp::*};
 
     /// An AMX instruction found in machine code: VEX.pp, opcode (map 0F38), ModRM.reg (with
     /// VEX.R), ModRM.rm (with VEX.B), VEX.vvvv (inverted back), whether the ModRM names a

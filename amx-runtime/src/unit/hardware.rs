@@ -181,9 +181,9 @@ impl Hardware {
     ///
     /// # Errors
     /// [`Unavailable`], the one reason, worded with what to do. On x86-64 Linux without usable
-    /// AMX, the [`trap`](crate::trap) engine stands in for the silicon: after
-    /// [`trap::install`](crate::trap::install) (or with [`trap::hardware`](crate::trap::hardware),
-    /// which installs it where needed) this succeeds and every instruction traps to the
+    /// AMX, the trap engine (the `amx-trap` crate) stands in for the silicon: after
+    /// `amx_trap::install()` (or with `amx_trap::hardware()`, which installs it where needed,
+    /// or with the engine's library preloaded) this succeeds and every instruction traps to the
     /// engine's emulator; the error's message says so.
     #[inline]
     pub fn new() -> Result<Hardware, Unavailable> {
@@ -589,7 +589,7 @@ impl TileUnit for Hardware {
             return Err(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }));
         }
         // XSAVE cannot be trapped: under the trap engine the tiles live in its state.
-        if let Some(tile) = crate::trap::tile_data(t) {
+        if let Some(tile) = crate::engine::tile_data(t) {
             return Ok(tile);
         }
         let Some(layout) = self.silicon.xsave else {

@@ -154,7 +154,7 @@ fn print_header(backend: Backend, threads: usize) {
             "(no usable AMX hardware, or asked for the emulator: every tile instruction is \
              emulated in software; GOP/s are the emulator's, the peak the cores' SIMD peak)"
         );
-    } else if amx_runtime::trap::is_active() {
+    } else if amx_trap::is_active() {
         println!(
             "(the CPU has no AMX: the trap engine executes every tile instruction of the \
              silicon's code path on its emulator, a signal or a patched call each; GOP/s and \

@@ -818,7 +818,7 @@ fn trap_json(costs: &TrapCosts) -> TrapJson<'_> {
         Err(why) => TrapJson::Skipped { skipped: why },
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         Ok(rows) => TrapJson::Timed {
-            patching: amx_runtime::trap::patching(),
+            patching: amx_trap::patching(),
             rows,
         },
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use amx_runtime::intrinsics::{_tile_dpbssd, _tile_loadconfig, _tile_loadd, _tile_release};
-use amx_runtime::{configure_on, trap, Backend};
+use amx_runtime::{configure_on, Backend};
+use amx_trap as trap;
 
 use amx_tools::timing::per_call_ns as time_ns;
 use amx_tools::Sample;

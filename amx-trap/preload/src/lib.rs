@@ -1,0 +1,75 @@
+//! `libamx_trap_preload.so`: Intel AMX programs on x86-64 Linux CPUs without AMX, unmodified.
+//!
+//! ```sh
+//! cargo build --release -p amx-trap-preload
+//! LD_PRELOAD=$PWD/target/release/libamx_trap_preload.so ./my-amx-program
+//! ```
+//!
+//! Loaded before the program, the library installs the `amx-trap` engine from an ELF
+//! constructor, and stands between the program and the C library wherever the program could
+//! otherwise get in the engine's way or see it:
+//!
+//! - **signal actions** (`sigaction`, `signal` and its System V and BSD forms, `sigset`,
+//!   `sighold`, `sigrelse`, `sigignore`, `siginterrupt`, and `syscall(SYS_rt_sigaction)`):
+//!   the engine keeps SIGILL, SIGSEGV, SIGBUS and SIGTRAP, the program's actions for them are
+//!   kept and honoured as the kernel would, and every other handler is entered by the engine,
+//!   with the INIT tile state, as on the silicon;
+//! - **signal masks** (`sigprocmask`, `pthread_sigmask`, `syscall(SYS_rt_sigprocmask)`,
+//!   `sigsuspend`, `sigpending`, `ppoll`, `pselect`, `epoll_pwait`, `__sigsetjmp` and the
+//!   `longjmp` family, threads, `posix_spawn`, `exec`): the kernel never blocks the engine's four
+//!   signals, and the program sees and inherits the masks it set;
+//! - **memory** (`mprotect`, `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `mmap` over
+//!   existing memory): the engine removes its patches from code before the program changes it;
+//! - **the permission** (`arch_prctl` and `syscall(SYS_arch_prctl)`): `ARCH_REQ_XCOMP_PERM` and
+//!   `ARCH_GET_XCOMP_PERM` are answered as Linux on an AMX CPU answers them.
+//!
+//! Where the CPU has AMX itself, the library installs nothing and every interposed function
+//! forwards to the C library. The engine's README says what the library promises and what it
+//! cannot do.
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod jmp;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod mem;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod prctl;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod real;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod sig;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod spawn;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod thread;
+
+/// Runs when the library is loaded (an ELF constructor in `.init_array`).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = constructor;
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+extern "C" fn constructor() {
+    real::resolve();
+    spawn::resolve();
+    jmp::resolve();
+    let _ = engine::preload::install();
+}
+
+/// The engine's hook, for the `amx-runtime` of the program this library is preloaded into.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static amx_trap_hook_v1: amx_runtime::engine::Hook = engine::HOOK;
+
+/// Sets `errno`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn set_errno(e: i32) {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Whether the engine runs (and the interposed functions do more than forward).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn active() -> bool {
+    engine::is_active() && engine::preload::virtualized()
+}

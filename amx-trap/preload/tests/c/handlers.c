@@ -1,0 +1,183 @@
+/* Promise 3 (amx-trap/README.md): program handlers get the kernel's semantics under the preload.
+ *
+ *   semantics  SA_NODEFER, sa_mask, SA_RESETHAND, SA_SIGINFO, SA_ONSTACK and SS_AUTODISARM,
+ *              for ordinary signals and for the engine's own (SIGILL, SIGSEGV, SIGBUS,
+ *              SIGTRAP); nested handlers; its output must be the same with and without the
+ *              preload
+ *   overflow <bytes>  a stack overflow caught by a SIGSEGV handler on an alternate stack of
+ *              that size; "+n" is n bytes more than AT_MINSIGSTKSZ
+ */
+#include "hostile.h"
+#include <sys/mman.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
+
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1U << 31)
+#endif
+
+static char altstack[64 * 1024];
+static volatile int depth, seen_nested;
+static volatile unsigned long long mask_in[65];
+static volatile int on_alt[65], code_in[65], value_in[65], count[65];
+
+static int on_altstack(const void *p) {
+    return (const char *)p >= altstack && (const char *)p < altstack + sizeof altstack;
+}
+
+static void handler(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    int local;
+    count[sig]++;
+    mask_in[sig] = mask_now();
+    on_alt[sig] = on_altstack(&local);
+    code_in[sig] = info->si_code;
+    value_in[sig] = info->si_value.sival_int;
+    if (sig == SIGUSR1 && depth++ < 2) {
+        /* Nested: the same signal again (blocked unless SA_NODEFER), then another one. */
+        raise(SIGUSR1);
+        raise(SIGUSR2);
+        seen_nested = count[SIGUSR2];
+    }
+}
+
+static void plain_handler(int sig) {
+    int local;
+    count[sig]++;
+    mask_in[sig] = mask_now();
+    on_alt[sig] = on_altstack(&local);
+}
+
+static void set(int sig, int flags, unsigned long long mask, int siginfo) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    if (siginfo) {
+        sa.sa_sigaction = handler;
+        flags |= SA_SIGINFO;
+    } else {
+        sa.sa_handler = plain_handler;
+    }
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 1; i <= 64; i++)
+        if (mask & BIT(i))
+            sigaddset(&sa.sa_mask, i);
+    if (sigaction(sig, &sa, NULL) != 0)
+        printf("sigaction %d failed: %d\n", sig, errno);
+}
+
+static void report(const char *what, int sig) {
+    struct sigaction now;
+    sigaction(sig, NULL, &now);
+    printf("%s: count %d mask %#llx altstack %d code %d value %d then %s\n", what, count[sig],
+           mask_in[sig], on_alt[sig], code_in[sig], value_in[sig],
+           now.sa_handler == SIG_DFL ? "dfl" : "handler");
+    count[sig] = 0;
+    mask_in[sig] = 0;
+    on_alt[sig] = code_in[sig] = value_in[sig] = 0;
+}
+
+static int semantics(void) {
+    stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    int sigs[] = {SIGUSR1, SIGILL, SIGSEGV, SIGBUS, SIGTRAP};
+    for (unsigned i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        int sig = sigs[i];
+        char what[64];
+        set(SIGUSR2, 0, 0, 1);
+        depth = 0;
+        set(sig, 0, BIT(SIGHUP), 1);
+        raise(sig);
+        snprintf(what, sizeof what, "%d plain", sig);
+        report(what, sig);
+        depth = 0;
+        set(sig, SA_NODEFER, 0, 1);
+        raise(sig);
+        snprintf(what, sizeof what, "%d nodefer", sig);
+        report(what, sig);
+        depth = 3;
+        set(sig, SA_RESETHAND, 0, 0);
+        raise(sig);
+        snprintf(what, sizeof what, "%d resethand", sig);
+        report(what, sig);
+        depth = 3;
+        set(sig, SA_ONSTACK, 0, 1);
+        union sigval v = {.sival_int = 7 + sig};
+        sigqueue(getpid(), sig, v);
+        snprintf(what, sizeof what, "%d onstack queued", sig);
+        report(what, sig);
+    }
+    printf("usr2 seen inside usr1: %d\n", seen_nested);
+    /* SS_AUTODISARM: the handler runs on the alternate stack, which is disarmed meanwhile. */
+    ss.ss_flags = SS_AUTODISARM;
+    if (sigaltstack(&ss, NULL) == 0) {
+        set(SIGUSR1, SA_ONSTACK, 0, 1);
+        depth = 3;
+        raise(SIGUSR1);
+        stack_t now;
+        sigaltstack(NULL, &now);
+        printf("autodisarm: altstack %d, armed after %d\n", on_alt[SIGUSR1],
+               now.ss_sp == altstack && !(now.ss_flags & SS_DISABLE));
+    }
+    return 0;
+}
+
+static char *small_stack;
+static size_t small_size;
+
+static void on_overflow(int sig, siginfo_t *info, void *ctx) {
+    (void)info;
+    (void)ctx;
+    int local;
+    static const char msg[] = "overflow caught on the alternate stack\n";
+    static const char off[] = "overflow caught elsewhere\n";
+    if ((char *)&local >= small_stack && (char *)&local < small_stack + small_size)
+        write(1, msg, sizeof msg - 1);
+    else
+        write(1, off, sizeof off - 1);
+    _exit(sig == SIGSEGV ? 0 : 1);
+}
+
+static int recurse(int n);
+static int (*volatile next)(int) = recurse;
+
+static int recurse(int n) {
+    volatile char pad[512];
+    pad[0] = (char)n;
+    return next(n + 1) + pad[0];
+}
+
+static int overflow(size_t bytes) {
+    static char stack[64 * 1024];
+    small_stack = stack;
+    small_size = bytes < sizeof stack ? bytes : sizeof stack;
+    stack_t ss = {.ss_sp = small_stack, .ss_size = small_size, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0) {
+        printf("sigaltstack: %d\n", errno);
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_overflow;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, NULL);
+    /* A bounded stack, so that the overflow comes soon. */
+    struct rlimit rl = {1 << 20, 1 << 20};
+    setrlimit(RLIMIT_STACK, &rl);
+    return recurse(0);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "semantics";
+    if (!strcmp(mode, "semantics"))
+        return semantics();
+    if (!strcmp(mode, "overflow") && argc > 2) {
+        /* "+n": n bytes more than the kernel's smallest signal stack on this CPU. */
+        size_t bytes = (size_t)atol(argv[2]);
+        if (argv[2][0] == '+')
+            bytes += getauxval(AT_MINSIGSTKSZ);
+        return overflow(bytes);
+    }
+    return 2;
+}

@@ -1,0 +1,256 @@
+/* Promise 6 (amx-trap/README.md): every tile load and store reaches memory as the CPU's own access
+ * does, with the CPU's fault.
+ *
+ *   writeonly  a PROT_WRITE page (readable on x86)
+ *   vvar       the kernel's [vvar] page (VM_PFNMAP: no other process can read it)
+ *   stack      a store below the stack's lowest page grows the stack
+ *   sigbus     rows past the end of a file mapping: SIGBUS BUS_ADRERR at the first such byte,
+ *              RIP at the instruction
+ *   xom        an instruction on an execute-only page
+ *   seccomp    a seccomp filter denies process_vm_readv and process_vm_writev
+ *   pkru       a protection key that denies the access: SEGV_PKUERR with the key
+ */
+#include "hostile.h"
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+static sigjmp_buf out;
+static volatile int seen_sig, seen_code, seen_pkey;
+static volatile uintptr_t seen_addr, seen_rip;
+static volatile long seen_trapno;
+
+static void record(int sig, siginfo_t *info, void *ctx) {
+    ucontext_t *uc = ctx;
+    seen_sig = sig;
+    seen_code = info->si_code;
+    seen_addr = (uintptr_t)info->si_addr;
+    seen_pkey = info->si_code == 4 ? (int)*(uint32_t *)((char *)info + 32) : -1;
+    seen_rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    seen_trapno = uc->uc_mcontext.gregs[REG_TRAPNO];
+    siglongjmp(out, 1);
+}
+
+static void catch(int sig) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = record;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(sig, &sa, NULL);
+}
+
+static tilecfg cfg;
+
+/* 16 rows of 64 bytes from `p` at `stride` into `out` through tile 0. */
+static void through_tile(const void *p, long stride, uint8_t *dst) {
+    ldtilecfg(&cfg);
+    tileload0(p, stride);
+    tilestore0(dst, 64);
+}
+
+static int writeonly(void) {
+    uint8_t *p = mmap(NULL, 4096, PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t want[1024], got[1024];
+    pattern(want, 9);
+    memcpy(p, want, 1024);
+    through_tile(p, 64, got);
+    printf("write-only page read: %s\n", memcmp(got, want, 1024) ? "wrong" : "ok");
+    ldtilecfg(&cfg);
+    tileload0(want, 64);
+    tilestore0(p + 1024, 64);
+    printf("write-only page written: %s\n", memcmp(p + 1024, want, 1024) ? "wrong" : "ok");
+    return 0;
+}
+
+/* The start of the mapping named `name` in /proc/self/maps. */
+static uintptr_t mapping(const char *name, uintptr_t *end) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    uintptr_t start = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, name)) {
+            unsigned long a, b;
+            sscanf(line, "%lx-%lx", &a, &b);
+            start = a;
+            if (end)
+                *end = b;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return start;
+}
+
+static int vvar(void) {
+    uintptr_t v = mapping("[vvar]", NULL);
+    if (!v) {
+        printf("no [vvar]\n");
+        return 0;
+    }
+    uint8_t got[64], want[64];
+    tilecfg one;
+    config(&one, 1);
+    ldtilecfg(&one);
+    /* The data page of the vDSO's clock, read as plain bytes and through a tile: the first 64
+     * bytes hold the sequence count and clock modes, stable between the two reads. */
+    memcpy(want, (void *)v, 64);
+    tileload0((void *)v, 64);
+    tilestore0(got, 64);
+    printf("[vvar] read: %s\n", memcmp(got, want, 8) ? "wrong" : "ok");
+    return 0;
+}
+
+static int stack(void) {
+    uintptr_t end;
+    uintptr_t start = mapping("[stack]", &end);
+    uint8_t want[1024];
+    pattern(want, 4);
+    /* Two pages below the stack's lowest page: within the stack's reach, not mapped yet. */
+    uint8_t *below = (uint8_t *)(start - 8192);
+    ldtilecfg(&cfg);
+    tileload0(want, 64);
+    tilestore0(below, 64);
+    uintptr_t now = mapping("[stack]", NULL);
+    printf("stack grown: %d, stored %s\n", now <= (uintptr_t)below,
+           memcmp(below, want, 1024) ? "wrong" : "ok");
+    return 0;
+}
+
+static int sigbus(void) {
+    char path[] = "/tmp/amx-trap-sigbus-XXXXXX";
+    int fd = mkstemp(path);
+    unlink(path);
+    if (fd < 0 || ftruncate(fd, 4096) != 0)
+        return 1;
+    uint8_t *p = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+    catch(SIGBUS);
+    static volatile uintptr_t site;
+    ldtilecfg(&cfg);
+    if (sigsetjmp(out, 1) == 0) {
+        uintptr_t at;
+        /* Rows at stride 512: row 8 is the first past the end of the file. */
+        __asm__ volatile("lea 2f(%%rip), %0\n"
+                         "mov %0, %1\n"
+                         "2: .byte 0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x37"
+                         : "=&r"(at), "=m"(site)
+                         : "D"(p), "S"(512l)
+                         : "memory");
+        printf("no fault\n");
+        return 0;
+    }
+    printf("sigbus: sig %d code %d offset %ld trapno %ld at the instruction %d\n", seen_sig,
+           seen_code, (long)(seen_addr - (uintptr_t)p), seen_trapno, seen_rip == site);
+    return 0;
+}
+
+/* tileloadd tmm0, [rdi + rsi]; tilestored [rdx + rsi], tmm0; ret */
+static const uint8_t copy_code[] = {0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x37, 0xc4,
+                                    0xe2, 0x7a, 0x4b, 0x04, 0x32, 0xc3};
+
+static int xom(void) {
+    uint8_t *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memcpy(code, copy_code, sizeof copy_code);
+    mprotect(code, 4096, PROT_EXEC);
+    void (*f)(const void *, long, void *) = (void (*)(const void *, long, void *))code;
+    uint8_t want[1024], got[1024];
+    for (int round = 0; round < 4; round++) {
+        pattern(want, round);
+        ldtilecfg(&cfg);
+        f(want, 64, got);
+        if (memcmp(got, want, 1024)) {
+            printf("execute-only code: wrong in round %d\n", round);
+            return 0;
+        }
+    }
+    printf("execute-only code: ok\n");
+    return 0;
+}
+
+static int seccomp(void) {
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    };
+    struct sock_fprog prog = {sizeof filter / sizeof filter[0], filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        printf("no seccomp\n");
+        return 0;
+    }
+    uint8_t want[1024], got[1024];
+    pattern(want, 6);
+    through_tile(want, 64, got);
+    printf("under seccomp: %s\n", memcmp(got, want, 1024) ? "wrong" : "ok");
+    return 0;
+}
+
+static int pkru(void) {
+    int key = pkey_alloc(0, 0);
+    if (key < 0) {
+        printf("no protection keys\n");
+        return 0;
+    }
+    uint8_t *p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(p, 7, 8192);
+    pkey_mprotect(p + 4096, 4096, PROT_READ | PROT_WRITE, key);
+    catch(SIGSEGV);
+    uint8_t got[1024];
+    /* Access denied: the load faults at row 8 (stride 512). */
+    pkey_set(key, PKEY_DISABLE_ACCESS);
+    ldtilecfg(&cfg);
+    if (sigsetjmp(out, 1) == 0) {
+        tileload0(p, 512);
+        printf("load: no fault\n");
+    } else {
+        printf("load denied: code %d key %d offset %ld\n", seen_code, seen_pkey == key,
+               (long)(seen_addr - (uintptr_t)p));
+    }
+    /* Writes denied, reads allowed. */
+    pkey_set(key, PKEY_DISABLE_WRITE);
+    ldtilecfg(&cfg);
+    tileload0(p, 512);
+    tilestore0(got, 64);
+    printf("load allowed: %s\n", got[0] == 7 && got[1023] == 7 ? "ok" : "wrong");
+    if (sigsetjmp(out, 1) == 0) {
+        ldtilecfg(&cfg);
+        tilezero0();
+        tilestore0(p, 512);
+        printf("store: no fault\n");
+    } else {
+        printf("store denied: code %d key %d offset %ld\n", seen_code, seen_pkey == key,
+               (long)(seen_addr - (uintptr_t)p));
+    }
+    pkey_set(key, 0);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (request_amx() != 0) {
+        printf("no permission\n");
+        return 1;
+    }
+    config(&cfg, 16);
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "writeonly"))
+        return writeonly();
+    if (!strcmp(mode, "vvar"))
+        return vvar();
+    if (!strcmp(mode, "stack"))
+        return stack();
+    if (!strcmp(mode, "sigbus"))
+        return sigbus();
+    if (!strcmp(mode, "xom"))
+        return xom();
+    if (!strcmp(mode, "seccomp"))
+        return seccomp();
+    if (!strcmp(mode, "pkru"))
+        return pkru();
+    return 2;
+}

@@ -1,0 +1,91 @@
+/* Promise 9 (amx-trap/README.md): the engine's state of a thread is reused once the thread has
+ * ended, and a state that cannot be allocated is reported, never raised as #UD.
+ *
+ *   many <n>   n short-lived threads, one after the other, each running AMX instructions,
+ *              under an address-space limit of what the process uses plus 256 MiB
+ *   oom        a thread's first AMX instruction when no memory can be mapped any more
+ */
+#include "hostile.h"
+#include <pthread.h>
+#include <sys/resource.h>
+
+static void *amx_thread(void *arg) {
+    uint8_t *out = arg;
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    tilezero0();
+    tilestore0(out, 64);
+    tilerelease();
+    return NULL;
+}
+
+/* The address space the process uses now, in bytes. */
+static unsigned long vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static int many(long n) {
+    static uint8_t out[1024];
+    /* A first thread, so that the C library's thread stack and arena exist before the limit. */
+    pthread_t t;
+    pthread_create(&t, NULL, amx_thread, out);
+    pthread_join(t, NULL);
+    struct rlimit rl = {vm_size() + (256ul << 20), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    long done = 0;
+    for (long i = 0; i < n; i++) {
+        memset(out, 0xAA, sizeof out);
+        if (pthread_create(&t, NULL, amx_thread, out) != 0) {
+            printf("pthread_create failed at %ld\n", i);
+            break;
+        }
+        pthread_join(t, NULL);
+        done += out[0] == 0 && out[1023] == 0;
+    }
+    printf("threads done: %ld of %ld\n", done, n);
+    return 0;
+}
+
+static pthread_barrier_t barrier;
+
+static void *late_thread(void *arg) {
+    pthread_barrier_wait(&barrier);
+    return amx_thread(arg);
+}
+
+static int oom(void) {
+    static uint8_t out[1024];
+    pthread_t t;
+    pthread_barrier_init(&barrier, NULL, 2);
+    pthread_create(&t, NULL, late_thread, out);
+    /* No more address space: the thread's first AMX instruction finds none for its state. */
+    struct rlimit rl = {vm_size(), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    pthread_barrier_wait(&barrier);
+    pthread_join(t, NULL);
+    printf("the thread ran\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (request_amx() != 0) {
+        printf("no permission\n");
+        return 1;
+    }
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "many") && argc > 2)
+        return many(atol(argv[2]));
+    if (!strcmp(mode, "oom"))
+        return oom();
+    return 2;
+}

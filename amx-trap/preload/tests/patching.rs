@@ -1,0 +1,100 @@
+//! Patched sites (`tests/c/patching.c`): never written into a shared mapping or a file, never
+//! run after the program changed its code (in place, unmapped, remapped, moved, protected),
+//! never turned into a SIGTRAP the program did not ask for nor swallowing one it did, never in
+//! the way of the heap. The engine's parts run where the CPU lacks AMX; on one with AMX the
+//! programs run on the silicon, the reference.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+mod support;
+use support::*;
+
+fn run(args: &[&str], flags: &[&str]) -> Option<Run> {
+    let prog = build("patching.c", flags)?;
+    let run = if native_amx() {
+        Program::native(&prog, args).run()
+    } else {
+        Program::preloaded(&prog, args).run()
+    };
+    assert!(run.ok(), "{args:?}: {run}");
+    Some(run)
+}
+
+#[test]
+fn shared_mappings_and_files_keep_their_bytes() {
+    let Some(run) = run(&["shared"], &[]) else {
+        return;
+    };
+    for prot in ["r-x", "rwx"] {
+        assert_eq!(
+            run.line(&format!("shared file mapping {prot}:")),
+            "results ok, file unchanged 1, on disk unchanged 1",
+            "{run}"
+        );
+    }
+}
+
+#[test]
+fn code_rewritten_in_place_runs_as_written() {
+    let Some(run) = run(&["rewrite"], &[]) else {
+        return;
+    };
+    assert_eq!(
+        run.line("rewritten in place:"),
+        "before ok, after ok",
+        "{run}"
+    );
+}
+
+#[test]
+fn code_unmapped_replaced_moved_or_protected_runs_as_it_is() {
+    let Some(run) = run(&["remap"], &[]) else {
+        return;
+    };
+    assert_eq!(run.line("remapped:"), "1 1, moved 1, mprotected 1", "{run}");
+}
+
+#[test]
+fn a_freed_page_refilled_with_int3_traps() {
+    let Some(run) = run(&["int3"], &[]) else {
+        return;
+    };
+    assert_eq!(run.line("int3 page:"), "SIGTRAP at the entry 1", "{run}");
+}
+
+#[test]
+fn the_programs_sigtrap_handler_sees_only_its_own() {
+    let Some(run) = run(&["sigtrap"], &[]) else {
+        return;
+    };
+    assert_eq!(
+        run.line("program SIGTRAPs:"),
+        "0 during the patching, 1 of its own int3",
+        "{run}"
+    );
+}
+
+#[test]
+fn the_heap_of_a_non_pie_program_grows() {
+    let Some(run) = run(&["brk"], &["-no-pie"]) else {
+        return;
+    };
+    let line = run.line("heap grew by");
+    assert!(line.starts_with("256 MiB of 256"), "{run}");
+}
+
+#[test]
+fn patching_off_leaves_the_code_alone() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("patching.c", &[]) else {
+        return;
+    };
+    let off = Program::preloaded(&prog, &["bytes"])
+        .env("AMX_TRAP_PATCH", "0")
+        .run();
+    assert_eq!(off.line("code bytes read back unchanged:"), "1", "{off}");
+    // With patching on, the program can see the jump: what the README documents.
+    let on = Program::preloaded(&prog, &["bytes"]).run();
+    assert!(on.ok(), "{on}");
+}

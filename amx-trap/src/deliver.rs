@@ -1,0 +1,461 @@
+//! Delivering a signal to the program as the kernel would.
+//!
+//! The program's handler is entered the way the kernel enters it: the engine writes a signal
+//! frame of the kernel's layout ([`crate::kframe`]) where the kernel would put it (below the
+//! interrupted stack pointer's red zone, or at the top of the alternate stack for `SA_ONSTACK`,
+//! failing with SIGSEGV where the alternate stack would overflow), with the interrupted
+//! context, the siginfo and the FP state, and then `rt_sigreturn`s into the handler with the
+//! registers, mask and FP state (reset) the kernel gives one. No frame of the engine's lies
+//! between the handler and the interrupted code: the handler may return, `siglongjmp` out,
+//! throw a C++ exception through the frame, change the context, at any depth.
+//!
+//! Tile state follows the frame, as Linux keeps XSAVE state in it: a configured thread's
+//! configuration and tiles go into the frame, above the FP state, and the handler starts with
+//! the INIT state. The handler returns into the engine's restorer (its return address), which
+//! puts the saved tile state back and calls `rt_sigreturn`. A handler left any other way
+//! abandons its frame, and the tile state stays what the handler left, as on the silicon.
+//! The restorer is described to unwinders (DWARF CFI, a signal frame) like the C library's.
+
+use std::sync::atomic::Ordering;
+
+use amx_runtime::{TileUnit, TILE_BYTES};
+
+use crate::access;
+use crate::entry::{si_code, Ctx, Resume};
+use crate::fatal;
+use crate::kframe::{self, reg, RtFrame, Stack, Ucontext};
+use crate::signals::{self, bit, Action};
+use crate::slot::{self, Slot};
+
+/// The tile state in a frame: the configuration image, then the 8 tiles.
+const TILE_AREA: usize = 64 + 8 * TILE_BYTES;
+
+/// Marks the FP state's reserved padding of a frame the engine built.
+const MARK: u32 = 0x5458_4d41;
+/// Mixed into the marker's check word.
+const KEY: u64 = 0x616d_785f_7472_6170;
+
+/// `si_code` values.
+pub(crate) const SI_KERNEL: i32 = 0x80;
+const SI_TKILL: i32 = -6;
+
+/// Delivers `sig` with `info` to the program, for the thread interrupted at `ctx`. `sync`: the
+/// signal is an exception of the interrupted instruction (blocked or ignored, it kills the
+/// process, as the kernel's forced delivery does).
+pub(crate) fn deliver<'a>(
+    slot: &Slot,
+    ctx: &'a mut Ctx,
+    sig: i32,
+    info: &[u8; 128],
+    sync: bool,
+) -> Resume<'a> {
+    signals::catch_up(sig);
+    let action = signals::program_action(sig);
+    let held = slot.held_back.load(Ordering::Relaxed);
+    // The mask the interrupted context gets back, and the one in effect when the signal came
+    // (a wait's own, during `sigsuspend`).
+    let interrupted = signals::program_mask(ctx.frame.uc.sigmask & !held);
+    let effective = signals::wait_mask().unwrap_or(interrupted);
+    if !action.is_handler() {
+        if action.handler == libc::SIG_IGN && !sync {
+            return Resume::Context(ctx);
+        }
+        if !signals::owned(sig) {
+            // A wrapped signal whose handler went meanwhile: the kernel's default, once the
+            // signal is unblocked again on the way out.
+            signals::raise_here(sig, info);
+            return Resume::Context(ctx);
+        }
+        die_with(sig, info);
+    }
+    if effective & bit(sig) != 0 {
+        if sync {
+            die_with(sig, info);
+        }
+        // Sent while the program (its view of the engine's signals) blocks it: pending.
+        signals::keep_pending(sig, info, si_code(info) == SI_TKILL);
+        return Resume::Context(ctx);
+    }
+    if action.flags & libc::SA_RESETHAND as u64 != 0 {
+        signals::reset_after_delivery(sig);
+    }
+    match launch(slot, ctx, sig, info, &action, interrupted, effective) {
+        Ok(()) => Resume::Handler(ctx),
+        Err(()) => cannot_deliver(slot, ctx, sig),
+    }
+}
+
+/// A handler frame that cannot be written (no stack left, an alternate stack too small): as
+/// Linux does, SIGSEGV, and death if that was SIGSEGV's own delivery.
+fn cannot_deliver<'a>(slot: &Slot, ctx: &'a mut Ctx, sig: i32) -> Resume<'a> {
+    let info = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
+    if sig == libc::SIGSEGV {
+        die_with(libc::SIGSEGV, &info);
+    }
+    deliver(slot, ctx, libc::SIGSEGV, &info, true)
+}
+
+/// Ends the process with `sig` as its default action would, `info` being what it carries.
+pub(crate) fn die_with(sig: i32, info: &[u8; 128]) -> ! {
+    signals::kernel_default(sig);
+    signals::raise_here(sig, info);
+    fatal::die_of(sig)
+}
+
+/// A siginfo of the kernel's, for an exception.
+pub(crate) fn siginfo(sig: i32, code: i32, addr: u64) -> [u8; 128] {
+    let mut info = [0u8; 128];
+    info[..4].copy_from_slice(&sig.to_le_bytes());
+    info[8..12].copy_from_slice(&code.to_le_bytes());
+    info[16..24].copy_from_slice(&addr.to_le_bytes());
+    info
+}
+
+/// Where a handler frame goes, as the kernel's `get_sigframe` decides.
+struct Place {
+    /// The frame (its return address slot).
+    frame: u64,
+    /// The FP state.
+    fp: u64,
+    /// The tile state, for a configured thread.
+    tiles: Option<u64>,
+    /// The frame enters the alternate stack.
+    entering: bool,
+}
+
+fn on_stack(stack: &Stack, sp: u64) -> bool {
+    stack.flags & kframe::SS_DISABLE == 0
+        && stack.size != 0
+        && sp > stack.sp
+        && sp - stack.sp <= stack.size
+}
+
+fn place(uc: &Ucontext, onstack: bool, fp_len: usize, tiles: bool) -> Option<Place> {
+    let stack = uc.stack;
+    let mut sp = uc.rsp().wrapping_sub(128);
+    let nested = on_stack(&stack, uc.rsp());
+    let enabled = stack.flags & kframe::SS_DISABLE == 0 && stack.size != 0;
+    let entering = onstack && enabled && !on_stack(&stack, sp);
+    if entering {
+        sp = stack.sp.wrapping_add(stack.size);
+    }
+    let tiles = tiles.then(|| {
+        sp = sp.wrapping_sub(TILE_AREA as u64) & !63;
+        sp
+    });
+    sp = sp.wrapping_sub(fp_len as u64) & !63;
+    let fp = sp;
+    sp = sp.wrapping_sub(std::mem::size_of::<RtFrame>() as u64);
+    let frame = (sp & !15).wrapping_sub(8);
+    if (nested || entering) && !on_stack(&stack, frame) {
+        return None;
+    }
+    Some(Place {
+        frame,
+        fp,
+        tiles,
+        entering,
+    })
+}
+
+/// Writes `len` bytes of the engine's at `at` in the program's memory, with every protection
+/// key enabled (the kernel writes its frames so).
+fn put(at: u64, data: *const u8, len: usize) -> Result<(), ()> {
+    access::with_pkru(0, || {
+        // SAFETY: `data` is the engine's, `len` bytes; the destination is the program's, any
+        // address (a fault is recovered).
+        unsafe { access::copy(at as *mut u8, data, len) }.map_err(|_| ())
+    })
+}
+
+/// Writes the handler's frame and turns `ctx` into the handler's entry.
+fn launch(
+    slot: &Slot,
+    ctx: &mut Ctx,
+    sig: i32,
+    info: &[u8; 128],
+    action: &Action,
+    interrupted: u64,
+    effective: u64,
+) -> Result<(), ()> {
+    let unit = slot.unit();
+    let configured = unit.is_configured();
+    let fp_len = if ctx.frame.uc.fpregs != 0 {
+        ctx.fp_size()
+    } else {
+        0
+    };
+    let onstack = action.flags & libc::SA_ONSTACK as u64 != 0;
+    let place = place(&ctx.frame.uc, onstack, fp_len, configured).ok_or(())?;
+    let uc_at = place.frame.wrapping_add(8);
+
+    // The frame: the interrupted context as the handler sees it.
+    let mut frame = ctx.frame;
+    frame.pretcode = restorer();
+    frame.uc.fpregs = if fp_len > 0 { place.fp } else { 0 };
+    frame.uc.sigmask = interrupted;
+    frame.uc.gregs[reg::OLDMASK] = interrupted;
+    frame.info = *info;
+    frame.info[..4].copy_from_slice(&sig.to_le_bytes());
+    put(
+        place.frame,
+        (&frame as *const RtFrame).cast(),
+        std::mem::size_of::<RtFrame>(),
+    )?;
+    if fp_len > 0 {
+        let tiles = place.tiles.unwrap_or(0);
+        let mut mark = [0u8; 20];
+        mark[..4].copy_from_slice(&MARK.to_le_bytes());
+        mark[4..12].copy_from_slice(&tiles.to_le_bytes());
+        mark[12..20].copy_from_slice(&(tiles ^ uc_at ^ KEY).to_le_bytes());
+        if let Some(padding) = ctx
+            .fp_mut()
+            .get_mut(kframe::sw::PADDING..kframe::sw::PADDING + 20)
+        {
+            padding.copy_from_slice(&mark);
+        }
+        put(place.fp, ctx.fp().as_ptr(), fp_len)?;
+    }
+    if let Some(at) = place.tiles {
+        let config = unit.loaded_config();
+        put(at, config.as_ptr(), 64)?;
+        for t in 0..8u8 {
+            if let Some(tile) = unit.tile_bytes(t) {
+                put(
+                    at.wrapping_add(64 + u64::from(t) * TILE_BYTES as u64),
+                    tile.as_ptr(),
+                    TILE_BYTES,
+                )?;
+            }
+        }
+        // The handler starts from the INIT state.
+        unit.tilerelease();
+    }
+
+    // The handler's entry, as the kernel sets it up.
+    let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
+    let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
+    let real = signals::set_program_view(handler_mask);
+    let uc = &mut ctx.frame.uc;
+    uc.gregs[reg::RIP] = action.handler as u64;
+    uc.gregs[reg::RSP] = place.frame;
+    uc.gregs[reg::RDI] = sig as u64;
+    uc.gregs[reg::RSI] = uc_at.wrapping_add(std::mem::size_of::<Ucontext>() as u64);
+    uc.gregs[reg::RDX] = uc_at;
+    uc.gregs[reg::RAX] = 0;
+    // DF, RF and TF cleared, as for any handler.
+    uc.gregs[reg::EFL] &= !(0x400 | 0x1_0000 | 0x100);
+    // No FP state: rt_sigreturn gives the handler the initial one.
+    uc.fpregs = 0;
+    uc.sigmask = real;
+    if place.entering && uc.stack.flags & kframe::SS_AUTODISARM != 0 {
+        signals::disable_altstack();
+        uc.stack = Stack {
+            flags: kframe::SS_DISABLE,
+            ..Stack::default()
+        };
+    }
+    Ok(())
+}
+
+// The restorer, the return address of every handler the engine enters. RSP is the frame's
+// `uc`. It blocks every signal but SIGSEGV and SIGBUS (the copy routine's), counts itself as
+// engine work on the thread (a SIGSEGV or SIGBUS sent meanwhile is held back), and on the
+// thread's work stack puts back the tile state and the program's mask, then returns through
+// rt_sigreturn. The CFI describes it as a signal frame, as the C
+// library's restorer is described: the CFA and every register come from the `uc` at RSP. The
+// FDE starts one byte early, at a `nop`, because unwinders look up the caller of a frame at
+// its return address minus one.
+core::arch::global_asm!(
+    ".pushsection .text.amx_trap_restorer,\"ax\",@progbits",
+    ".p2align 4",
+    ".cfi_startproc simple",
+    ".cfi_signal_frame",
+    // CFA = *(rsp + 160): the interrupted RSP (uc + 40 + 8 * REG_RSP).
+    ".cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06",
+    // Each register at uc + 40 + 8 * REG_x (DWARF numbers: rax 0, rdx 1, rcx 2, rbx 3, rsi 4,
+    // rdi 5, rbp 6, r8-r15 8-15, return address 16).
+    ".cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01",
+    ".cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01",
+    ".cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01",
+    ".cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01",
+    ".cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00",
+    ".cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00",
+    ".cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00",
+    ".cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28",
+    ".cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30",
+    ".cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38",
+    ".cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00",
+    ".cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00",
+    ".cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00",
+    ".cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00",
+    ".cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00",
+    ".cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01",
+    "    nop",
+    ".hidden amx_trap_restorer",
+    ".globl amx_trap_restorer",
+    ".type amx_trap_restorer, @function",
+    "amx_trap_restorer:",
+    "    mov eax, 14",
+    "    xor edi, edi",
+    "    lea rsi, [rip + 7f]",
+    "    xor edx, edx",
+    "    mov r10d, 8",
+    "    syscall",
+    ".hidden amx_trap_restorer_blocked",
+    ".globl amx_trap_restorer_blocked",
+    "amx_trap_restorer_blocked:",
+    "    mov rbx, rsp",
+    "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
+    "    mov rax, qword ptr fs:[rax]",
+    "    test rax, rax",
+    "    jz 2f",
+    "    add qword ptr [rax], 1",
+    "    mov rsp, rax",
+    "2:",
+    "    and rsp, -16",
+    "    mov rdi, rbx",
+    "    call {restore}",
+    "    mov rsp, rbx",
+    "    mov eax, 15",
+    "    syscall",
+    "    ud2",
+    ".cfi_endproc",
+    ".hidden amx_trap_restorer_end",
+    ".globl amx_trap_restorer_end",
+    "amx_trap_restorer_end:",
+    ".size amx_trap_restorer, amx_trap_restorer_end - amx_trap_restorer",
+    ".p2align 3",
+    "7:",
+    "    .quad {mask}",
+    ".popsection",
+    restore = sym restore_entry,
+    mask = const signals::ENTRY_MASK,
+);
+
+extern "C" {
+    fn amx_trap_restorer();
+    fn amx_trap_restorer_blocked();
+    fn amx_trap_restorer_end();
+}
+
+/// The restorer's address.
+pub(crate) fn restorer() -> u64 {
+    amx_trap_restorer as *const () as u64
+}
+
+/// Where an interrupted restorer stands: `Some(true)` before it blocked the signals, `Some(false)`
+/// after, `None` outside it.
+pub(crate) fn in_restorer(rip: u64) -> Option<bool> {
+    let start = amx_trap_restorer as *const () as u64;
+    let blocked = amx_trap_restorer_blocked as *const () as u64;
+    let end = amx_trap_restorer_end as *const () as u64;
+    if (start..blocked).contains(&rip) {
+        Some(true)
+    } else if (blocked..end).contains(&rip) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+extern "C" fn restore_entry(uc: *mut Ucontext) {
+    let uc_at = uc as u64;
+    // SAFETY: the restorer passes the `uc` of the frame the handler returned from, in the
+    // program's memory (the engine wrote it; a handler may have changed it, as it may change
+    // any frame).
+    let uc = unsafe { &mut *uc };
+    restore(uc, uc_at);
+    if let Some(slot) = slot::current() {
+        crate::entry::raise_held_back(slot);
+    }
+}
+
+/// Puts back what a frame the engine built saved: the tile state, and the program's mask as
+/// the kernel will install it (the engine's signals never blocked, the program's view of them
+/// kept). `uc` is the frame's `uc` (or a copy of it), found at `uc_at`. Idempotent: a signal
+/// that interrupted the restorer redoes it (`finish_restorer`).
+pub(crate) fn restore(uc: &mut Ucontext, uc_at: u64) {
+    if uc.fpregs != 0 {
+        let mut mark = [0u8; 20];
+        // SAFETY: the FP state of the frame (the engine wrote it; `fpregs` is the frame's own
+        // unless the handler changed it, and then it points to whatever the handler chose,
+        // which rt_sigreturn reads too).
+        let readable = unsafe {
+            access::copy(
+                mark.as_mut_ptr(),
+                uc.fpregs.wrapping_add(kframe::sw::PADDING as u64) as *const u8,
+                20,
+            )
+        };
+        let word = |at: usize| {
+            mark.get(at..at + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let tiles = word(4);
+        let ours = readable.is_ok()
+            && u32::from_le_bytes([mark[0], mark[1], mark[2], mark[3]]) == MARK
+            && word(12) == tiles ^ uc_at ^ KEY;
+        if let (true, Some(slot)) = (ours, slot::current()) {
+            put_back(slot, tiles);
+        }
+    }
+    uc.sigmask = signals::set_program_view(uc.sigmask);
+    signals::release_pending();
+}
+
+/// Loads the tile state saved at `tiles` (0: the INIT state) into the thread's unit.
+fn put_back(slot: &Slot, tiles: u64) {
+    let unit = slot.unit();
+    if tiles == 0 {
+        unit.tilerelease();
+        return;
+    }
+    let mut config = [0u8; 64];
+    // SAFETY: the engine's buffer; the saved state is the program's memory.
+    if unsafe { access::copy(config.as_mut_ptr(), tiles as *const u8, 64) }.is_err()
+        || unit.ldtilecfg(&config).is_err()
+    {
+        unit.tilerelease();
+        return;
+    }
+    for t in 0..8u8 {
+        let mut tile = [0u8; TILE_BYTES];
+        let at = tiles.wrapping_add(64 + u64::from(t) * TILE_BYTES as u64);
+        // SAFETY: as above.
+        if unsafe { access::copy(tile.as_mut_ptr(), at as *const u8, TILE_BYTES) }.is_ok() {
+            unit.set_tile_bytes(t, &tile);
+        }
+    }
+}
+
+/// Rolls a restorer that a signal interrupted forward to where it was going: the tile state
+/// and mask put back, `ctx` the context the handler's frame returns to. The frame's `uc` is at
+/// the interrupted RSP until the restorer moved it (which it does only with signals blocked).
+pub(crate) fn finish_restorer(ctx: &mut Ctx) -> Result<(), ()> {
+    let uc_at = ctx.frame.uc.rsp();
+    let mut uc = std::mem::MaybeUninit::<Ucontext>::uninit();
+    // SAFETY: reads the frame's `uc` into the engine's buffer (a fault is recovered); any bytes
+    // make a valid Ucontext (plain integers).
+    let uc = unsafe {
+        access::copy(
+            uc.as_mut_ptr().cast(),
+            uc_at as *const u8,
+            std::mem::size_of::<Ucontext>(),
+        )
+        .map_err(|_| ())?;
+        uc.assume_init_mut()
+    };
+    // As the restorer would, on the frame as the handler left it.
+    restore(uc, uc_at);
+    let fp_at = uc.fpregs;
+    ctx.frame.uc = *uc;
+    if fp_at != 0 {
+        let mut head = [0u8; 512];
+        // SAFETY: the engine's buffer; the frame's FP state is the program's memory.
+        unsafe { access::copy(head.as_mut_ptr(), fp_at as *const u8, 512) }.map_err(|_| ())?;
+        ctx.set_fp_from_program(fp_at, kframe::fp_size(&head))?;
+    }
+    Ok(())
+}

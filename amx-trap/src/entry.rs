@@ -1,0 +1,338 @@
+//! The engine's signal handler: one entry for every signal it takes (its own SIGILL, SIGSEGV,
+//! SIGBUS and SIGTRAP, and, under the preload, every signal the program handles).
+//!
+//! On entry it decides, with little stack (it may run on a program's small alternate stack):
+//!
+//! 1. A fault of the copy routine ([`crate::access`]): recorded, the routine resumed at its
+//!    recovery label. Nothing else happens.
+//! 2. A signal that arrived while the engine works on this thread (its `nest` count, a patched
+//!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
+//!    signal blocked in the interrupted context, so that the engine's work finishes first and
+//!    the program sees the signal at an instruction boundary. The engine raises it again when
+//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal.)
+//! 3. Otherwise the work starts: on the thread's work stack (the slot's), [`dispatch`] copies
+//!    the kernel's frame, does what the signal asks (emulate an instruction, deliver to the
+//!    program's handler, ...), raises the held-back signals again, and leaves through
+//!    `rt_sigreturn` from a frame it prepared. It never returns into the kernel's frame: that
+//!    frame may lie at the top of an alternate stack where another frame is about to go.
+//!
+//! The work stack is the slot's own: a signal handler of the program may run on an alternate
+//! stack of a few KiB, and executing an instruction needs more. While the engine works, every
+//! signal but SIGSEGV and SIGBUS is blocked (the copy routine's faults); a SIGSEGV or SIGBUS
+//! sent by a process meanwhile is held back (2).
+
+use std::sync::atomic::Ordering;
+
+use crate::kframe::{self, reg, RtFrame, Ucontext};
+use crate::slot::{self, Slot};
+use crate::{access, signals};
+
+// The entry the kernel calls: rdi = signal, rsi = siginfo, rdx = ucontext, [rsp] = the
+// frame's return address. Counts itself in the slot's `nest` first thing (so an entry it
+// interrupts, or that interrupts it, knows), then asks `amx_trap_entry_rust` what to do: 0 is
+// "done" (return into the kernel's frame, whose restorer calls rt_sigreturn), else the top of
+// the work stack to run `amx_trap_dispatch` on, which never returns.
+core::arch::global_asm!(
+    ".pushsection .text.amx_trap_entry,\"ax\",@progbits",
+    ".p2align 4",
+    ".hidden amx_trap_entry",
+    ".globl amx_trap_entry",
+    ".type amx_trap_entry, @function",
+    "amx_trap_entry:",
+    "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
+    "    mov rax, qword ptr fs:[rax]",
+    "    xor ecx, ecx",
+    "    test rax, rax",
+    "    jz 2f",
+    "    mov ecx, 1",
+    "    xadd qword ptr [rax], rcx",
+    ".hidden amx_trap_entry_counted",
+    ".globl amx_trap_entry_counted",
+    "amx_trap_entry_counted:",
+    "2:",
+    "    push rdi",
+    "    push rsi",
+    "    push rdx",
+    "    call {rust}",
+    "    pop rdx",
+    "    pop rsi",
+    "    pop rdi",
+    "    test rax, rax",
+    "    jnz 3f",
+    "    ret",
+    "3:",
+    "    mov rsp, rax",
+    "    call {dispatch}",
+    "    ud2",
+    ".size amx_trap_entry, . - amx_trap_entry",
+    ".popsection",
+    rust = sym entry_rust,
+    dispatch = sym dispatch,
+);
+
+extern "C" {
+    fn amx_trap_entry();
+    fn amx_trap_entry_counted();
+}
+
+/// The entry's address, for `sigaction`.
+pub(crate) fn handler() -> usize {
+    amx_trap_entry as *const () as usize
+}
+
+/// Whether `rip` lies in the entry's first instructions, before it counted itself.
+fn in_entry_head(rip: u64) -> bool {
+    let start = amx_trap_entry as *const () as u64;
+    let counted = amx_trap_entry_counted as *const () as u64;
+    (start..counted).contains(&rip)
+}
+
+/// `si_code` of a siginfo.
+pub(crate) fn si_code(info: &[u8; 128]) -> i32 {
+    i32::from_le_bytes([info[8], info[9], info[10], info[11]])
+}
+
+/// Whether `sig` with `code` is a fault the CPU raised at the interrupted instruction (not one
+/// a process sent).
+pub(crate) fn synchronous(sig: i32, code: i32) -> bool {
+    code > 0
+        && matches!(
+            sig,
+            libc::SIGILL | libc::SIGSEGV | libc::SIGBUS | libc::SIGTRAP | libc::SIGFPE
+        )
+}
+
+/// What the entry decides, on whatever stack the kernel chose.
+extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64) -> u64 {
+    // SAFETY: the kernel passes a 128-byte siginfo and its ucontext to an SA_SIGINFO handler;
+    // both live in the frame until the handler returns.
+    let (info, uc) = unsafe { (&mut *info.cast::<[u8; 128]>(), &mut *uc) };
+    let code = si_code(info);
+    let rip = uc.rip();
+    let slot = slot::current();
+    if (sig == libc::SIGSEGV || sig == libc::SIGBUS) && code > 0 && access::in_copy(rip) {
+        if let Some(slot) = slot {
+            slot.record_fault(info, uc.gregs[reg::TRAPNO], uc.gregs[reg::ERR]);
+            slot.nest.fetch_sub(1, Ordering::Relaxed);
+        }
+        uc.gregs[reg::RIP] = access::recover_at();
+        return 0;
+    }
+    if let Some(slot) = slot {
+        let in_fast = crate::fastpath::holds_back(slot);
+        let restoring = crate::deliver::in_restorer(rip) == Some(false);
+        if nested > 0 || in_fast || restoring || in_entry_head(rip) {
+            if synchronous(sig, code) {
+                crate::fatal::engine_fault(sig, rip);
+            }
+            // Blocked in the program's own context (a patched site's), the signal must be
+            // unblocked again when the program resumes; blocked in the engine's, it is gone
+            // with the engine's context.
+            hold_back(slot, sig, info, uc, in_fast);
+            slot.nest.fetch_sub(1, Ordering::Relaxed);
+            return 0;
+        }
+    }
+    match slot::get() {
+        Ok(slot) => {
+            if slot.nest.load(Ordering::Relaxed) == 0 {
+                // The slot was claimed just now, after the entry's count: count this entry.
+                slot.nest.store(1, Ordering::Relaxed);
+            }
+            slot.work_top()
+        }
+        Err(errno) => crate::fatal::no_memory(errno),
+    }
+}
+
+/// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
+/// context until the engine raises it again. `program` says the interrupted context is the
+/// program's (its mask is the program's to get back).
+fn hold_back(slot: &Slot, sig: i32, info: &[u8; 128], uc: &mut Ucontext, program: bool) {
+    let bit = signals::bit(sig);
+    if slot.deferred.load(Ordering::Relaxed) & bit == 0 {
+        slot.set_deferred_info(sig, info);
+        slot.deferred.fetch_or(bit, Ordering::Relaxed);
+    }
+    if uc.sigmask & bit == 0 {
+        uc.sigmask |= bit;
+        if program {
+            slot.held_back.fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The largest FP state the engine copies (the kernel's is about 11 KiB with AMX state).
+pub(crate) const FP_MAX: usize = 16 * 1024;
+
+/// A signal frame the engine returns through: the kernel's layout, its FP state after it.
+#[repr(C, align(64))]
+pub(crate) struct Ctx {
+    /// Puts `fp` at a multiple of 64 bytes, as XSAVE state must be (8 + 440 = 448).
+    _pad: [u8; 8],
+    pub(crate) frame: RtFrame,
+    /// The FP state: its first `fp_len` bytes (not cleared beyond: the engine never reads
+    /// there, and clearing 16 KiB per signal would cost more than the rest of the work).
+    fp: [std::mem::MaybeUninit<u8>; FP_MAX],
+    fp_len: usize,
+}
+
+const _: () = assert!(std::mem::offset_of!(Ctx, fp) % 64 == 0);
+
+impl Ctx {
+    /// The FP state's size (0: the frame carries none).
+    pub(crate) fn fp_size(&self) -> usize {
+        self.fp_len
+    }
+
+    /// The FP state.
+    pub(crate) fn fp(&self) -> &[u8] {
+        // SAFETY: the first `fp_len` bytes are initialized (`set_fp`), `fp_len <= FP_MAX`.
+        unsafe { std::slice::from_raw_parts(self.fp.as_ptr().cast(), self.fp_len) }
+    }
+
+    /// The FP state, writable.
+    pub(crate) fn fp_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `fp`.
+        unsafe { std::slice::from_raw_parts_mut(self.fp.as_mut_ptr().cast(), self.fp_len) }
+    }
+
+    /// Copies the FP state a handler's frame points to, `len` bytes as its software bytes say
+    /// (the program's memory: a handler may point `fpregs` anywhere), and points the context's
+    /// `fpregs` at the copy. `Err` where it cannot be read, as `rt_sigreturn` fails on a frame
+    /// it cannot read. A size past the buffer is cut to it: the kernel then finds the state
+    /// inconsistent and restores its legacy part only, as it does for such a frame.
+    pub(crate) fn set_fp_from_program(&mut self, src: u64, len: usize) -> Result<(), ()> {
+        let len = len.min(FP_MAX);
+        // SAFETY: the buffer holds FP_MAX >= len bytes; the source is any address (a fault is
+        // recovered).
+        unsafe { access::copy(self.fp.as_mut_ptr().cast::<u8>(), src as *const u8, len) }
+            .map_err(|_| ())?;
+        self.fp_len = len;
+        self.frame.uc.fpregs = self.fp.as_ptr() as u64;
+        Ok(())
+    }
+
+    /// Copies `len` bytes of FP state from `src` (a frame the kernel wrote) and points the
+    /// context's `fpregs` at the copy. A state larger than the buffer cannot be kept: fatal.
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes.
+    pub(crate) unsafe fn set_fp(&mut self, src: *const u8, len: usize) {
+        if len > FP_MAX {
+            crate::fatal::fp_too_large(len);
+        }
+        // SAFETY: the caller's contract; the buffer holds FP_MAX bytes.
+        unsafe { std::ptr::copy_nonoverlapping(src, self.fp.as_mut_ptr().cast::<u8>(), len) };
+        self.fp_len = len;
+        self.frame.uc.fpregs = self.fp.as_ptr() as u64;
+    }
+}
+
+/// Leaves through `rt_sigreturn` from `ctx`: the thread continues in the context it describes
+/// (registers, FP state, signal mask, alternate stack).
+///
+/// # Safety
+/// `ctx` is a complete frame: its `fpregs` is 0 or points to its own FP state.
+pub(crate) unsafe fn sigreturn(ctx: &Ctx) -> ! {
+    let uc = &ctx.frame.uc as *const Ucontext;
+    // SAFETY: rt_sigreturn reads the frame at RSP - 8 (its `uc` at RSP); the caller vouches for
+    // its contents. Nothing runs after it on this stack.
+    unsafe {
+        core::arch::asm!(
+            "mov rsp, {uc}",
+            "mov eax, 15",
+            "syscall",
+            "ud2",
+            uc = in(reg) uc,
+            options(noreturn),
+        )
+    }
+}
+
+/// The work, on the thread's work stack; ends with `rt_sigreturn`.
+extern "C" fn dispatch(sig: i32, info: *mut u8, uc: *mut Ucontext) -> ! {
+    let slot = match slot::current() {
+        Some(slot) => slot,
+        None => crate::fatal::no_memory(libc::ENOMEM),
+    };
+    // SAFETY: the kernel's frame, as in `entry_rust`; read before anything can overwrite it.
+    let (info, kernel_uc) = unsafe { (&*info.cast::<[u8; 128]>(), &*uc) };
+    let mut ctx = std::mem::MaybeUninit::<Ctx>::uninit();
+    let ctx = load(&mut ctx, kernel_uc, info);
+    // The program's alternate stack is in use below the interrupted context: a nested
+    // SA_ONSTACK signal (a copy fault) must not land on it. rt_sigreturn restores it.
+    if ctx.frame.uc.stack.flags & kframe::SS_ONSTACK != 0 {
+        signals::disable_altstack();
+    }
+    let resume = crate::handler::handle(slot, sig, ctx);
+    finish(slot, resume)
+}
+
+/// Copies the kernel's frame into `out`, on the work stack.
+fn load<'a>(
+    out: &'a mut std::mem::MaybeUninit<Ctx>,
+    uc: &Ucontext,
+    info: &[u8; 128],
+) -> &'a mut Ctx {
+    let ctx = out.as_mut_ptr();
+    // SAFETY: `ctx` is this frame's own storage, every field but the FP buffer (whose bytes
+    // may stay uninitialized) written before a reference to it exists; the kernel's FP state
+    // is `fp_size` bytes at `uc.fpregs`, in its frame.
+    unsafe {
+        std::ptr::addr_of_mut!((*ctx)._pad).write([0; 8]);
+        std::ptr::addr_of_mut!((*ctx).frame.pretcode).write(0);
+        std::ptr::addr_of_mut!((*ctx).frame.uc).write(*uc);
+        std::ptr::addr_of_mut!((*ctx).frame.info).write(*info);
+        std::ptr::addr_of_mut!((*ctx).fp_len).write(0);
+        let ctx = &mut *ctx;
+        if uc.fpregs != 0 {
+            let head = &*(uc.fpregs as *const [u8; 512]);
+            ctx.set_fp(uc.fpregs as *const u8, kframe::fp_size(head));
+        }
+        ctx
+    }
+}
+
+/// What the thread does after the engine's work.
+pub(crate) enum Resume<'a> {
+    /// Continue in this context (possibly changed: RIP past an emulated instruction).
+    Context(&'a mut Ctx),
+    /// Continue in this context, which enters a program handler through a frame the engine
+    /// built.
+    Handler(&'a mut Ctx),
+}
+
+/// Ends the engine's work on the thread: no signal may start other work before the thread
+/// leaves it (the others are blocked already, by the entry's or the restorer's mask; the copy
+/// routine is done with), and the held-back signals are raised again, blocked until the
+/// context the thread leaves to unblocks them: the program meets them at the instruction
+/// boundary it resumes at. Returns the signals the engine blocked in the program's context.
+pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
+    signals::block(signals::bit(libc::SIGSEGV) | signals::bit(libc::SIGBUS));
+    let held = slot.held_back.swap(0, Ordering::Relaxed);
+    let deferred = slot.deferred.swap(0, Ordering::Relaxed);
+    slot.nest.store(0, Ordering::Relaxed);
+    for sig in 1..=64 {
+        if deferred & signals::bit(sig) != 0 {
+            signals::raise_here(sig, &slot.deferred_info(sig));
+        }
+    }
+    held
+}
+
+/// Raises the held-back signals again and leaves.
+fn finish(slot: &Slot, resume: Resume<'_>) -> ! {
+    let held = raise_held_back(slot);
+    let ctx = match resume {
+        // The program's own context: the signals the engine blocked in it unblocked again.
+        Resume::Context(ctx) => {
+            ctx.frame.uc.sigmask &= !held;
+            ctx
+        }
+        // A handler's entry: its mask was computed from the program's, without them.
+        Resume::Handler(ctx) => ctx,
+    };
+    // SAFETY: `ctx` is complete: loaded from the kernel's frame and changed field by field.
+    unsafe { sigreturn(ctx) }
+}

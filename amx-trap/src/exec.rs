@@ -1,0 +1,300 @@
+//! The execute step: one decoded AMX instruction on an emulated unit, its memory operand
+//! computed from the registers as the silicon computes it and accessed with the CPU's own loads
+//! and stores ([`crate::access`]). Allocates nothing and takes no lock.
+//!
+//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions
+//! that depend on the tile configuration, then XFD (no permission), then the memory operand
+//! (whatever fault the CPU's access raises: #GP for a non-canonical address, #PF, SIGBUS), then
+//! LDTILECFG's #GP rules.
+//!
+//! Addresses: the effective address is `base + disp` (the next instruction's address for
+//! RIP-relative forms), a tile row `r` adds `r * (index << scale)`; every sum wraps at the
+//! address size (2^32 with a `67` prefix, the registers read as their low 32 bits), and only
+//! then is the FS or GS base added, wrapping at 2^64.
+
+use amx_runtime::engine as check;
+use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
+use amx_tilecfg::decode::{Address, Instruction, Operation, Segment};
+use amx_tilecfg::{image, DotKind, TileShape};
+
+use crate::access::{self, Fault};
+use crate::regs::Regs;
+use crate::{model, permission_granted};
+
+/// The exception an instruction raised instead of completing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exception {
+    /// #UD: SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6.
+    InvalidOpcode,
+    /// #GP(0) the engine decides (an image LDTILECFG rejects): SIGSEGV, `SI_KERNEL`,
+    /// REG_TRAPNO 13.
+    GeneralProtection,
+    /// XFD #NM (tile data without the XTILEDATA permission): SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0
+    /// as Linux reports it.
+    DeviceNotAvailable,
+    /// The fault the CPU raised for an access of the operand, as the kernel reported it.
+    Memory(Fault),
+}
+
+/// How an instruction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// It completed; `regs.rip` now points past it.
+    Completed,
+    /// It raised an exception; `regs.rip` still points at it (a load or store that faulted
+    /// on a row left start_row at that row, so running it again resumes there).
+    Fault(Exception),
+}
+
+/// Executes `insn` (at `regs.rip`) on `unit`, reading and writing the process's memory as the
+/// instruction would. `pkru`: the program's PKRU, loaded around the operand's accesses (`None`
+/// where it is loaded already: a patched site runs in the program's own context).
+pub(crate) fn execute(
+    insn: &Instruction,
+    regs: &mut Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+) -> Outcome {
+    match step(insn, regs, unit, pkru) {
+        Ok(()) => {
+            regs.rip = regs.rip.wrapping_add(u64::from(insn.len));
+            Outcome::Completed
+        }
+        Err(e) => Outcome::Fault(e),
+    }
+}
+
+fn step(
+    insn: &Instruction,
+    regs: &Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+) -> Result<(), Exception> {
+    let cfg = unit.loaded_config();
+    // The TILECFG-dependent #UD conditions come before XFD (section 12).
+    let shape = match insn.op {
+        Operation::Tilezero(t) => Some(check::tilezero_refusal(&cfg, t).map_err(ud)?),
+        Operation::Tileloadd(t) | Operation::Tileloaddt1(t) | Operation::Tilestored(t) => {
+            Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?)
+        }
+        Operation::DotProduct { kind, c, a, b } => {
+            if kind == DotKind::Tdpfp16ps && !model().amx_fp16() {
+                return Err(Exception::InvalidOpcode);
+            }
+            check::dot_refusal(&cfg, (c, a, b), unit.tmul_limits()).map_err(ud)?;
+            None
+        }
+        Operation::Ldtilecfg | Operation::Sttilecfg | Operation::Tilerelease => None,
+    };
+    if insn.op.touches_tile_data() && !permission_granted() {
+        return Err(Exception::DeviceNotAvailable);
+    }
+    let next = regs.rip.wrapping_add(u64::from(insn.len));
+    let program = |f: &mut dyn FnMut() -> Result<(), Exception>| match pkru {
+        Some(pkru) => access::with_pkru(pkru, f),
+        None => f(),
+    };
+    match (insn.op, insn.mem, shape) {
+        (Operation::Ldtilecfg, Some(m), _) => {
+            let at = Operand::new(&m, regs, next).row(0);
+            let mut img = [0u8; 64];
+            program(&mut || {
+                // SAFETY: `img` is ours; the operand is the program's, any address.
+                unsafe { access::copy(img.as_mut_ptr(), at as *const u8, 64) }.map_err(mem)
+            })?;
+            // Checked first, without the message an emulator fault would format.
+            if !check::ldtilecfg_accepts(&img, unit.palette_table()) {
+                return Err(Exception::GeneralProtection);
+            }
+            unit.ldtilecfg(&img)
+                .map_err(|_| Exception::GeneralProtection)
+        }
+        (Operation::Sttilecfg, Some(m), _) => {
+            let at = Operand::new(&m, regs, next).row(0);
+            let img = unit.sttilecfg();
+            program(&mut || {
+                // SAFETY: as above, for a store.
+                unsafe { access::copy(at as *mut u8, img.as_ptr(), 64) }.map_err(mem)
+            })
+        }
+        (Operation::Tilerelease, _, _) => {
+            unit.tilerelease();
+            Ok(())
+        }
+        (Operation::Tilezero(t), _, _) => unit.tilezero(t).map_err(ud),
+        (Operation::Tileloadd(t) | Operation::Tileloaddt1(t), Some(m), Some(shape)) => {
+            let operand = Operand::new(&m, regs, next);
+            let mut result = Ok(());
+            program(&mut || {
+                result = load(unit, t, shape, &operand);
+                Ok(())
+            })?;
+            result
+        }
+        (Operation::Tilestored(t), Some(m), Some(shape)) => {
+            let operand = Operand::new(&m, regs, next);
+            let mut result = Ok(());
+            program(&mut || {
+                result = store(unit, t, shape, &operand);
+                Ok(())
+            })?;
+            result
+        }
+        (Operation::DotProduct { kind, c, a, b }, _, _) => match kind {
+            DotKind::Tdpbssd => unit.tdpbssd(c, a, b),
+            DotKind::Tdpbsud => unit.tdpbsud(c, a, b),
+            DotKind::Tdpbusd => unit.tdpbusd(c, a, b),
+            DotKind::Tdpbuud => unit.tdpbuud(c, a, b),
+            DotKind::Tdpbf16ps => unit.tdpbf16ps(c, a, b),
+            DotKind::Tdpfp16ps => unit.tdpfp16ps(c, a, b),
+        }
+        .map_err(ud),
+        // A memory form without its operand cannot come out of the decoder.
+        _ => Err(Exception::InvalidOpcode),
+    }
+}
+
+fn ud<T>(_: T) -> Exception {
+    Exception::InvalidOpcode
+}
+
+fn mem(f: Fault) -> Exception {
+    Exception::Memory(f)
+}
+
+/// A memory operand's addresses.
+struct Operand {
+    /// The effective address of row 0, wrapped at the address size.
+    base: u64,
+    /// The row stride (index << scale), wrapped at the address size.
+    stride: u64,
+    /// 32-bit address size (prefix 67).
+    addr32: bool,
+    /// The FS or GS base (0 without a segment prefix).
+    segment: u64,
+}
+
+impl Operand {
+    fn new(m: &Address, regs: &Regs, next: u64) -> Operand {
+        let size = |v: u64| if m.addr32 { v & 0xFFFF_FFFF } else { v };
+        let register = |r: u8| size(regs.gpr.get(usize::from(r & 15)).copied().unwrap_or(0));
+        let start = if m.rip_relative {
+            size(next)
+        } else {
+            m.base.map_or(0, register)
+        };
+        Operand {
+            base: size(start.wrapping_add(m.disp as i64 as u64)),
+            stride: size(m.index.map_or(0, |i| register(i) << m.scale)),
+            addr32: m.addr32,
+            segment: segment_base(m.segment),
+        }
+    }
+
+    /// The linear address of row `r`.
+    fn row(&self, r: usize) -> u64 {
+        let mut ea = self.base.wrapping_add((r as u64).wrapping_mul(self.stride));
+        if self.addr32 {
+            ea &= 0xFFFF_FFFF;
+        }
+        self.segment.wrapping_add(ea)
+    }
+}
+
+/// The base of FS or GS (0 without a segment prefix).
+fn segment_base(segment: Option<Segment>) -> u64 {
+    let Some(segment) = segment else {
+        return 0;
+    };
+    if crate::cpuid::fsgsbase() {
+        let base: u64;
+        // SAFETY: RDFSBASE/RDGSBASE exist where the OS enables FSGSBASE (checked); they read the
+        // thread's segment base, which a signal handler shares with the interrupted code.
+        unsafe {
+            match segment {
+                Segment::Fs => core::arch::asm!("rdfsbase {}", out(reg) base,
+                    options(nomem, nostack, preserves_flags)),
+                Segment::Gs => core::arch::asm!("rdgsbase {}", out(reg) base,
+                    options(nomem, nostack, preserves_flags)),
+            }
+        }
+        return base;
+    }
+    let code: libc::c_long = match segment {
+        Segment::Fs => 0x1003, // ARCH_GET_FS
+        Segment::Gs => 0x1004, // ARCH_GET_GS
+    };
+    let mut base: u64 = 0;
+    // SAFETY: ARCH_GET_FS/GS write one u64 to the given address, a live local.
+    let rc = unsafe {
+        crate::sys::call(
+            libc::SYS_arch_prctl,
+            &[code as u64, &mut base as *mut u64 as u64],
+        )
+    };
+    if rc == 0 {
+        base
+    } else {
+        0
+    }
+}
+
+fn load(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<(), Exception> {
+    let start = usize::from(image::start_row(&unit.loaded_config()));
+    let colsb = usize::from(shape.colsb);
+    let rows = usize::from(shape.rows).min(16);
+    let Some(tile) = check::tile_bytes_mut(unit, t) else {
+        return Err(Exception::InvalidOpcode);
+    };
+    // The memory rows go straight into the tile's rows (rows below start_row are not read:
+    // they keep their bytes, T4). A row that faults may be left partly read: the silicon leaves
+    // it unspecified, and resuming reads it again (T6).
+    let mut end = rows;
+    let mut outcome = Ok(());
+    for (r, row) in tile
+        .chunks_exact_mut(ROW_BYTES)
+        .enumerate()
+        .take(rows)
+        .skip(start)
+    {
+        // SAFETY: the row is the tile's, `colsb` <= 64 bytes; the source is the program's.
+        if let Err(f) = unsafe { access::copy(row.as_mut_ptr(), m.row(r) as *const u8, colsb) } {
+            end = r;
+            outcome = Err(Exception::Memory(f));
+            break;
+        }
+    }
+    // TILELOADD's zeroing (T3): past colsb in each row read, and every row past `rows`.
+    for row in tile.chunks_exact_mut(ROW_BYTES).take(end).skip(start) {
+        if let Some(past) = row.get_mut(colsb..) {
+            past.fill(0);
+        }
+    }
+    if let Some(past) = tile.get_mut(rows * ROW_BYTES..) {
+        past.fill(0);
+    }
+    // start_row records where to resume after a fault (T6), and is 0 after a completed load.
+    unit.set_start_row(if outcome.is_ok() { 0 } else { end as u8 });
+    outcome
+}
+
+fn store(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<(), Exception> {
+    let start = usize::from(image::start_row(&unit.loaded_config()));
+    let colsb = usize::from(shape.colsb);
+    let rows = usize::from(shape.rows).min(16);
+    let tile = unit.tile_bytes(t).copied().unwrap_or([0; TILE_BYTES]);
+    for (r, row) in tile
+        .chunks_exact(ROW_BYTES)
+        .enumerate()
+        .take(rows)
+        .skip(start)
+    {
+        // SAFETY: the row is ours; the destination is the program's.
+        if let Err(f) = unsafe { access::copy(m.row(r) as *mut u8, row.as_ptr(), colsb) } {
+            unit.set_start_row(r as u8);
+            return Err(Exception::Memory(f));
+        }
+    }
+    unit.set_start_row(0);
+    Ok(())
+}

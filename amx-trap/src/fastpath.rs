@@ -1,0 +1,857 @@
+//! The fast path of patched sites: a stub per site, one common entry, and the rules that keep
+//! a signal arriving meanwhile at an instruction boundary.
+//!
+//! A site's stub (64 bytes; stubs share pages mapped within ±2 GiB of their sites):
+//!
+//! ```text
+//!  0: 48 8D 64 24 80      lea rsp, [rsp-128]     ; the interrupted code's red zone stays intact
+//!  5: FF 15 0D 00 00 00   call [rip+13]          ; the common entry, at offset 24
+//! 11: 0F 0B               ud2                    ; the fault exit (the call's return address)
+//! 13: 0F 0B               ud2                    ; the exit that raises held-back signals
+//! 24: <entry address>
+//! 32: <site number>       (u32)
+//! ```
+//!
+//! The common entry pushes RFLAGS and the 15 general-purpose registers (the *frame*), marks
+//! the thread's slot (`fast_frame`), saves the vector state the compiled code can change
+//! (ymm0-15 and MXCSR; with `XSAVE` x87 to AVX-512 where the OS enables AVX-512 state), loads
+//! the MXCSR a signal handler gets (so results are the slow path's bit for bit), and calls
+//! [`fast`], which runs the instruction on the thread's unit, on the program's stack (a switch
+//! to another stack would let a nested `SA_ONSTACK` signal land on an alternate stack the
+//! program is using). The entry restores everything, clears the mark and returns with
+//! `ret 128` to the address `fast` chose: past the instruction, or the fault exit (the slow
+//! path then raises the exception at the site, with the registers the instruction saw), or
+//! the held-back exit.
+//!
+//! **Signals meanwhile.** The program must meet a signal between instructions, as on the
+//! silicon. The signal entry ([`crate::entry`]) asks [`settle`] and [`holds_back`]:
+//!
+//! - in the stub, or in the entry before the mark: the instruction has not started; the
+//!   context is rolled back to the site (registers from the frame, RSP as at the site) and the
+//!   signal delivered there;
+//! - marked, the instruction under way: the signal is held back (blocked, its siginfo kept);
+//!   [`fast`] then leaves through the held-back exit, whose SIGILL makes the engine raise it
+//!   again at the boundary past the instruction;
+//! - marked, the instruction done (`fast_commit`), or in the entry's last instructions after
+//!   the mark: the context is rolled forward to past the instruction (registers from the
+//!   frame, vector state from its save area) and the signal delivered there.
+//!
+//! The program's stack holds the frame, the vector save area and [`fast`]'s own frames: about
+//! 2.5 KiB (4 KiB with `XSAVE`) below the interrupted RSP and its red zone.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use amx_tilecfg::decode::MAX_LEN;
+
+use crate::entry::Ctx;
+use crate::exec::{self, Outcome};
+use crate::kframe::{self, reg};
+use crate::regs::Regs;
+use crate::slot::{self, offsets, Slot};
+use crate::{access, patch};
+
+/// Bytes per stub.
+const STUB: u64 = 64;
+/// Offset in a stub of its fault exit (`ud2`), the return address its `call` pushes.
+pub(crate) const FAULT_EXIT: u64 = 11;
+/// Offset in a stub of the exit that raises held-back signals.
+pub(crate) const DEFER_EXIT: u64 = 13;
+const ENTRY_AT: usize = 24;
+const INDEX_AT: usize = 32;
+
+const PAGE: u64 = 4096;
+
+/// Bytes below the frame for the `XSAVE` area (aligned down to 64 within them).
+const AREA: usize = 3072;
+
+/// State components the `XSAVE` entry saves: x87, SSE, AVX, and the AVX-512 opmask, ZMM_Hi256
+/// and Hi16_ZMM (`XSAVE` saves those XCR0 enables).
+const MASK: u32 = 0xE7;
+
+/// The pushed registers, lowest address first: the frame.
+#[repr(C)]
+struct Frame {
+    r15: u64,
+    r14: u64,
+    r13: u64,
+    r12: u64,
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    rdi: u64,
+    rsi: u64,
+    rbp: u64,
+    rbx: u64,
+    rdx: u64,
+    rcx: u64,
+    rax: u64,
+    rflags: u64,
+    /// The stub's return address (its fault exit) on entry, the resume address on return.
+    slot: u64,
+}
+
+/// Bytes from the frame to the RSP of the site: the frame, then the 128 bytes the stub skipped.
+const FRAME_TO_RSP: u64 = std::mem::size_of::<Frame>() as u64 + 128;
+
+macro_rules! entry_asm {
+    ($name:literal, save = [$($save:literal),* $(,)?], restore = [$($restore:literal),* $(,)?] $(,)?) => {
+        core::arch::global_asm!(
+            ".pushsection .text.amx_trap_fast,\"ax\",@progbits",
+            ".p2align 4",
+            concat!(".hidden ", $name),
+            concat!(".globl ", $name),
+            concat!(".type ", $name, ", @function"),
+            concat!($name, ":"),
+            "    pushfq",
+            "    push rax",
+            "    push rcx",
+            "    push rdx",
+            "    push rbx",
+            "    push rbp",
+            "    push rsi",
+            "    push rdi",
+            "    push r8",
+            "    push r9",
+            "    push r10",
+            "    push r11",
+            "    push r12",
+            "    push r13",
+            "    push r14",
+            "    push r15",
+            concat!(".hidden ", $name, "_pushed"),
+            concat!(".globl ", $name, "_pushed"),
+            concat!($name, "_pushed:"),
+            "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
+            "    mov rax, qword ptr fs:[rax]",
+            "    test rax, rax",
+            // No slot yet: leave through the fault exit; the slow path makes one.
+            concat!("    jz ", $name, "_pops"),
+            "    mov qword ptr [rax + {commit}], 0",
+            "    mov qword ptr [rax + {frame}], rsp",
+            concat!(".hidden ", $name, "_marked"),
+            concat!(".globl ", $name, "_marked"),
+            concat!($name, "_marked:"),
+            "    mov rbp, rsp",
+            "    mov rbx, rax",
+            // The C ABI's direction flag.
+            "    cld",
+            $($save,)*
+            "    mov qword ptr [rbx + {area}], rsp",
+            "    mov rdi, rbp",
+            "    call {fast}",
+            $($restore,)*
+            "    mov qword ptr [rbx + {frame}], 0",
+            concat!(".hidden ", $name, "_tail"),
+            concat!(".globl ", $name, "_tail"),
+            concat!($name, "_tail:"),
+            "    mov rsp, rbp",
+            concat!(".hidden ", $name, "_pops"),
+            concat!(".globl ", $name, "_pops"),
+            concat!($name, "_pops:"),
+            "    pop r15",
+            "    pop r14",
+            "    pop r13",
+            "    pop r12",
+            "    pop r11",
+            "    pop r10",
+            "    pop r9",
+            "    pop r8",
+            "    pop rdi",
+            "    pop rsi",
+            "    pop rbp",
+            "    pop rbx",
+            "    pop rdx",
+            "    pop rcx",
+            "    pop rax",
+            "    popfq",
+            "    ret 128",
+            concat!(".hidden ", $name, "_end"),
+            concat!(".globl ", $name, "_end"),
+            concat!($name, "_end:"),
+            concat!(".size ", $name, ", ", $name, "_end - ", $name),
+            ".popsection",
+            fast = sym fast,
+            commit = const offsets::FAST_COMMIT,
+            frame = const offsets::FAST_FRAME,
+            area = const offsets::FAST_AREA,
+        );
+    };
+}
+
+// Where the OS enables no AVX-512 state: ymm0-15 and MXCSR, saved with plain moves (a full
+// XSAVE/XRSTOR pair costs more than the emulator's whole tile load). The MXCSR of a handler is
+// loaded only when the program's differs (LDMXCSR is slow).
+entry_asm!(
+    "amx_trap_fast_ymm",
+    save = [
+        "    sub rsp, 576",
+        "    and rsp, -32",
+        "    vmovdqa ymmword ptr [rsp], ymm0",
+        "    vmovdqa ymmword ptr [rsp + 32], ymm1",
+        "    vmovdqa ymmword ptr [rsp + 64], ymm2",
+        "    vmovdqa ymmword ptr [rsp + 96], ymm3",
+        "    vmovdqa ymmword ptr [rsp + 128], ymm4",
+        "    vmovdqa ymmword ptr [rsp + 160], ymm5",
+        "    vmovdqa ymmword ptr [rsp + 192], ymm6",
+        "    vmovdqa ymmword ptr [rsp + 224], ymm7",
+        "    vmovdqa ymmword ptr [rsp + 256], ymm8",
+        "    vmovdqa ymmword ptr [rsp + 288], ymm9",
+        "    vmovdqa ymmword ptr [rsp + 320], ymm10",
+        "    vmovdqa ymmword ptr [rsp + 352], ymm11",
+        "    vmovdqa ymmword ptr [rsp + 384], ymm12",
+        "    vmovdqa ymmword ptr [rsp + 416], ymm13",
+        "    vmovdqa ymmword ptr [rsp + 448], ymm14",
+        "    vmovdqa ymmword ptr [rsp + 480], ymm15",
+        "    stmxcsr dword ptr [rsp + 512]",
+        // Clean upper halves: SSE code with dirty ones pays a state transition each time.
+        "    vzeroupper",
+        "    cmp dword ptr [rsp + 512], 0x1F80",
+        "    je 2f",
+        "    mov dword ptr [rsp + 516], 0x1F80",
+        "    ldmxcsr dword ptr [rsp + 516]",
+        "2:",
+    ],
+    restore = [
+        "    cmp dword ptr [rsp + 512], 0x1F80",
+        "    je 3f",
+        "    ldmxcsr dword ptr [rsp + 512]",
+        "3:",
+        "    vmovdqa ymm0, ymmword ptr [rsp]",
+        "    vmovdqa ymm1, ymmword ptr [rsp + 32]",
+        "    vmovdqa ymm2, ymmword ptr [rsp + 64]",
+        "    vmovdqa ymm3, ymmword ptr [rsp + 96]",
+        "    vmovdqa ymm4, ymmword ptr [rsp + 128]",
+        "    vmovdqa ymm5, ymmword ptr [rsp + 160]",
+        "    vmovdqa ymm6, ymmword ptr [rsp + 192]",
+        "    vmovdqa ymm7, ymmword ptr [rsp + 224]",
+        "    vmovdqa ymm8, ymmword ptr [rsp + 256]",
+        "    vmovdqa ymm9, ymmword ptr [rsp + 288]",
+        "    vmovdqa ymm10, ymmword ptr [rsp + 320]",
+        "    vmovdqa ymm11, ymmword ptr [rsp + 352]",
+        "    vmovdqa ymm12, ymmword ptr [rsp + 384]",
+        "    vmovdqa ymm13, ymmword ptr [rsp + 416]",
+        "    vmovdqa ymm14, ymmword ptr [rsp + 448]",
+        "    vmovdqa ymm15, ymmword ptr [rsp + 480]",
+    ],
+);
+
+// Where AVX-512 state may be live (the emulator's AVX-512 paths change any vector or mask
+// register): x87 to AVX-512 saved with XSAVE.
+entry_asm!(
+    "amx_trap_fast_xsave",
+    save = [
+        "    sub rsp, 3072",
+        "    and rsp, -64",
+        // XSAVE writes only XSTATE_BV of the header; XRSTOR wants the rest zero.
+        "    xor eax, eax",
+        "    mov qword ptr [rsp + 512], rax",
+        "    mov qword ptr [rsp + 520], rax",
+        "    mov qword ptr [rsp + 528], rax",
+        "    mov qword ptr [rsp + 536], rax",
+        "    mov qword ptr [rsp + 544], rax",
+        "    mov qword ptr [rsp + 552], rax",
+        "    mov qword ptr [rsp + 560], rax",
+        "    mov qword ptr [rsp + 568], rax",
+        "    mov eax, 0xE7",
+        "    xor edx, edx",
+        "    xsave64 [rsp]",
+        "    vzeroupper",
+        "    sub rsp, 64",
+        "    mov dword ptr [rsp], 0x1F80",
+        "    ldmxcsr dword ptr [rsp]",
+        "    add rsp, 64",
+    ],
+    restore = [
+        "    mov eax, 0xE7",
+        "    xor edx, edx",
+        "    xrstor64 [rsp]",
+    ],
+);
+
+const _: () = assert!(AREA == 3072 && MASK == 0xE7);
+
+extern "C" {
+    fn amx_trap_fast_ymm();
+    fn amx_trap_fast_ymm_pushed();
+    fn amx_trap_fast_ymm_marked();
+    fn amx_trap_fast_ymm_tail();
+    fn amx_trap_fast_ymm_pops();
+    fn amx_trap_fast_ymm_end();
+    fn amx_trap_fast_xsave();
+    fn amx_trap_fast_xsave_pushed();
+    fn amx_trap_fast_xsave_marked();
+    fn amx_trap_fast_xsave_tail();
+    fn amx_trap_fast_xsave_pops();
+    fn amx_trap_fast_xsave_end();
+}
+
+/// One common entry's landmarks.
+#[derive(Clone, Copy)]
+struct Landmarks {
+    start: u64,
+    pushed: u64,
+    marked: u64,
+    tail: u64,
+    pops: u64,
+    end: u64,
+    /// The vector state is saved with XSAVE.
+    xsave: bool,
+}
+
+fn landmarks(xsave: bool) -> Landmarks {
+    let a = |f: unsafe extern "C" fn()| f as *const () as u64;
+    if xsave {
+        Landmarks {
+            start: a(amx_trap_fast_xsave),
+            pushed: a(amx_trap_fast_xsave_pushed),
+            marked: a(amx_trap_fast_xsave_marked),
+            tail: a(amx_trap_fast_xsave_tail),
+            pops: a(amx_trap_fast_xsave_pops),
+            end: a(amx_trap_fast_xsave_end),
+            xsave,
+        }
+    } else {
+        Landmarks {
+            start: a(amx_trap_fast_ymm),
+            pushed: a(amx_trap_fast_ymm_pushed),
+            marked: a(amx_trap_fast_ymm_marked),
+            tail: a(amx_trap_fast_ymm_tail),
+            pops: a(amx_trap_fast_ymm_pops),
+            end: a(amx_trap_fast_ymm_end),
+            xsave,
+        }
+    }
+}
+
+/// The chosen entry: 0 none, 1 ymm, 2 XSAVE.
+static CHOSEN: AtomicU32 = AtomicU32::new(0);
+/// XSAVE offsets of the AVX (ymm upper halves) component in the standard format.
+static AVX_OFFSET: AtomicU32 = AtomicU32::new(576);
+/// The standard-format offset (high half) and size (low half) of each component 2..8 the
+/// `XSAVE` entry saves (0 for the others): read at installation, as `cpuid` may fault later.
+static COMPONENTS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+
+fn chosen() -> Option<Landmarks> {
+    match CHOSEN.load(Ordering::Acquire) {
+        1 => Some(landmarks(false)),
+        2 => Some(landmarks(true)),
+        _ => None,
+    }
+}
+
+/// Chooses the common entry; false when neither can preserve this host's state.
+/// `AMX_TRAP_STUB_XSAVE=1` forces the `XSAVE` entry (for testing it on any host).
+pub(crate) fn prepare() -> bool {
+    let Some(xcr0) = xsave_state() else {
+        return false;
+    };
+    let avx = raw_cpuid::native_cpuid::cpuid_count(0xD, 2);
+    AVX_OFFSET.store(avx.ebx, Ordering::Relaxed);
+    for (i, component) in (2..8u32).zip(&COMPONENTS) {
+        if xcr0 & MASK & (1 << i) != 0 {
+            let c = raw_cpuid::native_cpuid::cpuid_count(0xD, i);
+            component.store(u64::from(c.ebx) << 32 | u64::from(c.eax), Ordering::Relaxed);
+        }
+    }
+    let forced = std::env::var_os("AMX_TRAP_STUB_XSAVE").is_some_and(|v| v == "1");
+    let xsave = xcr0 & 0xE4 != 0x04 || forced;
+    if !decodes_as_pushes_and_pops(landmarks(xsave)) {
+        return false;
+    }
+    CHOSEN.store(if xsave { 2 } else { 1 }, Ordering::Release);
+    true
+}
+
+/// XCR0's low half, when `XSAVE` is usable and the components [`MASK`] selects lie inside
+/// [`AREA`] in the standard format (CPUID leaf 0xD gives each component's offset and size).
+fn xsave_state() -> Option<u32> {
+    let leaf1 = raw_cpuid::native_cpuid::cpuid_count(1, 0);
+    let osxsave = leaf1.ecx & (1 << 27) != 0;
+    if !osxsave {
+        return None;
+    }
+    let xcr0_lo: u32;
+    // SAFETY: XGETBV with ECX = 0 is available when OSXSAVE is set (checked above).
+    unsafe {
+        core::arch::asm!("xgetbv", in("ecx") 0, out("eax") xcr0_lo, out("edx") _,
+            options(nomem, nostack, preserves_flags));
+    }
+    let used = xcr0_lo & MASK;
+    // Both entries use AVX instructions.
+    if used & 7 != 7 {
+        return None;
+    }
+    let fits = (2..8).filter(|i| used & (1 << i) != 0).all(|i| {
+        let c = raw_cpuid::native_cpuid::cpuid_count(0xD, i);
+        (c.ebx as usize + c.eax as usize) <= AREA - 64
+    });
+    fits.then_some(xcr0_lo)
+}
+
+/// Length of a push or pop of the entry at `code` (`9C`, `50+r`, `41 50+r`; `9D`, `58+r`,
+/// `41 58+r`), or `None`.
+fn push_pop_len(code: &[u8], pop: bool) -> Option<usize> {
+    let (flags, base) = if pop { (0x9D, 0x58) } else { (0x9C, 0x50) };
+    match code {
+        [b, ..] if *b == flags => Some(1),
+        [b, ..] if (base..base + 8).contains(b) => Some(1),
+        [0x41, b, ..] if (base..base + 8).contains(b) => Some(2),
+        _ => None,
+    }
+}
+
+/// How many pushes (or pops) of the entry's run starting at `from` come before `rip`.
+fn count_before(from: u64, rip: u64, pop: bool) -> usize {
+    let mut at = from;
+    let mut n = 0;
+    while at < rip && n < 16 {
+        // SAFETY: the entry's own code bytes (read-only text), within its landmarks.
+        let code = unsafe { std::slice::from_raw_parts(at as *const u8, 2) };
+        let Some(len) = push_pop_len(code, pop) else {
+            break;
+        };
+        at += len as u64;
+        n += 1;
+    }
+    n
+}
+
+/// Whether the entry's landmarks enclose 16 pushes and 16 pops, as the rules of [`settle`]
+/// read them.
+fn decodes_as_pushes_and_pops(l: Landmarks) -> bool {
+    count_before(l.start, l.pushed, false) == 16 && count_before(l.pops, l.end, true) == 16
+}
+
+/// The pages holding stubs, and how many stubs each holds.
+static PAGES: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+static USED: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
+
+/// Makes the stub of site `index` at `site`; its address. Called under the patch lock.
+pub(crate) fn build_stub(site: u64, index: u32) -> Option<u64> {
+    let entry = match CHOSEN.load(Ordering::Acquire) {
+        1 => amx_trap_fast_ymm as *const () as u64,
+        2 => amx_trap_fast_xsave as *const () as u64,
+        _ => return None,
+    };
+    let mut code = [0xCCu8; STUB as usize];
+    put(&mut code, 0, &[0x48, 0x8D, 0x64, 0x24, 0x80]);
+    put(&mut code, 5, &[0xFF, 0x15, 0x0D, 0, 0, 0]);
+    put(&mut code, FAULT_EXIT as usize, &[0x0F, 0x0B]);
+    put(&mut code, DEFER_EXIT as usize, &[0x0F, 0x0B]);
+    put(&mut code, ENTRY_AT, &entry.to_le_bytes());
+    put(&mut code, INDEX_AT, &index.to_le_bytes());
+    // A page of stubs within reach with room left.
+    for (page, used) in PAGES.iter().zip(&USED) {
+        let at = page.load(Ordering::Acquire);
+        if at == 0 {
+            break;
+        }
+        let n = used.load(Ordering::Relaxed);
+        let stub = at + u64::from(n) * STUB;
+        if u64::from(n) < PAGE / STUB && reaches(site, stub) {
+            if !patch::poke_code(stub, &code) {
+                return None;
+            }
+            used.store(n + 1, Ordering::Release);
+            return Some(stub);
+        }
+    }
+    let free = PAGES.iter().position(|p| p.load(Ordering::Acquire) == 0)?;
+    let page = map_near(site)?;
+    // SAFETY: `page` is a fresh, private, writable mapping of PAGE bytes, no one else's.
+    let ok = unsafe {
+        std::ptr::copy_nonoverlapping(code.as_ptr(), page as *mut u8, code.len());
+        crate::sys::mprotect(page, PAGE as usize, libc::PROT_READ | libc::PROT_EXEC).is_ok()
+    };
+    if !ok {
+        // SAFETY: the mapping is ours and unused.
+        let _ = unsafe { crate::sys::munmap(page, PAGE as usize) };
+        return None;
+    }
+    if let (Some(used), Some(slot)) = (USED.get(free), PAGES.get(free)) {
+        used.store(1, Ordering::Relaxed);
+        slot.store(page, Ordering::Release);
+    }
+    Some(page)
+}
+
+/// Copies `bytes` into `buf` at `at`; nothing where they would not fit.
+fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(to) = buf.get_mut(at..at.saturating_add(bytes.len())) {
+        to.copy_from_slice(bytes);
+    }
+}
+
+/// The `N` bytes of `buf` at `at` (zeros where `buf` is too short).
+fn take<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
+    buf.get(at..at.saturating_add(N))
+        .and_then(|b| <[u8; N]>::try_from(b).ok())
+        .unwrap_or([0; N])
+}
+
+/// Whether `jmp rel32` at `site` reaches every byte of the stub at `stub`.
+fn reaches(site: u64, stub: u64) -> bool {
+    let from = (site as i64).wrapping_add(5);
+    let ok = |to: i64| to.wrapping_sub(from).unsigned_abs() < (1u64 << 31) - 1;
+    ok(stub as i64) && ok((stub as i64).wrapping_add(STUB as i64))
+}
+
+/// A fresh writable page within reach of a `jmp rel32` at `site`, never in the range the
+/// program break may grow into (the heap `brk` extends).
+fn map_near(site: u64) -> Option<u64> {
+    // SAFETY: brk(0) only reports the current break.
+    let brk = unsafe { crate::sys::call(libc::SYS_brk, &[0]) } as u64;
+    let heap = brk..brk.saturating_add(1 << 32);
+    let base = (site & !(PAGE - 1)) as i64;
+    // Steps of 16 MiB up to 1 GiB either side: below the code first (usually free).
+    for step in 1..=64i64 {
+        for dir in [-1i64, 1] {
+            let hint = base + dir * step * (16 << 20);
+            if !(1 << 20..1 << 47).contains(&hint) || heap.contains(&(hint as u64)) {
+                continue;
+            }
+            if let Some(p) = map_at(hint as u64) {
+                if reaches(site, p) && !heap.contains(&p) {
+                    return Some(p);
+                }
+                // SAFETY: the mapping was just made and is unused.
+                let _ = unsafe { crate::sys::munmap(p, PAGE as usize) };
+            }
+        }
+    }
+    // The last chances below the code: a program loaded low (a non-PIE executable at 4 MiB)
+    // has room only there.
+    let mut hint = base - PAGE as i64;
+    while hint >= 1 << 16 && base - hint < 1 << 30 {
+        if let Some(p) = map_at(hint as u64) {
+            if reaches(site, p) && !heap.contains(&p) {
+                return Some(p);
+            }
+            // SAFETY: as above.
+            let _ = unsafe { crate::sys::munmap(p, PAGE as usize) };
+        }
+        hint -= 64 * PAGE as i64;
+    }
+    None
+}
+
+fn map_at(hint: u64) -> Option<u64> {
+    // MAP_FIXED_NOREPLACE never replaces an existing mapping.
+    crate::sys::mmap_anon(
+        hint,
+        PAGE as usize,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_FIXED_NOREPLACE,
+    )
+    .ok()
+}
+
+/// The stub holding `rip` and the offset of `rip` in it, if `rip` is in one.
+fn stub_of(rip: u64) -> Option<(u64, u64)> {
+    for (page, used) in PAGES.iter().zip(&USED) {
+        let at = page.load(Ordering::Acquire);
+        if at == 0 {
+            return None;
+        }
+        let n = u64::from(used.load(Ordering::Acquire));
+        if (at..at.wrapping_add(n * STUB)).contains(&rip) {
+            let off = (rip - at) % STUB;
+            return Some((rip - off, off));
+        }
+    }
+    None
+}
+
+/// The site a stub serves.
+fn site_of_stub(stub: u64) -> Option<&'static patch::Site> {
+    let mut index = [0u8; 4];
+    // SAFETY: the stub's own bytes, in a page of the engine's (read+execute), 64 bytes long.
+    unsafe {
+        std::ptr::copy_nonoverlapping((stub + INDEX_AT as u64) as *const u8, index.as_mut_ptr(), 4)
+    };
+    patch::by_stub(stub, u32::from_le_bytes(index))
+}
+
+/// Where a SIGILL at a stub's exit leads.
+pub(crate) enum Exit {
+    /// The fast path faulted: the site's instruction runs again on the slow path.
+    Fault(&'static patch::Site),
+    /// Signals were held back during the instruction: the thread resumes at this address.
+    Deferred(u64),
+}
+
+/// The exit of a stub at `rip`, if `rip` is one.
+pub(crate) fn exit(slot: &Slot, rip: u64) -> Option<Exit> {
+    let (stub, off) = stub_of(rip)?;
+    match off {
+        FAULT_EXIT => site_of_stub(stub).map(Exit::Fault),
+        DEFER_EXIT => Some(Exit::Deferred(slot.fast_commit.load(Ordering::Acquire))),
+        _ => None,
+    }
+}
+
+/// The fast path: called by the common entry with its frame; runs the site's instruction and
+/// sets the address the entry returns to.
+extern "C" fn fast(frame: *mut Frame) {
+    // SAFETY: the entry passes the frame it pushed, exclusively ours until we return.
+    let f = unsafe { &mut *frame };
+    run(f, frame as u64);
+}
+
+fn run(f: &mut Frame, frame: u64) {
+    let stub = f.slot.wrapping_sub(FAULT_EXIT);
+    let (Some(slot), Some(site)) = (slot::current(), site_of_stub(stub)) else {
+        return;
+    };
+    let Some((insn, bytes)) = site.published() else {
+        return;
+    };
+    let addr = site.addr();
+    // The program may have rewritten the instruction's other bytes in place: then the slow
+    // path runs what it wrote.
+    let Some(tail) = bytes.get(5..usize::from(insn.len)) else {
+        return;
+    };
+    let mut now = [0u8; MAX_LEN];
+    let Some(now) = now.get_mut(..tail.len()) else {
+        return;
+    };
+    // Every protection key enabled: the code may be execute-only (a key that denies reads).
+    let read = access::with_pkru(0, || {
+        // SAFETY: `now` is ours; the code bytes are the program's (a fault is recovered).
+        unsafe {
+            access::copy(
+                now.as_mut_ptr(),
+                addr.wrapping_add(5) as *const u8,
+                now.len(),
+            )
+        }
+    });
+    if read.is_err() || now != tail {
+        return;
+    }
+    let mut regs = Regs {
+        gpr: [
+            f.rax,
+            f.rcx,
+            f.rdx,
+            f.rbx,
+            frame.wrapping_add(FRAME_TO_RSP),
+            f.rbp,
+            f.rsi,
+            f.rdi,
+            f.r8,
+            f.r9,
+            f.r10,
+            f.r11,
+            f.r12,
+            f.r13,
+            f.r14,
+            f.r15,
+        ],
+        rip: addr,
+    };
+    match exec::execute(&insn, &mut regs, slot.unit(), None) {
+        Outcome::Completed => {
+            // Done: from here a signal is delivered past the instruction (see `settle`)...
+            slot.fast_commit.store(regs.rip, Ordering::Release);
+            f.slot = regs.rip;
+            // ... and the ones held back meanwhile are raised there through the held-back
+            // exit.
+            if slot.deferred.load(Ordering::Acquire) != 0 {
+                f.slot = stub + DEFER_EXIT;
+            }
+        }
+        // The slow path raises the exception at the site (the fault exit).
+        Outcome::Fault(_) => {}
+    }
+}
+
+/// Whether a signal arriving now must be held back: the thread is in a patched site's
+/// instruction, not done yet.
+pub(crate) fn holds_back(slot: &Slot) -> bool {
+    slot.fast_frame.load(Ordering::Acquire) != 0 && slot.fast_commit.load(Ordering::Acquire) == 0
+}
+
+/// Reads a word of the program's stack (a fault gives `None`).
+fn word(at: u64) -> Option<u64> {
+    let mut v = [0u8; 8];
+    // SAFETY: `v` is ours; the frame is the program's memory (a fault is recovered).
+    unsafe { access::copy(v.as_mut_ptr(), at as *const u8, 8) }.ok()?;
+    Some(u64::from_le_bytes(v))
+}
+
+/// The registers of a frame, into `uc`.
+fn frame_into(frame: u64, uc: &mut kframe::Ucontext) -> Option<()> {
+    // The frame's order (lowest first) as `gregs` indices.
+    const ORDER: [usize; 16] = [
+        reg::R8 + 7,
+        reg::R8 + 6,
+        reg::R8 + 5,
+        reg::R8 + 4,
+        reg::R8 + 3,
+        reg::R8 + 2,
+        reg::R8 + 1,
+        reg::R8,
+        reg::RDI,
+        reg::RSI,
+        reg::RBP,
+        reg::RBX,
+        reg::RDX,
+        reg::RCX,
+        reg::RAX,
+        reg::EFL,
+    ];
+    let mut words = [0u64; 16];
+    for (i, w) in words.iter_mut().enumerate() {
+        *w = word(frame.wrapping_add(8 * i as u64))?;
+    }
+    for (w, r) in words.iter().zip(ORDER) {
+        if let Some(g) = uc.gregs.get_mut(r) {
+            *g = *w;
+        }
+    }
+    Some(())
+}
+
+/// The vector registers of a save area into the context's FP state.
+fn area_into(area: u64, xsave: bool, ctx: &mut Ctx) -> Option<()> {
+    if ctx.frame.uc.fpregs == 0 {
+        return Some(());
+    }
+    let fp = ctx.fp_mut();
+    if xsave {
+        let mut image = [0u8; AREA - 64];
+        // SAFETY: `image` is ours; the area is the program's stack (a fault is recovered).
+        unsafe { access::copy(image.as_mut_ptr(), area as *const u8, image.len()) }.ok()?;
+        // The legacy area but its software bytes, then the components XSAVE wrote.
+        if let Some(legacy) = image.get(..kframe::sw::AT) {
+            put(fp, 0, legacy);
+        }
+        let bv_at = kframe::XSTATE_BV;
+        let saved = u64::from_le_bytes(take(&image, bv_at));
+        let now = u64::from_le_bytes(take(fp, bv_at));
+        let merged = (now & !u64::from(MASK)) | (saved & u64::from(MASK));
+        put(fp, bv_at, &merged.to_le_bytes());
+        for (off, size) in COMPONENTS.iter().map(|c| {
+            let c = c.load(Ordering::Relaxed);
+            ((c >> 32) as usize, (c & 0xFFFF_FFFF) as usize)
+        }) {
+            if let Some(from) = image.get(off..off.saturating_add(size)) {
+                put(fp, off, from);
+            }
+        }
+    } else {
+        let mut image = [0u8; 516];
+        // SAFETY: as above.
+        unsafe { access::copy(image.as_mut_ptr(), area as *const u8, image.len()) }.ok()?;
+        let avx = AVX_OFFSET.load(Ordering::Relaxed) as usize;
+        for (r, ymm) in image.chunks_exact(32).take(16).enumerate() {
+            let (low, high) = ymm.split_at(16);
+            put(fp, kframe::XMM0 + 16 * r, low);
+            put(fp, avx + 16 * r, high);
+        }
+        put(fp, kframe::MXCSR, &take::<4>(&image, 512));
+        // SSE and AVX state present.
+        let bv_at = kframe::XSTATE_BV;
+        let bv = u64::from_le_bytes(take(fp, bv_at)) | 0b110;
+        put(fp, bv_at, &bv.to_le_bytes());
+    }
+    Some(())
+}
+
+/// Moves a context the signal entry interrupted in one of the engine's program-side paths to
+/// the instruction boundary it stands for (see the module's description): in a stub or the
+/// common entry (back to the site, or forward past the instruction), or in the restorer of a
+/// handler (forward: the handler's return completed). Elsewhere it changes nothing.
+pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
+    let rip = ctx.frame.uc.rip();
+    if crate::deliver::in_restorer(rip) == Some(true) {
+        // Before it blocked the signals: the handler has returned, its frame is at RSP.
+        if crate::deliver::finish_restorer(ctx).is_err() {
+            crate::fatal::engine_fault(libc::SIGSEGV, rip);
+        }
+        return;
+    }
+    let marked = slot.fast_frame.load(Ordering::Acquire);
+    if marked != 0 {
+        // Marked and done (held back when not done, so never here): past the instruction.
+        let resume = slot.fast_commit.load(Ordering::Acquire);
+        let area = slot.fast_area.load(Ordering::Acquire);
+        let xsave = chosen().is_some_and(|l| l.xsave);
+        forward(ctx, marked, resume, Some((area, xsave)));
+        slot.fast_frame.store(0, Ordering::Release);
+        return;
+    }
+    if let Some((stub, off)) = stub_of(rip) {
+        let Some(site) = site_of_stub(stub) else {
+            return;
+        };
+        let uc = &mut ctx.frame.uc;
+        match off {
+            0 | 5 => {
+                // Before the call: the site, with the red zone given back after the `lea`.
+                uc.gregs[reg::RIP] = site.addr();
+                if off == 5 {
+                    uc.gregs[reg::RSP] = uc.rsp().wrapping_add(128);
+                }
+            }
+            FAULT_EXIT => uc.gregs[reg::RIP] = site.addr(),
+            DEFER_EXIT => uc.gregs[reg::RIP] = slot.fast_commit.load(Ordering::Acquire),
+            _ => {}
+        }
+        return;
+    }
+    let Some(l) = chosen() else {
+        return;
+    };
+    let uc = &mut ctx.frame.uc;
+    if (l.start..l.pushed).contains(&rip) {
+        // Pushing: the registers are still the program's; the return address lies above the
+        // pushes made.
+        let ret = uc
+            .rsp()
+            .wrapping_add(8 * count_before(l.start, rip, false) as u64);
+        back(uc, ret);
+    } else if (l.pushed..l.marked).contains(&rip) {
+        // All pushed, some registers changed: the frame has them.
+        let frame = uc.rsp();
+        if frame_into(frame, uc).is_some() {
+            back(uc, frame.wrapping_add(FRAME_TO_RSP - 128 - 8));
+        }
+    } else if (l.tail..l.end).contains(&rip) {
+        // Restoring: the vector state is the program's again; the frame has every register.
+        let frame = if rip == l.tail {
+            uc.gregs[reg::RBP]
+        } else {
+            uc.rsp()
+                .wrapping_sub(8 * count_before(l.pops, rip, true) as u64)
+        };
+        let resume = word(frame.wrapping_add(FRAME_TO_RSP - 128 - 8)).unwrap_or(0);
+        forward(ctx, frame, resume, None);
+    }
+}
+
+/// Rolls back to the site: the return address at `ret` names the stub; RSP as at the site.
+fn back(uc: &mut kframe::Ucontext, ret: u64) {
+    let Some(site) = word(ret).and_then(|r| site_of_stub(r.wrapping_sub(FAULT_EXIT))) else {
+        return;
+    };
+    uc.gregs[reg::RIP] = site.addr();
+    uc.gregs[reg::RSP] = ret.wrapping_add(8 + 128);
+}
+
+/// Rolls forward past the instruction: registers from the frame, RIP `resume`, the vector
+/// state from the save area when it is not in the registers yet.
+fn forward(ctx: &mut Ctx, frame: u64, resume: u64, area: Option<(u64, bool)>) {
+    if frame_into(frame, &mut ctx.frame.uc).is_none() {
+        return;
+    }
+    if let Some((area, xsave)) = area {
+        let _ = area_into(area, xsave, ctx);
+    }
+    let uc = &mut ctx.frame.uc;
+    uc.gregs[reg::RIP] = resume;
+    uc.gregs[reg::RSP] = frame.wrapping_add(FRAME_TO_RSP);
+}

@@ -1,0 +1,94 @@
+//! The engine's fatal paths: a message on standard error that names the cause, then the signal
+//! Linux itself would end the thread with. Async-signal-safe (`write` and raw system calls).
+
+/// Writes `parts` to standard error, one `write` each (no buffer, no allocation).
+pub(crate) fn say(parts: &[&[u8]]) {
+    for part in parts {
+        let mut left = *part;
+        while !left.is_empty() {
+            match crate::sys::write(2, left) {
+                Ok(n) if n > 0 => left = left.get(n as usize..).unwrap_or_default(),
+                _ => break,
+            }
+        }
+    }
+}
+
+/// `n` in decimal, into `buf`; the digits written.
+pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    // u64::MAX has 20 digits: the buffer always holds them.
+    let mut at = buf.len();
+    let mut n = n;
+    for digit in buf.iter_mut().rev() {
+        *digit = b'0' + (n % 10) as u8;
+        n /= 10;
+        at -= 1;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.get(at..).unwrap_or_default()
+}
+
+/// `n` in hexadecimal with `0x`, into `buf`.
+pub(crate) fn hex(n: u64, buf: &mut [u8; 18]) -> &[u8] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let (prefix, digits) = buf.split_at_mut(2);
+    prefix.copy_from_slice(b"0x");
+    for (i, d) in digits.iter_mut().enumerate() {
+        *d = DIGITS
+            .get(((n >> (60 - 4 * i)) & 0xF) as usize)
+            .copied()
+            .unwrap_or(b'?');
+    }
+    buf
+}
+
+/// Ends the process with `sig` as its default action does (a core dump where that is the
+/// default), whatever the program installed or blocked.
+pub(crate) fn die_of(sig: i32) -> ! {
+    crate::signals::kernel_default(sig);
+    crate::signals::unblock(crate::signals::bit(sig));
+    let _ = crate::sys::tgkill(crate::sys::getpid(), crate::sys::gettid(), sig);
+    // SAFETY: ends the process; no memory argument.
+    unsafe { crate::sys::call(libc::SYS_exit_group, &[128 + sig as u64]) };
+    loop {
+        std::hint::spin_loop();
+    }
+}
+
+/// No memory for the thread's engine state: Linux ends a thread whose AMX state it cannot
+/// allocate with SIGSEGV; so does the engine, after saying why.
+pub(crate) fn no_memory(errno: i32) -> ! {
+    let mut buf = [0u8; 20];
+    say(&[
+        b"amx-trap: no memory for this thread's AMX state (mmap failed, errno ",
+        decimal(u64::from(errno.unsigned_abs()), &mut buf),
+        b"); the thread gets SIGSEGV, as on Linux when it cannot allocate a thread's AMX state\n",
+    ]);
+    die_of(libc::SIGSEGV)
+}
+
+/// A fault inside the engine's own code: a bug of the engine.
+pub(crate) fn engine_fault(sig: i32, rip: u64) -> ! {
+    let (mut a, mut b) = ([0u8; 20], [0u8; 18]);
+    say(&[
+        b"amx-trap: signal ",
+        decimal(u64::from(sig.unsigned_abs()), &mut a),
+        b" inside the engine at ",
+        hex(rip, &mut b),
+        b": a bug of amx-trap, please report it\n",
+    ]);
+    die_of(sig)
+}
+
+/// An FP state larger than the engine's buffer (a CPU with more state than any known today).
+pub(crate) fn fp_too_large(bytes: usize) -> ! {
+    let mut buf = [0u8; 20];
+    say(&[
+        b"amx-trap: the signal frame's FP state has ",
+        decimal(bytes as u64, &mut buf),
+        b" bytes, more than the engine can hold\n",
+    ]);
+    die_of(libc::SIGSEGV)
+}

@@ -1,0 +1,169 @@
+//! What the engine does with each signal it takes, on its work stack: an AMX instruction's
+//! SIGILL (emulate it, patch its site once hot), a patched site's exits, a `cpuid` that faulted
+//! (answer it from the modelled CPU), the `int3` of a site being patched (emulate the site's
+//! instruction); every other signal goes to the program ([`crate::deliver`]).
+
+use amx_tilecfg::decode::{self, Decoded, Instruction, MAX_LEN};
+
+use crate::deliver::{deliver, siginfo, SI_KERNEL};
+use crate::entry::{si_code, synchronous, Ctx, Resume};
+use crate::exec::{execute, Exception, Outcome};
+use crate::fastpath::{self, Exit};
+use crate::kframe::{self, reg};
+use crate::regs::Regs;
+use crate::slot::Slot;
+use crate::{access, cpuid, patch};
+
+/// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
+const ILL_ILLOPC: i32 = 1;
+const ILL_ILLOPN: i32 = 2;
+
+/// Handles `sig`, which interrupted the context `ctx` (the kernel's frame, copied).
+pub(crate) fn handle<'a>(slot: &Slot, sig: i32, ctx: &'a mut Ctx) -> Resume<'a> {
+    let info = ctx.frame.info;
+    let code = si_code(&info);
+    let sync = synchronous(sig, code);
+    if !sync {
+        // A signal that interrupted a patched site's path or a handler's return: the program
+        // meets it at the instruction boundary that path stands for.
+        fastpath::settle(slot, ctx);
+    }
+    match sig {
+        libc::SIGILL if code > 0 => sigill(slot, ctx, &info),
+        libc::SIGSEGV if code == SI_KERNEL && cpuid::faulting() => {
+            let rip = ctx.frame.uc.rip();
+            let mut bytes = [0u8; 2];
+            if access::fetch(rip, &mut bytes) == 2 && bytes == [0x0F, 0xA2] {
+                let g = &mut ctx.frame.uc.gregs;
+                let [a, b, c, d] = cpuid::answer(g[reg::RAX] as u32, g[reg::RCX] as u32);
+                g[reg::RAX] = u64::from(a);
+                g[reg::RBX] = u64::from(b);
+                g[reg::RCX] = u64::from(c);
+                g[reg::RDX] = u64::from(d);
+                g[reg::RIP] = rip.wrapping_add(2);
+                return Resume::Context(ctx);
+            }
+            deliver(slot, ctx, sig, &info, sync)
+        }
+        libc::SIGTRAP if code == SI_KERNEL => {
+            let at = ctx.frame.uc.rip().wrapping_sub(1);
+            match patch::int3_site(at) {
+                Some(insn) => {
+                    ctx.frame.uc.gregs[reg::RIP] = at;
+                    emulate(slot, ctx, &insn)
+                }
+                None => deliver(slot, ctx, sig, &info, sync),
+            }
+        }
+        _ => deliver(slot, ctx, sig, &info, sync),
+    }
+}
+
+/// A SIGILL the CPU raised.
+fn sigill<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
+    let rip = ctx.frame.uc.rip();
+    match fastpath::exit(slot, rip) {
+        Some(Exit::Fault(site)) => {
+            // The fast path met a fault or a changed instruction: the slow path runs what is at
+            // the site now (or raises the instruction's exception there).
+            ctx.frame.uc.gregs[reg::RIP] = site.addr();
+            return sigill(slot, ctx, info);
+        }
+        Some(Exit::Deferred(resume)) => {
+            // The held-back signals are raised on the way out (`entry::finish`).
+            ctx.frame.uc.gregs[reg::RIP] = resume;
+            return Resume::Context(ctx);
+        }
+        None => {}
+    }
+    if !crate::emulating() {
+        return deliver(slot, ctx, libc::SIGILL, info, true);
+    }
+    let mut buf = [0u8; MAX_LEN];
+    let n = access::fetch(rip, &mut buf);
+    let code = buf.get(..n).unwrap_or_default();
+    // A site patched after this thread trapped on it, or whose other bytes the program
+    // changed: the instruction there now. Otherwise the instruction trapped itself: counted
+    // for patching.
+    let decoded = match patch::patched_since(rip, code) {
+        Some(decoded) => decoded,
+        None => {
+            let decoded = decode::decode(code);
+            if let Decoded::Amx(insn) = decoded {
+                patch::trapped(rip, &insn, code);
+            }
+            decoded
+        }
+    };
+    match decoded {
+        Decoded::Amx(insn) => emulate(slot, ctx, &insn),
+        // #UD on the silicon too.
+        Decoded::Invalid => raise(slot, ctx, Exception::InvalidOpcode),
+        Decoded::NotAmx => deliver(slot, ctx, libc::SIGILL, info, true),
+    }
+}
+
+/// The program's PKRU in the interrupted context (its XSAVE state), where protection keys
+/// exist.
+fn program_pkru(ctx: &Ctx) -> Option<u32> {
+    if !access::pku() {
+        return None;
+    }
+    if ctx.frame.uc.fpregs == 0 {
+        return Some(0);
+    }
+    let bv = ctx.fp().get(kframe::XSTATE_BV..kframe::XSTATE_BV + 8)?;
+    // PKRU is component 9; absent from XSTATE_BV it is in its initial state, 0.
+    if u64::from_le_bytes(bv.try_into().ok()?) & (1 << 9) == 0 {
+        return Some(0);
+    }
+    let at = access::pkru_offset();
+    let pkru = ctx.fp().get(at..at.saturating_add(4))?;
+    Some(u32::from_le_bytes(pkru.try_into().ok()?))
+}
+
+/// Executes `insn` (at the context's RIP) for the interrupted thread: completes it and moves
+/// RIP past it, or delivers the exception it raised.
+pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> Resume<'a> {
+    let mut regs = Regs::of(&ctx.frame.uc);
+    let pkru = program_pkru(ctx);
+    match execute(insn, &mut regs, slot.unit(), pkru) {
+        Outcome::Completed => {
+            ctx.frame.uc.gregs[reg::RIP] = regs.rip;
+            Resume::Context(ctx)
+        }
+        Outcome::Fault(e) => raise(slot, ctx, e),
+    }
+}
+
+/// Delivers the signal the silicon's exception `e` raises, at the context's instruction.
+fn raise<'a>(slot: &Slot, ctx: &'a mut Ctx, e: Exception) -> Resume<'a> {
+    let rip = ctx.frame.uc.rip();
+    let g = &mut ctx.frame.uc.gregs;
+    let (sig, info) = match e {
+        Exception::InvalidOpcode => {
+            g[reg::TRAPNO] = 6;
+            g[reg::ERR] = 0;
+            (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPN, rip))
+        }
+        Exception::DeviceNotAvailable => {
+            g[reg::TRAPNO] = 0;
+            g[reg::ERR] = 0;
+            (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPC, rip))
+        }
+        Exception::GeneralProtection => {
+            g[reg::TRAPNO] = 13;
+            g[reg::ERR] = 0;
+            (libc::SIGSEGV, siginfo(libc::SIGSEGV, SI_KERNEL, 0))
+        }
+        Exception::Memory(f) => {
+            g[reg::TRAPNO] = f.trapno;
+            g[reg::ERR] = f.err;
+            if f.trapno == 14 {
+                g[reg::CR2] = f.addr();
+            }
+            (f.signal(), f.info)
+        }
+    };
+    deliver(slot, ctx, sig, &info, true)
+}

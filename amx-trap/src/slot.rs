@@ -1,0 +1,274 @@
+//! Each thread's engine state, a *slot*: the emulated tile unit, the stack the engine works on
+//! inside its signal handlers, the signals it holds back while it works, and the words the
+//! assembly paths read.
+//!
+//! A slot is one anonymous mapping (`mmap`, async-signal-safe), made when a thread first needs
+//! one: `[guard page][work stack][Slot]`. Slots are never unmapped (a thread's exit cannot be
+//! observed from a signal handler, and a stub or handler of the dead thread's may not be
+//! provably done with it); instead a slot whose thread has exited is reused by the next thread
+//! that needs one. So a process holds as many slots as it had threads using the engine at the
+//! same time, not as many as it ever had (`tgkill(pid, tid, 0)` tells a live thread from an
+//! exited one; a thread id reused by a new thread only delays the reuse). A `fork` child keeps
+//! its parent's slots as copies; only the slot of the thread that forked is its own, and the
+//! others, owned by another process, are never reused there.
+//!
+//! Failure to map a slot is not an #UD: the engine reports it on standard error and the thread
+//! gets SIGSEGV, as Linux gives a thread whose AMX state it cannot allocate.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+
+use amx_runtime::Emulator;
+
+use crate::tls;
+
+/// Bytes of the work stack.
+pub(crate) const WORK: usize = 128 * 1024;
+
+const PAGE: usize = 4096;
+
+/// A thread's state. The first fields are read and written by assembly at the offsets of
+/// [`offsets`].
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    /// Signal entries running on this thread (an entry interrupted by another counts twice).
+    pub(crate) nest: AtomicU64,
+    /// While a patched site runs its instruction: the base of the stub's register frame.
+    pub(crate) fast_frame: AtomicU64,
+    /// While a patched site runs its instruction: 0 until the instruction is done, then the
+    /// address the program resumes at.
+    pub(crate) fast_commit: AtomicU64,
+    /// While a patched site runs its instruction: where the stub saved the vector registers.
+    pub(crate) fast_area: AtomicU64,
+    /// The thread owning the slot (0: free).
+    owner_tid: AtomicI32,
+    /// The process the owner belongs to (a `fork` child's copies belong to its parent).
+    owner_pid: AtomicI32,
+    /// The next slot of the process's list (set once, before the slot is published).
+    next: AtomicPtr<Slot>,
+    /// Signals that arrived while the engine was working on this thread and wait for it to
+    /// finish (bit `n - 1` is signal `n`).
+    pub(crate) deferred: AtomicU64,
+    /// Signals the engine blocked in the interrupted context to hold them back.
+    pub(crate) held_back: AtomicU64,
+    /// The siginfo of each deferred signal.
+    deferred_info: UnsafeCell<[[u8; 128]; 64]>,
+    /// The last fault of the copy routine (access.rs).
+    fault: UnsafeCell<crate::access::Fault>,
+    /// The thread's emulated tile unit.
+    pub(crate) unit: UnsafeCell<Emulator>,
+}
+
+/// Field offsets the assembly uses.
+pub(crate) mod offsets {
+    /// [`Slot::nest`](super::Slot::nest).
+    pub(crate) const NEST: usize = 0;
+    /// [`Slot::fast_frame`](super::Slot::fast_frame).
+    pub(crate) const FAST_FRAME: usize = 8;
+    /// [`Slot::fast_commit`](super::Slot::fast_commit).
+    pub(crate) const FAST_COMMIT: usize = 16;
+    /// [`Slot::fast_area`](super::Slot::fast_area).
+    pub(crate) const FAST_AREA: usize = 24;
+}
+
+const _: () = {
+    assert!(std::mem::offset_of!(Slot, nest) == offsets::NEST);
+    assert!(std::mem::offset_of!(Slot, fast_frame) == offsets::FAST_FRAME);
+    assert!(std::mem::offset_of!(Slot, fast_commit) == offsets::FAST_COMMIT);
+    assert!(std::mem::offset_of!(Slot, fast_area) == offsets::FAST_AREA);
+};
+
+/// The process's slots, newest first.
+static SLOTS: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
+
+impl Slot {
+    /// The top of the work stack (16-byte aligned: the slot is 64-byte aligned).
+    pub(crate) fn work_top(&self) -> u64 {
+        self as *const Slot as u64
+    }
+
+    /// The emulated unit. The caller is the thread's one engine activation (the engine holds
+    /// back every signal that could start another while it runs: see entry.rs).
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) fn unit(&self) -> &mut Emulator {
+        // SAFETY: one activation per thread uses the unit at a time (the caller's contract),
+        // and no other thread reaches this slot while its owner lives.
+        unsafe { &mut *self.unit.get() }
+    }
+
+    /// Records the slot as the calling thread's: after a `fork`, the child's copy of its
+    /// forking thread's slot still names the parent (a child that forks with the system call
+    /// itself keeps that name, and the slot is then never reused: a leak, not a mix-up).
+    pub(crate) fn adopt(&self) {
+        let pid = getpid();
+        if self.owner_pid.load(Ordering::Relaxed) != pid {
+            self.owner_tid.store(gettid(), Ordering::Relaxed);
+            self.owner_pid.store(pid, Ordering::Release);
+        }
+    }
+
+    /// Keeps the siginfo of a held-back signal.
+    pub(crate) fn set_deferred_info(&self, sig: i32, info: &[u8; 128]) {
+        if let Some(i) = sig.checked_sub(1).and_then(|i| usize::try_from(i).ok()) {
+            // SAFETY: only the thread's signal entries write here, one at a time (an entry
+            // that holds a signal back runs with every other signal blocked but SIGSEGV and
+            // SIGBUS, which are only held, never written twice: see `deferred`).
+            if let Some(slot) = unsafe { &mut *self.deferred_info.get() }.get_mut(i) {
+                *slot = *info;
+            }
+        }
+    }
+
+    /// The siginfo of a held-back signal.
+    pub(crate) fn deferred_info(&self, sig: i32) -> [u8; 128] {
+        let i = sig.checked_sub(1).and_then(|i| usize::try_from(i).ok());
+        // SAFETY: read by the engine's activation after the entries that wrote it returned.
+        i.and_then(|i| unsafe { &*self.deferred_info.get() }.get(i).copied())
+            .unwrap_or([0; 128])
+    }
+
+    /// Records the fault of the copy routine (from the signal entry).
+    pub(crate) fn record_fault(&self, info: &[u8; 128], trapno: u64, err: u64) {
+        // SAFETY: the copy routine's caller waits for this entry to return before it reads
+        // the record; nothing else writes it.
+        unsafe {
+            *self.fault.get() = crate::access::Fault {
+                info: *info,
+                trapno,
+                err,
+            }
+        };
+    }
+
+    /// The last fault the copy routine met.
+    pub(crate) fn last_fault(&self) -> crate::access::Fault {
+        // SAFETY: see `record_fault`.
+        unsafe { *self.fault.get() }
+    }
+
+    /// Gives the slot back while its thread still runs (a thread the preload saw end).
+    pub(crate) fn release(&self) {
+        self.owner_tid.store(0, Ordering::Release);
+    }
+}
+
+use crate::sys::{getpid, gettid};
+
+/// This thread's slot, if it has one.
+#[inline]
+pub(crate) fn current() -> Option<&'static Slot> {
+    let p = tls::thread().load(Ordering::Acquire);
+    // SAFETY: a non-null pointer in the thread's word is a slot this thread claimed; slots are
+    // never unmapped.
+    unsafe { p.as_ref() }
+}
+
+/// This thread's slot, claimed or mapped now if it has none. `Err(errno)` when no memory can be
+/// mapped. Async-signal-safe.
+pub(crate) fn get() -> Result<&'static Slot, i32> {
+    if let Some(slot) = current() {
+        return Ok(slot);
+    }
+    let slot = claim()?;
+    // A handler on this thread may have claimed one meanwhile: keep the first.
+    match tls::thread().compare_exchange(
+        std::ptr::null_mut(),
+        slot as *const Slot as *mut Slot,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => Ok(slot),
+        Err(theirs) => {
+            slot.release();
+            // SAFETY: as in `current`.
+            Ok(unsafe { &*theirs })
+        }
+    }
+}
+
+/// A free slot, or one of an exited thread, or a new one; owned by the caller and reset.
+fn claim() -> Result<&'static Slot, i32> {
+    let (pid, tid) = (getpid(), gettid());
+    let reusable = |slot: &Slot| {
+        let owner = slot.owner_tid.load(Ordering::Acquire);
+        if owner == 0 {
+            return Some(0);
+        }
+        let exited = slot.owner_pid.load(Ordering::Acquire) == pid && !alive(pid, owner);
+        exited.then_some(owner)
+    };
+    let mut at = SLOTS.load(Ordering::Acquire);
+    // SAFETY: every pointer in the list is a mapped, initialized slot that is never unmapped.
+    while let Some(slot) = unsafe { at.as_ref() } {
+        if let Some(owner) = reusable(slot) {
+            if slot
+                .owner_tid
+                .compare_exchange(owner, tid, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                slot.owner_pid.store(pid, Ordering::Release);
+                reset(slot);
+                return Ok(slot);
+            }
+        }
+        at = slot.next.load(Ordering::Acquire);
+    }
+    let slot = map()?;
+    slot.owner_tid.store(tid, Ordering::Relaxed);
+    slot.owner_pid.store(pid, Ordering::Relaxed);
+    let mut head = SLOTS.load(Ordering::Acquire);
+    loop {
+        slot.next.store(head, Ordering::Relaxed);
+        match SLOTS.compare_exchange_weak(
+            head,
+            slot as *const Slot as *mut Slot,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(slot),
+            Err(now) => head = now,
+        }
+    }
+}
+
+/// Whether thread `tid` of process `pid` still runs.
+fn alive(pid: i32, tid: i32) -> bool {
+    // Signal 0 only checks that the thread exists.
+    crate::sys::tgkill(pid, tid, 0) != Err(libc::ESRCH)
+}
+
+/// The state a thread starts with: nothing running, nothing held back, the unit INIT.
+fn reset(slot: &Slot) {
+    slot.nest.store(0, Ordering::Relaxed);
+    slot.fast_frame.store(0, Ordering::Relaxed);
+    slot.fast_commit.store(0, Ordering::Relaxed);
+    slot.fast_area.store(0, Ordering::Relaxed);
+    slot.deferred.store(0, Ordering::Relaxed);
+    slot.held_back.store(0, Ordering::Relaxed);
+    // SAFETY: the caller just claimed the slot: no one else uses its unit.
+    unsafe { amx_runtime::engine::init_emulator(slot.unit.get()) };
+}
+
+/// Maps a new slot: `[guard page][work stack][Slot]`.
+fn map() -> Result<&'static Slot, i32> {
+    let slot_bytes = std::mem::size_of::<Slot>().next_multiple_of(PAGE);
+    let size = PAGE + WORK + slot_bytes;
+    let map = crate::sys::mmap_anon(
+        0,
+        size,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_NORESERVE,
+    )?;
+    // The guard page turns an overflow of the work stack into a fault, not a silent overwrite.
+    // SAFETY: the first page of the mapping just made, used by no one.
+    let _ = unsafe { crate::sys::mprotect(map, PAGE, libc::PROT_NONE) };
+    // SAFETY: `map + PAGE + WORK` is page-aligned (so 64-byte aligned) and `slot_bytes` long,
+    // inside the mapping. Zero bytes are valid for every field but the emulator, which is
+    // written in place (the value is too large for the small stack a handler may be on) before
+    // any reference to the slot exists.
+    unsafe {
+        let slot = (map as usize as *mut u8).add(PAGE + WORK).cast::<Slot>();
+        amx_runtime::engine::init_emulator(std::ptr::addr_of_mut!((*slot).unit).cast());
+        Ok(&*slot)
+    }
+}

@@ -1,0 +1,161 @@
+//! System calls made directly, with the `syscall` instruction: not through the C library,
+//! whose functions a preloaded library may replace (the engine's own preload replaces
+//! `syscall`) and which set `errno`. The engine's calls never change the program's `errno`.
+//!
+//! Each returns the kernel's value: a result, or `-errno`.
+
+/// `syscall(n, a1, .., a6)`.
+///
+/// # Safety
+/// The system call's own contract: every pointer argument valid for what the call does.
+#[inline]
+pub unsafe fn call6(n: i64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64) -> i64 {
+    let ret: i64;
+    // SAFETY: the caller's contract; the instruction clobbers rcx and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n => ret,
+            in("rdi") a1,
+            in("rsi") a2,
+            in("rdx") a3,
+            in("r10") a4,
+            in("r8") a5,
+            in("r9") a6,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// A system call of up to six arguments.
+///
+/// # Safety
+/// As [`call6`].
+#[inline]
+pub unsafe fn call(n: i64, args: &[u64]) -> i64 {
+    let a = |i: usize| args.get(i).copied().unwrap_or(0);
+    // SAFETY: forwarded.
+    unsafe { call6(n, a(0), a(1), a(2), a(3), a(4), a(5)) }
+}
+
+/// A result as `Result`: the value, or the errno.
+pub fn check(ret: i64) -> Result<u64, i32> {
+    if (-4095..0).contains(&ret) {
+        Err(-ret as i32)
+    } else {
+        Ok(ret as u64)
+    }
+}
+
+/// `getpid()`.
+pub fn getpid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { call(libc::SYS_getpid, &[]) as i32 }
+}
+
+/// `gettid()`.
+pub fn gettid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { call(libc::SYS_gettid, &[]) as i32 }
+}
+
+/// `tgkill(pid, tid, sig)`.
+pub fn tgkill(pid: i32, tid: i32, sig: i32) -> Result<u64, i32> {
+    // SAFETY: no memory arguments.
+    check(unsafe { call(libc::SYS_tgkill, &[pid as u64, tid as u64, sig as u64]) })
+}
+
+/// An anonymous private mapping of `len` bytes (at `hint` with `extra` flags).
+pub fn mmap_anon(hint: u64, len: usize, prot: i32, extra: i32) -> Result<u64, i32> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra;
+    // SAFETY: an anonymous mapping touches no existing memory unless `extra` says MAP_FIXED,
+    // which no caller passes.
+    check(unsafe {
+        call(
+            libc::SYS_mmap,
+            &[hint, len as u64, prot as u64, flags as u64, u64::MAX, 0],
+        )
+    })
+}
+
+/// `munmap(addr, len)`.
+///
+/// # Safety
+/// Nothing uses the range any more.
+pub unsafe fn munmap(addr: u64, len: usize) -> Result<u64, i32> {
+    // SAFETY: the caller's contract.
+    check(unsafe { call(libc::SYS_munmap, &[addr, len as u64]) })
+}
+
+/// `mprotect(addr, len, prot)`.
+///
+/// # Safety
+/// Nothing relies on the range's current protection.
+pub unsafe fn mprotect(addr: u64, len: usize, prot: i32) -> Result<u64, i32> {
+    // SAFETY: the caller's contract.
+    check(unsafe { call(libc::SYS_mprotect, &[addr, len as u64, prot as u64]) })
+}
+
+/// `rt_sigprocmask(how, &set, &old, 8)`: the mask before.
+pub fn sigprocmask(how: i32, set: Option<u64>) -> u64 {
+    let mut old = 0u64;
+    let set_ptr = set.as_ref().map_or(0, |s| s as *const u64 as u64);
+    // SAFETY: the kernel reads 8 bytes at `set_ptr` (a live local, or none) and writes 8 to
+    // `old`, a live local.
+    unsafe {
+        call(
+            libc::SYS_rt_sigprocmask,
+            &[how as u64, set_ptr, &mut old as *mut u64 as u64, 8],
+        )
+    };
+    old
+}
+
+/// `write(fd, buf)`: bytes written, or the errno.
+pub fn write(fd: i32, buf: &[u8]) -> Result<u64, i32> {
+    // SAFETY: the kernel reads `buf.len()` bytes of a live buffer.
+    check(unsafe {
+        call(
+            libc::SYS_write,
+            &[fd as u64, buf.as_ptr() as u64, buf.len() as u64],
+        )
+    })
+}
+
+/// `open(path, flags)`.
+pub fn open(path: &std::ffi::CStr, flags: i32) -> Result<i32, i32> {
+    // SAFETY: a NUL-terminated path.
+    check(unsafe { call(libc::SYS_open, &[path.as_ptr() as u64, flags as u64, 0]) })
+        .map(|fd| fd as i32)
+}
+
+/// `read(fd, buf)`.
+pub fn read(fd: i32, buf: &mut [u8]) -> Result<u64, i32> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes of a live buffer.
+    check(unsafe {
+        call(
+            libc::SYS_read,
+            &[fd as u64, buf.as_mut_ptr() as u64, buf.len() as u64],
+        )
+    })
+}
+
+/// `pwrite64(fd, buf, offset)`.
+pub fn pwrite(fd: i32, buf: &[u8], offset: u64) -> Result<u64, i32> {
+    // SAFETY: the kernel reads `buf.len()` bytes of a live buffer.
+    check(unsafe {
+        call(
+            libc::SYS_pwrite64,
+            &[fd as u64, buf.as_ptr() as u64, buf.len() as u64, offset],
+        )
+    })
+}
+
+/// `close(fd)`.
+pub fn close(fd: i32) {
+    // SAFETY: the caller's descriptor.
+    unsafe { call(libc::SYS_close, &[fd as u64]) };
+}
