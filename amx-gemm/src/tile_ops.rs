@@ -218,6 +218,32 @@ impl<'t> Checked<'t> {
     }
 }
 
+impl Checked<'_> {
+    /// TILELOADD of tile `t`, or TILELOADDT1 when `streamed`, after the bounds check.
+    fn load_hinted(
+        &mut self,
+        t: u8,
+        mem: Mem,
+        offset: usize,
+        stride: usize,
+        streamed: bool,
+    ) -> Result<(), GemmError> {
+        self.bounds(t, offset, stride, mem.len)?;
+        // SAFETY: the check above proved every row of tile t inside the `mem.len` bytes at
+        // `mem.ptr` (so `offset` is in bounds and the stride fits isize), which whoever built
+        // `mem` keeps alive.
+        unsafe {
+            let src = mem.ptr.add(offset);
+            if streamed {
+                self.tiles.tileloaddt1_ptr(t, src, stride as isize)?
+            } else {
+                self.tiles.tileloadd_ptr(t, src, stride as isize)?
+            }
+        };
+        Ok(())
+    }
+}
+
 impl TileOps for Checked<'_> {
     unsafe fn zero<const T: i32>(&mut self) -> Result<(), GemmError> {
         Ok(self.tiles.tilezero(reg(T))?)
@@ -229,15 +255,7 @@ impl TileOps for Checked<'_> {
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.bounds(reg(T), offset, stride, mem.len)?;
-        // SAFETY: the check above proved every row of tile T inside the `mem.len` bytes at
-        // `mem.ptr` (so `offset` is in bounds and the stride fits isize), which the caller keeps
-        // alive.
-        unsafe {
-            self.tiles
-                .tileloadd_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
-        };
-        Ok(())
+        self.load_hinted(reg(T), mem, offset, stride, false)
     }
 
     unsafe fn stream_load<const T: i32>(
@@ -246,13 +264,7 @@ impl TileOps for Checked<'_> {
         offset: usize,
         stride: usize,
     ) -> Result<(), GemmError> {
-        self.bounds(reg(T), offset, stride, mem.len)?;
-        // SAFETY: as in `load`.
-        unsafe {
-            self.tiles
-                .tileloaddt1_ptr(reg(T), mem.ptr.add(offset), stride as isize)?
-        };
-        Ok(())
+        self.load_hinted(reg(T), mem, offset, stride, true)
     }
 
     unsafe fn store<const T: i32>(
