@@ -1072,4 +1072,216 @@ mod tests {
             assert_eq!(code[at - 1] & 0x08, 0, "REX.W set: {code:02x?}");
         }
     }
+
+    // The new generations' instructions, with the operands of LLVM's MC tests
+    // (llvm/test/MC/X86/AMX/amx-fp8-intel.s, x86-64-amx-complex-intel.s,
+    // x86-64-amx-movrs-intel.s, llvm/test/MC/X86/amx-avx512-intel.s), whose bytes are those
+    // tests' expected encodings.
+    fixed_wrappers! {
+        bf8_654 => product_dyn(Product::Tdpbf8ps, 6, 5, 4);
+        bf8_321 => product_dyn(Product::Tdpbf8ps, 3, 2, 1);
+        bhf8_654 => product_dyn(Product::Tdpbhf8ps, 6, 5, 4);
+        hbf8_321 => product_dyn(Product::Tdphbf8ps, 3, 2, 1);
+        hf8_654 => product_dyn(Product::Tdphf8ps, 6, 5, 4);
+        cmmim_654 => product_dyn(Product::Tcmmimfp16ps, 6, 5, 4);
+        cmmrl_321 => product_dyn(Product::Tcmmrlfp16ps, 3, 2, 1);
+        alias_bf8_110 => product_dyn(Product::Tdpbf8ps, 1, 1, 0);
+        loadrs_3 => tileloaddrs_dyn(3, core::ptr::null(), 64, false);
+        loadrs_t1_6 => tileloaddrs_dyn(6, core::ptr::null(), 64, true);
+    }
+
+    /// A wrapper compiled with AVX-512F, so that the row moves (which need it for their zmm
+    /// register) are inlined into it.
+    macro_rules! zmm_wrapper {
+        ($name:ident() $body:block) => {
+            #[unsafe(link_section = concat!("amx_asm_", stringify!($name)))]
+            #[inline(never)]
+            #[target_feature(enable = "avx512f")]
+            unsafe extern "C" fn $name() $body
+        };
+    }
+
+    /// Wrappers of the r32 forms through the dispatcher (the row in ECX, 0 here).
+    macro_rules! row_wrappers {
+        ($($name:ident => $op:ident, $t:literal;)*) => {$(
+            zmm_wrapper!($name() {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    row_dyn(RowOp::$op, $t, 0);
+                }
+            });
+        )*};
+    }
+    row_wrappers! {
+        movrow_3 => Move, 3;
+        d2ps_5 => D2ps, 5;
+        bf16h_2 => Ps2bf16h, 2;
+        bf16l_5 => Ps2bf16l, 5;
+        phh_5 => Ps2phh, 5;
+        phl_2 => Ps2phl, 2;
+    }
+
+    /// Wrappers of the immediate forms, with row 123 as in LLVM's tests.
+    macro_rules! imm_wrappers {
+        ($($name:ident => $f:ident::<$t:literal>;)*) => {$(
+            zmm_wrapper!($name() {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    $f::<$t, 123>();
+                }
+            });
+        )*};
+    }
+    imm_wrappers! {
+        movrowi_3 => tilemovrowi::<3>;
+        d2psi_5 => tcvtrowd2psi::<5>;
+        bf16hi_2 => tcvtrowps2bf16hi::<2>;
+        bf16li_5 => tcvtrowps2bf16li::<5>;
+        phhi_5 => tcvtrowps2phhi::<5>;
+        phli_2 => tcvtrowps2phli::<2>;
+    }
+
+    fn holds(code: &[u8], bytes: &[u8]) -> bool {
+        code.windows(bytes.len()).any(|w| w == bytes)
+    }
+
+    #[test]
+    fn next_generation_encodings_are_llvms() {
+        let expected: [(&str, &[u8], &[u8]); 20] = [
+            (
+                "tdpbf8ps tmm6, tmm5, tmm4",
+                code_of!(bf8_654),
+                &[0xc4, 0xe5, 0x58, 0xfd, 0xf5],
+            ),
+            (
+                "tdpbf8ps tmm3, tmm2, tmm1",
+                code_of!(bf8_321),
+                &[0xc4, 0xe5, 0x70, 0xfd, 0xda],
+            ),
+            (
+                "tdpbhf8ps tmm6, tmm5, tmm4",
+                code_of!(bhf8_654),
+                &[0xc4, 0xe5, 0x5b, 0xfd, 0xf5],
+            ),
+            (
+                "tdphbf8ps tmm3, tmm2, tmm1",
+                code_of!(hbf8_321),
+                &[0xc4, 0xe5, 0x72, 0xfd, 0xda],
+            ),
+            (
+                "tdphf8ps tmm6, tmm5, tmm4",
+                code_of!(hf8_654),
+                &[0xc4, 0xe5, 0x59, 0xfd, 0xf5],
+            ),
+            (
+                "tcmmimfp16ps tmm6, tmm5, tmm4",
+                code_of!(cmmim_654),
+                &[0xc4, 0xe2, 0x59, 0x6c, 0xf5],
+            ),
+            (
+                "tcmmrlfp16ps tmm3, tmm2, tmm1",
+                code_of!(cmmrl_321),
+                &[0xc4, 0xe2, 0x70, 0x6c, 0xda],
+            ),
+            (
+                "tilemovrow zmm22, tmm3, ecx",
+                code_of!(movrow_3),
+                &[0x62, 0xe2, 0x75, 0x48, 0x4a, 0xf3],
+            ),
+            (
+                "tcvtrowd2ps zmm22, tmm5, ecx",
+                code_of!(d2ps_5),
+                &[0x62, 0xe2, 0x76, 0x48, 0x4a, 0xf5],
+            ),
+            (
+                "tcvtrowps2bf16h zmm22, tmm2, ecx",
+                code_of!(bf16h_2),
+                &[0x62, 0xe2, 0x77, 0x48, 0x6d, 0xf2],
+            ),
+            (
+                "tcvtrowps2bf16l zmm22, tmm5, ecx",
+                code_of!(bf16l_5),
+                &[0x62, 0xe2, 0x76, 0x48, 0x6d, 0xf5],
+            ),
+            (
+                "tcvtrowps2phh zmm22, tmm5, ecx",
+                code_of!(phh_5),
+                &[0x62, 0xe2, 0x74, 0x48, 0x6d, 0xf5],
+            ),
+            (
+                "tcvtrowps2phl zmm22, tmm2, ecx",
+                code_of!(phl_2),
+                &[0x62, 0xe2, 0x75, 0x48, 0x6d, 0xf2],
+            ),
+            (
+                "tilemovrow zmm22, tmm3, 123",
+                code_of!(movrowi_3),
+                &[0x62, 0xe3, 0x7d, 0x48, 0x07, 0xf3, 0x7b],
+            ),
+            (
+                "tcvtrowd2ps zmm22, tmm5, 123",
+                code_of!(d2psi_5),
+                &[0x62, 0xe3, 0x7e, 0x48, 0x07, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2bf16h zmm22, tmm2, 123",
+                code_of!(bf16hi_2),
+                &[0x62, 0xe3, 0x7f, 0x48, 0x07, 0xf2, 0x7b],
+            ),
+            (
+                "tcvtrowps2bf16l zmm22, tmm5, 123",
+                code_of!(bf16li_5),
+                &[0x62, 0xe3, 0x7e, 0x48, 0x77, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2phh zmm22, tmm5, 123",
+                code_of!(phhi_5),
+                &[0x62, 0xe3, 0x7c, 0x48, 0x07, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2phl zmm22, tmm2, 123",
+                code_of!(phli_2),
+                &[0x62, 0xe3, 0x7f, 0x48, 0x77, 0xf2, 0x7b],
+            ),
+            // The ECX of the r32 forms: a different register would change EVEX.vvvv.
+            (
+                "tilemovrow zmm22, tmm3, ecx (vvvv)",
+                code_of!(movrow_3),
+                &[0x75, 0x48, 0x4a],
+            ),
+        ];
+        for (instruction, code, bytes) in expected {
+            assert!(
+                holds(code, bytes),
+                "{instruction}: {bytes:02x?} not in {code:02x?}"
+            );
+        }
+        // Aliased tiles: nothing is emitted for them.
+        assert!(
+            !holds(code_of!(alias_bf8_110), &[0xc4, 0xe5]),
+            "{:02x?}",
+            code_of!(alias_bf8_110)
+        );
+    }
+
+    #[test]
+    fn read_shared_loads_are_map_0f38_4a() {
+        // VEX.128.F2.0F38.W0 4A (TILELOADDRS) and VEX.128.66.0F38.W0 4A (TILELOADDRST1), as in
+        // LLVM's tests; the registers of the memory operand are the compiler's.
+        for (code, pp, t) in [
+            (code_of!(loadrs_3), 3u8, 3u8),
+            (code_of!(loadrs_t1_6), 1, 6),
+        ] {
+            let found = code.windows(5).any(|w| {
+                w[0] == 0xc4
+                    && w[1] & 0x1f == 2
+                    && w[2] & 0x7f == 0x78 | pp
+                    && w[3] == 0x4a
+                    && (w[4] >> 3) & 7 == t
+                    && w[4] & 7 == 4
+                    && w[4] >> 6 != 3
+            });
+            assert!(found, "tile {t}, pp {pp}: {code:02x?}");
+        }
+    }
 }
