@@ -314,6 +314,9 @@ tilecfg! {
     t7 as ints: 4x8 i32;
 }
 
+/// One of the typed FP8 products on `NextGen`'s tiles.
+type Product = fn(&mut amx_runtime::typed::TypedTiles<NextGen>);
+
 /// The typed FP8 products on the emulator against a scalar model of their own: the operands
 /// are small multiples of powers of two, so every sum is exact and the result is the exact dot
 /// product whatever the order of the additions.
@@ -352,7 +355,7 @@ fn typed_fp8_products_compute_the_dot_product() {
         tiles.load(NextGen::ah, &ahf, 12).unwrap();
         tiles.load(NextGen::bb, &bbf, 32).unwrap();
         tiles.load(NextGen::bh, &bhf, 32).unwrap();
-        let products: [(&str, fn(&mut amx_runtime::typed::TypedTiles<NextGen>)); 4] = [
+        let products: [(&str, Product); 4] = [
             ("tdpbf8ps", |t| {
                 t.tdpbf8ps(NextGen::c, NextGen::ab, NextGen::bb).unwrap()
             }),
