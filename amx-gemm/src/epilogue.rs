@@ -53,8 +53,10 @@
 //! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
 //! 32 rows of independent vectors hide the latency of the activations' long chains), compiled
 //! for the widest vectors the CPU has (16 lanes with AVX-512, 8 with AVX2, else the baseline).
-//! Lanes never interact and no fused multiply-add is enabled, so every width gives the same
-//! bits; a test runs each variant the CPU supports against the scalar functions.
+//! Lanes never interact, and the steps above never fuse a multiply with an add, so every width
+//! gives the same bits; a test runs each variant the CPU supports against the scalar functions.
+//! (Inside the activations' approximations the multiply-adds are fused, `f32::mul_add`: one
+//! rounding on every width, and in hardware on every CPU the vector variants run on.)
 //!
 //! # Group-quantized weights
 //!
@@ -168,25 +170,24 @@ fn relu(x: f32) -> f32 {
 }
 
 /// `exp(x)` in `f32`, branch-free: `x` clamped to `[-87, 88]` (a NaN stays NaN), `2^n e^r` with
-/// `n = rne(x / ln 2)` and a degree-7 Taylor polynomial for `|r| <= ln 2 / 2` (truncation below
-/// `5e-9`), so within a few ulp.
+/// `n = rne(x / ln 2)` and a degree-6 Taylor polynomial for `|r| <= ln 2 / 2` (truncation below
+/// `1.3e-7`), evaluated with fused multiply-adds, so within a few ulp.
 #[inline(always)]
 fn exp_f32(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting rounds to an integer
     const LN2_HI: f32 = 0.693_359_4; // few significant bits: n * LN2_HI is exact
     const LN2_LO: f32 = -2.121_944_4e-4;
     let x = x.clamp(-87.0, 88.0);
-    let shifted = x * std::f32::consts::LOG2_E + MAGIC;
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, MAGIC);
     let n = shifted - MAGIC;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let p = 1.0 / 5040.0;
-    let p = p * r + 1.0 / 720.0;
-    let p = p * r + 1.0 / 120.0;
-    let p = p * r + 1.0 / 24.0;
-    let p = p * r + 1.0 / 6.0;
-    let p = p * r + 0.5;
-    let p = p * r + 1.0;
-    let p = p * r + 1.0;
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let p = (1.0f32 / 720.0).mul_add(r, 1.0 / 120.0);
+    let p = p.mul_add(r, 1.0 / 24.0);
+    let p = p.mul_add(r, 1.0 / 6.0);
+    let p = p.mul_add(r, 0.5);
+    let p = p.mul_add(r, 1.0);
+    let p = p.mul_add(r, 1.0);
     // n is an integer in [-126, 127], and `shifted`, in [2^23, 2^24) where the f32 spacing is
     // 1, holds it in its low bits: `shifted.to_bits() = MAGIC.to_bits() + n`. Integer
     // arithmetic on those bits (rather than a saturating `as i32`, which does not vectorize)
@@ -201,30 +202,30 @@ fn exp_f32(x: f32) -> f32 {
 
 #[inline(always)]
 fn gelu_tanh(x: f32) -> f32 {
-    const K0: f32 = 0.797_884_6; // sqrt(2 / pi)
-    let u = K0 * (x + 0.044715 * (x * x * x));
-    // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): one division, no cancellation, and it
-    // saturates to x or 0 without branches.
-    x / (1.0 + exp_f32(-2.0 * u))
+    // -2 sqrt(2 / pi): the argument of the exponential below is -2u.
+    const K: f32 = -1.595_769;
+    // u = sqrt(2 / pi) (x + 0.044715 x^3); 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): one
+    // division, no cancellation, and it saturates to x or 0 without branches.
+    let inner = (0.044715 * x * x).mul_add(x, x);
+    x / (1.0 + exp_f32(K * inner))
 }
 
 /// `erf` in `f32` (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7 before rounding).
 #[inline(always)]
 fn erf_f32(x: f32) -> f32 {
     let z = x.abs();
-    let t = 1.0 / (1.0 + 0.327_591_1 * z);
-    let p = 1.061_405_4;
-    let p = p * t - 1.453_152;
-    let p = p * t + 1.421_413_8;
-    let p = p * t - 0.284_496_72;
-    let p = p * t + 0.254_829_6;
+    let t = 1.0 / 0.327_591_1f32.mul_add(z, 1.0);
+    let p = 1.061_405_4f32.mul_add(t, -1.453_152);
+    let p = p.mul_add(t, 1.421_413_8);
+    let p = p.mul_add(t, -0.284_496_72);
+    let p = p.mul_add(t, 0.254_829_6);
     // Past z^2 = 80 the correction `p t e^(-z^2)` is below 2^-25, so `1 - correction` rounds to
     // exactly 1 whatever its value; taking e^-80 there gives that same 1 and keeps the product
     // a normal number (a denormal result costs a microcode assist per vector on x86, which
     // made large inputs several times slower). A NaN fails the comparison and stays a NaN.
     let arg = -(z * z);
     let arg = if arg < -80.0 { -80.0 } else { arg };
-    let y = 1.0 - p * t * exp_f32(arg);
+    let y = (-(p * t)).mul_add(exp_f32(arg), 1.0);
     y.copysign(x)
 }
 
@@ -987,35 +988,26 @@ impl<'a> Prepared<'a> {
         ) else {
             return Err(out_of_bounds(j0));
         };
-        // A micro-tile has at most MR rows: more is a driver bug, reported rather than cut.
-        if rows > MR {
-            return Err(out_of_bounds(rows));
-        }
+        let acc = accumulator_rows(tile, rows)?;
         let mut block = [[0f32; NR]; MR];
-        for (r, x) in block.iter_mut().enumerate().take(rows) {
-            let row = tile.get(r * 4 * NR..(r + 1) * 4 * NR);
-            let Some(acc) = row.and_then(|s| <&[u8; 4 * NR]>::try_from(s).ok()) else {
-                return Err(out_of_bounds(r));
-            };
-            // SAFETY: `acc` is 128 readable bytes, read unaligned as 32 `i32` (any bit pattern is
-            // one); the tiles stored them in the machine's own byte order.
-            let acc: [i32; NR] = unsafe { std::ptr::read_unaligned(acc.as_ptr().cast()) };
-            // Steps 1 to 4, with the row's own activation parameters when it has them.
-            let row_params;
-            let (offset, scale) = match &self.rows {
-                None => (offset, scale),
-                Some(rows) => {
-                    row_params = rows.panel(i0 + r, j0)?;
-                    (&row_params.1, &row_params.0)
+        let block = &mut block[..rows];
+        // Steps 1 to 4: the whole block in one call, unless rows have their own parameters.
+        match &self.rows {
+            None if self.int_acc => dequantize_int(self.isa, acc, offset, scale, bias, block),
+            None => dequantize_float(self.isa, acc, scale, bias, block),
+            Some(params) => {
+                for (r, (acc, x)) in acc.iter().zip(block.iter_mut()).enumerate() {
+                    let (scale, offset) = params.panel(i0 + r, j0)?;
+                    let (acc, x) = (std::slice::from_ref(acc), std::slice::from_mut(x));
+                    if self.int_acc {
+                        dequantize_int(self.isa, acc, &offset, &scale, bias, x);
+                    } else {
+                        dequantize_float(self.isa, acc, &scale, bias, x);
+                    }
                 }
-            };
-            if self.int_acc {
-                dequantize_int(self.isa, &acc, offset, scale, bias, x);
-            } else {
-                dequantize_float(self.isa, &acc, scale, bias, x);
             }
         }
-        self.finish_block(&mut block[..rows], i0, j0, cols)
+        self.finish_block(block, i0, j0, cols)
     }
 
     /// Per-K-group scales: folds group `g`'s accumulators at `tile` (as in [`Prepared::apply`])
@@ -1117,95 +1109,126 @@ impl<'a> Prepared<'a> {
     ) -> Result<(), GemmError> {
         // Step 5.
         activate(self.isa, self.activation, block);
-        for (r, x) in block.iter_mut().enumerate() {
-            self.finish_row(x, i0 + r, j0, cols)?;
-        }
-        Ok(())
-    }
-
-    /// Steps 6 and 7 for output row `i`, columns `j0..j0 + cols`, from the values after step 5.
-    #[inline]
-    fn finish_row(
-        &self,
-        x: &mut [f32; NR],
-        i: usize,
-        j0: usize,
-        cols: usize,
-    ) -> Result<(), GemmError> {
-        // Step 6.
-        if let Some((residual, beta)) = self.residual {
-            match residual {
-                Residual::F32 { data, ld } => {
-                    let row = data.get(i * ld + j0..i * ld + j0 + cols);
-                    let row = row.ok_or_else(|| out_of_bounds(i))?;
-                    for (v, &r) in x.iter_mut().zip(row) {
-                        *v += beta * r;
-                    }
-                }
-                Residual::Bf16 { data, ld } => {
-                    let row = data.get(i * ld + j0..i * ld + j0 + cols);
-                    let row = row.ok_or_else(|| out_of_bounds(i))?;
-                    for (v, &r) in x.iter_mut().zip(row) {
-                        *v += beta * r.to_f32();
-                    }
-                }
+        // Steps 6 and 7.
+        let rows = block.len();
+        let residual = match self.residual {
+            None => ResidualRows::None,
+            Some((Residual::F32 { data, ld }, beta)) => {
+                ResidualRows::F32(residual_rows(data, ld, (i0, rows), (j0, cols))?, beta)
             }
-        }
-        // Step 7.
+            Some((Residual::Bf16 { data, ld }, beta)) => {
+                ResidualRows::Bf16(residual_rows(data, ld, (i0, rows), (j0, cols))?, beta)
+            }
+        };
         match self.out_kind {
-            OutKind::F32 => self.store::<f32>(x, i, j0, cols)?,
-            OutKind::Bf16 => self.store::<bf16>(x, i, j0, cols)?,
-            OutKind::U8 => self.store::<u8>(x, i, j0, cols)?,
-            OutKind::I8 => self.store::<i8>(x, i, j0, cols)?,
+            OutKind::F32 => self.write::<f32>(block, &residual, i0, j0, cols),
+            OutKind::Bf16 => self.write::<bf16>(block, &residual, i0, j0, cols),
+            OutKind::U8 => self.write::<u8>(block, &residual, i0, j0, cols),
+            OutKind::I8 => self.write::<i8>(block, &residual, i0, j0, cols),
         }
-        Ok(())
     }
 
-    /// Converts `x[..cols]` to `O` and writes it to output row `i`, columns `j0..j0 + cols`.
+    /// Steps 6 and 7 for output rows `i0..i0 + block.len()`, columns `j0..j0 + cols`: adds the
+    /// residual, converts to `O` and writes the output.
     #[inline(always)]
-    fn store<O: Output>(
+    fn write<O: Output>(
         &self,
-        x: &[f32; NR],
-        i: usize,
+        block: &mut [[f32; NR]],
+        residual: &ResidualRows<'_>,
+        i0: usize,
         j0: usize,
         cols: usize,
     ) -> Result<(), GemmError> {
-        let start = i
+        let rows = block.len();
+        // The first element of the block and one past its last, in the output; rows that do
+        // not overlap (`cols <= ldo`) so that each gets a `&mut` of its own.
+        let first = i0.checked_mul(self.ldo).and_then(|s| s.checked_add(j0));
+        let end = (i0 + rows.saturating_sub(1))
             .checked_mul(self.ldo)
             .and_then(|s| s.checked_add(j0))
-            .filter(|&s| {
-                s.saturating_add(cols) <= self.out_len && OutKind::of::<O>() == self.out_kind
-            })
-            .ok_or_else(|| out_of_bounds(i))?;
-        let (scale, zero_point) = (self.out_scale, self.out_zero_point);
-        // SAFETY: `out` is the caller's `&mut [O]` of `out_len` elements (its bytes as a
-        // `MemMut`, so the pointer is aligned for `O`), alive for the call; `start + cols <=
-        // out_len` was just checked and `O` is the type the buffer was made from (`out_kind`);
-        // the elements of row `i`, columns `j0..j0 + cols` belong to this worker's rectangle of
-        // C, which no other thread reads or writes during the call, and no other reference to
-        // them exists while `panel` lives.
-        unsafe {
-            let dst = self.out.ptr().cast::<O>().add(start);
-            if cols == NR {
-                // A whole panel (all but the last of a row of C) converted straight into the
-                // output: through a local array and a copy, the copy's loads waited on the
-                // vector stores just made (5% of a 1024^3 layer's time on AMX silicon).
-                let panel = &mut *dst.cast::<[O; NR]>();
-                convert_row(self.isa, x, scale, zero_point, panel);
-            } else {
-                let mut converted = [O::default(); NR];
-                convert_row(self.isa, x, scale, zero_point, &mut converted);
-                std::ptr::copy_nonoverlapping(converted.as_ptr(), dst, cols);
-            }
+            .and_then(|s| s.checked_add(cols));
+        let fits = matches!((first, end), (Some(_), Some(end)) if end <= self.out_len);
+        if !fits
+            || (rows > 1 && cols > self.ldo)
+            || OutKind::of::<O>() != self.out_kind
+            || rows > MR
+        {
+            return Err(out_of_bounds(i0));
         }
+        let first = first.unwrap_or(0);
+        let base = self.out.ptr().cast::<O>();
+        let mut dst: [&mut [O]; MR] = std::array::from_fn(|r| {
+            if r < rows {
+                // SAFETY: `out` is the caller's `&mut [O]` of `out_len` elements (its bytes as a
+                // `MemMut`, so the pointer is aligned for `O`), alive for the call, and `O` is
+                // the type the buffer was made from (`out_kind`). Row `r`'s `cols` elements
+                // start at `first + r * ldo`, and the last row ends at `end <= out_len`
+                // (checked above), so each lies inside it; with `cols <= ldo` the rows are
+                // disjoint. They belong to this worker's rectangle of C, which no other thread
+                // reads or writes during the call, and no other reference to them exists
+                // while `dst` lives.
+                unsafe { std::slice::from_raw_parts_mut(base.add(first + r * self.ldo), cols) }
+            } else {
+                Default::default()
+            }
+        });
+        write_block(
+            self.isa,
+            block,
+            residual,
+            self.out_scale,
+            self.out_zero_point,
+            &mut dst[..rows],
+        );
         Ok(())
     }
+}
+
+/// The first `rows` rows of 32 accumulators of the stored tiles at `tile` (row `r` at byte
+/// `128 r`), checked against the micro-tile's MR rows.
+fn accumulator_rows(tile: &[u8], rows: usize) -> Result<&[[u8; 4 * NR]], GemmError> {
+    // A micro-tile has at most MR rows: more is a driver bug, reported rather than cut.
+    if rows > MR {
+        return Err(out_of_bounds(rows));
+    }
+    let bytes = tile
+        .get(..rows * 4 * NR)
+        .ok_or_else(|| out_of_bounds(rows))?;
+    Ok(bytes.as_chunks::<{ 4 * NR }>().0)
+}
+
+/// The residual's rows `i0..i0 + rows`, columns `j0..j0 + cols` (leading dimension `ld`), one
+/// slice per row (empty past `rows`).
+fn residual_rows<T>(
+    data: &[T],
+    ld: usize,
+    (i0, rows): (usize, usize),
+    (j0, cols): (usize, usize),
+) -> Result<[&[T]; MR], GemmError> {
+    let mut out: [&[T]; MR] = [&[]; MR];
+    for (r, slot) in out.iter_mut().enumerate().take(rows) {
+        let i = i0 + r;
+        let row = i
+            .checked_mul(ld)
+            .and_then(|s| s.checked_add(j0))
+            .and_then(|s| data.get(s..s.checked_add(cols)?));
+        *slot = row.ok_or_else(|| out_of_bounds(i))?;
+    }
+    Ok(out)
+}
+
+/// A block's residual rows (as [`residual_rows`]) and `beta`.
+enum ResidualRows<'r> {
+    None,
+    F32([&'r [f32]; MR], f32),
+    Bf16([&'r [bf16]; MR], f32),
 }
 
 // Each stage is a function of its own, compiled three times (AVX-512, AVX2, baseline) by
 // `vectorized!` and dispatched on the CPU's features: one straight loop over whole panels of 32
 // lanes that the compiler vectorizes at the widest width the CPU has. The lanes never interact
-// and no fused multiply-add is enabled, so every width gives the same bits.
+// and the only fused multiply-adds are the explicit `mul_add`s of the activations (exactly
+// rounded on every width), so every width gives the same bits.
 
 /// Defines a function whose body is compiled for AVX-512F, for AVX2 and for the baseline; its
 /// first argument chooses the variant, and one the CPU lacks runs the baseline instead.
@@ -1231,12 +1254,12 @@ macro_rules! vectorized {
                 body $(::<$o>)? ($($arg),*)
             }
 
-            /// The body compiled for AVX2.
+            /// The body compiled for AVX2 with FMA.
             ///
             /// # Safety
-            /// The CPU supports AVX2.
+            /// The CPU supports AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
+            #[target_feature(enable = "avx2,fma")]
             #[inline(never)]
             unsafe fn narrow $(<$o: Output>)? ($($arg: $ty),*) {
                 body $(::<$o>)? ($($arg),*)
@@ -1247,7 +1270,7 @@ macro_rules! vectorized {
                 // SAFETY: the CPU supports AVX-512F (`supported` checked it).
                 VectorIsa::Avx512 if isa.supported() => unsafe { wide $(::<$o>)? ($($arg),*) },
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: the CPU supports AVX2 (`supported` checked it).
+                // SAFETY: the CPU supports AVX2 and FMA (`supported` checked it).
                 VectorIsa::Avx2 if isa.supported() => unsafe { narrow $(::<$o>)? ($($arg),*) },
                 _ => body $(::<$o>)? ($($arg),*),
             }
@@ -1260,7 +1283,7 @@ macro_rules! vectorized {
 pub(crate) enum VectorIsa {
     /// 16-lane `f32` vectors (AVX-512F; every CPU with AMX has it).
     Avx512,
-    /// 8-lane vectors (AVX2).
+    /// 8-lane vectors (AVX2 with FMA).
     Avx2,
     /// Whatever the compilation target guarantees.
     Baseline,
@@ -1282,7 +1305,10 @@ impl VectorIsa {
             #[cfg(target_arch = "x86_64")]
             VectorIsa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
-            VectorIsa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            VectorIsa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
             VectorIsa::Baseline => true,
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -1291,16 +1317,20 @@ impl VectorIsa {
 }
 
 vectorized! {
-    /// Steps 1 to 4 for `i32` accumulators.
+    /// Steps 1 to 4 for `i32` accumulators, one row of `acc` (as the tiles stored them) per row
+    /// of `x`.
     fn dequantize_int(
-        acc: &[i32; NR],
+        acc: &[[u8; 4 * NR]],
         offset: &[i32; NR],
         scale: &[f32; NR],
         bias: &[f32; NR],
-        x: &mut [f32; NR],
+        x: &mut [[f32; NR]],
     ) {
-        for j in 0..NR {
-            x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j];
+        for (acc, x) in acc.iter().zip(x) {
+            let acc = lanes(acc);
+            for j in 0..NR {
+                x[j] = acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j];
+            }
         }
     }
 }
@@ -1328,10 +1358,19 @@ vectorized! {
 }
 
 vectorized! {
-    /// Steps 2 to 4 for `f32` accumulators (their bits, as stored).
-    fn dequantize_float(acc: &[i32; NR], scale: &[f32; NR], bias: &[f32; NR], x: &mut [f32; NR]) {
-        for j in 0..NR {
-            x[j] = f32::from_bits(acc[j] as u32) * scale[j] + bias[j];
+    /// Steps 2 to 4 for `f32` accumulators (their bits, as stored), one row of `acc` per row of
+    /// `x`.
+    fn dequantize_float(
+        acc: &[[u8; 4 * NR]],
+        scale: &[f32; NR],
+        bias: &[f32; NR],
+        x: &mut [[f32; NR]],
+    ) {
+        for (acc, x) in acc.iter().zip(x) {
+            let acc = lanes(acc);
+            for j in 0..NR {
+                x[j] = f32::from_bits(acc[j] as u32) * scale[j] + bias[j];
+            }
         }
     }
 }
@@ -1354,12 +1393,75 @@ vectorized! {
 }
 
 vectorized! {
-    /// Step 7 over a row.
-    fn convert_row<O: Output>(x: &[f32; NR], scale: f32, zero_point: i32, out: &mut [O; NR]) {
-        for (o, &v) in out.iter_mut().zip(x) {
-            *o = O::convert(v, scale, zero_point);
+    /// Steps 6 and 7 over a block: adds the residual rows (`beta r`), converts each row and
+    /// writes it to its row of `dst` (`dst[r].len()` columns, at most NR).
+    fn write_block<O: Output>(
+        block: &mut [[f32; NR]],
+        residual: &ResidualRows<'_>,
+        scale: f32,
+        zero_point: i32,
+        dst: &mut [&mut [O]],
+    ) {
+        match residual {
+            ResidualRows::None => {}
+            ResidualRows::F32(rows, beta) => {
+                for (x, row) in block.iter_mut().zip(rows) {
+                    add_residual(x, row, *beta, |v| v);
+                }
+            }
+            ResidualRows::Bf16(rows, beta) => {
+                for (x, row) in block.iter_mut().zip(rows) {
+                    add_residual(x, row, *beta, bf16::to_f32);
+                }
+            }
+        }
+        for (x, d) in block.iter().zip(dst.iter_mut()) {
+            // By value: the output row is reached through a reference loaded from memory, so
+            // the compiler cannot prove it apart from `block`, and would store lane by lane.
+            let x = *x;
+            // A whole panel (all but the last of a row of C) converted straight into the
+            // output: through a local array and a copy, the copy's loads waited on the vector
+            // stores just made (5% of a 1024^3 layer's time on AMX silicon).
+            match <&mut [O; NR]>::try_from(&mut **d) {
+                Ok(full) => {
+                    for j in 0..NR {
+                        full[j] = O::convert(x[j], scale, zero_point);
+                    }
+                }
+                Err(_) => {
+                    for (o, &v) in d.iter_mut().zip(&x) {
+                        *o = O::convert(v, scale, zero_point);
+                    }
+                }
+            }
         }
     }
+}
+
+/// `x[j] += beta * r[j]` over the row's columns (all 32 lanes at once for a whole panel).
+#[inline(always)]
+fn add_residual<T: Copy>(x: &mut [f32; NR], row: &[T], beta: f32, widen: impl Fn(T) -> f32) {
+    match <&[T; NR]>::try_from(row) {
+        Ok(full) => {
+            for j in 0..NR {
+                x[j] += beta * widen(full[j]);
+            }
+        }
+        Err(_) => {
+            for (v, &r) in x.iter_mut().zip(row) {
+                *v += beta * widen(r);
+            }
+        }
+    }
+}
+
+/// A stored row of 32 accumulators as `i32` lanes (the tiles store them in the machine's own
+/// byte order).
+#[inline(always)]
+fn lanes(row: &[u8; 4 * NR]) -> [i32; NR] {
+    // SAFETY: `[u8; 128]` and `[i32; 32]` have the same size, the copy is by value (no
+    // alignment is needed) and every bit pattern is an `i32`.
+    unsafe { std::mem::transmute::<[u8; 4 * NR], [i32; NR]>(*row) }
 }
 
 /// The `NR` elements of `v` from `at`, as an array (so loops over it need no bounds checks).
@@ -1548,13 +1650,21 @@ mod tests {
             for (r, acc) in ints.iter().enumerate() {
                 let (scale, bias) = (&rows[(r + 1) % rows.len()], &rows[(r + 2) % rows.len()]);
                 let offset = &ints[(r + 3) % ints.len()];
+                let stored = [acc.map(i32::to_ne_bytes).as_flattened().try_into().unwrap()];
                 let mut x = [0f32; NR];
-                dequantize_int(isa, acc, offset, scale, bias, &mut x);
+                dequantize_int(
+                    isa,
+                    &stored,
+                    offset,
+                    scale,
+                    bias,
+                    std::slice::from_mut(&mut x),
+                );
                 let want: Vec<f32> = (0..NR)
                     .map(|j| acc[j].wrapping_sub(offset[j]) as f32 * scale[j] + bias[j])
                     .collect();
                 same("dequantize_int", isa, &x, &want);
-                dequantize_float(isa, acc, scale, bias, &mut x);
+                dequantize_float(isa, &stored, scale, bias, std::slice::from_mut(&mut x));
                 let want: Vec<f32> = (0..NR)
                     .map(|j| f32::from_bits(acc[j] as u32) * scale[j] + bias[j])
                     .collect();
@@ -1576,30 +1686,63 @@ mod tests {
                     same("fold_group", isa, &x, &want);
                 }
             }
-            for row in &rows {
-                let mut f = [0f32; NR];
-                convert_row(isa, row, 1.0, 0, &mut f);
-                same("convert f32", isa, &f, row);
-                let mut h = [bf16::ZERO; NR];
-                convert_row(isa, row, 1.0, 0, &mut h);
-                let want: Vec<u16> = row
-                    .iter()
-                    .map(|&v| bf16::convert(v, 1.0, 0).to_bits())
-                    .collect();
-                let got: Vec<u16> = h.iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, want, "convert bf16 on {isa:?}");
-                for (scale, zp) in [(0.05f32, 3), (3.0, -7), (1e-30, 0)] {
-                    let mut q = [0u8; NR];
-                    convert_row(isa, row, scale, zp + 128, &mut q);
-                    let want: Vec<u8> = row
+            // One row through `write_block`, into a whole panel and into its first `cols`.
+            fn convert<O: Output>(
+                isa: VectorIsa,
+                row: &[f32; NR],
+                residual: &ResidualRows<'_>,
+                (scale, zero_point): (f32, i32),
+                cols: usize,
+            ) -> Vec<O> {
+                let mut out = [O::default(); NR];
+                let mut dst: [&mut [O]; 1] = [&mut out[..cols]];
+                write_block(isa, &mut [*row], residual, scale, zero_point, &mut dst);
+                out[..cols].to_vec()
+            }
+            let plain = ResidualRows::None;
+            for (r, row) in rows.iter().enumerate() {
+                for cols in [NR, 7] {
+                    let f: Vec<f32> = convert(isa, row, &plain, (1.0, 0), cols);
+                    same("convert f32", isa, &f, &row[..cols]);
+                    let h: Vec<bf16> = convert(isa, row, &plain, (1.0, 0), cols);
+                    let want: Vec<u16> = row[..cols]
                         .iter()
-                        .map(|&v| u8::convert(v, scale, zp + 128))
+                        .map(|&v| bf16::convert(v, 1.0, 0).to_bits())
                         .collect();
-                    assert_eq!(q.to_vec(), want, "requantize u8 on {isa:?}");
-                    let mut q = [0i8; NR];
-                    convert_row(isa, row, scale, zp, &mut q);
-                    let want: Vec<i8> = row.iter().map(|&v| i8::convert(v, scale, zp)).collect();
-                    assert_eq!(q.to_vec(), want, "requantize i8 on {isa:?}");
+                    let got: Vec<u16> = h.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "convert bf16 on {isa:?}");
+                    for (scale, zp) in [(0.05f32, 3), (3.0, -7), (1e-30, 0)] {
+                        let q: Vec<u8> = convert(isa, row, &plain, (scale, zp + 128), cols);
+                        let want: Vec<u8> = row[..cols]
+                            .iter()
+                            .map(|&v| u8::convert(v, scale, zp + 128))
+                            .collect();
+                        assert_eq!(q, want, "requantize u8 on {isa:?}");
+                        let q: Vec<i8> = convert(isa, row, &plain, (scale, zp), cols);
+                        let want: Vec<i8> = row[..cols]
+                            .iter()
+                            .map(|&v| i8::convert(v, scale, zp))
+                            .collect();
+                        assert_eq!(q, want, "requantize i8 on {isa:?}");
+                    }
+                    // Step 6: `x + beta r`, with f32 and bf16 residuals.
+                    let res = &rows[(r + 5) % rows.len()][..cols];
+                    let res16: Vec<bf16> = res.iter().map(|&v| bf16::from_f32(v)).collect();
+                    let beta = 0.75f32;
+                    let mut with = [&[][..]; MR];
+                    with[0] = res;
+                    let f: Vec<f32> =
+                        convert(isa, row, &ResidualRows::F32(with, beta), (1.0, 0), cols);
+                    let want: Vec<f32> = (0..cols).map(|j| row[j] + beta * res[j]).collect();
+                    same("f32 residual", isa, &f, &want);
+                    let mut with = [&[][..]; MR];
+                    with[0] = &res16;
+                    let f: Vec<f32> =
+                        convert(isa, row, &ResidualRows::Bf16(with, beta), (1.0, 0), cols);
+                    let want: Vec<f32> = (0..cols)
+                        .map(|j| row[j] + beta * res16[j].to_f32())
+                        .collect();
+                    same("bf16 residual", isa, &f, &want);
                 }
             }
         }
