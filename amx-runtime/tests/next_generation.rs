@@ -304,4 +304,63 @@ on_both! {
             assert_eq!((half(pl, 2 * i), half(pl, 2 * i + 1)), (fp, 0), "phl {i}");
         }
     }
+
+    /// F8-4, F8-5: FP8 denormals are values (the smallest bf8, 2^-16, squared is 2^-32; the
+    /// smallest hf8 times 1 is 2^-9), an FP8 NaN reaches C as the fp32 NaN of F8-5, made quiet,
+    /// and BF8 infinity times zero is the default NaN.
+    fn f8_4_denormals_and_nans<U>(u) needs amx_fp8 Feature::AmxFp8, FP8; {
+        u.ldtilecfg(&cfg(0, &[(0, 1, 4), (1, 1, 4), (2, 1, 4)])).unwrap();
+        let run = |u: &mut U, a: [u8; 4], b: [u8; 4], f: Attempt| -> u32 {
+            u.tilezero(0).unwrap();
+            u.tileloadd(1, &a, 4).unwrap();
+            u.tileloadd(2, &b, 4).unwrap();
+            f(u).unwrap();
+            dword(&u.tile_data(0).unwrap(), 0, 0)
+        };
+        let bf8: Attempt = |u| u.tdpbf8ps(0, 1, 2);
+        let hf8: Attempt = |u| u.tdphf8ps(0, 1, 2);
+        let mixed: Attempt = |u| u.tdphbf8ps(0, 1, 2);
+        assert_eq!(run(u, [1, 0, 0, 0], [1, 0, 0, 0], bf8), 2f32.powi(-32).to_bits());
+        assert_eq!(run(u, [0, 1, 0, 0], [0, 0x38, 0, 0], hf8), 2f32.powi(-9).to_bits());
+        // hf8 A (the smallest denormal) x bf8 B (1.0 = 0x3C).
+        assert_eq!(run(u, [0, 0, 1, 0], [0, 0, 0x3C, 0], mixed), 2f32.powi(-9).to_bits());
+        // The hf8 NaN (0xFF: negative) and a bf8 NaN with fraction 01 (quieted).
+        assert_eq!(run(u, [0xFF, 0, 0, 0], [0x38, 0, 0, 0], hf8), 0xFFF0_0000);
+        assert_eq!(run(u, [0x7D, 0, 0, 0], [0x3C, 0, 0, 0], bf8), 0x7FE0_0000);
+        assert_eq!(run(u, [0x7C, 0, 0, 0], [0, 0, 0, 0], bf8), 0xFFC0_0000);
+    }
+
+    /// C3: TCMMRLFP16PS negates A's imaginary element, so a NaN there reaches C with its sign
+    /// flipped; TCMMIMFP16PS passes it unchanged.
+    fn c3_the_negation_is_of_the_element<U>(u) needs amx_complex Feature::AmxComplex, COMPLEX; {
+        u.ldtilecfg(&cfg(0, &[(0, 1, 4), (1, 1, 4), (2, 1, 4)])).unwrap();
+        let one = u32::from(half::f16::from_f32(1.0).to_bits());
+        // A = 1 + NaN i (the fp16 quiet NaN 0x7E01), B = 1 + 1i.
+        let a = (one | 0x7E01 << 16).to_le_bytes();
+        let b = (one | one << 16).to_le_bytes();
+        u.tileloadd(1, &a, 4).unwrap();
+        u.tileloadd(2, &b, 4).unwrap();
+        u.tilezero(0).unwrap();
+        u.tcmmrlfp16ps(0, 1, 2).unwrap();
+        assert_eq!(dword(&u.tile_data(0).unwrap(), 0, 0), 0xFFC0_2000);
+        u.tilezero(0).unwrap();
+        u.tcmmimfp16ps(0, 1, 2).unwrap();
+        assert_eq!(dword(&u.tile_data(0).unwrap(), 0, 0), 0x7FC0_2000);
+    }
+
+    /// R3, R6: a row number at or past the tile's rows (16 and more included) gives zeros and
+    /// still clears start_row; the conversions give zeros there too.
+    fn r3_r6_rows_past_the_tile<U>(u) needs amx_avx512 Feature::AmxAvx512, ROWS; {
+        u.ldtilecfg(&cfg(0, &[(1, 4, 64)])).unwrap();
+        u.tileloadd(1, &ramp(1024), 64).unwrap();
+        assert_eq!(u.tilemovrow(1, 3).unwrap()[..], ramp(1024)[3 * 64..4 * 64]);
+        for row in [4, 15, 16, 0xFFFF] {
+            assert_eq!(u.tilemovrow(1, row).unwrap(), [0; 64], "row {row}");
+            assert_eq!(u.tcvtrowps2phl(1, row).unwrap(), [0; 64], "row {row}");
+        }
+        // A row past the tile still clears start_row.
+        u.ldtilecfg(&cfg(3, &[(1, 4, 64)])).unwrap();
+        assert_eq!(u.tilemovrow(1, 16).unwrap(), [0; 64]);
+        assert_eq!(u.sttilecfg()[1], 0);
+    }
 }
