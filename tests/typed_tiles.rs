@@ -298,3 +298,161 @@ fn stream_loads_load_what_loads_load() {
         assert_eq!(&plain[r * 64..r * 64 + 64], &src[r * 80..r * 80 + 64]);
     }
 }
+
+tilecfg! {
+    /// The AMX-FP8, AMX-COMPLEX and AMX-AVX512 operands: C (4x8 f32) += A (4x12) x B (3x32),
+    /// A and B in either FP8 format; complex f16 tiles; an i32 tile for the row conversions.
+    struct NextGen;
+    palette 1;
+    t0 as c: 4x8 f32;
+    t1 as ab: 4x12 bf8;
+    t2 as ah: 4x12 hf8;
+    t3 as bb: 3x32 bf8;
+    t4 as bh: 3x32 hf8;
+    t5 as za: 4x2 f16;
+    t6 as zb: 1x16 f16;
+    t7 as ints: 4x8 i32;
+}
+
+/// One of the typed FP8 products on `NextGen`'s tiles.
+type Product = fn(&mut amx_runtime::typed::TypedTiles<NextGen>);
+
+/// The typed FP8 products on the emulator against a scalar model of their own: the operands
+/// are small multiples of powers of two, so every sum is exact and the result is the exact dot
+/// product whatever the order of the additions.
+#[test]
+fn typed_fp8_products_compute_the_dot_product() {
+    use amx_runtime::{configure_typed_on, set_thread_emulator, Backend, Bf8, Hf8};
+    std::thread::spawn(|| {
+        set_thread_emulator(Emulator::new()).unwrap();
+        let mut tiles = configure_typed_on::<NextGen>(Backend::Emulated).unwrap();
+        // Values in {-2, -1, -0.5, 0, 0.5, 1, 2}: exact in both formats.
+        let vals = [-2.0f32, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0];
+        let mut rng = amx_test_support::SplitMix64::new(33);
+        let mut pick = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| vals[(rng.next_u64() % 7) as usize])
+                .collect()
+        };
+        // A: 4 rows of 12 values (K = 3 dwords); B: 3 rows of 32 values (8 columns x 4).
+        let (a, b) = (pick(4 * 12), pick(3 * 32));
+        let want: Vec<f32> = (0..4 * 8)
+            .map(|i| {
+                let (m, n) = (i / 8, i % 8);
+                (0..3)
+                    .flat_map(|k| (0..4).map(move |j| (k, j)))
+                    .map(|(k, j)| {
+                        f64::from(a[m * 12 + 4 * k + j]) * f64::from(b[k * 32 + 4 * n + j])
+                    })
+                    .sum::<f64>() as f32
+            })
+            .collect();
+        let abf: Vec<Bf8> = a.iter().map(|&x| Bf8::from_f32(x)).collect();
+        let ahf: Vec<Hf8> = a.iter().map(|&x| Hf8::from_f32(x)).collect();
+        let bbf: Vec<Bf8> = b.iter().map(|&x| Bf8::from_f32(x)).collect();
+        let bhf: Vec<Hf8> = b.iter().map(|&x| Hf8::from_f32(x)).collect();
+        tiles.load(NextGen::ab, &abf, 12).unwrap();
+        tiles.load(NextGen::ah, &ahf, 12).unwrap();
+        tiles.load(NextGen::bb, &bbf, 32).unwrap();
+        tiles.load(NextGen::bh, &bhf, 32).unwrap();
+        let products: [(&str, Product); 4] = [
+            ("tdpbf8ps", |t| {
+                t.tdpbf8ps(NextGen::c, NextGen::ab, NextGen::bb).unwrap()
+            }),
+            ("tdpbhf8ps", |t| {
+                t.tdpbhf8ps(NextGen::c, NextGen::ab, NextGen::bh).unwrap()
+            }),
+            ("tdphbf8ps", |t| {
+                t.tdphbf8ps(NextGen::c, NextGen::ah, NextGen::bb).unwrap()
+            }),
+            ("tdphf8ps", |t| {
+                t.tdphf8ps(NextGen::c, NextGen::ah, NextGen::bh).unwrap()
+            }),
+        ];
+        for (name, product) in products {
+            tiles.zero(NextGen::c);
+            product(&mut tiles);
+            let mut got = [0f32; 32];
+            tiles.store(NextGen::c, &mut got, 8).unwrap();
+            assert_eq!(got.to_vec(), want, "{name}");
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// The typed complex products and row conversions on the emulator, and their refusal where the
+/// silicon lacks the feature.
+#[test]
+fn typed_complex_products_and_row_conversions() {
+    use amx_runtime::{configure_typed_on, set_thread_emulator, Backend};
+    std::thread::spawn(|| {
+        set_thread_emulator(Emulator::new()).unwrap();
+        let mut tiles = configure_typed_on::<NextGen>(Backend::Emulated).unwrap();
+        // One complex number per row of A (4 rows x 1 dword) and 8 in B's one row:
+        // (m + i) * (1 + n i) = (m - n) + (1 + m n) i.
+        let h = amx_runtime::half::f16::from_f32;
+        let za: Vec<amx_runtime::half::f16> = (0..4).flat_map(|m| [h(m as f32), h(1.0)]).collect();
+        let zb: Vec<amx_runtime::half::f16> = (0..8).flat_map(|n| [h(1.0), h(n as f32)]).collect();
+        tiles.load(NextGen::za, &za, 2).unwrap();
+        tiles.load(NextGen::zb, &zb, 16).unwrap();
+        // The shapes: C 4x8 needs A 4 x K and B K x 8 with K = 1; za is 4x2 f16 (one dword)
+        // and zb 1x16 f16 (8 dwords).
+        let mut re = [0f32; 32];
+        let mut im = [0f32; 32];
+        tiles.zero(NextGen::c);
+        tiles
+            .tcmmrlfp16ps(NextGen::c, NextGen::za, NextGen::zb)
+            .unwrap();
+        tiles.store(NextGen::c, &mut re, 8).unwrap();
+        tiles.zero(NextGen::c);
+        tiles
+            .tcmmimfp16ps(NextGen::c, NextGen::za, NextGen::zb)
+            .unwrap();
+        tiles.store(NextGen::c, &mut im, 8).unwrap();
+        for m in 0..4 {
+            for n in 0..8 {
+                assert_eq!(re[m * 8 + n], (m as f32) - (n as f32), "re {m},{n}");
+                assert_eq!(im[m * 8 + n], 1.0 + (m * n) as f32, "im {m},{n}");
+            }
+        }
+        // Row conversions: row 2 of the i32 tile, and of C.
+        let ints: Vec<i32> = (0..32).map(|i| i * 1000 - 7).collect();
+        tiles.load(NextGen::ints, &ints, 8).unwrap();
+        let row = tiles.tcvtrowd2ps(NextGen::ints, 2).unwrap();
+        for (i, x) in row.iter().enumerate() {
+            let want = if i < 8 { ints[16 + i] as f32 } else { 0.0 };
+            assert_eq!(*x, want, "{i}");
+        }
+        assert_eq!(tiles.tcvtrowd2ps(NextGen::ints, 4).unwrap(), [0.0; 16]);
+        let bf = tiles.tcvtrowps2bf16(NextGen::c, 1, true).unwrap();
+        let ph = tiles.tcvtrowps2ph(NextGen::c, 1, false).unwrap();
+        for n in 0..8 {
+            assert_eq!(bf[2 * n], amx_runtime::half::bf16::ZERO);
+            assert_eq!(bf[2 * n + 1].to_f32(), im[8 + n]);
+            assert_eq!(ph[2 * n].to_f32(), im[8 + n]);
+            assert_eq!(ph[2 * n + 1], amx_runtime::half::f16::ZERO);
+        }
+        let raw = tiles.tilemovrow(NextGen::ints, 3).unwrap();
+        assert_eq!(raw[..4], ints[24].to_le_bytes());
+        assert_eq!(raw[32..], [0; 32]);
+    })
+    .join()
+    .unwrap();
+    // On the process's backend: the result where the feature is reported, else #UD naming it.
+    let caps = amx_runtime::detect();
+    let Ok(mut tiles) = NextGen::configure() else {
+        return;
+    };
+    match tiles.tcmmimfp16ps(NextGen::c, NextGen::za, NextGen::zb) {
+        Ok(()) => {}
+        Err(amx_runtime::Fault::InvalidOpcode(ud)) => {
+            assert!(!caps.amx_complex, "{ud}");
+            assert_eq!(
+                ud.reason(),
+                amx_runtime::UdReason::MissingFeature(amx_runtime::Feature::AmxComplex)
+            );
+        }
+        Err(other) => panic!("{other}"),
+    }
+}

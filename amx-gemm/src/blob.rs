@@ -16,14 +16,14 @@
 //! |--------|------------------------------------------------------------------------|
 //! | 0..8   | magic `AMXPACKB`                                                       |
 //! | 8..10  | format version, 2                                                      |
-//! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16, 3 s8u8, 4 u8u8, 5 fp16     |
+//! | 10     | precision: 0 int8 (s8 x s8), 1 u8s8, 2 bf16, 3 s8u8, 4 u8u8, 5 fp16, 6 bf8 (bf8 x bf8), 7 hf8 (hf8 x hf8), 8 bf8hf8, 9 hf8bf8 |
 //! | 11     | layout: 1 (panels of 32 columns, VNNI k-steps, 1 KiB gap per panel)   |
 //! | 12..16 | zero                                                                   |
 //! | 16..24 | K                                                                      |
 //! | 24..32 | N                                                                      |
 //! | 32..40 | bytes of packed data (what the layout of K and N gives)                |
 //! | 40..44 | CRC-32 (ISO-HDLC, as zlib) of bytes 0..40 and 44..64, the packed data and the column sums |
-//! | 44..52 | bytes of column sums: `4 N` for the int8 precisions (0 when K = 0), 0 for bf16 and fp16 |
+//! | 44..52 | bytes of column sums: `4 N` for the int8 precisions (0 when K = 0), 0 for the float precisions |
 //! | 52..64 | zero                                                                   |
 //!
 //! **Version 1** blobs (no column sums: bytes 44..64 zero, the CRC over bytes 0..40 and the
@@ -69,7 +69,7 @@ pub enum BlobError {
         /// The precision asked for.
         expected: PrecisionKind,
         /// The precision code in the blob (0 int8, 1 u8s8, 2 bf16, 3 s8u8, 4 u8u8, 5 fp16,
-        /// others unknown).
+        /// 6 bf8, 7 hf8, 8 bf8hf8, 9 hf8bf8, others unknown).
         found: u8,
     },
     /// A packed layout this crate does not use.
@@ -104,7 +104,7 @@ pub enum BlobError {
         computed: u32,
     },
     /// The stated size of the column sums is not what N gives (`4 N` bytes for the int8
-    /// precisions, 0 for bf16 and when K is 0).
+    /// precisions, 0 for the float precisions and when K is 0).
     ColumnSums {
         /// Column-sum bytes in the header.
         stated: u64,
@@ -173,6 +173,10 @@ fn code_of(dtype: PrecisionKind) -> u8 {
         PrecisionKind::S8U8 => 3,
         PrecisionKind::U8U8 => 4,
         PrecisionKind::Fp16 => 5,
+        PrecisionKind::Bf8Bf8 => 6,
+        PrecisionKind::Hf8Hf8 => 7,
+        PrecisionKind::Bf8Hf8 => 8,
+        PrecisionKind::Hf8Bf8 => 9,
     }
 }
 

@@ -67,7 +67,7 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
     /// TDPBSSD's A biased once per packed block (see `tdpbssd_2x2_a_biased`) rather than once
     /// per task: each block of A is reused by `nc / 32` tasks.
     fn prepare_a(&mut self, block: &mut [u8]) {
-        if P::KIND.dot_kind() == DotKind::Tdpbssd {
+        if P::KIND.dot_kind() == Some(DotKind::Tdpbssd) {
             bias_a(block);
         }
     }
@@ -101,7 +101,13 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
         let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
         let a = a.get(t.a_offset..).unwrap_or(&[]);
         let b = b.get(t.b_offset..).unwrap_or(&[]);
-        let kind = P::KIND.dot_kind();
+        // The driver runs this kernel only for the instructions `DotKind` lists.
+        let Some(kind) = P::KIND.dot_kind() else {
+            return Err(GemmError::Internal(InternalError::new(format!(
+                "no block product for {}",
+                P::KIND.instruction()
+            ))));
+        };
         if kind == DotKind::Tdpbssd {
             // `prepare_a` biased the block.
             tdpbssd_2x2_a_biased(&mut block, (a, t.a_step), (b, STEP), t.steps)

@@ -326,6 +326,22 @@ pub(crate) mod typed {
             /// The 2x2 kernel for [`Fp16`](crate::Fp16): TDPFP16PS.
             Fp16Kernel: f32 += f16 x f16, 32
         }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Bf8Bf8`](crate::Bf8Bf8): TDPBF8PS.
+            Bf8Bf8Kernel: f32 += bf8 x bf8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Hf8Hf8`](crate::Hf8Hf8): TDPHF8PS.
+            Hf8Hf8Kernel: f32 += hf8 x hf8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Bf8Hf8`](crate::Bf8Hf8): TDPBHF8PS.
+            Bf8Hf8Kernel: f32 += bf8 x hf8, 64
+        }
+        layout_2x2! {
+            /// The 2x2 kernel for [`Hf8Bf8`](crate::Hf8Bf8): TDPHBF8PS.
+            Hf8Bf8Kernel: f32 += hf8 x bf8, 64
+        }
     }
 
     /// The micro-kernel's dot products on the typed layouts: this compiles only if every
@@ -338,6 +354,12 @@ pub(crate) mod typed {
         uu: &mut amx_runtime::TypedTiles<U8U8Kernel>,
         bf: &mut amx_runtime::TypedTiles<Bf16Kernel>,
         fp: &mut amx_runtime::TypedTiles<Fp16Kernel>,
+        fp8: (
+            &mut amx_runtime::TypedTiles<Bf8Bf8Kernel>,
+            &mut amx_runtime::TypedTiles<Hf8Hf8Kernel>,
+            &mut amx_runtime::TypedTiles<Bf8Hf8Kernel>,
+            &mut amx_runtime::TypedTiles<Hf8Bf8Kernel>,
+        ),
     ) {
         macro_rules! four {
             ($t:ident, $k:ident, $op:ident) => {
@@ -359,6 +381,20 @@ pub(crate) mod typed {
             fp.tdpfp16ps(Fp16Kernel::c10, Fp16Kernel::a1, Fp16Kernel::b0),
             fp.tdpfp16ps(Fp16Kernel::c11, Fp16Kernel::a1, Fp16Kernel::b1),
         );
+        macro_rules! four_checked {
+            ($t:expr, $k:ident, $op:ident) => {
+                let _ = (
+                    $t.$op($k::c00, $k::a0, $k::b0),
+                    $t.$op($k::c01, $k::a0, $k::b1),
+                    $t.$op($k::c10, $k::a1, $k::b0),
+                    $t.$op($k::c11, $k::a1, $k::b1),
+                );
+            };
+        }
+        four_checked!(fp8.0, Bf8Bf8Kernel, tdpbf8ps);
+        four_checked!(fp8.1, Hf8Hf8Kernel, tdphf8ps);
+        four_checked!(fp8.2, Bf8Hf8Kernel, tdpbhf8ps);
+        four_checked!(fp8.3, Hf8Bf8Kernel, tdphbf8ps);
     }
 }
 
@@ -390,6 +426,10 @@ mod tests {
         assert_eq!(cfg, &typed::S8U8Kernel::CONFIG);
         assert_eq!(cfg, &typed::U8U8Kernel::CONFIG);
         assert_eq!(cfg, &typed::Fp16Kernel::CONFIG);
+        assert_eq!(cfg, &typed::Bf8Bf8Kernel::CONFIG);
+        assert_eq!(cfg, &typed::Hf8Hf8Kernel::CONFIG);
+        assert_eq!(cfg, &typed::Bf8Hf8Kernel::CONFIG);
+        assert_eq!(cfg, &typed::Hf8Bf8Kernel::CONFIG);
         for t in 0..8 {
             let s = cfg.tile(t).unwrap();
             assert_eq!((s.rows, s.colsb), (16, 64), "t{t}");

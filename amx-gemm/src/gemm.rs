@@ -1034,6 +1034,10 @@ fn run_region<P: Precision>(
             PrecisionKind::U8U8 => run_typed::<P, typed::U8U8Kernel>(p, region, scratch, stats),
             PrecisionKind::Bf16 => run_typed::<P, typed::Bf16Kernel>(p, region, scratch, stats),
             PrecisionKind::Fp16 => run_typed::<P, typed::Fp16Kernel>(p, region, scratch, stats),
+            PrecisionKind::Bf8Bf8 => run_typed::<P, typed::Bf8Bf8Kernel>(p, region, scratch, stats),
+            PrecisionKind::Hf8Hf8 => run_typed::<P, typed::Hf8Hf8Kernel>(p, region, scratch, stats),
+            PrecisionKind::Bf8Hf8 => run_typed::<P, typed::Bf8Hf8Kernel>(p, region, scratch, stats),
+            PrecisionKind::Hf8Bf8 => run_typed::<P, typed::Hf8Bf8Kernel>(p, region, scratch, stats),
         };
     }
     let cfg = configs::config(region.shape)?;
@@ -1067,7 +1071,9 @@ fn run_typed<P: Precision, L: Full2x2>(
     let blocks = !crate::tile_ops::probe::PER_INSTRUCTION.with(Cell::get);
     #[cfg(not(test))]
     let blocks = true;
-    if blocks && tiles.untyped().backend() == Backend::Emulated {
+    // The block products cover the instructions of `DotKind`; the FP8 products run one
+    // instruction at a time.
+    if blocks && tiles.untyped().backend() == Backend::Emulated && P::KIND.dot_kind().is_some() {
         // The same loop nest, each task's k-loop as one block product (see block_kernel.rs).
         return nest(&mut Block2x2::<P>::new(), p, region, scratch);
     }
@@ -1462,6 +1468,36 @@ mod tests {
         typed_path_for::<crate::S8U8>(false);
         typed_path_for::<crate::U8U8>(false);
         typed_path_for::<crate::Fp16>(false);
+        typed_path_for::<crate::Bf8Bf8>(false);
+        typed_path_for::<crate::Hf8Hf8>(false);
+        typed_path_for::<crate::Bf8Hf8>(false);
+        typed_path_for::<crate::Hf8Bf8>(false);
+    }
+
+    /// The FP8 products have no block product: on the emulator their full micro-tiles run on
+    /// the typed path, one instruction at a time, whatever the default.
+    #[test]
+    fn fp8_full_micro_tiles_run_per_instruction_on_the_emulator() {
+        use crate::tile_ops::probe;
+        let (m, n, k) = (32, 32, 64);
+        let a = vec![crate::Hf8::from_f32(0.5); m * k];
+        let b = vec![crate::Hf8::from_f32(-2.0); k * n];
+        let mut c = vec![1f32; m * n];
+        let before = (probe::dots(), probe::block_dots());
+        Gemm::new()
+            .threads(1)
+            .backend(Backend::Emulated)
+            .mode(Mode::Accumulate)
+            .run_unpacked::<crate::Hf8Hf8>(
+                MatRef::new(&a, m, k),
+                BRef::k_by_n(&b, k, n),
+                MatMut::new(&mut c, m, n),
+            )
+            .unwrap();
+        let after = (probe::dots(), probe::block_dots());
+        assert_eq!(after.1, before.1, "block dots");
+        assert_eq!(after.0 .0 - before.0 .0, 4, "typed dots");
+        assert!(c.iter().all(|&x| x == 1.0 - k as f32));
     }
 
     /// On the emulator the full micro-tiles run as block products by default, with the same

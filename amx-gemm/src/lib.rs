@@ -8,6 +8,10 @@
 //! | [`U8U8`] | `u8` | `u8` | `i32` | TDPBUUD |
 //! | [`Bf16`] | [`bf16`] | [`bf16`] | `f32` | TDPBF16PS |
 //! | [`Fp16`] | [`f16`](struct@f16) | [`f16`](struct@f16) | `f32` | TDPFP16PS (AMX-FP16) |
+//! | [`Bf8Bf8`] | [`Bf8`] (E5M2) | [`Bf8`] | `f32` | TDPBF8PS (AMX-FP8) |
+//! | [`Hf8Hf8`] | [`Hf8`] (E4M3) | [`Hf8`] | `f32` | TDPHF8PS (AMX-FP8) |
+//! | [`Bf8Hf8`] | [`Bf8`] | [`Hf8`] | `f32` | TDPBHF8PS (AMX-FP8) |
+//! | [`Hf8Bf8`] | [`Hf8`] | [`Bf8`] | `f32` | TDPHBF8PS (AMX-FP8) |
 //!
 //! A and C are row-major with leading dimensions; B is packed once into the tiles' VNNI layout
 //! ([`PackedB`], the inference convention for weights), or packed on the fly by
@@ -112,7 +116,10 @@
 //! int8 results are exact (32-bit wraparound, as the silicon). bf16 results follow the tile
 //! unit's rounding (per 32 elements of K: two f32 lanes of fused multiply-adds, then their sum
 //! added to C; denormals flushed); [`reference`](mod@reference) states and derives the error
-//! bound against an exact sum, about `(K / 32 + 16) * 2^-24 * sum |a||b|`.
+//! bound against an exact sum, about `(K / 32 + 16) * 2^-24 * sum |a||b|`. The FP8 products
+//! (per 64 elements of K: the four exact products of each dword added in pairs, each pair
+//! into one of two f32 lanes, then the lanes' sum added to C) meet the bound of the same
+//! derivation with their own counts, about `(K / 64 + 17) * 2^-24 * sum |a||b|`.
 //!
 //! # Measuring
 //!
@@ -146,8 +153,12 @@ pub use matrix::{BLayout, BRef, Batch, MatMut, MatRef};
 pub use pack::{PackedB, PackedBView};
 pub use pool::release_tiles;
 pub use precision::{
-    Bf16, Fp16, Int8, ParsePrecisionError, Precision, PrecisionKind, Scalar, S8U8, U8S8, U8U8,
+    Bf16, Bf8Bf8, Bf8Hf8, Fp16, Hf8Bf8, Hf8Hf8, Int8, ParsePrecisionError, Precision,
+    PrecisionKind, Scalar, S8U8, U8S8, U8U8,
 };
+
+/// The FP8 values of A and B for the AMX-FP8 precisions ([`Bf8Bf8`] and the others).
+pub use amx_runtime::fp8::{Bf8, Hf8};
 
 /// The rayon this crate runs on, for [`Gemm::pool`]: a caller's pool must come from the same
 /// major version.

@@ -125,7 +125,7 @@ pub struct PackedB<P: Precision> {
     panels: usize,
     panel_stride: usize,
     data: AlignedBytes,
-    /// Per column of B, the sum of its K elements (int8 precisions; empty for bf16): what the
+    /// Per column of B, the sum of its K elements (int8 precisions; empty for the float precisions): what the
     /// zero point of the activations is compensated with (see
     /// [`Epilogue`](crate::Epilogue)).
     col_sums: Vec<i32>,
@@ -277,7 +277,7 @@ impl<P: Precision> PackedB<P> {
     }
 
     /// The column sums to fill at pack time: `Some` (zeroed, N of them) for the int8
-    /// precisions, `None` for bf16.
+    /// precisions, `None` for the float precisions.
     fn col_sums_mut(&mut self) -> Option<&mut [i32]> {
         if P::KIND.is_integer() {
             Some(&mut self.col_sums)
@@ -378,7 +378,7 @@ impl<P: Precision> PackedB<P> {
 
     /// Per column `n` of B, `sum_k B[k][n]` (wrapping in `i32`), computed once at pack time:
     /// what a zero point of the activations is compensated with
-    /// ([`Epilogue::quantized`](crate::Epilogue::quantized)). `None` for bf16; empty when K is
+    /// ([`Epilogue::quantized`](crate::Epilogue::quantized)). `None` for the float precisions; empty when K is
     /// 0 (every sum is 0).
     pub fn col_sums(&self) -> Option<&[i32]> {
         Self::has_col_sums().then_some(&self.col_sums[..])
@@ -513,7 +513,7 @@ pub struct PackedBView<'a, P: Precision> {
     pub(crate) steps: usize,
     pub(crate) panel_stride: usize,
     pub(crate) data: &'a [u8],
-    /// The column sums (int8 precisions; `None` for bf16 and for blobs without them).
+    /// The column sums (int8 precisions; `None` for the float precisions and for blobs without them).
     pub(crate) col_sums: Option<&'a [i32]>,
     /// Where the per-k-step column sums are kept between calls (`None`: a borrowed blob, for
     /// which they are computed on every call that needs them).
@@ -548,7 +548,7 @@ impl<'a, P: Precision> PackedBView<'a, P> {
         self.data
     }
 
-    /// The column sums of B ([`PackedB::col_sums`]); `None` for bf16 and for weights read from
+    /// The column sums of B ([`PackedB::col_sums`]); `None` for the float precisions and for weights read from
     /// a blob of format version 1, which does not carry them.
     pub fn col_sums(&self) -> Option<&'a [i32]> {
         self.col_sums

@@ -97,6 +97,57 @@
 //! about `2^29` or more `h u` reaches 1, and the tolerance is infinite (no bound is claimed). The reference's
 //! own `f32` output is `Ŝ` rounded once, within `u |Ŝ|` or `2^-150` of it, which the bound covers.
 //!
+//! # fp16
+//!
+//! TDPFP16PS reads fp16 denormal inputs as values; they are normal `f32`s, never below
+//! `2^-24`, so the reference's DAZ leaves them alone, and the bound above holds as derived.
+//!
+//! # FP8: the error bound
+//!
+//! The FP8 products (TDPBF8PS, TDPHF8PS, TDPBHF8PS, TDPHBF8PS) read every FP8 value exactly,
+//! denormals included, and C under DAZ
+//! ([semantics.md section 16](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md#16-amx-fp8-tdpbf8ps-tdpbhf8ps-tdphbf8ps-tdphf8ps));
+//! the reference reads them the same way and sums in `f64` as for bf16. A product of two FP8
+//! values has at most 8 significant bits and lies between `2^-32` and `2^32` in magnitude, so it
+//! is exact in `f32` and in `f64`. With `T = ceil(K / 64)` tile dot products per output and
+//! `h = T + 17`, every finite output satisfies
+//!
+//! ```text
+//! |c - S| <= gamma(h) M + (1 + gamma(h)) F 2^-126,    F = 1  (F = 0 when K = 0)
+//! ```
+//!
+//! **What the tiles compute.** Dot product `t` takes elements `64 (t - 1) .. 64 t - 1` of K (the
+//! tail padded with zeros), 16 dwords of four. For dword `j` (1 to 16) the four exact products
+//! are added in pairs, `q = fl(p0 + p1)` into the even lane and `q' = fl(p2 + p3)` into the odd
+//! lane, each lane `acc := fl(acc + q)` from `+0`; then `s_t = fl(te + to)` and
+//! `C_t = fl(C_(t-1) + s_t)`, with the `fl` of the bf16 derivation.
+//!
+//! **Counting factors.** A product entering dword `j` of dot product `t` passes through its pair
+//! sum, lane steps `j .. 16`, `te + to`, `C_t` and `C_(t+1) .. C_T`. Lane step 1 adds a pair
+//! sum (a result of `fl`, so zero or normal) to `+0` and is exact: at most
+//! `1 + 15 + 2 + (T - 1) = T + 17 = h` factors count; `c0` meets `T`.
+//!
+//! **No operation flushes.** Every product is a multiple of `2^-32` (the least FP8 magnitudes
+//! are `2^-16` and `2^-9`). Rounding a multiple of `2^-32` to 24 significant bits gives a
+//! multiple of `2^-32` (below `2^-8` nothing is rounded off; above, the result's last place
+//! is coarser), so every pair sum, lane value and `s_t` is 0 or a multiple of `2^-32`, and a
+//! nonzero one is at least `2^-32`: none of them is flushed. For `x = C_(t-1) + s_t`: with
+//! `s_t = 0` or `C_(t-1) = 0`, `x` is zero or at least `2^-126` already (`C_(t-1)` is a
+//! result of `fl` or `c0` after DAZ); otherwise either `|C_(t-1)| < 2^-33`, so
+//! `|x| > 2^-33`, or `C_(t-1)` is a multiple of `2^-56` (an `f32` of at least `2^-33`), so
+//! `x` is a nonzero multiple of `2^-56` or 0. So the only flush is the DAZ of a denormal
+//! `c0`: `F = 1`, which the reference applies too.
+//!
+//! The reference's own error is that of the bf16 case (`K + 1` exact `f64` terms), and
+//! [`verify`] accepts a finite output within
+//!
+//! ```text
+//! ((gamma(h) + gamma'(K)) M̂ / (1 - gamma'(K)) + (1 + gamma(h)) F 2^-126) (1 + 2^-40)
+//! ```
+//!
+//! which is [`float_tolerance`]`(kind, K, M̂)` for an FP8 `kind`. Infinities and NaN (bf8 has
+//! infinities, hf8 only NaN) are compared by class under the rules below, with this `h`.
+//!
 //! # bf16: infinities and NaN
 //!
 //! An operation overflows only when its exact value reaches `Ω = 2^128 - 2^103`, the least
@@ -156,7 +207,8 @@ use crate::precision::{Precision, PrecisionKind, Scalar};
 
 /// `C (+)= A x B` computed plainly (int8: exact, wrapped to `i32`; bf16: denormal inputs and a
 /// denormal start read as zero as the tiles read them, summed in `f64` and rounded to `f32`
-/// once; see the [module docs](self)). Same argument conventions, checks and errors as
+/// once; fp16 and FP8 the same way, their denormal inputs being values the tiles keep; see
+/// the [module docs](self)). Same argument conventions, checks and errors as
 /// [`Gemm::run_unpacked`](crate::Gemm::run_unpacked); leaves C unchanged when it returns an
 /// error.
 #[allow(clippy::too_many_arguments)]
@@ -331,12 +383,25 @@ fn gamma(n: f64, u: f64) -> f64 {
     }
 }
 
-/// `gamma(h)` of the tiles (`h = ceil(k / 32) + 16`, `u = 2^-24`) and `gamma'(k)` of the `f64`
+/// The counts of the [module docs](self)' bounds for a float precision over `k` products:
+/// `h`, the most roundings a term meets (bf16, fp16: `ceil(k / 32) + 16`; FP8:
+/// `ceil(k / 64) + 17`), and `F`, the operations that may flush (bf16, fp16:
+/// `34 ceil(k / 32) + 1`; FP8: 1; 0 when `k` is 0).
+fn counts(kind: PrecisionKind, k: usize) -> (f64, f64) {
+    let t = k.div_ceil(kind.k_per_step()) as f64;
+    let (h, flushes) = if kind.is_fp8() {
+        (t + 17.0, 1.0)
+    } else {
+        (t + 16.0, 34.0 * t + 1.0)
+    };
+    (h, if k == 0 { 0.0 } else { flushes })
+}
+
+/// `gamma(h)` of the tiles (`h` from [`counts`], `u = 2^-24`) and `gamma'(k)` of the `f64`
 /// reference (`u' = 2^-53`).
-fn gammas(k: usize) -> (f64, f64) {
-    let t = k.div_ceil(32) as f64;
-    let k = k as f64;
-    (gamma(t + 16.0, 2f64.powi(-24)), gamma(k, 2f64.powi(-53)))
+fn gammas(kind: PrecisionKind, k: usize) -> (f64, f64) {
+    let (h, _) = counts(kind, k);
+    (gamma(h, 2f64.powi(-24)), gamma(k as f64, 2f64.powi(-53)))
 }
 
 /// The largest error a finite bf16 output of this crate may have, measured from the `f64`
@@ -344,24 +409,32 @@ fn gammas(k: usize) -> (f64, f64) {
 /// `|c0| + sum |a_k||b_k| = magnitude` (computed in `f64` from the inputs as the tiles read
 /// them). Infinite when `k` is too large for the bound (about `2^29` or more).
 pub fn bf16_tolerance(k: usize, magnitude: f64) -> f64 {
-    let (g, g_ref) = gammas(k);
+    float_tolerance(PrecisionKind::Bf16, k, magnitude)
+}
+
+/// The largest error a finite output of the float precision `kind` may have, measured from the
+/// `f64` reference: [`bf16_tolerance`] for bf16 and fp16, the FP8 bound of the
+/// [module docs](self) for the FP8 products, 0 for the integer precisions (exact). Infinite when
+/// `k` is too large for the bound (about `2^29` or more).
+pub fn float_tolerance(kind: PrecisionKind, k: usize, magnitude: f64) -> f64 {
+    if kind.is_integer() {
+        return 0.0;
+    }
+    let (g, g_ref) = gammas(kind, k);
     if g_ref >= 0.5 || g.is_infinite() {
         return f64::INFINITY;
     }
-    // 34 flush points per tile dot product, and the DAZ of a denormal start.
-    let flushes = match k {
-        0 => 0.0,
-        _ => 34.0 * k.div_ceil(32) as f64 + 1.0,
-    };
+    // The operations that may flush, and the DAZ of a denormal start.
+    let (_, flushes) = counts(kind, k);
     let relative = (g + g_ref) * magnitude / (1.0 - g_ref);
     let absolute = (1.0 + g) * flushes * MIN_NORMAL;
     (relative + absolute) * EVALUATION
 }
 
-/// Whether an intermediate sum of a bf16 output over `k` products may overflow, when the
+/// Whether an intermediate sum of a float output over `k` products may overflow, when the
 /// finite terms' magnitudes sum to `finite`: `(1 + gamma(h)) M_f >= Ω` (module docs).
-fn may_overflow(k: usize, finite: f64) -> bool {
-    let (g, g_ref) = gammas(k);
+fn may_overflow(kind: PrecisionKind, k: usize, finite: f64) -> bool {
+    let (g, g_ref) = gammas(kind, k);
     g_ref >= 0.5 || (1.0 + g) * finite / (1.0 - g_ref) * EVALUATION >= OVERFLOW
 }
 
@@ -498,8 +571,9 @@ fn mix(state: u64) -> u64 {
 }
 
 /// Compares `c` (the result of `C (+)= A x B` from `c0`, or from nothing with
-/// [`Mode::Overwrite`]) with the reference: exact for int8; for bf16, by class (NaN, infinity,
-/// finite) and finite outputs within [`bf16_tolerance`], as the [module docs](self) derive.
+/// [`Mode::Overwrite`]) with the reference: exact for int8; for the float precisions (bf16,
+/// fp16, FP8), by class (NaN, infinity, finite) and finite outputs within
+/// [`float_tolerance`], as the [module docs](self) derive.
 ///
 /// The arguments are checked as [`gemm`] checks them (`c0`, when given, with C's shape and
 /// `ldc`); bad ones give [`VerifyError::Input`], a difference [`VerifyError::Mismatch`].
@@ -589,8 +663,8 @@ pub fn verify<P: Precision>(
             let (tolerance, matches) = if P::KIND.is_integer() {
                 (0.0, got == expected)
             } else {
-                let tolerance = bf16_tolerance(k, e.magnitude);
-                let overflow = may_overflow(k, e.finite);
+                let tolerance = float_tolerance(P::KIND, k, e.magnitude);
+                let overflow = may_overflow(P::KIND, k, e.finite);
                 (tolerance, bf16_matches(got, expected, tolerance, overflow))
             };
             if !matches {
@@ -713,6 +787,40 @@ mod tests {
         assert!(verify::<Bf16>(1, 1, 4, &a, 4, &b, 1, Some(&c0), &c, 1, Outputs::All).is_err());
     }
 
+    /// The FP8 bound: a term meets one rounding more per dot product's lane but there are half
+    /// as many dot products, and nothing flushes.
+    #[test]
+    fn fp8_tolerance() {
+        use crate::precision::Hf8Hf8;
+        let fp8 = |k, m| float_tolerance(PrecisionKind::Hf8Hf8, k, m);
+        assert_eq!(fp8(0, 0.0), 0.0);
+        assert!(fp8(0, 1.0) > 0.0);
+        assert_eq!(
+            fp8(64, 0.0),
+            (1.0 + gamma(18.0, 2f64.powi(-24))) * MIN_NORMAL * EVALUATION
+        );
+        assert!(fp8(64, 1.0) < 1.1e-6 && fp8(64, 1.0) > bf16_tolerance(32, 1.0));
+        assert!(fp8(4096, 1.0) < bf16_tolerance(4096, 1.0));
+        assert_eq!(
+            float_tolerance(PrecisionKind::Bf8Hf8, 100, 3.0),
+            fp8(100, 3.0)
+        );
+        assert_eq!(float_tolerance(PrecisionKind::Int8, 100, 3.0), 0.0);
+        assert_eq!(
+            float_tolerance(PrecisionKind::Fp16, 100, 3.0),
+            bf16_tolerance(100, 3.0)
+        );
+        // 1.5 * 2 four times, from 1: exact.
+        let a = vec![crate::Hf8::from_f32(1.5); 4];
+        let b = vec![crate::Hf8::from_f32(2.0); 4];
+        let (c0, c1, c) = ([1.0f32], [13.0f32], [12.5f32]);
+        let check = |start: Option<&[f32]>, c: &[f32]| {
+            verify::<Hf8Hf8>(1, 1, 4, &a, 4, &b, 1, start, c, 1, Outputs::All)
+        };
+        assert!(check(Some(&c0), &c1).is_ok());
+        assert!(check(Some(&c0), &c).is_err());
+    }
+
     #[test]
     fn bf16_tolerance_grows_with_k_and_gives_up_past_the_bound() {
         // Monotonic in K and in the magnitude, and never below the flushes K products can lose.
@@ -732,7 +840,7 @@ mod tests {
         // tolerance is claimed.
         for k in [32 << 24, usize::MAX] {
             assert_eq!(bf16_tolerance(k, 1.0), f64::INFINITY, "{k}");
-            assert!(may_overflow(k, 1.0));
+            assert!(may_overflow(PrecisionKind::Bf16, k, 1.0));
         }
     }
 }
@@ -1152,7 +1260,7 @@ pub fn verify_linear<P: Precision, O: Output>(
                 let q = row[j].exact as i64 - (f64::from(zp) * col_sums[j]) as i64;
                 (f64::from(q as i32), 0.0)
             } else {
-                (row[j].exact, bf16_tolerance(k, row[j].magnitude))
+                (row[j].exact, float_tolerance(P::KIND, k, row[j].magnitude))
             };
             let s = params.scale(i, j);
             let expected =

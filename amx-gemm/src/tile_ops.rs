@@ -31,7 +31,8 @@ use amx_runtime::typed::Layout;
 use amx_runtime::{Backend, Fault, Feature, Tiles, TypedTiles};
 
 use crate::configs::typed::{
-    Bf16Kernel, Fp16Kernel, Int8Kernel, S8U8Kernel, U8S8Kernel, U8U8Kernel,
+    Bf16Kernel, Bf8Bf8Kernel, Bf8Hf8Kernel, Fp16Kernel, Hf8Bf8Kernel, Hf8Hf8Kernel, Int8Kernel,
+    S8U8Kernel, U8S8Kernel, U8U8Kernel,
 };
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
 use crate::error::{GemmError, InternalError, Unsupported};
@@ -295,6 +296,10 @@ impl TileOps for Checked<'_> {
             PrecisionKind::U8U8 => self.tiles.tdpbuud(c, a, b)?,
             PrecisionKind::Bf16 => self.tiles.tdpbf16ps(c, a, b)?,
             PrecisionKind::Fp16 => self.tiles.tdpfp16ps(c, a, b)?,
+            PrecisionKind::Bf8Bf8 => self.tiles.tdpbf8ps(c, a, b)?,
+            PrecisionKind::Hf8Hf8 => self.tiles.tdphf8ps(c, a, b)?,
+            PrecisionKind::Bf8Hf8 => self.tiles.tdpbhf8ps(c, a, b)?,
+            PrecisionKind::Hf8Bf8 => self.tiles.tdphbf8ps(c, a, b)?,
         }
         Ok(())
     }
@@ -309,6 +314,7 @@ pub(crate) fn silicon_supports(dtype: PrecisionKind) -> Result<(), GemmError> {
     let present = match feature {
         Feature::AmxBf16 => caps.amx_bf16,
         Feature::AmxFp16 => caps.amx_fp16,
+        Feature::AmxFp8 => caps.amx_fp8,
         _ => caps.amx_int8,
     };
     if present {
@@ -421,6 +427,10 @@ impl TileOps for Silicon<'_> {
                 PrecisionKind::U8U8 => i::_tile_dpbuud::<C, A, B>(),
                 PrecisionKind::Bf16 => i::_tile_dpbf16ps::<C, A, B>(),
                 PrecisionKind::Fp16 => i::_tile_dpfp16ps::<C, A, B>(),
+                PrecisionKind::Bf8Bf8 => i::_tile_dpbf8ps::<C, A, B>(),
+                PrecisionKind::Hf8Hf8 => i::_tile_dphf8ps::<C, A, B>(),
+                PrecisionKind::Bf8Hf8 => i::_tile_dpbhf8ps::<C, A, B>(),
+                PrecisionKind::Hf8Bf8 => i::_tile_dphbf8ps::<C, A, B>(),
             }
         }
         Ok(())
@@ -604,8 +614,8 @@ macro_rules! full_2x2 {
 }
 
 /// What a typed dot product returns, as whether it ran: `()` always (its operands are proven),
-/// TDPFP16PS's `Result` when the unit refused it (the driver checked AMX-FP16 first, so a
-/// refusal is reported as the bug it would be).
+/// the `Result` of TDPFP16PS and the FP8 products when the unit refused them (the driver
+/// checked AMX-FP16 or AMX-FP8 first, so a refusal is reported as the bug it would be).
 trait Issued {
     fn issued(self) -> bool;
 }
@@ -630,6 +640,10 @@ full_2x2!(S8U8Kernel, PrecisionKind::S8U8, tdpbsud);
 full_2x2!(U8U8Kernel, PrecisionKind::U8U8, tdpbuud);
 full_2x2!(Bf16Kernel, PrecisionKind::Bf16, tdpbf16ps);
 full_2x2!(Fp16Kernel, PrecisionKind::Fp16, tdpfp16ps);
+full_2x2!(Bf8Bf8Kernel, PrecisionKind::Bf8Bf8, tdpbf8ps);
+full_2x2!(Hf8Hf8Kernel, PrecisionKind::Hf8Hf8, tdphf8ps);
+full_2x2!(Bf8Hf8Kernel, PrecisionKind::Bf8Hf8, tdpbhf8ps);
+full_2x2!(Hf8Bf8Kernel, PrecisionKind::Hf8Bf8, tdphbf8ps);
 
 /// Rows of every tile of a [`Full2x2`] layout.
 const FULL_ROWS: usize = 16;

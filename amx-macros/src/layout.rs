@@ -3,16 +3,17 @@
 //! `amx_runtime::typed::Dot` for exactly the operand triples the silicon accepts.
 //!
 //! The operand rule is `amx_tilecfg::check_dot`, the same function the run-time checks call, so
-//! a dot product that compiles is one the hardware executes. Element types are checked here too:
-//! TDPB[SU][SU]D takes i8/u8 A and B into an i32 C; TDPBF16PS bf16 into f32; TDPFP16PS f16 into
-//! f32. A tile written without an element type (raw bytes) fits any role.
+//! a dot product that compiles is one the hardware executes. Element types are checked here too,
+//! against `amx_tilecfg::DOT_ELEMENTS`: TDPB[SU][SU]D takes i8/u8 A and B into an i32 C;
+//! TDPBF16PS bf16 into f32; TDPFP16PS and the TCMM*FP16PS f16 into f32; the TDP[BH][BH]F8PS bf8
+//! or hf8 into f32. A tile written without an element type (raw bytes) fits any role.
 //!
 //! Besides the real implementations, each handle gets a few "decoy" implementations (generic,
 //! never matching a real handle) so that rustc cannot guess an operand's type from the only
 //! fitting triple; without them a mismatch is reported as "mismatched types" instead of
 //! `Dot`'s message naming the tiles and shapes.
 
-use amx_tilecfg::{check_dot, image, ElemType, TileShape, TmulLimits};
+use amx_tilecfg::{check_dot, image, ElemType, TileShape, TmulLimits, DOT_ELEMENTS};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
@@ -28,16 +29,6 @@ struct Named<'a> {
     shape: TileShape,
     elem: Option<ElemType>,
 }
-
-/// The operand roles' element types of each dot product: (C, A, B).
-const DOTS: [(&str, [ElemType; 3]); 6] = [
-    ("TDPBSSD", [ElemType::I32, ElemType::I8, ElemType::I8]),
-    ("TDPBSUD", [ElemType::I32, ElemType::I8, ElemType::U8]),
-    ("TDPBUSD", [ElemType::I32, ElemType::U8, ElemType::I8]),
-    ("TDPBUUD", [ElemType::I32, ElemType::U8, ElemType::U8]),
-    ("TDPBF16PS", [ElemType::F32, ElemType::Bf16, ElemType::Bf16]),
-    ("TDPFP16PS", [ElemType::F32, ElemType::F16, ElemType::F16]),
-];
 
 /// The items of the item form. `config` is the expression of the validated configuration, or
 /// of INIT when there were errors (then every operand triple gets a stand-in `Dot`, so the
@@ -247,6 +238,8 @@ fn elem_type(elem: Option<ElemType>) -> TokenStream {
         Some(ElemType::F32) => quote!(::core::primitive::f32),
         Some(ElemType::Bf16) => quote!(::amx_runtime::typed::BF16),
         Some(ElemType::F16) => quote!(::amx_runtime::typed::FP16),
+        Some(ElemType::Bf8) => quote!(::amx_runtime::typed::BF8),
+        Some(ElemType::Hf8) => quote!(::amx_runtime::typed::HF8),
     }
 }
 
@@ -263,7 +256,7 @@ fn fits(elem: Option<ElemType>, wanted: ElemType) -> bool {
 
 fn dot_impls(layout: &Ident, module: &Ident, named: &[Named]) -> Vec<TokenStream> {
     let mut out = Vec::new();
-    for (op, [ce, ae, be]) in DOTS {
+    for (op, [ce, ae, be]) in DOT_ELEMENTS {
         let op = Ident::new(op, Span::call_site());
         for c in named {
             for a in named {

@@ -6,8 +6,9 @@
 //! |---|---|
 //! | AMX-TILE, AMX-INT8, AMX-BF16 | CPUID.(7,0):EDX bits 24, 25, 22 (raw-cpuid's leaf 7 parser) |
 //! | AMX-FP16, AMX-COMPLEX | CPUID.(7,1):EAX bit 21, EDX bit 8 (when leaf 7 reports subleaf 1) |
+//! | AMX-COMPLEX, AMX-FP8, AMX-AVX512, AMX-MOVRS | CPUID.(0x1E,1):EAX bits 2, 4, 7, 8 (when CPUID.(0x1E,0):EAX, the highest subleaf, is at least 1) |
 //! | OSXSAVE | CPUID.1:ECX bit 27 (raw-cpuid's leaf 1 parser) |
-//! | XCR0 bits 17 (XTILECFG), 18 (XTILEDATA) | XGETBV(0), only when OSXSAVE is set (else #UD) |
+//! | XCR0 bits 17 (XTILECFG), 18 (XTILEDATA); 1, 2, 5, 6, 7 (the AVX-512 state AMX-AVX512 needs) | XGETBV(0), only when OSXSAVE is set (else #UD) |
 //! | palettes | CPUID.(0x1D,0).EAX = max palette; CPUID.(0x1D,i) = palette i |
 //! | TMUL limits | CPUID.(0x1E,0).EBX |
 //! | permission | `arch_prctl(ARCH_GET_XCOMP_PERM)`: [`permission_state`] |
@@ -46,6 +47,18 @@ const AMX_FP16_BIT: u32 = 1 << 21;
 /// CPUID.(7,1):EDX bit of AMX-COMPLEX.
 const AMX_COMPLEX_BIT: u32 = 1 << 8;
 
+/// CPUID.(0x1E,1):EAX bits of the AMX extensions: AMX-COMPLEX (bit 2, also reported in leaf 7),
+/// AMX-FP8, AMX-AVX512 and AMX-MOVRS. (Bits 0, 1 and 3 repeat AMX-INT8, AMX-BF16 and AMX-FP16
+/// of leaf 7; bits 5 and 6 named AMX-TRANSPOSE and AMX-TF32, which Intel withdrew.)
+const TMUL_COMPLEX_BIT: u32 = 1 << 2;
+const TMUL_FP8_BIT: u32 = 1 << 4;
+const TMUL_AVX512_BIT: u32 = 1 << 7;
+const TMUL_MOVRS_BIT: u32 = 1 << 8;
+
+/// XCR0 bits of the SSE, AVX, opmask, ZMM_Hi256 and Hi16_ZMM state: all five must be enabled for
+/// an instruction that writes a zmm register.
+const XCR0_ZMM: u64 = 0b1110_0110;
+
 /// XCR0 bit 17: the OS saves and restores the tile configuration (XTILECFG).
 const XCR0_XTILECFG: u64 = 1 << permit::XFEATURE_XTILECFG;
 /// XCR0 bit 18: the OS saves and restores the tile data (XTILEDATA).
@@ -64,8 +77,16 @@ pub struct Capabilities {
     pub amx_bf16: bool,
     /// CPUID.(7,1):EAX\[21\] AMX-FP16.
     pub amx_fp16: bool,
-    /// CPUID.(7,1):EDX\[8\] AMX-COMPLEX.
+    /// AMX-COMPLEX: CPUID.(7,1):EDX\[8\] or CPUID.(0x1E,1):EAX\[2\].
     pub amx_complex: bool,
+    /// CPUID.(0x1E,1):EAX\[4\] AMX-FP8 (TDPBF8PS, TDPBHF8PS, TDPHBF8PS, TDPHF8PS).
+    pub amx_fp8: bool,
+    /// CPUID.(0x1E,1):EAX\[7\] AMX-AVX512 (TILEMOVROW and the TCVTROW* conversions into a
+    /// zmm register, which also need the OS to enable the AVX-512 state: see
+    /// [`Capabilities::zmm_enabled`]).
+    pub amx_avx512: bool,
+    /// CPUID.(0x1E,1):EAX\[8\] AMX-MOVRS (TILELOADDRS, TILELOADDRST1).
+    pub amx_movrs: bool,
     /// CPUID.1:ECX\[27\] OSXSAVE (XGETBV usable).
     pub osxsave: bool,
     /// XCR0, when OSXSAVE allows reading it (`None` otherwise: XGETBV would raise #UD).
@@ -121,6 +142,12 @@ impl Capabilities {
     /// XCR0 bit 18: the OS manages the tile data state (XTILEDATA).
     pub fn xtiledata_enabled(&self) -> bool {
         self.xcr0.is_some_and(|xcr0| xcr0 & XCR0_XTILEDATA != 0)
+    }
+
+    /// XCR0 bits 1, 2, 5, 6 and 7: the OS manages the SSE, AVX and AVX-512 (opmask, ZMM_Hi256,
+    /// Hi16_ZMM) state, without which an instruction writing a zmm register raises #UD.
+    pub fn zmm_enabled(&self) -> bool {
+        self.xcr0.is_some_and(|xcr0| xcr0 & XCR0_ZMM == XCR0_ZMM)
     }
 
     /// Every reason but the permission: the ones that cannot change while the process runs.
@@ -303,6 +330,9 @@ pub fn detect() -> Capabilities {
             amx_bf16: false,
             amx_fp16: false,
             amx_complex: false,
+            amx_fp8: false,
+            amx_avx512: false,
+            amx_movrs: false,
             osxsave: false,
             xcr0: None,
             palettes: PaletteTable::NONE,
@@ -361,7 +391,17 @@ pub fn detect_with<R: CpuIdReader>(
         .filter(|r| r.eax >= 1)
         .and_then(|_| leaf(LEAF_EXTENDED_FEATURES, 1));
     let amx_fp16 = subleaf1.is_some_and(|r| r.eax & AMX_FP16_BIT != 0);
-    let amx_complex = subleaf1.is_some_and(|r| r.edx & AMX_COMPLEX_BIT != 0);
+
+    // Leaf 0x1E's subleaf 1 only where subleaf 0 reports it: an older CPU need not answer an
+    // unlisted subleaf with zeros, and a false AMX-FP8 would let a safe call raise #UD.
+    let extensions = leaf(LEAF_TMUL_INFO, 0)
+        .filter(|r| r.eax >= 1)
+        .map_or(0, |_| reader.cpuid2(LEAF_TMUL_INFO, 1).eax);
+    let amx_complex = subleaf1.is_some_and(|r| r.edx & AMX_COMPLEX_BIT != 0)
+        || extensions & TMUL_COMPLEX_BIT != 0;
+    let amx_fp8 = extensions & TMUL_FP8_BIT != 0;
+    let amx_avx512 = extensions & TMUL_AVX512_BIT != 0;
+    let amx_movrs = extensions & TMUL_MOVRS_BIT != 0;
 
     let palettes = match leaf(LEAF_TILE_INFO, 0) {
         Some(r) => {
@@ -387,6 +427,9 @@ pub fn detect_with<R: CpuIdReader>(
         amx_bf16,
         amx_fp16,
         amx_complex,
+        amx_fp8,
+        amx_avx512,
+        amx_movrs,
         osxsave,
         xcr0: if osxsave { xcr0 } else { None },
         palettes,

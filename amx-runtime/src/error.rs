@@ -252,6 +252,11 @@ impl fmt::Display for InvalidOpcode {
                 f,
                 "{m}: CPUID.(0xD,18) does not describe the tile data (XTILEDATA)"
             ),
+            UdReason::MissingFeature(Feature::ZmmState) => write!(
+                f,
+                "{m}: the OS has not enabled the AVX-512 register state its zmm destination \
+                 needs (XCR0 bits 1, 2, 5, 6 and 7)"
+            ),
             UdReason::MissingFeature(feature) => {
                 write!(f, "{m}: this CPU does not report {feature}")
             }
@@ -332,10 +337,38 @@ pub enum Mnemonic {
     Tileloaddt1,
     /// TILESTORED.
     Tilestored,
-    /// One of the dot products.
+    /// One of the dot products of AMX-INT8, AMX-BF16 and AMX-FP16.
     DotProduct(DotKind),
     /// XSAVE of the tile data ([`TileUnit::tile_data`](crate::TileUnit::tile_data)).
     Xsave,
+    /// TILELOADDRS (AMX-MOVRS).
+    Tileloaddrs,
+    /// TILELOADDRST1 (AMX-MOVRS).
+    Tileloaddrst1,
+    /// TDPBF8PS (AMX-FP8).
+    Tdpbf8ps,
+    /// TDPBHF8PS (AMX-FP8).
+    Tdpbhf8ps,
+    /// TDPHBF8PS (AMX-FP8).
+    Tdphbf8ps,
+    /// TDPHF8PS (AMX-FP8).
+    Tdphf8ps,
+    /// TCMMIMFP16PS (AMX-COMPLEX).
+    Tcmmimfp16ps,
+    /// TCMMRLFP16PS (AMX-COMPLEX).
+    Tcmmrlfp16ps,
+    /// TILEMOVROW (AMX-AVX512).
+    Tilemovrow,
+    /// TCVTROWD2PS (AMX-AVX512).
+    Tcvtrowd2ps,
+    /// TCVTROWPS2BF16H (AMX-AVX512).
+    Tcvtrowps2bf16h,
+    /// TCVTROWPS2BF16L (AMX-AVX512).
+    Tcvtrowps2bf16l,
+    /// TCVTROWPS2PHH (AMX-AVX512).
+    Tcvtrowps2phh,
+    /// TCVTROWPS2PHL (AMX-AVX512).
+    Tcvtrowps2phl,
 }
 
 impl Mnemonic {
@@ -351,6 +384,20 @@ impl Mnemonic {
             Mnemonic::Tilestored => "TILESTORED",
             Mnemonic::DotProduct(kind) => kind.mnemonic(),
             Mnemonic::Xsave => "XSAVE",
+            Mnemonic::Tileloaddrs => "TILELOADDRS",
+            Mnemonic::Tileloaddrst1 => "TILELOADDRST1",
+            Mnemonic::Tdpbf8ps => "TDPBF8PS",
+            Mnemonic::Tdpbhf8ps => "TDPBHF8PS",
+            Mnemonic::Tdphbf8ps => "TDPHBF8PS",
+            Mnemonic::Tdphf8ps => "TDPHF8PS",
+            Mnemonic::Tcmmimfp16ps => "TCMMIMFP16PS",
+            Mnemonic::Tcmmrlfp16ps => "TCMMRLFP16PS",
+            Mnemonic::Tilemovrow => "TILEMOVROW",
+            Mnemonic::Tcvtrowd2ps => "TCVTROWD2PS",
+            Mnemonic::Tcvtrowps2bf16h => "TCVTROWPS2BF16H",
+            Mnemonic::Tcvtrowps2bf16l => "TCVTROWPS2BF16L",
+            Mnemonic::Tcvtrowps2phh => "TCVTROWPS2PHH",
+            Mnemonic::Tcvtrowps2phl => "TCVTROWPS2PHL",
         }
     }
 }
@@ -374,6 +421,17 @@ pub enum Feature {
     /// The tile data's place in the XSAVE area (CPUID.(0xD,18)), which reading a whole tile
     /// needs.
     XsaveTileData,
+    /// AMX-FP8 (CPUID.(0x1E,1):EAX\[4\]): TDPBF8PS, TDPBHF8PS, TDPHBF8PS, TDPHF8PS.
+    AmxFp8,
+    /// AMX-COMPLEX (CPUID.(7,1):EDX\[8\]): TCMMIMFP16PS, TCMMRLFP16PS.
+    AmxComplex,
+    /// AMX-MOVRS (CPUID.(0x1E,1):EAX\[8\]): TILELOADDRS, TILELOADDRST1.
+    AmxMovrs,
+    /// AMX-AVX512 (CPUID.(0x1E,1):EAX\[7\]): TILEMOVROW and the TCVTROW* conversions.
+    AmxAvx512,
+    /// The AVX-512 register state enabled by the OS (XCR0 bits 1, 2, 5, 6, 7), without which an
+    /// instruction writing a zmm register raises #UD.
+    ZmmState,
 }
 
 impl fmt::Display for Feature {
@@ -383,6 +441,13 @@ impl fmt::Display for Feature {
             Feature::AmxBf16 => "AMX-BF16 (CPUID.(7,0):EDX[22])",
             Feature::AmxFp16 => "AMX-FP16 (CPUID.(7,1):EAX[21])",
             Feature::XsaveTileData => "the XSAVE layout of the tile data (CPUID.(0xD,18))",
+            Feature::AmxFp8 => "AMX-FP8 (CPUID.(0x1E,1):EAX[4])",
+            Feature::AmxComplex => "AMX-COMPLEX (CPUID.(7,1):EDX[8])",
+            Feature::AmxMovrs => "AMX-MOVRS (CPUID.(0x1E,1):EAX[8])",
+            Feature::AmxAvx512 => "AMX-AVX512 (CPUID.(0x1E,1):EAX[7])",
+            Feature::ZmmState => {
+                "the AVX-512 register state enabled by the OS (XCR0 bits 1, 2, 5, 6 and 7)"
+            }
         })
     }
 }

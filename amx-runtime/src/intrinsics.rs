@@ -19,6 +19,26 @@
 //! | [`_tile_dpbuud`]       | TDPBUUD      | [`tdpbuud`](TileUnit::tdpbuud)           |
 //! | [`_tile_dpbf16ps`]     | TDPBF16PS    | [`tdpbf16ps`](TileUnit::tdpbf16ps)       |
 //! | [`_tile_dpfp16ps`]     | TDPFP16PS    | [`tdpfp16ps`](TileUnit::tdpfp16ps)       |
+//! | [`_tile_loaddrs`]      | TILELOADDRS  | [`tileloaddrs`](TileUnit::tileloaddrs), [`tileloaddrs_ptr`](TileUnit::tileloaddrs_ptr) |
+//! | [`_tile_stream_loaddrs`] | TILELOADDRST1 | [`tileloaddrst1`](TileUnit::tileloaddrst1), [`tileloaddrst1_ptr`](TileUnit::tileloaddrst1_ptr) |
+//! | [`_tile_dpbf8ps`]      | TDPBF8PS     | [`tdpbf8ps`](TileUnit::tdpbf8ps)         |
+//! | [`_tile_dpbhf8ps`]     | TDPBHF8PS    | [`tdpbhf8ps`](TileUnit::tdpbhf8ps)       |
+//! | [`_tile_dphbf8ps`]     | TDPHBF8PS    | [`tdphbf8ps`](TileUnit::tdphbf8ps)       |
+//! | [`_tile_dphf8ps`]      | TDPHF8PS     | [`tdphf8ps`](TileUnit::tdphf8ps)         |
+//! | [`_tile_cmmimfp16ps`]  | TCMMIMFP16PS | [`tcmmimfp16ps`](TileUnit::tcmmimfp16ps) |
+//! | [`_tile_cmmrlfp16ps`]  | TCMMRLFP16PS | [`tcmmrlfp16ps`](TileUnit::tcmmrlfp16ps) |
+//! | [`_tile_movrow`], [`_tile_movrowi`] | TILEMOVROW | [`tilemovrow`](TileUnit::tilemovrow) |
+//! | [`_tile_cvtrowd2ps`], [`_tile_cvtrowd2psi`] | TCVTROWD2PS | [`tcvtrowd2ps`](TileUnit::tcvtrowd2ps) |
+//! | [`_tile_cvtrowps2bf16h`], [`_tile_cvtrowps2bf16hi`] | TCVTROWPS2BF16H | [`tcvtrowps2bf16h`](TileUnit::tcvtrowps2bf16h) |
+//! | [`_tile_cvtrowps2bf16l`], [`_tile_cvtrowps2bf16li`] | TCVTROWPS2BF16L | [`tcvtrowps2bf16l`](TileUnit::tcvtrowps2bf16l) |
+//! | [`_tile_cvtrowps2phh`], [`_tile_cvtrowps2phhi`] | TCVTROWPS2PHH | [`tcvtrowps2phh`](TileUnit::tcvtrowps2phh) |
+//! | [`_tile_cvtrowps2phl`], [`_tile_cvtrowps2phli`] | TCVTROWPS2PHL | [`tcvtrowps2phl`](TileUnit::tcvtrowps2phl) |
+//!
+//! The AMX-AVX512 intrinsics return the zmm register as stdarch types it, and are compiled
+//! with the `avx512f` target feature, which their register needs: a CPU with AMX-AVX512 has
+//! it. Where the CPU lacks an instruction's feature, it raises #UD, and the trap engine does
+//! not stand in for these newer instructions; the checked [`TileUnit`] methods refuse them
+//! with a `Fault` instead.
 //!
 //! # Differences from the C and nightly signatures
 //!
@@ -38,6 +58,10 @@
 //!   Intel guide shows `size_t`). The CPU computes row `r` at `base + r * stride` modulo 2^64, so
 //!   a negative stride is passed as its two's complement, e.g. `(-64isize) as usize`.
 //!   [`TileUnit::tileloadd_ptr`] and friends take an `isize` instead.
+//! - **TCVTROWPS2PHH and TCVTROWPS2PHL** ([`_tile_cvtrowps2phh`], [`_tile_cvtrowps2phl`] and
+//!   their immediate forms) return `__m512i` where stdarch returns `__m512h`, a type stable
+//!   only since Rust 1.94, above this crate's minimum; the bits are the same (reinterpret them
+//!   with `core::mem::transmute` where `__m512h` is available).
 //!
 //! # Mixing with the safe API
 //!
@@ -102,6 +126,9 @@
 //! [`Hardware::amx_fp16`]: crate::Hardware::amx_fp16
 
 #![cfg(target_arch = "x86_64")]
+
+use core::arch::x86_64::{__m512, __m512bh, __m512i};
+use core::mem::transmute;
 
 use crate::unit::asm;
 #[allow(unused_imports)] // Used by the intra-doc links.
@@ -266,4 +293,152 @@ dot_intrinsic!(
     _tile_dpfp16ps => tdpfp16ps,
     "AMX-FP16 (CPUID.(7,1):EAX\\[21\\]; a hypervisor may hide the bit of a core that has it, \
      [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) F1)"
+);
+
+dot_intrinsic!(
+    /// TDPBF8PS: `DST += A x B`, each f32 of `DST` accumulating dot products of four bf8
+    /// (E5M2) values of `A` with four of `B`.
+    _tile_dpbf8ps => tdpbf8ps, "AMX-FP8 (CPUID.(0x1E,1):EAX\\[4\\])"
+);
+dot_intrinsic!(
+    /// TDPBHF8PS: as [`_tile_dpbf8ps`] with bf8 in `A` and hf8 (E4M3) in `B`.
+    _tile_dpbhf8ps => tdpbhf8ps, "AMX-FP8 (CPUID.(0x1E,1):EAX\\[4\\])"
+);
+dot_intrinsic!(
+    /// TDPHBF8PS: as [`_tile_dpbf8ps`] with hf8 (E4M3) in `A` and bf8 in `B`.
+    _tile_dphbf8ps => tdphbf8ps, "AMX-FP8 (CPUID.(0x1E,1):EAX\\[4\\])"
+);
+dot_intrinsic!(
+    /// TDPHF8PS: as [`_tile_dpbf8ps`] with hf8 (E4M3) in both `A` and `B`.
+    _tile_dphf8ps => tdphf8ps, "AMX-FP8 (CPUID.(0x1E,1):EAX\\[4\\])"
+);
+dot_intrinsic!(
+    /// TCMMIMFP16PS: `DST += A x B` for complex numbers (one per dword, fp16 real part low,
+    /// fp16 imaginary part high), accumulating the imaginary part of each product into f32.
+    _tile_cmmimfp16ps => tcmmimfp16ps, "AMX-COMPLEX (CPUID.(7,1):EDX\\[8\\])"
+);
+dot_intrinsic!(
+    /// TCMMRLFP16PS: as [`_tile_cmmimfp16ps`], accumulating the real part.
+    _tile_cmmrlfp16ps => tcmmrlfp16ps, "AMX-COMPLEX (CPUID.(7,1):EDX\\[8\\])"
+);
+
+/// TILELOADDRS: [`_tile_loadd`] with a hint that other cores will read the data too (the same
+/// architectural result).
+///
+/// # Safety
+/// As for [`_tile_loadd`], and the CPU implements AMX-MOVRS (CPUID.(0x1E,1):EAX\[8\]).
+#[inline(always)]
+pub unsafe fn _tile_loaddrs<const DST: i32>(base: *const u8, stride_bytes: usize) {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { asm::tileloaddrs::<DST>(base, stride_bytes as isize) }
+}
+
+/// TILELOADDRST1: [`_tile_stream_loadd`] with the hint of [`_tile_loaddrs`].
+///
+/// # Safety
+/// As for [`_tile_loaddrs`].
+#[inline(always)]
+pub unsafe fn _tile_stream_loaddrs<const DST: i32>(base: *const u8, stride_bytes: usize) {
+    const { assert!(0 <= DST && DST < 8, "AMX has tile registers 0 to 7 only") };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { asm::tileloaddrst1::<DST>(base, stride_bytes as isize) }
+}
+
+/// The vector type an AMX-AVX512 intrinsic returns, made from the zmm register's bits.
+trait Zmm {
+    /// The same 512 bits as `Self`.
+    fn from_zmm(v: __m512i) -> Self;
+}
+
+impl Zmm for __m512i {
+    fn from_zmm(v: __m512i) -> Self {
+        v
+    }
+}
+
+impl Zmm for __m512 {
+    fn from_zmm(v: __m512i) -> Self {
+        // SAFETY: both are 64 bytes with no invalid bit pattern.
+        unsafe { transmute::<__m512i, __m512>(v) }
+    }
+}
+
+impl Zmm for __m512bh {
+    fn from_zmm(v: __m512i) -> Self {
+        // SAFETY: both are 64 bytes with no invalid bit pattern.
+        unsafe { transmute::<__m512i, __m512bh>(v) }
+    }
+}
+
+/// Defines the two intrinsics of one AMX-AVX512 row move: the row as a `u32` and as the
+/// constant `ROW`.
+macro_rules! row_intrinsic {
+    ($(#[$doc:meta])* $name:ident, $imm:ident => $raw:ident, $raw_imm:ident, $ty:ty) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The [common conditions](self#safety-common-to-every-function), and the CPU implements
+        /// AMX-AVX512 (CPUID.(0x1E,1):EAX\[7\]) with the AVX-512 state enabled by the OS. A
+        /// configuration is loaded on this thread in which tile `TILE` is used and its colsb is
+        /// a multiple of 4; otherwise #UD. Clears start_row: call
+        /// [`Hardware::resync`](crate::Hardware::resync) before the next safe call if the safe
+        /// API loaded a nonzero start_row.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub unsafe fn $name<const TILE: i32>(row: u32) -> $ty {
+            const { assert!(0 <= TILE && TILE < 8, "AMX has tile registers 0 to 7 only") };
+            // SAFETY: forwarded from this function's contract; a 512-bit vector is reread as
+            // another with the same bits.
+            unsafe { <$ty as Zmm>::from_zmm(asm::$raw::<TILE>(row)) }
+        }
+
+        /// The immediate form of
+        #[doc = concat!("[`", stringify!($name), "`]:")]
+        /// the row is `ROW` (0 to 63, as in stdarch; an imm8 of the instruction whose chunk bits 6
+        /// and 7 are zero).
+        ///
+        /// # Safety
+        #[doc = concat!("As for [`", stringify!($name), "`].")]
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub unsafe fn $imm<const TILE: i32, const ROW: i32>() -> $ty {
+            const {
+                assert!(0 <= TILE && TILE < 8, "AMX has tile registers 0 to 7 only");
+                assert!(0 <= ROW && ROW < 64, "the row is a 6-bit constant");
+            };
+            // SAFETY: as above.
+            unsafe { <$ty as Zmm>::from_zmm(asm::$raw_imm::<TILE, ROW>()) }
+        }
+    };
+}
+
+row_intrinsic!(
+    /// TILEMOVROW: row `row & 0xFFFF` of tile `TILE` (its 64-byte chunk `row >> 16`, which is
+    /// past the row unless 0) as a 512-bit vector, the dwords past its
+    /// colsb zero; all zero when that row is not below the tile's rows.
+    _tile_movrow, _tile_movrowi => tilemovrow, tilemovrowi, __m512i
+);
+row_intrinsic!(
+    /// TCVTROWD2PS: the row of [`_tile_movrow`], each int32 converted to fp32 (round to
+    /// nearest even whatever MXCSR says).
+    _tile_cvtrowd2ps, _tile_cvtrowd2psi => tcvtrowd2ps, tcvtrowd2psi, __m512
+);
+row_intrinsic!(
+    /// TCVTROWPS2BF16H: the row of [`_tile_movrow`], each fp32 converted to bf16 in the high
+    /// half of its dword, the low half zero.
+    _tile_cvtrowps2bf16h, _tile_cvtrowps2bf16hi => tcvtrowps2bf16h, tcvtrowps2bf16hi, __m512bh
+);
+row_intrinsic!(
+    /// TCVTROWPS2BF16L: as [`_tile_cvtrowps2bf16h`] in the low half, the high half zero.
+    _tile_cvtrowps2bf16l, _tile_cvtrowps2bf16li => tcvtrowps2bf16l, tcvtrowps2bf16li, __m512bh
+);
+row_intrinsic!(
+    /// TCVTROWPS2PHH: the row of [`_tile_movrow`], each fp32 converted to fp16 in the high half
+    /// of its dword, the low half zero.
+    _tile_cvtrowps2phh, _tile_cvtrowps2phhi => tcvtrowps2phh, tcvtrowps2phhi, __m512i
+);
+row_intrinsic!(
+    /// TCVTROWPS2PHL: as [`_tile_cvtrowps2phh`] in the low half, the high half zero.
+    _tile_cvtrowps2phl, _tile_cvtrowps2phli => tcvtrowps2phl, tcvtrowps2phli, __m512i
 );

@@ -119,6 +119,7 @@ pub mod detect;
 #[doc(hidden)]
 pub mod engine;
 mod error;
+pub mod fp8;
 #[cfg_attr(docsrs, doc(cfg(target_arch = "x86_64")))]
 pub mod intrinsics;
 #[cfg(feature = "peak")]
@@ -142,6 +143,7 @@ pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{
     ConfigError, Fault, Feature, GeneralProtection, InvalidOpcode, Mnemonic, UdReason,
 };
+pub use fp8::{Bf8, Hf8};
 /// The `half` crate whose [`bf16`] and [`f16`](struct@f16) are the bf16 and fp16 values of
 /// this crate's API: a caller's slices must come from the same major version.
 pub use half;

@@ -75,6 +75,14 @@ pub enum BF16 {}
 /// AMX-FP16).
 #[derive(Clone, Copy, Debug)]
 pub enum FP16 {}
+/// The element marker of a bf8 (E5M2) tile, whose values in memory are [`Bf8`](crate::Bf8)
+/// (spelled as in AMX-FP8).
+#[derive(Clone, Copy, Debug)]
+pub enum BF8 {}
+/// The element marker of an hf8 (E4M3) tile, whose values in memory are
+/// [`Hf8`](crate::Hf8) (spelled as in AMX-FP8).
+#[derive(Clone, Copy, Debug)]
+pub enum HF8 {}
 /// A tile declared without an element type: raw bytes, usable in any operand role that fits.
 #[derive(Clone, Copy, Debug)]
 pub enum Bytes {}
@@ -95,13 +103,16 @@ element! {
     f32 => Some(ElemType::F32), f32;
     BF16 => Some(ElemType::Bf16), half::bf16;
     FP16 => Some(ElemType::F16), half::f16;
+    BF8 => Some(ElemType::Bf8), crate::Bf8;
+    HF8 => Some(ElemType::Hf8), crate::Hf8;
     Bytes => None, u8;
 }
 
 /// A Rust type that holds elements of `E` in memory, so that a typed load reads a slice of it
 /// and a typed store writes one: `E`'s own [`Element::Scalar`] (`i8`, `u8`, `i32`, `f32`,
-/// [`half::bf16`] for [`BF16`] tiles, [`half::f16`] for [`FP16`] tiles), and `u8` or `i8` for a
-/// tile declared without an element type.
+/// [`half::bf16`] for [`BF16`] tiles, [`half::f16`] for [`FP16`] tiles, [`Bf8`](crate::Bf8) and
+/// [`Hf8`](crate::Hf8) for [`BF8`] and [`HF8`] tiles), and `u8` or `i8` for a tile declared
+/// without an element type.
 ///
 /// ```
 /// use amx_runtime::tilecfg;
@@ -133,7 +144,7 @@ element! {
 #[diagnostic::on_unimplemented(
     message = "a typed load or store of a `{E}` tile cannot use a slice of `{Self}`",
     label = "a slice of the tile's element type goes here",
-    note = "a tile's elements are held as: i8 -> `i8`, u8 -> `u8`, i32 -> `i32`, f32 -> `f32`, bf16 -> `half::bf16`, f16 -> `half::f16`, no element type -> `u8` or `i8`"
+    note = "a tile's elements are held as: i8 -> `i8`, u8 -> `u8`, i32 -> `i32`, f32 -> `f32`, bf16 -> `half::bf16`, f16 -> `half::f16`, bf8 -> `amx_runtime::Bf8`, hf8 -> `amx_runtime::Hf8`, no element type -> `u8` or `i8`"
 )]
 pub unsafe trait Holds<E: Element>: Copy + 'static {}
 
@@ -155,6 +166,8 @@ holds! {
     f32: f32;
     BF16: half::bf16;
     FP16: half::f16;
+    BF8: crate::Bf8;
+    HF8: crate::Hf8;
     Bytes: u8, i8;
 }
 
@@ -283,7 +296,47 @@ pub mod op {
     /// TDPFP16PS: f16 x f16 -> f32.
     #[derive(Debug)]
     pub enum TDPFP16PS {}
+    /// TDPBF8PS: bf8 x bf8 -> f32.
+    #[derive(Debug)]
+    pub enum TDPBF8PS {}
+    /// TDPBHF8PS: bf8 x hf8 -> f32.
+    #[derive(Debug)]
+    pub enum TDPBHF8PS {}
+    /// TDPHBF8PS: hf8 x bf8 -> f32.
+    #[derive(Debug)]
+    pub enum TDPHBF8PS {}
+    /// TDPHF8PS: hf8 x hf8 -> f32.
+    #[derive(Debug)]
+    pub enum TDPHF8PS {}
+    /// TCMMIMFP16PS: complex f16 x complex f16 -> the imaginary part, f32.
+    #[derive(Debug)]
+    pub enum TCMMIMFP16PS {}
+    /// TCMMRLFP16PS: complex f16 x complex f16 -> the real part, f32.
+    #[derive(Debug)]
+    pub enum TCMMRLFP16PS {}
+    /// TCVTROWD2PS: a row of i32 -> f32.
+    #[derive(Debug)]
+    pub enum TCVTROWD2PS {}
+    /// TCVTROWPS2BF16H and TCVTROWPS2BF16L: a row of f32 -> bf16.
+    #[derive(Debug)]
+    pub enum TCVTROWPS2BF16 {}
+    /// TCVTROWPS2PHH and TCVTROWPS2PHL: a row of f32 -> f16.
+    #[derive(Debug)]
+    pub enum TCVTROWPS2PH {}
 }
+
+/// Tiles of element type `Self` are what the row conversion `Op` reads: i32 for TCVTROWD2PS,
+/// f32 for the TCVTROWPS2* (and any tile declared without an element type).
+#[diagnostic::on_unimplemented(
+    message = "{Op} cannot read a tile of `{Self}`",
+    label = "not a tile of the element type {Op} converts",
+    note = "TCVTROWD2PS reads i32 tiles; TCVTROWPS2BF16H/L and TCVTROWPS2PHH/L read f32 tiles"
+)]
+pub trait RowSource<Op> {}
+impl RowSource<op::TCVTROWD2PS> for i32 {}
+impl RowSource<op::TCVTROWPS2BF16> for f32 {}
+impl RowSource<op::TCVTROWPS2PH> for f32 {}
+impl<Op> RowSource<Op> for Bytes {}
 
 /// `Self` (C) may accumulate `A x B` with instruction `Op` in layout `L`. Implemented by the
 /// `tilecfg!` macro for exactly the operand triples the silicon accepts.
@@ -295,7 +348,7 @@ pub mod op {
     label = "these tiles do not fit {Op}",
     note = "a tile reads Tile<name, register, rows, bytes per row, element>",
     note = "C += A x B needs three different tiles with C.rows == A.rows (M), B.rows == A.colsb / 4 (K) and C.colsb == B.colsb (N)",
-    note = "elements: TDPB[SU][SU]D takes i8/u8 A and B (S = i8, U = u8) into i32 C; TDPBF16PS bf16 into f32; TDPFP16PS f16 into f32"
+    note = "elements: TDPB[SU][SU]D takes i8/u8 A and B (S = i8, U = u8) into i32 C; TDPBF16PS bf16 into f32; TDPFP16PS, TCMMIMFP16PS and TCMMRLFP16PS f16 into f32; TDPBF8PS, TDPBHF8PS, TDPHBF8PS and TDPHF8PS bf8 (B) or hf8 (H) into f32"
 )]
 pub unsafe trait Dot<L, Op, A, B> {}
 
@@ -715,5 +768,209 @@ impl<L: Layout> TypedTiles<L> {
         } else {
             self.tiles.tdpfp16ps(ops.0, ops.1, ops.2)
         }
+    }
+}
+
+/// The dot products of AMX-FP8 and AMX-COMPLEX, and the AMX-AVX512 row moves and AMX-MOVRS
+/// loads. Like TDPFP16PS they return a `Result`: the silicon refuses them where CPUID does not
+/// report their feature. Their operands are proven at compile time all the same.
+impl<L: Layout> TypedTiles<L> {
+    /// TDPBF8PS: `c += a x b`, bf8 x bf8 into f32.
+    pub fn tdpbf8ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBF8PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tdpbf8ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TDPBHF8PS: `c += a x b`, bf8 x hf8 into f32.
+    pub fn tdpbhf8ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPBHF8PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tdpbhf8ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TDPHBF8PS: `c += a x b`, hf8 x bf8 into f32.
+    pub fn tdphbf8ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPHBF8PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tdphbf8ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TDPHF8PS: `c += a x b`, hf8 x hf8 into f32.
+    pub fn tdphf8ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TDPHF8PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tdphf8ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TCMMIMFP16PS: `c +=` the imaginary part of `a x b`, each dword of `a` and `b` a complex
+    /// number of two f16 (real part first).
+    pub fn tcmmimfp16ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TCMMIMFP16PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tcmmimfp16ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TCMMRLFP16PS: `c +=` the real part of `a x b` (see [`TypedTiles::tcmmimfp16ps`]).
+    pub fn tcmmrlfp16ps<C, A, B>(&mut self, c: C, a: A, b: B) -> Result<(), Fault>
+    where
+        C: Handle<Layout = L> + Dot<L, op::TCMMRLFP16PS, A, B>,
+        A: Handle<Layout = L>,
+        B: Handle<Layout = L>,
+    {
+        let _ = (c, a, b);
+        self.ensure_loaded();
+        self.tiles.tcmmrlfp16ps(C::INDEX, A::INDEX, B::INDEX)
+    }
+
+    /// TILELOADDRS: [`TypedTiles::load`] with the hint that other cores read the data too.
+    ///
+    /// # Errors
+    /// As [`TypedTiles::load`], and `Fault::InvalidOpcode` on silicon without AMX-MOVRS.
+    pub fn load_read_shared<T: Handle<Layout = L>, S: Holds<T::Elem>>(
+        &mut self,
+        tile: T,
+        src: &[S],
+        stride_elems: usize,
+    ) -> Result<(), Fault> {
+        let _ = tile;
+        let stride = byte_stride::<T>(stride_elems, src.len(), std::mem::size_of::<S>())?;
+        self.ensure_loaded();
+        // SAFETY: byte_stride proved that every row of the tile lies inside `src`.
+        unsafe {
+            self.tiles
+                .tileloaddrs_ptr(T::INDEX, src.as_ptr().cast(), stride)
+        }
+    }
+
+    /// TILEMOVROW: the 64 bytes of row `row` of the tile (its bytes past colsb zero), or 64
+    /// zero bytes for a row at or past the tile's rows (which the instruction, which reads only
+    /// the row number's low four bits, is not given).
+    ///
+    /// # Errors
+    /// `Fault::InvalidOpcode` on silicon without AMX-AVX512 or its AVX-512 state.
+    pub fn tilemovrow<T: Handle<Layout = L>>(
+        &mut self,
+        tile: T,
+        row: u8,
+    ) -> Result<[u8; 64], Fault> {
+        let _ = tile;
+        if row >= T::ROWS {
+            return Ok([0; 64]);
+        }
+        self.ensure_loaded();
+        self.tiles.tilemovrow(T::INDEX, u32::from(row))
+    }
+
+    /// TCVTROWD2PS: row `row` of an i32 tile as 16 f32 (round to nearest even), the ones past
+    /// the tile's colsb zero; all zero for a row at or past the tile's rows.
+    ///
+    /// # Errors
+    /// As [`TypedTiles::tilemovrow`].
+    pub fn tcvtrowd2ps<T>(&mut self, tile: T, row: u8) -> Result<[f32; 16], Fault>
+    where
+        T: Handle<Layout = L>,
+        T::Elem: RowSource<op::TCVTROWD2PS>,
+    {
+        let _ = tile;
+        let bytes = self.row::<T>(row, |u, t, r| u.tcvtrowd2ps(t, r))?;
+        Ok(core::array::from_fn(|i| {
+            f32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ])
+        }))
+    }
+
+    /// TCVTROWPS2BF16H (`high`) or TCVTROWPS2BF16L: row `row` of an f32 tile as 32 bf16, each
+    /// f32 converted (round to nearest even) into the high (odd) or low (even) half of its
+    /// dword and the other half zero.
+    ///
+    /// # Errors
+    /// As [`TypedTiles::tilemovrow`].
+    pub fn tcvtrowps2bf16<T>(
+        &mut self,
+        tile: T,
+        row: u8,
+        high: bool,
+    ) -> Result<[half::bf16; 32], Fault>
+    where
+        T: Handle<Layout = L>,
+        T::Elem: RowSource<op::TCVTROWPS2BF16>,
+    {
+        let _ = tile;
+        let bytes = if high {
+            self.row::<T>(row, |u, t, r| u.tcvtrowps2bf16h(t, r))?
+        } else {
+            self.row::<T>(row, |u, t, r| u.tcvtrowps2bf16l(t, r))?
+        };
+        Ok(core::array::from_fn(|i| {
+            half::bf16::from_bits(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+        }))
+    }
+
+    /// TCVTROWPS2PHH (`high`) or TCVTROWPS2PHL: as [`TypedTiles::tcvtrowps2bf16`] into f16.
+    ///
+    /// # Errors
+    /// As [`TypedTiles::tilemovrow`].
+    pub fn tcvtrowps2ph<T>(
+        &mut self,
+        tile: T,
+        row: u8,
+        high: bool,
+    ) -> Result<[half::f16; 32], Fault>
+    where
+        T: Handle<Layout = L>,
+        T::Elem: RowSource<op::TCVTROWPS2PH>,
+    {
+        let _ = tile;
+        let bytes = if high {
+            self.row::<T>(row, |u, t, r| u.tcvtrowps2phh(t, r))?
+        } else {
+            self.row::<T>(row, |u, t, r| u.tcvtrowps2phl(t, r))?
+        };
+        Ok(core::array::from_fn(|i| {
+            half::f16::from_bits(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+        }))
+    }
+
+    /// A row move of handle `T`'s tile: zeros past its rows, else `op` on the unit.
+    fn row<T: Handle<Layout = L>>(
+        &mut self,
+        row: u8,
+        op: impl FnOnce(&mut dyn crate::TileUnit, u8, u32) -> Result<[u8; 64], Fault>,
+    ) -> Result<[u8; 64], Fault> {
+        if row >= T::ROWS {
+            return Ok([0; 64]);
+        }
+        self.ensure_loaded();
+        op(&mut *self.tiles, T::INDEX, u32::from(row))
     }
 }

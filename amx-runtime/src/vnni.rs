@@ -55,11 +55,11 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// An element type of a dot product's A and B: `i8`, `u8`, [`half::bf16`] or [`half::f16`].
-/// Sealed.
+/// An element type of a dot product's A and B: `i8`, `u8`, [`half::bf16`], [`half::f16`],
+/// [`Bf8`](crate::Bf8) or [`Hf8`](crate::Hf8). Sealed.
 pub trait VnniElement: sealed::Sealed + Copy + Default + 'static {
-    /// Elements of K in one 32-bit group of a B tile row: 4 for the bytes, 2 for the 16-bit
-    /// floats.
+    /// Elements of K in one 32-bit group of a B tile row: 4 for the bytes (FP8 included), 2
+    /// for the 16-bit floats.
     const GROUP: usize;
 }
 
@@ -77,6 +77,8 @@ vnni_element! {
     u8 => 4;
     half::bf16 => 2;
     half::f16 => 2;
+    crate::Bf8 => 4;
+    crate::Hf8 => 4;
 }
 
 /// How the elements of a `K x N` matrix B lie in its slice.

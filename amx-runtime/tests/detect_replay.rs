@@ -106,6 +106,7 @@ fn amx_machine_granted_is_usable() {
     // code outside the crate reads it rather than builds it.
     assert!(caps.amx_tile && caps.amx_int8 && caps.amx_bf16);
     assert!(!caps.amx_fp16 && !caps.amx_complex);
+    assert!(!caps.amx_fp8 && !caps.amx_avx512 && !caps.amx_movrs);
     assert!(caps.osxsave);
     assert_eq!(caps.xcr0, Some(XCR0_AMX));
     assert_eq!(
@@ -150,6 +151,76 @@ fn fp16_and_complex_come_from_leaf_7_subleaf_1() {
     let caps = detect_with(dump, Some(XCR0_AMX), PermissionState::Granted);
     assert!(!caps.amx_fp16 && !caps.amx_complex);
     assert!(caps.amx_tile && caps.is_usable());
+}
+
+/// A Diamond-Rapids-class CPU as its leaves are documented: CPUID.(0x1E,0).EAX = 1 lists
+/// subleaf 1, whose EAX has INT8, BF16, COMPLEX, FP16, FP8, AVX512 and MOVRS (bits 0-4, 7, 8).
+fn next_generation() -> Dump {
+    amx_machine()
+        .map(0x1e, 0, |[_, b, c, d]| [1, b, c, d])
+        .with(0x1e, 1, [0b1_1001_1111, 0, 0, 0])
+}
+
+/// XCR0 with the AMX state and the AVX-512 state (opmask, ZMM_Hi256, Hi16_ZMM).
+const XCR0_AMX_AVX512: u64 = 0x600e7;
+
+#[test]
+fn fp8_avx512_movrs_and_complex_come_from_leaf_0x1e_subleaf_1() {
+    let caps = detect_with(
+        next_generation(),
+        Some(XCR0_AMX_AVX512),
+        PermissionState::Granted,
+    );
+    assert!(caps.amx_fp8 && caps.amx_avx512 && caps.amx_movrs && caps.amx_complex);
+    assert!(caps.zmm_enabled() && caps.is_usable());
+
+    // Each bit alone.
+    for (bit, name) in [(2, "complex"), (4, "fp8"), (7, "avx512"), (8, "movrs")] {
+        let dump = next_generation().with(0x1e, 1, [1 << bit, 0, 0, 0]);
+        let caps = detect_with(dump, Some(XCR0_AMX_AVX512), PermissionState::Granted);
+        let found = [
+            ("complex", caps.amx_complex),
+            ("fp8", caps.amx_fp8),
+            ("avx512", caps.amx_avx512),
+            ("movrs", caps.amx_movrs),
+        ];
+        for (other, on) in found {
+            assert_eq!(on, other == name, "bit {bit}: {other}");
+        }
+    }
+
+    // The withdrawn AMX-TRANSPOSE and AMX-TF32 bits (5, 6) enable nothing.
+    let dump = next_generation().with(0x1e, 1, [0b110_0000, 0, 0, 0]);
+    let caps = detect_with(dump, Some(XCR0_AMX_AVX512), PermissionState::Granted);
+    assert!(!caps.amx_fp8 && !caps.amx_avx512 && !caps.amx_movrs && !caps.amx_complex);
+}
+
+#[test]
+fn leaf_0x1e_subleaf_1_is_read_only_where_subleaf_0_lists_it() {
+    // Subleaf 0 says the highest subleaf is 0: whatever subleaf 1 answers is not trusted.
+    let dump = next_generation().map(0x1e, 0, |[_, b, c, d]| [0, b, c, d]);
+    let caps = detect_with(dump, Some(XCR0_AMX_AVX512), PermissionState::Granted);
+    assert!(!caps.amx_fp8 && !caps.amx_avx512 && !caps.amx_movrs && !caps.amx_complex);
+    assert!(caps.is_usable());
+
+    // A CPU whose maximum basic leaf is below 0x1E has neither subleaf.
+    let dump = next_generation().map(0, 0, |[_, b, c, d]| [0x1d, b, c, d]);
+    let caps = detect_with(dump, Some(XCR0_AMX_AVX512), PermissionState::Granted);
+    assert!(!caps.amx_fp8 && !caps.amx_avx512 && !caps.amx_movrs);
+}
+
+#[test]
+fn zmm_state_needs_all_five_xcr0_bits() {
+    let with = |xcr0| detect_with(next_generation(), Some(xcr0), PermissionState::Granted);
+    assert!(with(0x600e7).zmm_enabled());
+    for bit in [1, 2, 5, 6, 7] {
+        assert!(
+            !with(0x600e7 & !(1 << bit)).zmm_enabled(),
+            "bit {bit} clear"
+        );
+    }
+    let caps = detect_with(next_generation(), None, PermissionState::Granted);
+    assert!(!caps.zmm_enabled());
 }
 
 #[test]

@@ -132,6 +132,32 @@ fn packed_int8_b_is_what_tdpbssd_multiplies() {
 }
 
 #[test]
+fn packed_fp8_b_is_what_the_fp8_products_multiply() {
+    use amx_runtime::{Bf8, Hf8};
+    // Small integers, exact in both formats (bf8 has 3 significant bits: up to 4 and 6, 8):
+    // every product and sum is exact, so the order of the sums is moot.
+    let small = |x: u64| [-4.0f32, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0][(x % 9) as usize];
+    packed_b_is_what_the_instruction_multiplies(
+        14,
+        64,
+        |x| Hf8::from_f32(small(x)),
+        |x: Hf8| f64::from(x.to_f32()),
+        |x: Hf8| vec![x.to_bits()],
+        |e, c, a, b| e.tdphf8ps(c, a, b),
+        |w| f64::from(f32::from_le_bytes(w)),
+    );
+    packed_b_is_what_the_instruction_multiplies(
+        15,
+        64,
+        |x| Bf8::from_f32(small(x)),
+        |x: Bf8| f64::from(x.to_f32()),
+        |x: Bf8| vec![x.to_bits()],
+        |e, c, a, b| e.tdpbf8ps(c, a, b),
+        |w| f64::from(f32::from_le_bytes(w)),
+    );
+}
+
+#[test]
 fn packed_bf16_b_is_what_tdpbf16ps_multiplies() {
     // Small integers: every product and sum is exact, so the order of the sums is moot.
     packed_b_is_what_the_instruction_multiplies(

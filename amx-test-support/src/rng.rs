@@ -119,6 +119,23 @@ impl Random for half::f16 {
     }
 }
 
+/// FP8 values: uniform in `[-1, 1)` rounded to the format, its denormals included (the AMX-FP8
+/// products read them as values).
+#[cfg(feature = "runtime")]
+impl Random for amx_runtime::Bf8 {
+    fn from_unit(unit: f64) -> Self {
+        amx_runtime::Bf8::from_f32((2.0 * unit - 1.0) as f32)
+    }
+}
+
+/// As for [`amx_runtime::Bf8`].
+#[cfg(feature = "runtime")]
+impl Random for amx_runtime::Hf8 {
+    fn from_unit(unit: f64) -> Self {
+        amx_runtime::Hf8::from_f32((2.0 * unit - 1.0) as f32)
+    }
+}
+
 /// `len` random elements from `seed` (see [`Random`] for the distribution of each type).
 pub fn random<T: Random>(len: usize, seed: u64) -> Vec<T> {
     let mut rng = SplitMix64::new(seed);

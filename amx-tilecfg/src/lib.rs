@@ -36,7 +36,7 @@ pub mod rules;
 pub mod shape;
 pub mod validate;
 
-pub use operands::{check_dot, DotKind, DotMismatch, TmulLimits};
+pub use operands::{check_dot, DotKind, DotMismatch, TmulLimits, DOT_ELEMENTS, ROW_ELEMENTS};
 pub use palette::{Palette, PaletteTable};
 pub use rules::{Field, NoSuchTile, Rule, RuleKind, Violation};
 pub use shape::{ElemType, ParseElemTypeError, TileShape};

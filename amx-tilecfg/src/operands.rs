@@ -1,11 +1,51 @@
-//! The operand rules of the tile dot products (`TDPB[SU][SU]D`, TDPBF16PS, TDPFP16PS).
+//! The operand rules of the tile dot products (`TDPB[SU][SU]D`, TDPBF16PS, TDPFP16PS, the
+//! AMX-FP8 `TDP[BH][BH]F8PS` and the AMX-COMPLEX `TCMM*FP16PS`) and of the AMX-AVX512 row moves.
 //!
 //! The same function decides at compile time which typed tile triples may be multiplied and at
-//! run time whether an instruction would raise #UD, so the two can never disagree.
+//! run time whether an instruction would raise #UD, so the two can never disagree. Every dot
+//! product has the same shape rule ([`check_dot`]); they differ in the element types their
+//! operands hold ([`DOT_ELEMENTS`]).
 
 use core::fmt;
 
-use crate::shape::TileShape;
+use crate::shape::{ElemType, TileShape};
+
+/// Every tile dot product by mnemonic, with the element types of its operands C, A and B: the
+/// rule the typed tile handles check at compile time, beside the shape rule [`check_dot`] that
+/// all of them share. A dword of A or B holds four 8-bit or two 16-bit elements; the AMX-COMPLEX
+/// products read each dword as one complex number (real part in the low f16).
+pub const DOT_ELEMENTS: [(&str, [ElemType; 3]); 12] = [
+    ("TDPBSSD", [ElemType::I32, ElemType::I8, ElemType::I8]),
+    ("TDPBSUD", [ElemType::I32, ElemType::I8, ElemType::U8]),
+    ("TDPBUSD", [ElemType::I32, ElemType::U8, ElemType::I8]),
+    ("TDPBUUD", [ElemType::I32, ElemType::U8, ElemType::U8]),
+    ("TDPBF16PS", [ElemType::F32, ElemType::Bf16, ElemType::Bf16]),
+    ("TDPFP16PS", [ElemType::F32, ElemType::F16, ElemType::F16]),
+    ("TDPBF8PS", [ElemType::F32, ElemType::Bf8, ElemType::Bf8]),
+    ("TDPBHF8PS", [ElemType::F32, ElemType::Bf8, ElemType::Hf8]),
+    ("TDPHBF8PS", [ElemType::F32, ElemType::Hf8, ElemType::Bf8]),
+    ("TDPHF8PS", [ElemType::F32, ElemType::Hf8, ElemType::Hf8]),
+    (
+        "TCMMIMFP16PS",
+        [ElemType::F32, ElemType::F16, ElemType::F16],
+    ),
+    (
+        "TCMMRLFP16PS",
+        [ElemType::F32, ElemType::F16, ElemType::F16],
+    ),
+];
+
+/// The AMX-AVX512 row moves by mnemonic, with the element type of the tile each reads (`None`:
+/// any). They have no shape rule beyond a used tile whose colsb is a multiple of 4: a row index
+/// at or past the tile's rows reads as zeros, not as a fault.
+pub const ROW_ELEMENTS: [(&str, Option<ElemType>); 6] = [
+    ("TILEMOVROW", None),
+    ("TCVTROWD2PS", Some(ElemType::I32)),
+    ("TCVTROWPS2BF16H", Some(ElemType::F32)),
+    ("TCVTROWPS2BF16L", Some(ElemType::F32)),
+    ("TCVTROWPS2PHH", Some(ElemType::F32)),
+    ("TCVTROWPS2PHL", Some(ElemType::F32)),
+];
 
 /// The TMUL unit's limits (CPUID leaf 0x1E, subleaf 0, EBX).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

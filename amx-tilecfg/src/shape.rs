@@ -58,31 +58,40 @@ pub enum ElemType {
     F16,
     /// Signed 32-bit integer (the TDPB* accumulator).
     I32,
-    /// IEEE binary32 (the TDPBF16PS/TDPFP16PS accumulator).
+    /// IEEE binary32 (the accumulator of the floating-point dot products).
     F32,
+    /// BF8, Intel's name for the 8-bit float E5M2 (1 sign, 5 exponent, 2 fraction bits, bias
+    /// 15, with infinities and NaNs): an AMX-FP8 operand.
+    Bf8,
+    /// HF8, Intel's name for the 8-bit float E4M3 (1 sign, 4 exponent, 3 fraction bits, bias
+    /// 7, no infinities, a NaN only at `S.1111.111`, largest finite 448): an AMX-FP8 operand.
+    Hf8,
 }
 
 impl ElemType {
     /// Every element type, in the order the DSL documents them.
-    pub const ALL: [ElemType; 6] = [
+    pub const ALL: [ElemType; 8] = [
         ElemType::I8,
         ElemType::U8,
         ElemType::Bf16,
         ElemType::F16,
         ElemType::I32,
         ElemType::F32,
+        ElemType::Bf8,
+        ElemType::Hf8,
     ];
 
     /// Size of one element in bytes.
     pub const fn size(self) -> u16 {
         match self {
-            ElemType::I8 | ElemType::U8 => 1,
+            ElemType::I8 | ElemType::U8 | ElemType::Bf8 | ElemType::Hf8 => 1,
             ElemType::Bf16 | ElemType::F16 => 2,
             ElemType::I32 | ElemType::F32 => 4,
         }
     }
 
-    /// The name the DSL uses for this type (`i8`, `u8`, `bf16`, `f16`, `i32`, `f32`).
+    /// The name the DSL uses for this type (`i8`, `u8`, `bf16`, `f16`, `i32`, `f32`, `bf8`,
+    /// `hf8`).
     pub const fn name(self) -> &'static str {
         match self {
             ElemType::I8 => "i8",
@@ -91,6 +100,8 @@ impl ElemType {
             ElemType::F16 => "f16",
             ElemType::I32 => "i32",
             ElemType::F32 => "f32",
+            ElemType::Bf8 => "bf8",
+            ElemType::Hf8 => "hf8",
         }
     }
 
@@ -117,7 +128,7 @@ impl fmt::Display for ElemType {
 /// let err = "f64".parse::<ElemType>().unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
-///     "unknown element type; expected one of i8, u8, bf16, f16, i32, f32"
+///     "unknown element type; expected one of i8, u8, bf16, f16, i32, f32, bf8, hf8"
 /// );
 /// ```
 impl FromStr for ElemType {

@@ -84,19 +84,22 @@ fn elem_types_parse_from_their_names() {
         assert_eq!(ElemType::from_name(t.name()), Some(t));
     }
     let names: Vec<&str> = ElemType::ALL.iter().map(|t| t.name()).collect();
-    assert_eq!(names, ["i8", "u8", "bf16", "f16", "i32", "f32"]);
+    assert_eq!(
+        names,
+        ["i8", "u8", "bf16", "f16", "i32", "f32", "bf8", "hf8"]
+    );
 }
 
 #[test]
 fn parsing_is_exact_like_from_name() {
     for text in [
-        "", "I8", "BF16", " i8", "i8 ", "f64", "bf", "bf16x", "i 8", "int8",
+        "", "I8", "BF16", " i8", "i8 ", "f64", "bf", "bf16x", "i 8", "int8", "BF8", "e5m2", "fp8",
     ] {
         assert_eq!(ElemType::from_name(text), None, "{text:?}");
         let err: ParseElemTypeError = text.parse::<ElemType>().unwrap_err();
         assert_eq!(
             as_dyn_error(err),
-            "unknown element type; expected one of i8, u8, bf16, f16, i32, f32",
+            "unknown element type; expected one of i8, u8, bf16, f16, i32, f32, bf8, hf8",
             "{text:?}"
         );
     }
@@ -114,6 +117,8 @@ fn element_sizes() {
             (ElemType::F16, 2),
             (ElemType::I32, 4),
             (ElemType::F32, 4),
+            (ElemType::Bf8, 1),
+            (ElemType::Hf8, 1),
         ]
     );
 }

@@ -24,8 +24,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
-    bf16, Backend, Bf16, Blocking, Fp16, Gemm, GemmError, Int8, Mode, Operand, PackedB, Precision,
-    PrecisionKind, S8U8, U8S8, U8U8,
+    bf16, Backend, Bf16, Bf8, Bf8Bf8, Bf8Hf8, Blocking, Fp16, Gemm, GemmError, Hf8, Hf8Bf8, Hf8Hf8,
+    Int8, Mode, Operand, PackedB, Precision, PrecisionKind, S8U8, U8S8, U8U8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -220,6 +220,10 @@ impl Case {
             PrecisionKind::S8U8 => self.footprint_of::<S8U8>(),
             PrecisionKind::U8U8 => self.footprint_of::<U8U8>(),
             PrecisionKind::Fp16 => self.footprint_of::<Fp16>(),
+            PrecisionKind::Bf8Bf8 => self.footprint_of::<Bf8Bf8>(),
+            PrecisionKind::Hf8Hf8 => self.footprint_of::<Hf8Hf8>(),
+            PrecisionKind::Bf8Hf8 => self.footprint_of::<Bf8Hf8>(),
+            PrecisionKind::Hf8Bf8 => self.footprint_of::<Hf8Bf8>(),
             other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
@@ -618,9 +622,10 @@ impl Harness {
         }
         let run = || {
             let peak = amx_runtime::peak::simd_peak();
-            match dtype {
-                PrecisionKind::Bf16 | PrecisionKind::Fp16 => peak.float,
-                _ => peak.int8,
+            if dtype.is_integer() {
+                peak.int8
+            } else {
+                peak.float
             }
             .map(|p| p.gops())
         };
@@ -684,6 +689,10 @@ impl Harness {
             PrecisionKind::S8U8 => self.run_typed::<S8U8>(case),
             PrecisionKind::U8U8 => self.run_typed::<U8U8>(case),
             PrecisionKind::Fp16 => self.run_typed::<Fp16>(case),
+            PrecisionKind::Bf8Bf8 => self.run_typed::<Bf8Bf8>(case),
+            PrecisionKind::Hf8Hf8 => self.run_typed::<Hf8Hf8>(case),
+            PrecisionKind::Bf8Hf8 => self.run_typed::<Bf8Hf8>(case),
+            PrecisionKind::Hf8Bf8 => self.run_typed::<Hf8Bf8>(case),
             other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
@@ -804,6 +813,7 @@ impl Harness {
         let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
         let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, c, n, sample)
             .map(|v| match P::KIND {
+                kind if kind.is_fp8() => format!("within the FP8 bound, {v}"),
                 kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
                 _ => format!("exact, {v}"),
             })
@@ -888,8 +898,8 @@ impl<T: amx_gemm::Scalar> AlignedScalars<T> {
 
     fn as_mut_slice(&mut self) -> &mut [T] {
         // SAFETY: `lines` holds at least `len * size_of::<T>()` zeroed bytes, 64-byte aligned
-        // (at least T's alignment); `Scalar` is sealed, its implementors (i8, u8, i32, f32,
-        // bf16) are plain values for which zero bytes are a value; the slice borrows `self`
+        // (at least T's alignment); `Scalar` is sealed, its implementors (i8, u8, Bf8, Hf8,
+        // i32, f32, bf16, f16) are plain values for which zero bytes are a value; the slice borrows `self`
         // mutably.
         unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<T>(), self.len) }
     }
@@ -897,7 +907,8 @@ impl<T: amx_gemm::Scalar> AlignedScalars<T> {
 
 /// The bytes of a slice of GEMM elements, as the peer takes them.
 fn scalar_bytes<T: amx_gemm::Scalar>(data: &[T]) -> &[u8] {
-    // SAFETY: `Scalar` is sealed; its implementors (i8, u8, i32, f32, bf16) are plain values
+    // SAFETY: `Scalar` is sealed; its implementors (i8, u8, Bf8, Hf8, i32, f32, bf16, f16) are
+    // plain values
     // of their size, without padding, so the slice's memory is `size_of_val` initialized bytes,
     // borrowed for the slice's lifetime.
     unsafe { std::slice::from_raw_parts(data.as_ptr().cast(), std::mem::size_of_val(data)) }
@@ -1015,6 +1026,54 @@ mod layouts {
         t6 as b0: 16x32 bf16;
         t7 as b1: 16x32 bf16;
     }
+
+    tilecfg! {
+        /// TDPBF8PS: bf8 x bf8 into f32.
+        pub(super) struct Bf8Peak;
+        palette 1;
+        t0 as c00: 16x16 f32;
+        t1 as c01: 16x16 f32;
+        t2 as c10: 16x16 f32;
+        t3 as c11: 16x16 f32;
+        t4 as a0: 16x64 bf8;
+        t5 as a1: 16x64 bf8;
+        t6 as b0: 16x64 bf8;
+        t7 as b1: 16x64 bf8;
+    }
+
+    tilecfg! {
+        /// TDPHF8PS: hf8 x hf8 into f32.
+        pub(super) struct Hf8Peak;
+        palette 1;
+        t0 as c00: 16x16 f32;
+        t1 as c01: 16x16 f32;
+        t2 as c10: 16x16 f32;
+        t3 as c11: 16x16 f32;
+        t4 as a0: 16x64 hf8;
+        t5 as a1: 16x64 hf8;
+        t6 as b0: 16x64 hf8;
+        t7 as b1: 16x64 hf8;
+    }
+}
+
+/// A peak loop's dot product as a `Result`: `()` for the instructions every AMX unit with
+/// their feature runs once configured, the unit's answer for those it may refuse (AMX-FP8).
+trait Issued {
+    fn issued(self) -> Result<(), amx_runtime::Fault>;
+}
+
+impl Issued for () {
+    #[inline(always)]
+    fn issued(self) -> Result<(), amx_runtime::Fault> {
+        Ok(())
+    }
+}
+
+impl Issued for Result<(), amx_runtime::Fault> {
+    #[inline(always)]
+    fn issued(self) -> Result<(), amx_runtime::Fault> {
+        self
+    }
 }
 
 /// One thread's peak loop for one layout: ops per second and the warm-up time. The operands
@@ -1048,18 +1107,19 @@ macro_rules! peak_loop {
             tiles.zero(L::c01);
             tiles.zero(L::c10);
             tiles.zero(L::c11);
-            let mut round = |n: u64| {
+            let mut round = |n: u64| -> Result<(), GemmError> {
                 for _ in 0..n {
-                    tiles.$dot(L::c00, L::a0, L::b0);
-                    tiles.$dot(L::c01, L::a0, L::b1);
-                    tiles.$dot(L::c10, L::a1, L::b0);
-                    tiles.$dot(L::c11, L::a1, L::b1);
+                    tiles.$dot(L::c00, L::a0, L::b0).issued()?;
+                    tiles.$dot(L::c01, L::a0, L::b1).issued()?;
+                    tiles.$dot(L::c10, L::a1, L::b0).issued()?;
+                    tiles.$dot(L::c11, L::a1, L::b1).issued()?;
                 }
+                Ok(())
             };
             let start = Instant::now();
             let mut batch = 1u64;
             while start.elapsed() < warmup {
-                round(batch);
+                round(batch)?;
                 batch = (batch * 2).min(4096);
             }
             let warm = start.elapsed().as_secs_f64();
@@ -1067,7 +1127,7 @@ macro_rules! peak_loop {
             let mut rounds = 0u64;
             let start = Instant::now();
             while start.elapsed() < time {
-                round(batch);
+                round(batch)?;
                 rounds += batch;
             }
             let secs = start.elapsed().as_secs_f64();
@@ -1084,6 +1144,8 @@ macro_rules! peak_loop {
 peak_loop!(peak_int8, Int8Peak, tdpbssd, i8, i8);
 peak_loop!(peak_u8s8, U8S8Peak, tdpbusd, u8, i8);
 peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, bf16, bf16);
+peak_loop!(peak_bf8, Bf8Peak, tdpbf8ps, Bf8, Bf8);
+peak_loop!(peak_hf8, Hf8Peak, tdphf8ps, Hf8, Hf8);
 
 /// One thread's peak loop: ops per second and the warm-up time.
 fn peak_worker(
@@ -1101,6 +1163,10 @@ fn peak_worker(
         // silicon: their peak is those loops'.
         PrecisionKind::S8U8 | PrecisionKind::U8U8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::Fp16 => peak_bf16(backend, warmup, time, ops),
+        PrecisionKind::Bf8Bf8 => peak_bf8(backend, warmup, time, ops),
+        PrecisionKind::Hf8Hf8 => peak_hf8(backend, warmup, time, ops),
+        // The mixed FP8 products have no loop of their own: the hf8 loop stands in for them.
+        PrecisionKind::Bf8Hf8 | PrecisionKind::Hf8Bf8 => peak_hf8(backend, warmup, time, ops),
         other => Err(MeasureError::UnsupportedPrecision(other)),
     }
 }

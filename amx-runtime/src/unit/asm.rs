@@ -29,6 +29,24 @@
 //! | [`tdpbuud`]       | VEX.128.NP.0F38.W0 5E                      | pp = 0                         |
 //! | [`tdpbf16ps`]     | VEX.128.F3.0F38.W0 5C                      | pp = 2                         |
 //! | [`tdpfp16ps`]     | VEX.128.F2.0F38.W0 5C                      | pp = 3                         |
+//! | [`tileloaddrs`]   | VEX.128.F2.0F38.W0 4A !(11):rrr:100 + SIB  | `C4 E2 7B 4A ..`               |
+//! | [`tileloaddrst1`] | VEX.128.66.0F38.W0 4A !(11):rrr:100 + SIB  | `C4 E2 79 4A ..`               |
+//! | [`tdpbf8ps`]      | VEX.128.NP.MAP5.W0 FD 11:rrr:bbb           | `C4 E5 (~B<<3)\|0 FD C0+8C+A`   |
+//! | [`tdpbhf8ps`]     | VEX.128.F2.MAP5.W0 FD                      | pp = 3                         |
+//! | [`tdphbf8ps`]     | VEX.128.F3.MAP5.W0 FD                      | pp = 2                         |
+//! | [`tdphf8ps`]      | VEX.128.66.MAP5.W0 FD                      | pp = 1                         |
+//! | [`tcmmimfp16ps`]  | VEX.128.66.0F38.W0 6C                      | `C4 E2 (~B<<3)\|1 6C C0+8C+A`   |
+//! | [`tcmmrlfp16ps`]  | VEX.128.NP.0F38.W0 6C                      | pp = 0                         |
+//! | [`tilemovrow`]    | EVEX.512.66.0F38.W0 4A /r, row in ECX      | `62 E2 75 48 4A F0+T` (zmm22)  |
+//! | [`tcvtrowd2ps`]   | EVEX.512.F3.0F38.W0 4A                     | `62 E2 76 48 4A F0+T`          |
+//! | [`tcvtrowps2bf16h`] | EVEX.512.F2.0F38.W0 6D                   | `62 E2 77 48 6D F0+T`          |
+//! | [`tcvtrowps2bf16l`] | EVEX.512.F3.0F38.W0 6D                   | `62 E2 76 48 6D F0+T`          |
+//! | [`tcvtrowps2phh`] | EVEX.512.NP.0F38.W0 6D                     | `62 E2 74 48 6D F0+T`          |
+//! | [`tcvtrowps2phl`] | EVEX.512.66.0F38.W0 6D                     | `62 E2 75 48 6D F0+T`          |
+//!
+//! The AMX-AVX512 row moves always write zmm22 and take the row in ECX (their immediate forms,
+//! for the intrinsics, are EVEX map 0F3A: `62 E3 .. 48 07`/`77` with the row as imm8), so their
+//! bytes are exactly those of LLVM's MC tests for those registers.
 //!
 //! The memory forms take whatever registers the compiler allocates (a base or index in r8-r15
 //! clears VEX.B or VEX.X); the stride is always the SIB index with scale 1.
@@ -72,6 +90,9 @@ macro_rules! asm {
 }
 
 use amx_tilecfg::DotKind;
+
+use super::numerics::row::RowOp;
+use super::Product;
 
 /// LDTILECFG m512: loads the 64-byte tile configuration at `ptr` and zeroes all tile data.
 ///
@@ -182,6 +203,46 @@ pub(crate) unsafe fn tileloaddt1<const T: i32>(base: *const u8, stride: isize) {
     }
 }
 
+/// TILELOADDRS tmm`T`, `[base + stride*1]` (AMX-MOVRS): [`tileloadd`] with a hint that
+/// other cores read the data too (the same architectural result).
+///
+/// # Safety
+/// As for [`tileloadd`], and the CPU implements AMX-MOVRS.
+#[inline(always)]
+pub(crate) unsafe fn tileloaddrs<const T: i32>(base: *const u8, stride: isize) {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the feature, the tile state and that every row is readable.
+    unsafe {
+        asm!(
+            "tileloaddrs tmm{t}, [{base} + {stride}*1]",
+            t = const T,
+            base = in(reg) base,
+            stride = in(reg) stride,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
+/// TILELOADDRST1 tmm`T`, `[base + stride*1]` (AMX-MOVRS): [`tileloaddt1`] with the hint of
+/// [`tileloaddrs`].
+///
+/// # Safety
+/// As for [`tileloaddrs`].
+#[inline(always)]
+pub(crate) unsafe fn tileloaddrst1<const T: i32>(base: *const u8, stride: isize) {
+    const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+    // SAFETY: the caller guarantees the feature, the tile state and that every row is readable.
+    unsafe {
+        asm!(
+            "tileloaddrst1 tmm{t}, [{base} + {stride}*1]",
+            t = const T,
+            base = in(reg) base,
+            stride = in(reg) stride,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
 /// TILESTORED `[base + stride*1]`, tmm`T`: writes the `colsb` bytes of each row `r` in
 /// `start_row..rows` of tile `T` to `base + r * stride`, and nothing else; clears start_row.
 ///
@@ -264,6 +325,124 @@ dot_product!(
 dot_product!(
     /// TDPFP16PS tmm`C`, tmm`A`, tmm`B`: fp16 pairs into f32.
     tdpfp16ps, "tdpfp16ps", "AMX-FP16 (or is known to execute TDPFP16PS, [semantics.md](https://github.com/amx-rs/amx-rs/blob/main/docs/semantics.md) F1)"
+);
+
+dot_product!(
+    /// TDPBF8PS tmm`C`, tmm`A`, tmm`B`: bf8 quadruples into f32.
+    tdpbf8ps, "tdpbf8ps", "AMX-FP8"
+);
+dot_product!(
+    /// TDPBHF8PS tmm`C`, tmm`A`, tmm`B`: bf8 (A) x hf8 (B) quadruples into f32.
+    tdpbhf8ps, "tdpbhf8ps", "AMX-FP8"
+);
+dot_product!(
+    /// TDPHBF8PS tmm`C`, tmm`A`, tmm`B`: hf8 (A) x bf8 (B) quadruples into f32.
+    tdphbf8ps, "tdphbf8ps", "AMX-FP8"
+);
+dot_product!(
+    /// TDPHF8PS tmm`C`, tmm`A`, tmm`B`: hf8 quadruples into f32.
+    tdphf8ps, "tdphf8ps", "AMX-FP8"
+);
+dot_product!(
+    /// TCMMIMFP16PS tmm`C`, tmm`A`, tmm`B`: the imaginary part of complex fp16 products.
+    tcmmimfp16ps, "tcmmimfp16ps", "AMX-COMPLEX"
+);
+dot_product!(
+    /// TCMMRLFP16PS tmm`C`, tmm`A`, tmm`B`: the real part of complex fp16 products.
+    tcmmrlfp16ps, "tcmmrlfp16ps", "AMX-COMPLEX"
+);
+
+/// Defines one AMX-AVX512 row move in its two forms: the row in ECX (`$name`) and the row as
+/// an immediate (`$imm`, for the intrinsics). Both write zmm22, returned as a vector.
+#[cfg(target_arch = "x86_64")]
+macro_rules! row_move {
+    ($(#[$doc:meta])* $name:ident, $imm:ident, $mnemonic:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The CPU implements AMX-AVX512 and AVX-512F, the OS enabled the AVX-512 state, and AMX
+        /// is usable and permitted on this thread; a configuration is loaded in which tile `T`
+        /// is used and its colsb is a multiple of 4 (`check::tile_row`); otherwise #UD.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn $name<const T: i32>(row: u32) -> __m512i {
+            const { assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only") };
+            let v: __m512i;
+            // SAFETY: the caller guarantees the features and the tile state; the instruction
+            // reads a tile register and writes zmm22.
+            unsafe {
+                asm!(
+                    concat!($mnemonic, " zmm22, tmm{t}, ecx"),
+                    t = const T,
+                    in("ecx") row,
+                    out("zmm22") v,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            v
+        }
+
+        /// The immediate form of
+        #[doc = concat!("[`", stringify!($name), "`]: the row is `R`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As for [`", stringify!($name), "`].")]
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        pub(crate) unsafe fn $imm<const T: i32, const R: i32>() -> __m512i {
+            const {
+                assert!(0 <= T && T < 8, "AMX has tile registers tmm0 to tmm7 only");
+                assert!(0 <= R && R < 256, "the row is an 8-bit immediate");
+            };
+            let v: __m512i;
+            // SAFETY: as above.
+            unsafe {
+                asm!(
+                    concat!($mnemonic, " zmm22, tmm{t}, {r}"),
+                    t = const T,
+                    r = const R,
+                    out("zmm22") v,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            v
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+use core::arch::x86_64::__m512i;
+
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TILEMOVROW zmm22, tmm`T`, ECX: row `row & 0xFFFF` (chunk `row >> 16`) of tile
+    /// `T`, dwords past colsb zero.
+    tilemovrow, tilemovrowi, "tilemovrow"
+);
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TCVTROWD2PS zmm22, tmm`T`, ECX: the row's int32s as fp32s.
+    tcvtrowd2ps, tcvtrowd2psi, "tcvtrowd2ps"
+);
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TCVTROWPS2BF16H zmm22, tmm`T`, ECX: the row's fp32s as bf16s in the high halves.
+    tcvtrowps2bf16h, tcvtrowps2bf16hi, "tcvtrowps2bf16h"
+);
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TCVTROWPS2BF16L zmm22, tmm`T`, ECX: the row's fp32s as bf16s in the low halves.
+    tcvtrowps2bf16l, tcvtrowps2bf16li, "tcvtrowps2bf16l"
+);
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TCVTROWPS2PHH zmm22, tmm`T`, ECX: the row's fp32s as fp16s in the high halves.
+    tcvtrowps2phh, tcvtrowps2phhi, "tcvtrowps2phh"
+);
+#[cfg(target_arch = "x86_64")]
+row_move!(
+    /// TCVTROWPS2PHL zmm22, tmm`T`, ECX: the row's fp32s as fp16s in the low halves.
+    tcvtrowps2phl, tcvtrowps2phli, "tcvtrowps2phl"
 );
 
 /// The XSAVE state-component bitmap of XTILEDATA (state component 18).
@@ -381,26 +560,26 @@ unsafe fn dot_fixed<const C: i32, const A: i32, const B: i32>(kind: DotKind) -> 
 }
 
 /// Expands to nested `match`es of the run-time tiles `$c`, `$a`, `$b` over 0..8 each, calling
-/// `dot_fixed::<c, a, b>($kind)`; evaluates to `false` when a tile is 8 or more.
+/// `$f::<c, a, b>($kind)`; evaluates to `false` when a tile is 8 or more.
 macro_rules! dispatch_dot {
-    ($kind:ident, $c:ident, $a:ident, $b:ident) => {
-        dispatch_dot!(@c [$kind $c $a $b] [0 1 2 3 4 5 6 7])
+    ($f:ident, $kind:ident, $c:ident, $a:ident, $b:ident) => {
+        dispatch_dot!(@c [$f $kind $c $a $b] [0 1 2 3 4 5 6 7])
     };
-    (@c [$kind:ident $c:ident $a:ident $b:ident] [$($cv:literal)*]) => {
+    (@c [$f:ident $kind:ident $c:ident $a:ident $b:ident] [$($cv:literal)*]) => {
         match $c {
-            $($cv => dispatch_dot!(@a [$kind $c $a $b] $cv [0 1 2 3 4 5 6 7]),)*
+            $($cv => dispatch_dot!(@a [$f $kind $c $a $b] $cv [0 1 2 3 4 5 6 7]),)*
             _ => false,
         }
     };
-    (@a [$kind:ident $c:ident $a:ident $b:ident] $cv:literal [$($av:literal)*]) => {
+    (@a [$f:ident $kind:ident $c:ident $a:ident $b:ident] $cv:literal [$($av:literal)*]) => {
         match $a {
-            $($av => dispatch_dot!(@b [$kind $c $a $b] $cv $av [0 1 2 3 4 5 6 7]),)*
+            $($av => dispatch_dot!(@b [$f $kind $c $a $b] $cv $av [0 1 2 3 4 5 6 7]),)*
             _ => false,
         }
     };
-    (@b [$kind:ident $c:ident $a:ident $b:ident] $cv:literal $av:literal [$($bv:literal)*]) => {
+    (@b [$f:ident $kind:ident $c:ident $a:ident $b:ident] $cv:literal $av:literal [$($bv:literal)*]) => {
         match $b {
-            $($bv => dot_fixed::<$cv, $av, $bv>($kind),)*
+            $($bv => $f::<$cv, $av, $bv>($kind),)*
             _ => false,
         }
     };
@@ -415,7 +594,106 @@ macro_rules! dispatch_dot {
 #[inline(always)]
 pub(crate) unsafe fn dot_dyn(kind: DotKind, c: u8, a: u8, b: u8) -> bool {
     // SAFETY: forwarded; each arm is the instruction on the tiles the caller named.
-    unsafe { dispatch_dot!(kind, c, a, b) }
+    unsafe { dispatch_dot!(dot_fixed, kind, c, a, b) }
+}
+
+/// The AMX-FP8 or AMX-COMPLEX dot product `product` on the fixed tiles `C`, `A`, `B`. Returns
+/// `false`, executing nothing, when two of them are the same tile.
+///
+/// # Safety
+/// As for the function of `product` (e.g. [`tdpbf8ps`]) with these tiles.
+#[inline(always)]
+unsafe fn product_fixed<const C: i32, const A: i32, const B: i32>(product: Product) -> bool {
+    if C == A || C == B || A == B {
+        return false;
+    }
+    // SAFETY: forwarded from this function's contract; the tiles are distinct.
+    unsafe {
+        match product {
+            Product::Tdpbf8ps => tdpbf8ps::<C, A, B>(),
+            Product::Tdpbhf8ps => tdpbhf8ps::<C, A, B>(),
+            Product::Tdphbf8ps => tdphbf8ps::<C, A, B>(),
+            Product::Tdphf8ps => tdphf8ps::<C, A, B>(),
+            Product::Tcmmimfp16ps => tcmmimfp16ps::<C, A, B>(),
+            Product::Tcmmrlfp16ps => tcmmrlfp16ps::<C, A, B>(),
+        }
+    }
+    true
+}
+
+/// The AMX-FP8 or AMX-COMPLEX dot product `product` on run-time tiles. Returns `false`,
+/// executing nothing, when a tile number is 8 or more or two of them are equal.
+///
+/// # Safety
+/// As for the function of `product` (e.g. [`tdpbf8ps`]) with `C = c`, `A = a`, `B = b`.
+#[inline(always)]
+pub(crate) unsafe fn product_dyn(product: Product, c: u8, a: u8, b: u8) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tiles the caller named.
+    unsafe { dispatch_dot!(product_fixed, product, c, a, b) }
+}
+
+/// [`tileloaddrs`] (`t1`: [`tileloaddrst1`]) for a run-time tile number. Returns `false`,
+/// executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for [`tileloaddrs`] with `T = t`.
+#[inline(always)]
+pub(crate) unsafe fn tileloaddrs_dyn(t: u8, base: *const u8, stride: isize, t1: bool) -> bool {
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    unsafe {
+        if t1 {
+            dispatch_tile!(t, tileloaddrst1(base, stride))
+        } else {
+            dispatch_tile!(t, tileloaddrs(base, stride))
+        }
+    }
+}
+
+/// The AMX-AVX512 row move `op` of row `row` of run-time tile `t`: the 64 bytes it writes
+/// into its zmm register, or `None`, executing nothing, for `t >= 8`.
+///
+/// # Safety
+/// As for the function of `op` (e.g. [`tilemovrow`]) with `T = t`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) unsafe fn row_dyn(op: RowOp, t: u8, row: u32) -> Option<[u8; 64]> {
+    macro_rules! on_tile {
+        ($f:ident) => {
+            match t {
+                0 => $f::<0>(row),
+                1 => $f::<1>(row),
+                2 => $f::<2>(row),
+                3 => $f::<3>(row),
+                4 => $f::<4>(row),
+                5 => $f::<5>(row),
+                6 => $f::<6>(row),
+                7 => $f::<7>(row),
+                _ => return None,
+            }
+        };
+    }
+    // SAFETY: forwarded; each arm is the instruction on the tile the caller named.
+    let v = unsafe {
+        match op {
+            RowOp::Move => on_tile!(tilemovrow),
+            RowOp::D2ps => on_tile!(tcvtrowd2ps),
+            RowOp::Ps2bf16h => on_tile!(tcvtrowps2bf16h),
+            RowOp::Ps2bf16l => on_tile!(tcvtrowps2bf16l),
+            RowOp::Ps2phh => on_tile!(tcvtrowps2phh),
+            RowOp::Ps2phl => on_tile!(tcvtrowps2phl),
+        }
+    };
+    // SAFETY: a 512-bit vector is 64 bytes with no invalid bit pattern either way.
+    Some(unsafe { core::mem::transmute::<__m512i, [u8; 64]>(v) })
+}
+
+/// No row moves off x86-64 ([`Hardware::new`](super::Hardware::new) fails there first).
+///
+/// # Safety
+/// Never callable: there is no AMX.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) unsafe fn row_dyn(_op: RowOp, _t: u8, _row: u32) -> Option<[u8; 64]> {
+    None
 }
 
 #[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
@@ -792,6 +1070,218 @@ mod tests {
         // No REX.W (that would be XSAVE64), at most a REX.B for the base register.
         if at > 0 && code[at - 1] & 0xF0 == 0x40 {
             assert_eq!(code[at - 1] & 0x08, 0, "REX.W set: {code:02x?}");
+        }
+    }
+
+    // The new generations' instructions, with the operands of LLVM's MC tests
+    // (llvm/test/MC/X86/AMX/amx-fp8-intel.s, x86-64-amx-complex-intel.s,
+    // x86-64-amx-movrs-intel.s, llvm/test/MC/X86/amx-avx512-intel.s), whose bytes are those
+    // tests' expected encodings.
+    fixed_wrappers! {
+        bf8_654 => product_dyn(Product::Tdpbf8ps, 6, 5, 4);
+        bf8_321 => product_dyn(Product::Tdpbf8ps, 3, 2, 1);
+        bhf8_654 => product_dyn(Product::Tdpbhf8ps, 6, 5, 4);
+        hbf8_321 => product_dyn(Product::Tdphbf8ps, 3, 2, 1);
+        hf8_654 => product_dyn(Product::Tdphf8ps, 6, 5, 4);
+        cmmim_654 => product_dyn(Product::Tcmmimfp16ps, 6, 5, 4);
+        cmmrl_321 => product_dyn(Product::Tcmmrlfp16ps, 3, 2, 1);
+        alias_bf8_110 => product_dyn(Product::Tdpbf8ps, 1, 1, 0);
+        loadrs_3 => tileloaddrs_dyn(3, core::ptr::null(), 64, false);
+        loadrs_t1_6 => tileloaddrs_dyn(6, core::ptr::null(), 64, true);
+    }
+
+    /// A wrapper compiled with AVX-512F, so that the row moves (which need it for their zmm
+    /// register) are inlined into it.
+    macro_rules! zmm_wrapper {
+        ($name:ident() $body:block) => {
+            #[unsafe(link_section = concat!("amx_asm_", stringify!($name)))]
+            #[inline(never)]
+            #[target_feature(enable = "avx512f")]
+            unsafe extern "C" fn $name() $body
+        };
+    }
+
+    /// Wrappers of the r32 forms through the dispatcher (the row in ECX, 0 here).
+    macro_rules! row_wrappers {
+        ($($name:ident => $op:ident, $t:literal;)*) => {$(
+            zmm_wrapper!($name() {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    row_dyn(RowOp::$op, $t, 0);
+                }
+            });
+        )*};
+    }
+    row_wrappers! {
+        movrow_3 => Move, 3;
+        d2ps_5 => D2ps, 5;
+        bf16h_2 => Ps2bf16h, 2;
+        bf16l_5 => Ps2bf16l, 5;
+        phh_5 => Ps2phh, 5;
+        phl_2 => Ps2phl, 2;
+    }
+
+    /// Wrappers of the immediate forms, with row 123 as in LLVM's tests.
+    macro_rules! imm_wrappers {
+        ($($name:ident => $f:ident::<$t:literal>;)*) => {$(
+            zmm_wrapper!($name() {
+                // SAFETY: never called; only its code bytes are read.
+                unsafe {
+                    $f::<$t, 123>();
+                }
+            });
+        )*};
+    }
+    imm_wrappers! {
+        movrowi_3 => tilemovrowi::<3>;
+        d2psi_5 => tcvtrowd2psi::<5>;
+        bf16hi_2 => tcvtrowps2bf16hi::<2>;
+        bf16li_5 => tcvtrowps2bf16li::<5>;
+        phhi_5 => tcvtrowps2phhi::<5>;
+        phli_2 => tcvtrowps2phli::<2>;
+    }
+
+    fn holds(code: &[u8], bytes: &[u8]) -> bool {
+        code.windows(bytes.len()).any(|w| w == bytes)
+    }
+
+    #[test]
+    fn next_generation_encodings_are_llvms() {
+        let expected: [(&str, &[u8], &[u8]); 20] = [
+            (
+                "tdpbf8ps tmm6, tmm5, tmm4",
+                code_of!(bf8_654),
+                &[0xc4, 0xe5, 0x58, 0xfd, 0xf5],
+            ),
+            (
+                "tdpbf8ps tmm3, tmm2, tmm1",
+                code_of!(bf8_321),
+                &[0xc4, 0xe5, 0x70, 0xfd, 0xda],
+            ),
+            (
+                "tdpbhf8ps tmm6, tmm5, tmm4",
+                code_of!(bhf8_654),
+                &[0xc4, 0xe5, 0x5b, 0xfd, 0xf5],
+            ),
+            (
+                "tdphbf8ps tmm3, tmm2, tmm1",
+                code_of!(hbf8_321),
+                &[0xc4, 0xe5, 0x72, 0xfd, 0xda],
+            ),
+            (
+                "tdphf8ps tmm6, tmm5, tmm4",
+                code_of!(hf8_654),
+                &[0xc4, 0xe5, 0x59, 0xfd, 0xf5],
+            ),
+            (
+                "tcmmimfp16ps tmm6, tmm5, tmm4",
+                code_of!(cmmim_654),
+                &[0xc4, 0xe2, 0x59, 0x6c, 0xf5],
+            ),
+            (
+                "tcmmrlfp16ps tmm3, tmm2, tmm1",
+                code_of!(cmmrl_321),
+                &[0xc4, 0xe2, 0x70, 0x6c, 0xda],
+            ),
+            (
+                "tilemovrow zmm22, tmm3, ecx",
+                code_of!(movrow_3),
+                &[0x62, 0xe2, 0x75, 0x48, 0x4a, 0xf3],
+            ),
+            (
+                "tcvtrowd2ps zmm22, tmm5, ecx",
+                code_of!(d2ps_5),
+                &[0x62, 0xe2, 0x76, 0x48, 0x4a, 0xf5],
+            ),
+            (
+                "tcvtrowps2bf16h zmm22, tmm2, ecx",
+                code_of!(bf16h_2),
+                &[0x62, 0xe2, 0x77, 0x48, 0x6d, 0xf2],
+            ),
+            (
+                "tcvtrowps2bf16l zmm22, tmm5, ecx",
+                code_of!(bf16l_5),
+                &[0x62, 0xe2, 0x76, 0x48, 0x6d, 0xf5],
+            ),
+            (
+                "tcvtrowps2phh zmm22, tmm5, ecx",
+                code_of!(phh_5),
+                &[0x62, 0xe2, 0x74, 0x48, 0x6d, 0xf5],
+            ),
+            (
+                "tcvtrowps2phl zmm22, tmm2, ecx",
+                code_of!(phl_2),
+                &[0x62, 0xe2, 0x75, 0x48, 0x6d, 0xf2],
+            ),
+            (
+                "tilemovrow zmm22, tmm3, 123",
+                code_of!(movrowi_3),
+                &[0x62, 0xe3, 0x7d, 0x48, 0x07, 0xf3, 0x7b],
+            ),
+            (
+                "tcvtrowd2ps zmm22, tmm5, 123",
+                code_of!(d2psi_5),
+                &[0x62, 0xe3, 0x7e, 0x48, 0x07, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2bf16h zmm22, tmm2, 123",
+                code_of!(bf16hi_2),
+                &[0x62, 0xe3, 0x7f, 0x48, 0x07, 0xf2, 0x7b],
+            ),
+            (
+                "tcvtrowps2bf16l zmm22, tmm5, 123",
+                code_of!(bf16li_5),
+                &[0x62, 0xe3, 0x7e, 0x48, 0x77, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2phh zmm22, tmm5, 123",
+                code_of!(phhi_5),
+                &[0x62, 0xe3, 0x7c, 0x48, 0x07, 0xf5, 0x7b],
+            ),
+            (
+                "tcvtrowps2phl zmm22, tmm2, 123",
+                code_of!(phli_2),
+                &[0x62, 0xe3, 0x7f, 0x48, 0x77, 0xf2, 0x7b],
+            ),
+            // The ECX of the r32 forms: a different register would change EVEX.vvvv.
+            (
+                "tilemovrow zmm22, tmm3, ecx (vvvv)",
+                code_of!(movrow_3),
+                &[0x75, 0x48, 0x4a],
+            ),
+        ];
+        for (instruction, code, bytes) in expected {
+            assert!(
+                holds(code, bytes),
+                "{instruction}: {bytes:02x?} not in {code:02x?}"
+            );
+        }
+        // Aliased tiles: nothing is emitted for them.
+        assert!(
+            !holds(code_of!(alias_bf8_110), &[0xc4, 0xe5]),
+            "{:02x?}",
+            code_of!(alias_bf8_110)
+        );
+    }
+
+    #[test]
+    fn read_shared_loads_are_map_0f38_4a() {
+        // VEX.128.F2.0F38.W0 4A (TILELOADDRS) and VEX.128.66.0F38.W0 4A (TILELOADDRST1), as in
+        // LLVM's tests; the registers of the memory operand are the compiler's.
+        for (code, pp, t) in [
+            (code_of!(loadrs_3), 3u8, 3u8),
+            (code_of!(loadrs_t1_6), 1, 6),
+        ] {
+            let found = code.windows(5).any(|w| {
+                w[0] == 0xc4
+                    && w[1] & 0x1f == 2
+                    && w[2] & 0x7f == 0x78 | pp
+                    && w[3] == 0x4a
+                    && (w[4] >> 3) & 7 == t
+                    && w[4] & 7 == 4
+                    && w[4] >> 6 != 3
+            });
+            assert!(found, "tile {t}, pp {pp}: {code:02x?}");
         }
     }
 }

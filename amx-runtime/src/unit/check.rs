@@ -4,7 +4,7 @@
 //! when unconfigured) and returns the fault the silicon would raise. Configuration rules come from
 //! `amx-tilecfg`, so the compile-time checks, these run-time checks and the emulator are one code.
 
-use amx_tilecfg::{check_dot, image, DotKind, PaletteTable, TileShape, TmulLimits};
+use amx_tilecfg::{check_dot, image, PaletteTable, TileShape, TmulLimits};
 
 use crate::error::{Fault, GeneralProtection, InvalidOpcode, Mnemonic, UdReason};
 
@@ -117,15 +117,36 @@ pub(crate) fn dot_refusal(
     })
 }
 
-/// TDP*: configured, three distinct used tiles whose shapes fit, within the TMUL limits (D1/D2).
+/// TDP* and TCMM*: configured, three distinct used tiles whose shapes fit, within the TMUL
+/// limits (D1/D2; the same for every dot product, N1).
 #[inline]
 pub(crate) fn dot(
     cfg: &[u8; 64],
     tiles: (u8, u8, u8),
     limits: TmulLimits,
-    kind: DotKind,
+    instruction: Mnemonic,
 ) -> Result<DotShapes, Fault> {
-    dot_refusal(cfg, tiles, limits).map_err(|r| ud(Mnemonic::DotProduct(kind), r))
+    dot_refusal(cfg, tiles, limits).map_err(|r| ud(instruction, r))
+}
+
+/// The #UD conditions of the AMX-AVX512 row moves, as the bare reason: configured, a used
+/// tile whose colsb is a multiple of 4 (R1). The row index never faults; start_row is not
+/// checked.
+pub(crate) fn tile_row_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
+    configured(cfg)?;
+    let shape = used_tile(cfg, t)?;
+    if shape.colsb % 4 != 0 {
+        return Err(UdReason::ColsbNotMultipleOf4 {
+            tile: t,
+            colsb: shape.colsb,
+        });
+    }
+    Ok(shape)
+}
+
+/// TILEMOVROW and the TCVTROW* conversions (R1).
+pub(crate) fn tile_row(cfg: &[u8; 64], t: u8, instruction: Mnemonic) -> Result<TileShape, Fault> {
+    tile_row_refusal(cfg, t).map_err(|r| ud(instruction, r))
 }
 
 /// Whether LDTILECFG accepts `image` (no message: callable from a signal handler).

@@ -2,8 +2,11 @@
 
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
+use super::numerics::complex::Part;
+use super::numerics::fp8::Fp8;
+use super::numerics::row::RowOp;
 use super::numerics::{Half, RowCorrections, Widened};
-use super::{check, numerics, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
+use super::{check, numerics, Product, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
 /// A software model of one thread's AMX state: the 64-byte configuration, TILES_CONFIGURED, and
@@ -449,7 +452,7 @@ impl Emulator {
         let shape = match self.checked_dot {
             Some((epoch, last, shape)) if epoch == self.epoch && last == tiles => shape,
             _ => {
-                let s = check::dot(&self.config, tiles, self.limits, kind)?;
+                let s = check::dot(&self.config, tiles, self.limits, Mnemonic::DotProduct(kind))?;
                 let shape = (s.m, s.n, s.k);
                 self.checked_dot = Some((self.epoch, tiles, shape));
                 shape
@@ -545,6 +548,46 @@ impl Emulator {
         Self::zero_past_shape(ct, m, n);
         self.clear_start_row();
         Ok(())
+    }
+
+    /// An AMX-FP8 or AMX-COMPLEX dot product: the operand checks every dot product shares,
+    /// then the arithmetic (sections 16 and 17), D4 and the start_row clear.
+    fn product(&mut self, (c, a, b): (u8, u8, u8), product: Product) -> Result<(), Fault> {
+        let s = check::dot(&self.config, (c, a, b), self.limits, product.mnemonic())?;
+        self.written(c);
+        let [ct, at, bt] = self
+            .tiles
+            .get_disjoint_mut([c as usize, a as usize, b as usize])
+            .map_err(|_| check::ud(product.mnemonic(), UdReason::NoSuchTile { tile: c }))?;
+        let shape = (s.m, s.n, s.k);
+        // The FP8 formats of A and B, or the complex part.
+        let operands = match product {
+            Product::Tdpbf8ps => Ok((Fp8::Bf8, Fp8::Bf8)),
+            Product::Tdpbhf8ps => Ok((Fp8::Bf8, Fp8::Hf8)),
+            Product::Tdphbf8ps => Ok((Fp8::Hf8, Fp8::Bf8)),
+            Product::Tdphf8ps => Ok((Fp8::Hf8, Fp8::Hf8)),
+            Product::Tcmmimfp16ps => Err(Part::Imaginary),
+            Product::Tcmmrlfp16ps => Err(Part::Real),
+        };
+        match operands {
+            Ok((fa, fb)) => numerics::fp8::dot(ct, (at, fa), (bt, fb), shape),
+            Err(part) => numerics::complex::dot(ct, at, bt, shape, part),
+        }
+        Self::zero_past_shape(ct, s.m, s.n);
+        self.clear_start_row();
+        Ok(())
+    }
+
+    /// TILEMOVROW or a TCVTROW* conversion (section 18): the row, and the start_row clear.
+    fn row_move(&mut self, t: u8, row: u32, op: RowOp, m: Mnemonic) -> Result<[u8; 64], Fault> {
+        let shape = check::tile_row(&self.config, t, m)?;
+        let tile = self
+            .tiles
+            .get(t as usize)
+            .ok_or(check::ud(m, UdReason::NoSuchTile { tile: t }))?;
+        let out = numerics::row::row(tile, shape.rows, shape.colsb, row, op);
+        self.clear_start_row();
+        Ok(out)
     }
 
     /// The arithmetic of `kind` on C, A and B.
@@ -706,6 +749,82 @@ impl TileUnit for Emulator {
             .get(t as usize)
             .copied()
             .ok_or(check::ud(Mnemonic::Xsave, UdReason::NoSuchTile { tile: t }))
+    }
+
+    fn tileloaddrs(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, Mnemonic::Tileloaddrs)
+    }
+
+    fn tileloaddrst1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        self.load_slice(t, src, stride, Mnemonic::Tileloaddrst1)
+    }
+
+    unsafe fn tileloaddrs_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, Mnemonic::Tileloaddrs) }
+    }
+
+    unsafe fn tileloaddrst1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_ptr(t, src, stride, Mnemonic::Tileloaddrst1) }
+    }
+
+    fn tdpbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tdpbf8ps)
+    }
+
+    fn tdpbhf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tdpbhf8ps)
+    }
+
+    fn tdphbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tdphbf8ps)
+    }
+
+    fn tdphf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tdphf8ps)
+    }
+
+    fn tcmmimfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tcmmimfp16ps)
+    }
+
+    fn tcmmrlfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product((c, a, b), Product::Tcmmrlfp16ps)
+    }
+
+    fn tilemovrow(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Move, Mnemonic::Tilemovrow)
+    }
+
+    fn tcvtrowd2ps(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::D2ps, Mnemonic::Tcvtrowd2ps)
+    }
+
+    fn tcvtrowps2bf16h(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2bf16h, Mnemonic::Tcvtrowps2bf16h)
+    }
+
+    fn tcvtrowps2bf16l(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2bf16l, Mnemonic::Tcvtrowps2bf16l)
+    }
+
+    fn tcvtrowps2phh(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2phh, Mnemonic::Tcvtrowps2phh)
+    }
+
+    fn tcvtrowps2phl(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2phl, Mnemonic::Tcvtrowps2phl)
     }
 }
 

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 use amx_tilecfg::{image, DotKind, PaletteTable, TmulLimits};
 
-use super::{asm, check, TileUnit, TILES, TILE_BYTES};
+use super::numerics::row::RowOp;
+use super::{asm, check, Product, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::backend::Backend;
 use crate::context::{Requirement, Unsupported};
 use crate::detect::Unavailable;
@@ -35,6 +36,16 @@ struct Silicon {
     amx_bf16: bool,
     /// CPUID.(7,1):EAX\[21\].
     amx_fp16: bool,
+    /// CPUID.(0x1E,1):EAX\[4\].
+    amx_fp8: bool,
+    /// CPUID.(7,1):EDX\[8\] or CPUID.(0x1E,1):EAX\[2\].
+    amx_complex: bool,
+    /// CPUID.(0x1E,1):EAX\[8\].
+    amx_movrs: bool,
+    /// CPUID.(0x1E,1):EAX\[7\].
+    amx_avx512: bool,
+    /// XCR0 enables the AVX-512 state (the zmm destination of the AMX-AVX512 instructions).
+    zmm: bool,
     /// Where XSAVE puts the tile data, or `None` when CPUID does not describe it usably.
     xsave: Option<XsaveLayout>,
 }
@@ -212,6 +223,11 @@ impl Hardware {
             amx_int8: caps.amx_int8,
             amx_bf16: caps.amx_bf16,
             amx_fp16: caps.amx_fp16,
+            amx_fp8: caps.amx_fp8,
+            amx_complex: caps.amx_complex,
+            amx_movrs: caps.amx_movrs,
+            amx_avx512: caps.amx_avx512,
+            zmm: caps.zmm_enabled(),
             xsave: XsaveLayout::from_cpuid(),
         }))
     }
@@ -381,6 +397,94 @@ impl Hardware {
         }
     }
 
+    /// #UD unless the CPU implements `feature`, which `instruction` needs (the opcode is
+    /// decoded before any tile state is looked at).
+    fn require(&self, feature: Feature, instruction: Mnemonic) -> Result<(), Fault> {
+        let s = self.silicon;
+        let present = match feature {
+            Feature::AmxInt8 => s.amx_int8,
+            Feature::AmxBf16 => s.amx_bf16,
+            Feature::AmxFp16 => self.amx_fp16(),
+            Feature::AmxFp8 => s.amx_fp8,
+            Feature::AmxComplex => s.amx_complex,
+            Feature::AmxMovrs => s.amx_movrs,
+            Feature::AmxAvx512 => s.amx_avx512,
+            Feature::ZmmState => s.zmm,
+            Feature::XsaveTileData => s.xsave.is_some(),
+        };
+        if present {
+            Ok(())
+        } else {
+            Err(check::ud(instruction, UdReason::MissingFeature(feature)))
+        }
+    }
+
+    /// An AMX-FP8 or AMX-COMPLEX dot product, after the checks.
+    fn product(&mut self, product: Product, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.require(product.feature(), product.mnemonic())?;
+        check::dot(&tracked(), (c, a, b), self.silicon.tmul, product.mnemonic())?;
+        // SAFETY: the CPU implements the instruction (checked above); check::dot proved c, a, b
+        // distinct, below 8, used, and of shapes it accepts under this CPU's TMUL limits.
+        let done = unsafe { asm::product_dyn(product, c, a, b) };
+        debug_assert!(done, "check::dot admitted C={c} A={a} B={b}");
+        clear_start_row();
+        Ok(())
+    }
+
+    /// TILELOADDRS or TILELOADDRST1, after the checks; `src` is `Ok` for a slice (whose
+    /// bounds are checked here) or `Err` for a raw pointer.
+    ///
+    /// # Safety
+    /// With a raw pointer, as [`TileUnit::tileloaddrs_ptr`].
+    unsafe fn load_rs(
+        &mut self,
+        t: u8,
+        src: Result<&[u8], *const u8>,
+        stride: isize,
+        t1: bool,
+    ) -> Result<(), Fault> {
+        let mnemonic = if t1 {
+            Mnemonic::Tileloaddrst1
+        } else {
+            Mnemonic::Tileloaddrs
+        };
+        self.require(Feature::AmxMovrs, mnemonic)?;
+        let shape = check::tile_memory(&tracked(), t, mnemonic)?;
+        let base = match src {
+            Ok(slice) => {
+                check::bounds(t, shape, stride as usize, slice.len())?;
+                slice.as_ptr()
+            }
+            Err(ptr) => ptr,
+        };
+        // SAFETY: the CPU implements AMX-MOVRS and check::tile_memory proved the instruction
+        // legal on tile t; every row read lies in the slice (check::bounds, the stride as the
+        // caller's usize: see `load_slice`) or is the caller's promise for a raw pointer.
+        let done = unsafe { asm::tileloaddrs_dyn(t, base, stride, t1) };
+        debug_assert!(done, "check::tile_memory admitted tile t{t}");
+        clear_start_row();
+        Ok(())
+    }
+
+    /// TILEMOVROW or a TCVTROW* conversion, after the checks.
+    fn row_move(
+        &mut self,
+        t: u8,
+        row: u32,
+        op: RowOp,
+        instruction: Mnemonic,
+    ) -> Result<[u8; ROW_BYTES], Fault> {
+        self.require(Feature::AmxAvx512, instruction)?;
+        self.require(Feature::ZmmState, instruction)?;
+        check::tile_row(&tracked(), t, instruction)?;
+        // SAFETY: the CPU implements AMX-AVX512 (and so AVX-512F, which it requires) with the
+        // AVX-512 state enabled, and check::tile_row proved tile t used with colsb % 4 == 0.
+        let out = unsafe { asm::row_dyn(op, t, row) };
+        let out = out.ok_or(check::ud(instruction, UdReason::NoSuchTile { tile: t }))?;
+        clear_start_row();
+        Ok(out)
+    }
+
     /// TILELOADD or TILELOADDT1 from a slice, after the checks.
     fn load_slice(&mut self, t: u8, src: &[u8], stride: usize, t1: bool) -> Result<(), Fault> {
         let mnemonic = if t1 {
@@ -442,7 +546,12 @@ impl Hardware {
     /// A dot product, after the checks.
     fn dot(&mut self, kind: DotKind, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.feature(kind)?;
-        check::dot(&tracked(), (c, a, b), self.silicon.tmul, kind)?;
+        check::dot(
+            &tracked(),
+            (c, a, b),
+            self.silicon.tmul,
+            Mnemonic::DotProduct(kind),
+        )?;
         // SAFETY: the CPU implements the instruction (checked above, or vouched for through
         // `assume_amx_fp16`); check::dot proved c, a, b distinct, below 8, used, and of shapes
         // the instruction accepts under this CPU's TMUL limits.
@@ -617,6 +726,84 @@ impl TileUnit for Hardware {
             }
         }
         Ok(out)
+    }
+
+    fn tileloaddrs(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        // SAFETY: a slice: load_rs checks its bounds.
+        unsafe { self.load_rs(t, Ok(src), stride as isize, false) }
+    }
+
+    fn tileloaddrst1(&mut self, t: u8, src: &[u8], stride: usize) -> Result<(), Fault> {
+        // SAFETY: a slice: load_rs checks its bounds.
+        unsafe { self.load_rs(t, Ok(src), stride as isize, true) }
+    }
+
+    unsafe fn tileloaddrs_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_rs(t, Err(src), stride, false) }
+    }
+
+    unsafe fn tileloaddrst1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+    ) -> Result<(), Fault> {
+        // SAFETY: forwarded from this function's own contract.
+        unsafe { self.load_rs(t, Err(src), stride, true) }
+    }
+
+    fn tdpbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tdpbf8ps, c, a, b)
+    }
+
+    fn tdpbhf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tdpbhf8ps, c, a, b)
+    }
+
+    fn tdphbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tdphbf8ps, c, a, b)
+    }
+
+    fn tdphf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tdphf8ps, c, a, b)
+    }
+
+    fn tcmmimfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tcmmimfp16ps, c, a, b)
+    }
+
+    fn tcmmrlfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault> {
+        self.product(Product::Tcmmrlfp16ps, c, a, b)
+    }
+
+    fn tilemovrow(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Move, Mnemonic::Tilemovrow)
+    }
+
+    fn tcvtrowd2ps(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::D2ps, Mnemonic::Tcvtrowd2ps)
+    }
+
+    fn tcvtrowps2bf16h(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2bf16h, Mnemonic::Tcvtrowps2bf16h)
+    }
+
+    fn tcvtrowps2bf16l(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2bf16l, Mnemonic::Tcvtrowps2bf16l)
+    }
+
+    fn tcvtrowps2phh(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2phh, Mnemonic::Tcvtrowps2phh)
+    }
+
+    fn tcvtrowps2phl(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault> {
+        self.row_move(t, row, RowOp::Ps2phl, Mnemonic::Tcvtrowps2phl)
     }
 }
 

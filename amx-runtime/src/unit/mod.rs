@@ -14,7 +14,7 @@ pub(crate) mod numerics;
 pub use emulator::{Emulator, UnsupportedTable};
 pub use hardware::Hardware;
 
-use crate::error::Fault;
+use crate::error::{Fault, Feature, Mnemonic};
 
 /// Bytes of data per tile register (16 rows of 64 bytes).
 pub const TILE_BYTES: usize = 1024;
@@ -114,4 +114,101 @@ pub trait TileUnit {
 
     /// All 1024 bytes of tile `t`'s data, including the bytes past its rows and colsb.
     fn tile_data(&mut self, t: u8) -> Result<[u8; TILE_BYTES], Fault>;
+
+    /// TILELOADDRS (AMX-MOVRS): [`TileUnit::tileloadd`] with a hint that the data will be
+    /// read by other cores too (the same architectural result).
+    fn tileloaddrs(&mut self, t: u8, src: &[u8], stride_bytes: usize) -> Result<(), Fault>;
+
+    /// TILELOADDRST1 (AMX-MOVRS): [`TileUnit::tileloaddt1`] with the read-shared hint of
+    /// [`TileUnit::tileloaddrs`].
+    fn tileloaddrst1(&mut self, t: u8, src: &[u8], stride_bytes: usize) -> Result<(), Fault>;
+
+    /// TILELOADDRS through a raw pointer and a signed stride in bytes.
+    ///
+    /// # Safety
+    /// As for [`TileUnit::tileloadd_ptr`].
+    unsafe fn tileloaddrs_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride_bytes: isize,
+    ) -> Result<(), Fault>;
+
+    /// TILELOADDRST1 through a raw pointer and a signed stride in bytes.
+    ///
+    /// # Safety
+    /// As for [`TileUnit::tileloadd_ptr`].
+    unsafe fn tileloaddrst1_ptr(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride_bytes: isize,
+    ) -> Result<(), Fault>;
+
+    /// TDPBF8PS (AMX-FP8): bf8 (E5M2) quadruples of A and B into f32.
+    fn tdpbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPBHF8PS (AMX-FP8): bf8 (A) x hf8 (B) quadruples into f32.
+    fn tdpbhf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPHBF8PS (AMX-FP8): hf8 (A) x bf8 (B) quadruples into f32.
+    fn tdphbf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TDPHF8PS (AMX-FP8): hf8 (E4M3) quadruples of A and B into f32.
+    fn tdphf8ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TCMMIMFP16PS (AMX-COMPLEX): the imaginary part of the products of the complex fp16
+    /// numbers (one per dword, real part low) of A and B, into f32.
+    fn tcmmimfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+    /// TCMMRLFP16PS (AMX-COMPLEX): the real part of those products, into f32.
+    fn tcmmrlfp16ps(&mut self, c: u8, a: u8, b: u8) -> Result<(), Fault>;
+
+    /// TILEMOVROW (AMX-AVX512) with the row in a 32-bit register: the 64 bytes of the zmm
+    /// register the instruction writes, little-endian: row `row & 0xFFFF` of tile `t`, its
+    /// 64-byte chunk `row >> 16` (past every palette-1 row unless 0), with the dwords past
+    /// colsb zero; all zero when that row is not below the tile's rows (semantics.md R2-R4).
+    fn tilemovrow(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+    /// TCVTROWD2PS (AMX-AVX512): the row as [`TileUnit::tilemovrow`] selects it, each int32
+    /// converted to fp32 (round to nearest even).
+    fn tcvtrowd2ps(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+    /// TCVTROWPS2BF16H (AMX-AVX512): each fp32 of the row converted to bf16 in the high half
+    /// of its dword, the low half zero.
+    fn tcvtrowps2bf16h(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+    /// TCVTROWPS2BF16L (AMX-AVX512): each fp32 converted to bf16 in the low half, the high
+    /// half zero.
+    fn tcvtrowps2bf16l(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+    /// TCVTROWPS2PHH (AMX-AVX512): each fp32 converted to fp16 in the high half, the low half
+    /// zero.
+    fn tcvtrowps2phh(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+    /// TCVTROWPS2PHL (AMX-AVX512): each fp32 converted to fp16 in the low half, the high half
+    /// zero.
+    fn tcvtrowps2phl(&mut self, t: u8, row: u32) -> Result<[u8; ROW_BYTES], Fault>;
+}
+
+/// The AMX-FP8 and AMX-COMPLEX dot products, which share the operand rules of the others
+/// (`amx_tilecfg::check_dot`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Product {
+    Tdpbf8ps,
+    Tdpbhf8ps,
+    Tdphbf8ps,
+    Tdphf8ps,
+    Tcmmimfp16ps,
+    Tcmmrlfp16ps,
+}
+
+impl Product {
+    pub(crate) const fn mnemonic(self) -> Mnemonic {
+        match self {
+            Product::Tdpbf8ps => Mnemonic::Tdpbf8ps,
+            Product::Tdpbhf8ps => Mnemonic::Tdpbhf8ps,
+            Product::Tdphbf8ps => Mnemonic::Tdphbf8ps,
+            Product::Tdphf8ps => Mnemonic::Tdphf8ps,
+            Product::Tcmmimfp16ps => Mnemonic::Tcmmimfp16ps,
+            Product::Tcmmrlfp16ps => Mnemonic::Tcmmrlfp16ps,
+        }
+    }
+
+    pub(crate) const fn feature(self) -> Feature {
+        match self {
+            Product::Tcmmimfp16ps | Product::Tcmmrlfp16ps => Feature::AmxComplex,
+            _ => Feature::AmxFp8,
+        }
+    }
 }

@@ -11,7 +11,10 @@
 //! reference. All measuring is [`amx_tools::measure`]; this file parses and prints.
 //!
 //! ```text
-//! --dtype int8|u8s8|s8u8|u8u8|bf16|fp16   precision (default: int8, u8s8 and bf16)
+//! --dtype int8|u8s8|s8u8|u8u8|bf16|fp16|bf8|hf8|bf8hf8|hf8bf8
+//!                          precision (default: int8, u8s8 and bf16); bf8 and hf8 are the
+//!                          AMX-FP8 products of one format (E5M2, E4M3), bf8hf8 and hf8bf8
+//!                          the mixed ones (A's format first)
 //! --m M --n N --k K        one shape (missing dimensions default to the others' largest)
 //! --threads T              worker threads (default: one per core)
 //! --reps R                 timed repetitions (default 5 on the silicon, 3 on the emulator)
@@ -47,7 +50,7 @@ struct Args {
 }
 
 const USAGE: &str =
-    "usage: amx-bench [--dtype int8|u8s8|s8u8|u8u8|bf16|fp16] [--m M] [--n N] [--k K] \
+    "usage: amx-bench [--dtype int8|u8s8|s8u8|u8u8|bf16|fp16|bf8|hf8|bf8hf8|hf8bf8] [--m M] [--n N] [--k K] \
                      [--threads T] [--reps R] [--backend hardware|emulated|trapped|auto] \
                      [--accumulate] [--onednn PATH] [--json]";
 
@@ -91,7 +94,8 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
 
 /// The cases to run: the one shape asked for, or the demo for this backend.
 fn cases(args: &Args, backend: Backend) -> Vec<Case> {
-    // The demo keeps to the classic three; the others run when asked for (fp16 needs AMX-FP16).
+    // The demo keeps to the classic three; the others run when asked for (fp16 needs AMX-FP16,
+    // the FP8 products AMX-FP8, or the emulator).
     let demo = [
         PrecisionKind::Int8,
         PrecisionKind::U8S8,
@@ -307,10 +311,18 @@ fn main() -> ExitCode {
                  portable kernels, which have no such peak"
             );
             for r in &reports {
+                // The FP8 products have no block product: their GEMM issues single
+                // instructions too, and the loop's rate is a roof for it.
+                let why = if r.case.dtype.is_fp8() {
+                    "the GEMM issues the same single instructions (there is no FP8 block \
+                     product), so this rate bounds it"
+                } else {
+                    "no roof, as the GEMM multiplies whole 2x2 blocks of tiles per call and \
+                     outruns it"
+                };
                 println!(
                     "  {} {}x{}x{}: a loop of single emulated TDP instructions runs at {:.1} \
-                     GOP/s; no roof, as the GEMM multiplies whole 2x2 blocks of tiles per call \
-                     and outruns it",
+                     GOP/s; {why}",
                     r.case.dtype, r.case.m, r.case.n, r.case.k, r.peak_gops
                 );
             }
@@ -356,7 +368,8 @@ fn main() -> ExitCode {
         println!(
             "check: int8/u8s8 exact against an i32 reference; bf16 against an f64 sum of the \
              same bf16 inputs, |err| <= gamma(ceil(K/32)+16) * (|c0| + sum|a||b|) + tiny, \
-             gamma(h) = h*2^-24/(1-h*2^-24) (derivation: amx_gemm::reference)"
+             gamma(h) = h*2^-24/(1-h*2^-24); fp16 likewise; bf8/hf8 with \
+             h = ceil(K/64)+17 (derivation: amx_gemm::reference)"
         );
     }
     if failed {
@@ -383,6 +396,14 @@ mod tests {
         assert_eq!((a.threads, a.reps), (2, Some(9)));
         assert_eq!(a.backend, Some(BackendChoice::Emulated));
         assert!(a.json && a.accumulate);
+        for (name, kind) in [
+            ("bf8", PrecisionKind::Bf8Bf8),
+            ("hf8", PrecisionKind::Hf8Hf8),
+            ("bf8hf8", PrecisionKind::Bf8Hf8),
+            ("hf8bf8", PrecisionKind::Hf8Bf8),
+        ] {
+            assert_eq!(args(&format!("--dtype {name}")).unwrap().dtype, Some(kind));
+        }
     }
 
     #[test]

@@ -28,6 +28,9 @@ mod exact;
 mod scalar;
 
 pub(crate) mod block;
+pub(crate) mod complex;
+pub(crate) mod fp8;
+pub(crate) mod row;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;

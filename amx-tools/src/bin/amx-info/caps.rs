@@ -107,7 +107,24 @@ impl CapsInfo {
             c.amx_fp16,
             "CPUID.(7,1):EAX[21] (a hypervisor may hide it; the silicon section probes it)",
         );
-        feature(&mut t, "AMX-COMPLEX", c.amx_complex, "CPUID.(7,1):EDX[8]");
+        feature(
+            &mut t,
+            "AMX-COMPLEX",
+            c.amx_complex,
+            "CPUID.(7,1):EDX[8] or CPUID.(0x1E,1):EAX[2]",
+        );
+        feature(&mut t, "AMX-FP8", c.amx_fp8, "CPUID.(0x1E,1):EAX[4]");
+        feature(
+            &mut t,
+            "AMX-AVX512",
+            c.amx_avx512,
+            if c.zmm_enabled() {
+                "CPUID.(0x1E,1):EAX[7] (the OS enables the AVX-512 state)"
+            } else {
+                "CPUID.(0x1E,1):EAX[7] (the OS does NOT enable the AVX-512 state: unusable)"
+            },
+        );
+        feature(&mut t, "AMX-MOVRS", c.amx_movrs, "CPUID.(0x1E,1):EAX[8]");
         feature(
             &mut t,
             "OSXSAVE",
@@ -254,6 +271,10 @@ impl CapsInfo {
             amx_bf16: c.amx_bf16,
             amx_fp16_cpuid: c.amx_fp16,
             amx_complex: c.amx_complex,
+            amx_fp8: c.amx_fp8,
+            amx_avx512: c.amx_avx512,
+            amx_movrs: c.amx_movrs,
+            xcr0_zmm: c.zmm_enabled(),
             osxsave: c.osxsave,
             xcr0: c.xcr0.map(|x| format!("{x:#x}")),
             xcr0_xtilecfg: c.xtilecfg_enabled(),
@@ -299,6 +320,10 @@ pub struct CapsJson<'a> {
     amx_bf16: bool,
     amx_fp16_cpuid: bool,
     amx_complex: bool,
+    amx_fp8: bool,
+    amx_avx512: bool,
+    amx_movrs: bool,
+    xcr0_zmm: bool,
     osxsave: bool,
     xcr0: Option<String>,
     xcr0_xtilecfg: bool,
@@ -453,7 +478,15 @@ fn raw_leaves() -> Vec<CpuidLeaf> {
     for p in 1..=max_palette {
         push(0x1D, p, "palette: EAX bytes, EBX row bytes/names, ECX rows");
     }
-    push(0x1E, 0, "EBX: TMUL maxk [7:0], maxn [23:8]");
-    push(0x1E, 1, "EAX: TMUL features (newer CPUs)");
+    push(
+        0x1E,
+        0,
+        "EAX: highest subleaf; EBX: TMUL maxk [7:0], maxn [23:8]",
+    );
+    push(
+        0x1E,
+        1,
+        "EAX: COMPLEX 2, FP8 4, AVX512 7, MOVRS 8 (read when EAX of subleaf 0 >= 1)",
+    );
     out
 }
