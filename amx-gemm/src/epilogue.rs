@@ -85,181 +85,11 @@
 
 use half::bf16;
 
+pub use crate::activation::Activation;
 use crate::error::{check_sizes, check_slice, EpilogueError, GemmError, Operand};
 use crate::pack::{MR, NR};
 use crate::precision::{PrecisionKind, Scalar};
 use crate::tile_ops::MemMut;
-
-/// The activation function of an [`Epilogue`], computed in `f32`.
-///
-/// The transcendental ones use this crate's own branch-free `f32` approximations (so that they
-/// vectorize and give the same bits everywhere): for every finite `x`, the computed value is
-/// within `ACTIVATION_TOLERANCE * (1 + |x|)` of the exact function
-/// ([`Activation::TOLERANCE`]), which the tests check against `f64` over a dense sweep.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Activation {
-    /// `x`.
-    #[default]
-    Identity,
-    /// `max(x, 0)`; NaN gives 0.
-    Relu,
-    /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`.
-    GeluTanh,
-    /// GELU, erf form: `0.5 x (1 + erf(x / sqrt(2)))`.
-    GeluErf,
-    /// SiLU (swish): `x / (1 + exp(-x))`.
-    Silu,
-}
-
-impl Activation {
-    /// The bound on the computed activation: `|act_f32(x) - act(x)| <= TOLERANCE * (1 + |x|)`
-    /// for finite `x` (`2^-20`).
-    pub const TOLERANCE: f64 = 1.0 / (1u64 << 20) as f64;
-
-    /// The largest slope of the exact function (a Lipschitz constant), which error bounds
-    /// propagate an input error through: 1 for identity and ReLU, 1.13 for GELU, 1.1 for SiLU.
-    pub const fn lipschitz(self) -> f64 {
-        match self {
-            Activation::Identity | Activation::Relu => 1.0,
-            Activation::GeluTanh | Activation::GeluErf => 1.13,
-            Activation::Silu => 1.1,
-        }
-    }
-
-    /// The function as the epilogue computes it (step 5 of the [module docs](self)).
-    #[inline(always)]
-    pub fn apply(self, x: f32) -> f32 {
-        match self {
-            Activation::Identity => x,
-            Activation::Relu => relu(x),
-            Activation::GeluTanh => gelu_tanh(x),
-            Activation::GeluErf => gelu_erf(x),
-            Activation::Silu => silu(x),
-        }
-    }
-
-    /// The exact function in `f64` (erf and tanh to about 1e-15), for references.
-    pub fn exact(self, x: f64) -> f64 {
-        match self {
-            Activation::Identity => x,
-            Activation::Relu => {
-                if x > 0.0 {
-                    x
-                } else {
-                    0.0
-                }
-            }
-            Activation::GeluTanh => {
-                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
-                0.5 * x * (1.0 + u.tanh())
-            }
-            Activation::GeluErf => 0.5 * x * (1.0 + erf_f64(x / std::f64::consts::SQRT_2)),
-            Activation::Silu => x / (1.0 + (-x).exp()),
-        }
-    }
-}
-
-#[inline(always)]
-fn relu(x: f32) -> f32 {
-    if x > 0.0 {
-        x
-    } else {
-        0.0
-    }
-}
-
-/// `exp(x)` in `f32`, branch-free: `x` clamped to `[-87, 88]` (a NaN stays NaN), `2^n e^r` with
-/// `n = rne(x / ln 2)` and a degree-6 Taylor polynomial for `|r| <= ln 2 / 2` (truncation below
-/// `1.3e-7`), evaluated with fused multiply-adds, so within a few ulp.
-#[inline(always)]
-fn exp_f32(x: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding and subtracting rounds to an integer
-    const LN2_HI: f32 = 0.693_359_4; // few significant bits: n * LN2_HI is exact
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let x = x.clamp(-87.0, 88.0);
-    let shifted = x.mul_add(std::f32::consts::LOG2_E, MAGIC);
-    let n = shifted - MAGIC;
-    let r = (-n).mul_add(LN2_HI, x);
-    let r = (-n).mul_add(LN2_LO, r);
-    let p = (1.0f32 / 720.0).mul_add(r, 1.0 / 120.0);
-    let p = p.mul_add(r, 1.0 / 24.0);
-    let p = p.mul_add(r, 1.0 / 6.0);
-    let p = p.mul_add(r, 0.5);
-    let p = p.mul_add(r, 1.0);
-    let p = p.mul_add(r, 1.0);
-    // n is an integer in [-126, 127], and `shifted`, in [2^23, 2^24) where the f32 spacing is
-    // 1, holds it in its low bits: `shifted.to_bits() = MAGIC.to_bits() + n`. Integer
-    // arithmetic on those bits (rather than a saturating `as i32`, which does not vectorize)
-    // builds 2^n, a normal f32, from its exponent field.
-    let biased = shifted
-        .to_bits()
-        .wrapping_sub(MAGIC.to_bits())
-        .wrapping_add(127);
-    let scale = f32::from_bits(biased << 23);
-    p * scale
-}
-
-#[inline(always)]
-fn gelu_tanh(x: f32) -> f32 {
-    // -2 sqrt(2 / pi): the argument of the exponential below is -2u.
-    const K: f32 = -1.595_769;
-    // u = sqrt(2 / pi) (x + 0.044715 x^3); 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): one
-    // division, no cancellation, and it saturates to x or 0 without branches.
-    let inner = (0.044715 * x * x).mul_add(x, x);
-    x / (1.0 + exp_f32(K * inner))
-}
-
-/// `erf` in `f32` (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7 before rounding).
-#[inline(always)]
-fn erf_f32(x: f32) -> f32 {
-    let z = x.abs();
-    let t = 1.0 / 0.327_591_1f32.mul_add(z, 1.0);
-    let p = 1.061_405_4f32.mul_add(t, -1.453_152);
-    let p = p.mul_add(t, 1.421_413_8);
-    let p = p.mul_add(t, -0.284_496_72);
-    let p = p.mul_add(t, 0.254_829_6);
-    // Past z^2 = 80 the correction `p t e^(-z^2)` is below 2^-25, so `1 - correction` rounds to
-    // exactly 1 whatever its value; taking e^-80 there gives that same 1 and keeps the product
-    // a normal number (a denormal result costs a microcode assist per vector on x86, which
-    // made large inputs several times slower). A NaN fails the comparison and stays a NaN.
-    let arg = -(z * z);
-    let arg = if arg < -80.0 { -80.0 } else { arg };
-    let y = (-(p * t)).mul_add(exp_f32(arg), 1.0);
-    y.copysign(x)
-}
-
-#[inline(always)]
-fn gelu_erf(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
-}
-
-#[inline(always)]
-fn silu(x: f32) -> f32 {
-    x / (1.0 + exp_f32(-x))
-}
-
-/// `erf` in `f64` to about 1e-15: `2/sqrt(pi) e^(-x^2) sum 2^j x^(2j+1) / (1 3 5 .. (2j+1))`,
-/// a series of positive terms (no cancellation); 1 beyond 6.
-fn erf_f64(x: f64) -> f64 {
-    let z = x.abs();
-    if z.is_nan() {
-        return x;
-    }
-    if z > 6.0 {
-        return 1f64.copysign(x);
-    }
-    let mut term = z;
-    let mut sum = z;
-    let mut j = 0.0;
-    while term > sum * 1e-17 {
-        j += 1.0;
-        term *= 2.0 * z * z / (2.0 * j + 1.0);
-        sum += term;
-    }
-    let y = 2.0 / std::f64::consts::PI.sqrt() * (-z * z).exp() * sum;
-    y.min(1.0).copysign(x)
-}
 
 /// The weight scale of an [`Epilogue`]: per tensor, per output channel, or per group of K
 /// rows and output channel. Non-exhaustive: further quantization schemes are minor releases.
@@ -971,14 +801,17 @@ impl<'a> Prepared<'a> {
     /// `i0 + rows <= m` and `j0 + cols <= n`, and no other thread writes those outputs (the
     /// driver hands each worker its own rectangle of C); checked again here, so a driver bug is
     /// an error, not a write out of bounds.
+    ///
+    /// `block` is the working storage of the values between the stages, at least `rows` rows
+    /// (its contents on entry do not matter): the caller keeps one for all its micro-tiles
+    /// rather than clearing 4 KiB per call.
     #[inline]
     pub(crate) fn apply(
         &self,
         tile: &[u8],
-        rows: usize,
-        cols: usize,
-        i0: usize,
-        j0: usize,
+        (rows, cols): (usize, usize),
+        (i0, j0): (usize, usize),
+        block: &mut [[f32; NR]],
     ) -> Result<(), GemmError> {
         let cols = cols.min(NR);
         let (Some(offset), Some(scale), Some(bias)) = (
@@ -989,8 +822,7 @@ impl<'a> Prepared<'a> {
             return Err(out_of_bounds(j0));
         };
         let acc = accumulator_rows(tile, rows)?;
-        let mut block = [[0f32; NR]; MR];
-        let block = &mut block[..rows];
+        let block = block.get_mut(..rows).ok_or_else(|| out_of_bounds(rows))?;
         // Steps 1 to 4: the whole block in one call, unless rows have their own parameters.
         match &self.rows {
             None if self.int_acc => dequantize_int(self.isa, acc, offset, scale, bias, block),
@@ -1375,21 +1207,13 @@ vectorized! {
     }
 }
 
-vectorized! {
-    /// Step 5 over a block of rows (as [`Activation::apply`] on each value). Over the whole
-    /// block rather than row by row: 32 rows are one stream of independent vectors that keeps
-    /// the vector units busy, where one row's chain of dependent operations leaves them waiting
-    /// on its latency.
-    fn activate(activation: Activation, block: &mut [[f32; NR]]) {
-        let x = block.as_flattened_mut();
-        match activation {
-            Activation::Identity => {}
-            Activation::Relu => x.iter_mut().for_each(|v| *v = relu(*v)),
-            Activation::GeluTanh => x.iter_mut().for_each(|v| *v = gelu_tanh(*v)),
-            Activation::GeluErf => x.iter_mut().for_each(|v| *v = gelu_erf(*v)),
-            Activation::Silu => x.iter_mut().for_each(|v| *v = silu(*v)),
-        }
-    }
+/// Step 5 over a block of rows (as [`Activation::apply`] on each value). Over the whole
+/// block rather than row by row: 32 rows are one stream of independent vectors that keeps the
+/// vector units busy, where one row's chain of dependent operations leaves them waiting on its
+/// latency.
+#[inline(always)]
+fn activate(isa: VectorIsa, activation: Activation, block: &mut [[f32; NR]]) {
+    crate::activation::activate(isa, activation, block.as_flattened_mut());
 }
 
 vectorized! {
@@ -1745,78 +1569,6 @@ mod tests {
                     same("bf16 residual", isa, &f, &want);
                 }
             }
-        }
-    }
-
-    #[test]
-    fn activations_are_within_their_bound() {
-        let acts = [
-            Activation::Relu,
-            Activation::GeluTanh,
-            Activation::GeluErf,
-            Activation::Silu,
-        ];
-        let mut worst = [0f64; 4];
-        let mut x = -40.0f32;
-        let mut check = |x: f32| {
-            for (w, a) in worst.iter_mut().zip(acts) {
-                let got = f64::from(a.apply(x));
-                let want = a.exact(f64::from(x));
-                let err = (got - want).abs() / (1.0 + f64::from(x).abs());
-                assert!(
-                    err <= Activation::TOLERANCE,
-                    "{a:?}({x}) = {got}, exact {want}"
-                );
-                *w = w.max(err);
-            }
-        };
-        while x < 40.0 {
-            check(x);
-            x += 1.0 / 1024.0;
-        }
-        for e in -30..39 {
-            for m in [1.0f32, 1.37, 1.9999] {
-                check(m * 2f32.powi(e));
-                check(-m * 2f32.powi(e));
-            }
-        }
-        check(f32::MAX);
-        check(f32::MIN);
-        // The bound is not slack by orders of magnitude for the transcendental ones.
-        assert!(worst[1] > Activation::TOLERANCE / 64.0, "{worst:?}");
-        for a in acts {
-            assert!(a.apply(f32::NAN).is_nan() || a == Activation::Relu);
-        }
-    }
-
-    /// Past the clamp of its exponential, `erf_f32` is exactly +-1 (as the unclamped formula
-    /// also gives there: its correction term rounds away), and NaN and infinities pass through.
-    #[test]
-    fn erf_saturates_exactly_past_its_clamp() {
-        let mut z = 80f32.sqrt();
-        while z < 1e30 {
-            assert_eq!(erf_f32(z).to_bits(), 1f32.to_bits(), "erf({z:e})");
-            assert_eq!(erf_f32(-z).to_bits(), (-1f32).to_bits(), "erf({:e})", -z);
-            z = f32::from_bits(z.to_bits() + 4099);
-        }
-        assert_eq!(erf_f32(f32::INFINITY), 1.0);
-        assert_eq!(erf_f32(f32::NEG_INFINITY), -1.0);
-        assert!(erf_f32(f32::NAN).is_nan());
-        // Just inside the clamp the correction still shows.
-        assert!(erf_f32(2.5) < 1.0 && erf_f32(3.5) < 1.0);
-    }
-
-    #[test]
-    fn erf_reference_is_accurate() {
-        // Known values of erf.
-        for (x, e) in [
-            (0.5, 0.520_499_877_813_046_5),
-            (1.0, 0.842_700_792_949_714_9),
-            (2.0, 0.995_322_265_018_952_7),
-            (3.5, 0.999_999_256_901_627_7),
-        ] {
-            assert!((erf_f64(x) - e).abs() < 4e-15, "{x}");
-            assert!((erf_f64(-x) + e).abs() < 4e-15, "{x}");
         }
     }
 

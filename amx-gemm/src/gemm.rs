@@ -403,9 +403,11 @@ impl Gemm {
             // An empty sum: every accumulator is 0, and the epilogue still applies (bias,
             // residual, ...), here on the calling thread, with no tile work.
             let zeros = [0u8; 4 * MR * NR];
+            let mut block = [[0f32; NR]; MR];
             for i0 in (0..m).step_by(MR) {
                 for j0 in (0..n).step_by(NR) {
-                    prepared.apply(&zeros, MR.min(m - i0), NR.min(n - j0), i0, j0)?;
+                    let shape = (MR.min(m - i0), NR.min(n - j0));
+                    prepared.apply(&zeros, shape, (i0, j0), &mut block)?;
                 }
             }
             return Ok(RunStats::empty(backend, threads));
@@ -1178,6 +1180,8 @@ fn nest<P: Precision, K: MicroKernel>(
     };
     let acc = MemMut::new(acc);
     let tile_mem = MemMut::new(tile);
+    // The fused epilogue's working rows, for every micro-tile of the nest.
+    let mut staged = [[0f32; NR]; MR];
     let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
     let (rows, cols) = region.shape.dims();
     // A is packed in chunks of `ka` k-steps: all of K unless a block of mc rows would outgrow
@@ -1325,7 +1329,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                             tile_need,
                                         )
                                     };
-                                    e.apply(stored, rows, cols, ir, jr * NR)?;
+                                    e.apply(stored, (rows, cols), (ir, jr * NR), &mut staged)?;
                                 }
                             }
                         }

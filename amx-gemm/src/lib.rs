@@ -127,6 +127,7 @@
 //! roofs (`amx-bench`: the tile unit's peak, the read bandwidth, timed and checked runs),
 //! through the public API only.
 
+pub mod activation;
 pub mod blob;
 mod block_kernel;
 mod blocking;
@@ -143,9 +144,10 @@ pub mod quantize;
 pub mod reference;
 mod tile_ops;
 
+pub use activation::Activation;
 pub use blob::BlobError;
 pub use blocking::Blocking;
-pub use epilogue::{Activation, Epilogue, Output, Residual, WeightScale};
+pub use epilogue::{Epilogue, Output, Residual, WeightScale};
 pub use error::{EpilogueError, GemmError, InternalError, Operand, ThreadPoolError, Unsupported};
 pub use gemm::{BatchStats, Gemm, Mode, RunStats, WorkerStats};
 pub use half::{self, bf16, f16};
