@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Derives the coefficient tables of amx-gemm's activations (amx-gemm/src/activation.rs).
+"""Derives the coefficient tables of amx-gemm's GELU activations (amx-gemm/src/activation.rs).
 
-Each activation is `x * g(x)` with a gate `g` that satisfies `g(-x) = 1 - g(x)` (GELU: the
-normal CDF, or the sigmoid of the tanh form's argument; SiLU: the sigmoid). The crate evaluates
-`h = g(|x|)` as one of 16 polynomials of degree 5 in `t`, where
+Each GELU is `x * g(x)` with a gate `g` that satisfies `g(-x) = 1 - g(x)`: the normal CDF, or
+the sigmoid of the tanh form's argument. The crate evaluates `h = g(|x|)` as one of 8
+polynomials of degree 5 in `t`, where
 
-    y = min(|x| * scale, 15),  n = round_half_even(y),  t = y - n  (in [-0.5, 0.5])
+    y = min(|x| * scale, 7),  n = round_half_even(y),  t = y - n  (in [-0.5, 0.5])
 
-and polynomial `n` covers `|x|` in `[(n - 0.5) / scale, (n + 0.5) / scale]`. Polynomial 15 is the
-constant 1: past `14.5 / scale` the gate is 1 to within 2^-21, so large inputs come out exact
-(GELU(x) = x, GELU(-x) = -0). The others interpolate `g` at the 6 Chebyshev nodes of their
-interval, in double precision, and are rounded to f32.
+and polynomial `n` covers `|x|` in `[(n - 0.5) / scale, (n + 0.5) / scale]`. Polynomial 7 is the
+constant 1: past `6.5 / scale` (5.2) the gate is 1 to within 2^-21, so large inputs come out
+exact (GELU(x) = x, GELU(-x) = -0). The others interpolate `g` at the 6 Chebyshev nodes of
+their interval, in double precision, and are rounded to f32. Eight polynomials are what one
+256-bit register permute (AVX2's vpermps) selects from.
 
 Run it to print the tables as Rust and the worst error of the gate over a dense sweep, evaluated
 in simulated f32 arithmetic exactly as the crate does (fused multiply-adds, one rounding each).
@@ -21,7 +22,7 @@ import math
 import struct
 
 DEGREE = 5
-INTERVALS = 16
+INTERVALS = 8
 MAGIC = 12582912.0  # 1.5 * 2^23: adding and subtracting it rounds to an integer
 
 
@@ -51,14 +52,10 @@ def gate_gelu_erf(x):
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def gate_silu(x):
-    return 0.0 if x < -700 else 1.0 / (1.0 + math.exp(-x))
-
-
+# Each scale is exact in f32.
 GATES = [
-    ("GELU_TANH", gate_gelu_tanh, 2.75),
-    ("GELU_ERF", gate_gelu_erf, 2.75),
-    ("SILU", gate_silu, 0.9375),
+    ("GELU_TANH", gate_gelu_tanh, 1.25),
+    ("GELU_ERF", gate_gelu_erf, 1.25),
 ]
 
 

@@ -1,39 +1,42 @@
 //! The activations of the fused epilogue (step 5 of [`epilogue`](crate::epilogue)), in `f32`,
 //! the same bits on every vector width, backend and CPU.
 //!
-//! GELU (both forms) and SiLU are `x * g(x)` with a gate `g` that rises from 0 to 1 and
-//! satisfies `g(-x) = 1 - g(x)`: the normal CDF, or a sigmoid. The gate of `|x|` is a table of
-//! 16 polynomials of degree 5 (a [`Gate`]):
+//! Both GELUs are `x * g(x)` with a gate `g` that rises from 0 to 1 and satisfies
+//! `g(-x) = 1 - g(x)` (the normal CDF, or the sigmoid of the tanh form's argument). The gate of
+//! `|x|` is a table of 8 polynomials of degree 5 (a [`Gate`]):
 //!
 //! ```text
-//! y = min(|x| * scale, 15)      n = y rounded to an integer (half to even)      t = y - n
+//! y = min(|x| * 1.25, 7)        n = y rounded to an integer (half to even)      t = y - n
 //! h = c5[n] t^5 + ... + c0[n]   (Horner, fused multiply-adds)
-//! g = h for x >= 0, 1 - h for x < 0        act(x) = max(x, f32::MIN) * g
+//! g = h for x >= 0, 1 - h for x < 0        gelu(x) = max(x, f32::MIN) * g
 //! ```
 //!
 //! Each step is one correctly rounded `f32` operation, so the scalar function, the AVX2
-//! kernel and the AVX-512 kernel give the same bits. The vector kernels fetch the coefficients
-//! with one register permute per coefficient (the 16 entries of a coefficient fill one 512-bit
-//! register, or two 256-bit ones): about 21 vector instructions per 16 values and no division.
-//! The textbook forms, `x / (1 + exp(-2u))` and the like, need a `vdivps`, which keeps a
-//! 512-bit divider busy for about 10 cycles, on top of an exponential; measured in one process
-//! on an AVX-512 core, they took 1.2-1.8x as long (BENCHMARKS.md).
+//! kernel and the AVX-512 kernel give the same bits. The vector kernels fetch each coefficient
+//! with one register permute (8 entries: one `vpermps`, on 256-bit and 512-bit registers
+//! alike): about 21 vector instructions per vector and no division. The textbook form
+//! `x / (1 + exp(-2u))` needs a `vdivps`, which keeps the divider busy for about 10 cycles per
+//! 512-bit vector, on top of an exponential.
 //!
-//! Polynomial 15 is exactly 1, so large inputs are exact: `act(x) = x` and `act(-x) = -0` for
-//! `|x|` past `14.5 / scale`, and `act(-inf) = -0` (the clamp to `f32::MIN` keeps `-inf * 0`
-//! from making a NaN). The tables come from `scripts/fit-activations.py` (Chebyshev
-//! interpolation in double precision, rounded to `f32`), which also reports the gates' worst
-//! errors: below `2^-23.8` for the GELUs and `2^-21.5` for SiLU.
+//! Polynomial 7 is exactly 1, so large inputs are exact: `gelu(x) = x` and `gelu(-x) = -0` for
+//! `|x|` past 5.2, and `gelu(-inf) = -0` (the clamp to `f32::MIN` keeps `-inf * 0` from making a
+//! NaN). The tables come from `scripts/fit-activations.py` (Chebyshev interpolation in double
+//! precision, rounded to `f32`), which also reports the gates' worst errors: `2^-21.1`.
+//!
+//! SiLU, `x / (1 + exp(-x))`, is computed as written: an exponential (`2^n e^r`, a degree-6
+//! polynomial) and a division. The sigmoid saturates slowly, so a table would need high degrees
+//! that cost more than the division on AVX2.
 
 use crate::epilogue::VectorIsa;
 
 /// The activation function of an [`Epilogue`](crate::Epilogue), computed in `f32`.
 ///
-/// The transcendental ones (GELU, SiLU) use this crate's own piecewise polynomials, the same
+/// The transcendental ones (GELU, SiLU) use this crate's own `f32` approximations, the same
 /// bits on every CPU and backend (see [`activation`](crate::activation)): for every finite
 /// `x`, the computed value is within `TOLERANCE * (1 + |x|)` of the exact function
 /// ([`Activation::TOLERANCE`]), which the tests check against `f64` over a dense sweep. NaN
-/// stays NaN (ReLU gives 0); `+inf` gives `+inf` and `-inf` gives `-0` (0 for ReLU).
+/// stays NaN (ReLU gives 0); `+inf` gives `+inf`, and `-inf` gives `-0` for the GELUs, `-inf`
+/// for SiLU and 0 for ReLU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Activation {
@@ -74,7 +77,7 @@ impl Activation {
             Activation::Relu => relu(x),
             Activation::GeluTanh => GELU_TANH.apply(x),
             Activation::GeluErf => GELU_ERF.apply(x),
-            Activation::Silu => SILU.apply(x),
+            Activation::Silu => silu(x),
         }
     }
 
@@ -123,7 +126,7 @@ pub(crate) fn activate(isa: VectorIsa, activation: Activation, x: &mut [f32]) {
         Activation::Relu => relu_all(isa, x),
         Activation::GeluTanh => GELU_TANH.apply_all(isa, x),
         Activation::GeluErf => GELU_ERF.apply_all(isa, x),
-        Activation::Silu => SILU.apply_all(isa, x),
+        Activation::Silu => silu_all(isa, x),
     }
 }
 
@@ -188,15 +191,15 @@ fn relu_all(isa: VectorIsa, x: &mut [f32]) {
 const DEGREE: usize = 5;
 /// Coefficients per polynomial.
 const TERMS: usize = DEGREE + 1;
-/// Polynomials per gate: one 512-bit register of `f32` per coefficient.
-const INTERVALS: usize = 16;
-/// The largest `y`: polynomial 15 covers `y` in `[14.5, 15]`, everything beyond is clamped.
+/// Polynomials per gate: one 256-bit register of `f32` per coefficient.
+const INTERVALS: usize = 8;
+/// The largest `y`: polynomial 7 covers `y` in `[6.5, 7]`, everything beyond is clamped.
 const TOP: f32 = (INTERVALS - 1) as f32;
-/// `1.5 * 2^23`: for `0 <= y <= 15`, `y + MAGIC` rounds `y` to an integer `n` (half to even),
+/// `1.5 * 2^23`: for `0 <= y <= 7`, `y + MAGIC` rounds `y` to an integer `n` (half to even),
 /// held in the low bits of the sum's encoding (MAGIC's low 22 bits are 0).
 const MAGIC: f32 = 12_582_912.0;
 
-/// A gate `g` with `g(-x) = 1 - g(x)`, as 16 polynomials in `t` over `|x|` (see the
+/// A gate `g` with `g(-x) = 1 - g(x)`, as 8 polynomials in `t` over `|x|` (see the
 /// [module docs](self)).
 #[derive(Debug)]
 struct Gate {
@@ -220,109 +223,61 @@ const fn bits(b: [u32; INTERVALS]) -> [f32; INTERVALS] {
 // Made by scripts/fit-activations.py.
 /// GELU, tanh form: the sigmoid of `2 sqrt(2 / pi) (x + 0.044715 x^3)`.
 const GELU_TANH: Gate = Gate {
-    scale: 2.75,
+    scale: 1.25,
     coeffs: [
         bits([
-            0x3f000000, 0x3f2454ec, 0x3f4431c7, 0x3f5cb787, 0x3f6d4c5f, 0x3f7727ee, 0x3f7c4d43,
-            0x3f7ea610, 0x3f7f932c, 0x3f7fe308, 0x3f7ff999, 0x3f7ffed9, 0x3f7fffd6, 0x3f7ffffb,
-            0x3f800000, 0x3f800000,
+            0x3f000000, 0x3f49bcf1, 0x3f71f123, 0x3f7df19e, 0x3f7fd9b6, 0x3f7ffed9, 0x3f7ffffd,
+            0x3f800000,
         ]),
         bits([
-            0x3e148d36, 0x3e0b0191, 0x3de3de8e, 0x3da3c32d, 0x3d4ea150, 0x3ce4dc5e, 0x3c5dcbbf,
-            0x3bba9e7b, 0x3b069e22, 0x3a23c506, 0x3924d3ae, 0x38067a96, 0x36ae3c10, 0x352f8fcd,
-            0x3386c3d8, 0x00000000,
+            0x3ea3681d, 0x3e6d19ea, 0x3db6498f, 0x3c93b4fc, 0x3ae7e93d, 0x3893eeb2, 0x35774d42,
+            0x00000000,
         ]),
         bits([
-            0x24aefc08, 0xbc13a4f4, 0xbc7163dd, 0xbc8195a8, 0xbc5934c5, 0xbc165408, 0xbbaffce2,
-            0xbb2f7c7d, 0xba94597d, 0xb9d1e755, 0xb8f424ce, 0xb7e4c5cd, 0xb6a92446, 0xb54147a0,
-            0xb3a732e1, 0x00000000,
+            0xa6df5f14, 0xbd97cb64, 0xbd67bb72, 0xbc8f0908, 0xbb1e9e48, 0xb9098b7c, 0xb6148563,
+            0x00000000,
         ]),
         bits([
-            0xbb528fdf, 0xbb2a6148, 0xba951e9c, 0x39b82840, 0x3aa118b3, 0x3ab60db3, 0x3a908282,
-            0x3a35cc48, 0x39bb69ce, 0x391eae23, 0x385a12ab, 0x376ee7f8, 0x364c8efb, 0x35062f84,
-            0x33843be8, 0x00000000,
+            0xbd0c1808, 0xbc0e4723, 0x3c6ebde9, 0x3c1551f2, 0x3afef3df, 0x391ecb70, 0x366e5665,
+            0x00000000,
         ]),
         bits([
-            0x262b2900, 0x39967afe, 0x39d290d5, 0x39a2e681, 0x3901ff95, 0xb7f731b3, 0xb8cc7e76,
-            0xb8cccd2f, 0xb88e6d59, 0xb819225e, 0xb781a8b7, 0xb6abb8a9, 0xb5af4493, 0xb4878f59,
-            0xb31c2ede, 0x00000000,
+            0x27d61eab, 0x3c14fc94, 0x3aaf2c50, 0xbb1b4527, 0xba82d878, 0xb905548f, 0xb69f46f3,
+            0x00000000,
         ]),
         bits([
-            0x388735df, 0x3839c5b6, 0x35010aca, 0xb809b55d, 0xb81cc7d3, 0xb7bbf9e9, 0xb6baa431,
-            0x368cb2f6, 0x36e3d0d4, 0x36b574ef, 0x364b330b, 0x35a8e949, 0x34d179fb, 0x33c04378,
-            0x32810997, 0x00000000,
+            0x3b54c749, 0xb9c80db3, 0xbad9e348, 0x38572b50, 0x399c915c, 0x388b82cb, 0x3671ef2b,
+            0x00000000,
         ]),
     ],
 };
 /// GELU, erf form: the normal CDF, `(1 + erf(x / sqrt(2))) / 2`.
 const GELU_ERF: Gate = Gate {
-    scale: 2.75,
+    scale: 1.25,
     coeffs: [
         bits([
-            0x3f000000, 0x3f2455de, 0x3f44376a, 0x3f5cc28c, 0x3f6d5696, 0x3f7729d1, 0x3f7c45b3,
-            0x3f7e9a62, 0x3f7f8939, 0x3f7fdd19, 0x3f7ff6f0, 0x3f7ffded, 0x3f7fff95, 0x3f7fffed,
-            0x3f7ffffd, 0x3f800000,
+            0x3f000000, 0x3f49c3d2, 0x3f71f8ae, 0x3f7de6c6, 0x3f7fd2f7, 0x3f7ffdec, 0x3f7ffff3,
+            0x3f800000,
         ]),
         bits([
-            0x3e148d36, 0x3e0b0c33, 0x3de40fd3, 0x3da3dd3e, 0x3d4e4f21, 0x3ce39349, 0x3c5bf0b2,
-            0x3bba3ba9, 0x3b0a28e4, 0x3a3399dd, 0x394c8ded, 0x384c1e3c, 0x3732744a, 0x3608b14e,
-            0x34b77868, 0x00000000,
+            0x3ea3681d, 0x3e6d50bc, 0x3db5bb98, 0x3c92c3bb, 0x3af9fd49, 0x38e08909, 0x3654b32f,
+            0x00000000,
         ]),
         bits([
-            0xa54ff201, 0xbc13169b, 0xbc71405b, 0xbc8201ca, 0xbc5a3eb5, 0xbc167701, 0xbbae8040,
-            0xbb2c6221, 0xba9226e7, 0xb9d5bb5c, 0xb9073ab2, 0xb8146bda, 0xb70d89b8, 0xb5eadb94,
-            0xb4a9b2b1, 0x00000000,
+            0xa6c0f866, 0xbd97d406, 0xbd68a765, 0xbc8cf28a, 0xbb1fe2ca, 0xb932d160, 0xb6c978ea,
+            0x00000000,
         ]),
         bits([
-            0xbb518669, 0xbb2a2ffc, 0xba978892, 0x39afb807, 0x3aa253fe, 0x3ab90829, 0x3a91d109,
-            0x3a33e9c5, 0x39b5c957, 0x3919bf21, 0x385c6889, 0x3786f2a1, 0x368de52b, 0x3580988f,
-            0x344973ae, 0x00000000,
+            0xbd0b67c6, 0xbc11dc12, 0x3c71df84, 0x3c15114a, 0x3af66a85, 0x39336d91, 0x36f8eed9,
+            0x00000000,
         ]),
         bits([
-            0x262afe55, 0x399392e5, 0x39d0d10e, 0x39a542bf, 0x390886fe, 0xb7f99ed8, 0xb8d69c69,
-            0xb8d2b3e6, 0xb88cd8cb, 0xb811fcce, 0xb77608a6, 0xb6ac8776, 0xb5cc1790, 0xb4cd6471,
-            0xb3b0e1e8, 0x00000000,
+            0x27a0a155, 0x3c145711, 0x3abb19a0, 0xbb2160ba, 0xba7bbe51, 0xb9051def, 0xb6f6a584,
+            0x00000000,
         ]),
         bits([
-            0x388434ff, 0x3837a98d, 0x35f370f2, 0xb8041e70, 0xb81fcea7, 0xb7c8515f, 0xb6c0f239,
-            0x36a701c2, 0x36f47fd5, 0x36b2f549, 0x363c8576, 0x359c3671, 0x34d36424, 0x33ee439f,
-            0x32e26405, 0x00000000,
-        ]),
-    ],
-};
-/// SiLU: the sigmoid, `1 / (1 + exp(-x))`.
-const SILU: Gate = Gate {
-    scale: 0.9375,
-    coeffs: [
-        bits([
-            0x3f000000, 0x3f3e744f, 0x3f64e3d0, 0x3f75f93d, 0x3f7c7559, 0x3f7ec51e, 0x3f7f934a,
-            0x3f7fda8c, 0x3f7ff31b, 0x3f7ffb90, 0x3f7ffe79, 0x3f7fff79, 0x3f7fffd2, 0x3f7ffff0,
-            0x3f7ffffb, 0x3f800000,
-        ]),
-        bits([
-            0x3e888883, 0x3e500ebc, 0x3dced757, 0x3d246a69, 0x3c6e6dc0, 0x3ba721a3, 0x3ae78853,
-            0x3a1fb681, 0x395c0733, 0x38977c72, 0x37d08e7e, 0x370f8e34, 0x36459f6c, 0x35880695,
-            0x34bb415b, 0x00000000,
-        ]),
-        bits([
-            0xa5cb1e7a, 0xbd587f3f, 0xbd2deebe, 0xbca1a7a7, 0xbbf7479d, 0xbb308b55, 0xba761ed7,
-            0xb9aa2510, 0xb8ea9324, 0xb8218af5, 0xb75e6bf4, 0xb6991a98, 0xb5d2c501, 0xb5111349,
-            0xb447b6a1, 0x00000000,
-        ]),
-        bits([
-            0xbccf08da, 0xbbb49c87, 0x3c078603, 0x3bc12108, 0x3b260d7a, 0x3a7643b0, 0x39adde7c,
-            0x38f172a2, 0x3826b085, 0x3765b449, 0x369e29cf, 0x35d9c1b2, 0x3515e3cc, 0x344e57f6,
-            0x338e074f, 0x00000000,
-        ]),
-        bits([
-            0x270142ab, 0x3bcd1d6c, 0x3a251b18, 0xba83d29a, 0xba1d8091, 0xb97f39a0, 0xb8b966b1,
-            0xb801f89f, 0xb7340be2, 0xb67863be, 0xb5ab1866, 0xb4eb97af, 0xb4222ca2, 0xb35f4226,
-            0xb299ac0c, 0x00000000,
-        ]),
-        bits([
-            0x3b34a5bc, 0xba3d7acb, 0xba5ab135, 0x37313a7a, 0x38c8631f, 0x384751a9, 0x3799426e,
-            0x36dadaef, 0x361886ff, 0x3552de8d, 0x34915b20, 0x33c8333b, 0x3309d2bb, 0x323dbdca,
-            0x31829a97, 0x00000000,
+            0x3b502ab0, 0xb9a03baf, 0xbae24a7c, 0x38a27c0f, 0x399d5516, 0x38811bb5, 0x369ac579,
+            0x00000000,
         ]),
     ],
 };
@@ -367,9 +322,10 @@ impl Gate {
     #[target_feature(enable = "avx512f")]
     unsafe fn apply_avx512(&self, x: &mut [f32]) {
         use std::arch::x86_64::*;
+        // The 8 entries in the low half; the indices never reach the (zeroed) upper half.
         let c: [__m512; TERMS] = std::array::from_fn(|k| {
-            // SAFETY: a row of coefficients is 16 f32, read unaligned.
-            unsafe { _mm512_loadu_ps(self.coeffs[k].as_ptr()) }
+            // SAFETY: a row of coefficients is 8 f32, read unaligned.
+            _mm512_zextps256_ps512(unsafe { _mm256_loadu_ps(self.coeffs[k].as_ptr()) })
         });
         let scale = _mm512_set1_ps(self.scale);
         let top = _mm512_set1_ps(TOP);
@@ -380,11 +336,11 @@ impl Gate {
         for v in chunks {
             // SAFETY: `v` is 16 f32, read and written unaligned.
             let x = unsafe { _mm512_loadu_ps(v.as_ptr()) };
-            // minps returns its second operand when the first is NaN: `f32::min`'s 15.
+            // minps returns its second operand when the first is NaN: `f32::min`'s 7.
             let y = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(x), scale), top);
             let s = _mm512_add_ps(y, magic);
             let t = _mm512_sub_ps(y, _mm512_sub_ps(s, magic));
-            // vpermps reads the low 4 bits of each index: n.
+            // vpermps reads the low 4 bits of each index: n, at most 7.
             let n = _mm512_castps_si512(s);
             let mut h = _mm512_permutexvar_ps(n, c[DEGREE]);
             for ck in c[..DEGREE].iter().rev() {
@@ -399,8 +355,7 @@ impl Gate {
         rest.iter_mut().for_each(|v| *v = self.apply(*v));
     }
 
-    /// [`Gate::apply`], 8 lanes at a time: each coefficient is picked from its two halves by
-    /// bit 3 of `n`.
+    /// [`Gate::apply`], 8 lanes at a time.
     ///
     /// # Safety
     /// The CPU supports AVX2 and FMA.
@@ -408,12 +363,10 @@ impl Gate {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn apply_avx2(&self, x: &mut [f32]) {
         use std::arch::x86_64::*;
-        let half = |k: usize, at: usize| {
-            // SAFETY: 8 of the 16 f32 of a row of coefficients, read unaligned.
-            unsafe { _mm256_loadu_ps(self.coeffs[k][at..at + 8].as_ptr()) }
-        };
-        let lo: [__m256; TERMS] = std::array::from_fn(|k| half(k, 0));
-        let hi: [__m256; TERMS] = std::array::from_fn(|k| half(k, 8));
+        let c: [__m256; TERMS] = std::array::from_fn(|k| {
+            // SAFETY: a row of coefficients is 8 f32, read unaligned.
+            unsafe { _mm256_loadu_ps(self.coeffs[k].as_ptr()) }
+        });
         let scale = _mm256_set1_ps(self.scale);
         let top = _mm256_set1_ps(TOP);
         let magic = _mm256_set1_ps(MAGIC);
@@ -427,19 +380,11 @@ impl Gate {
             let y = _mm256_min_ps(_mm256_mul_ps(_mm256_and_ps(x, magnitude), scale), top);
             let s = _mm256_add_ps(y, magic);
             let t = _mm256_sub_ps(y, _mm256_sub_ps(s, magic));
+            // vpermps reads the low 3 bits of each index: n.
             let n = _mm256_castps_si256(s);
-            // Bit 3 of n moved to the sign bit, which blendv reads.
-            let upper = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(n));
-            let coeff = |k: usize| {
-                _mm256_blendv_ps(
-                    _mm256_permutevar8x32_ps(lo[k], n),
-                    _mm256_permutevar8x32_ps(hi[k], n),
-                    upper,
-                )
-            };
-            let mut h = coeff(DEGREE);
-            for k in (0..DEGREE).rev() {
-                h = _mm256_fmadd_ps(h, t, coeff(k));
+            let mut h = _mm256_permutevar8x32_ps(c[DEGREE], n);
+            for ck in c[..DEGREE].iter().rev() {
+                h = _mm256_fmadd_ps(h, t, _mm256_permutevar8x32_ps(*ck, n));
             }
             let negative = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_setzero_ps());
             let g = _mm256_blendv_ps(h, _mm256_sub_ps(one, h), negative);
@@ -448,6 +393,74 @@ impl Gate {
             unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_mul_ps(x, g)) };
         }
         rest.iter_mut().for_each(|v| *v = self.apply(*v));
+    }
+}
+
+/// `exp(x)` in `f32`, branch-free: `x` clamped to `[-87, 88]` (a NaN stays NaN), `2^n e^r` with
+/// `n = rne(x / ln 2)` and a degree-6 Taylor polynomial for `|r| <= ln 2 / 2` (truncation below
+/// `1.3e-7`), evaluated with fused multiply-adds, so within a few ulp.
+#[inline(always)]
+fn exp_f32(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_359_4; // few significant bits: n * LN2_HI is exact
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, MAGIC);
+    let n = shifted - MAGIC;
+    let r = (-n).mul_add(LN2_HI, x);
+    let r = (-n).mul_add(LN2_LO, r);
+    let p = (1.0f32 / 720.0).mul_add(r, 1.0 / 120.0);
+    let p = p.mul_add(r, 1.0 / 24.0);
+    let p = p.mul_add(r, 1.0 / 6.0);
+    let p = p.mul_add(r, 0.5);
+    let p = p.mul_add(r, 1.0);
+    let p = p.mul_add(r, 1.0);
+    // n is an integer in [-126, 127], and `shifted`, in [2^23, 2^24) where the f32 spacing is
+    // 1, holds it in its low bits: `shifted.to_bits() = MAGIC.to_bits() + n`. Integer
+    // arithmetic on those bits (rather than a saturating `as i32`, which does not vectorize)
+    // builds 2^n, a normal f32, from its exponent field.
+    let biased = shifted
+        .to_bits()
+        .wrapping_sub(MAGIC.to_bits())
+        .wrapping_add(127);
+    let scale = f32::from_bits(biased << 23);
+    p * scale
+}
+
+#[inline(always)]
+fn silu(x: f32) -> f32 {
+    x / (1.0 + exp_f32(-x))
+}
+
+/// SiLU over a slice, compiled for the widest vectors `isa` allows (the compiler vectorizes
+/// the loop; its only fused multiply-adds are `exp_f32`'s explicit ones, exactly rounded on
+/// every width).
+fn silu_all(isa: VectorIsa, x: &mut [f32]) {
+    #[inline(always)]
+    fn body(x: &mut [f32]) {
+        x.iter_mut().for_each(|v| *v = silu(*v));
+    }
+    /// # Safety
+    /// The CPU supports AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn wide(x: &mut [f32]) {
+        body(x)
+    }
+    /// # Safety
+    /// The CPU supports AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn narrow(x: &mut [f32]) {
+        body(x)
+    }
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU supports AVX-512F (`supported` checked it).
+        VectorIsa::Avx512 if isa.supported() => unsafe { wide(x) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU supports AVX2 and FMA (`supported` checked it).
+        VectorIsa::Avx2 if isa.supported() => unsafe { narrow(x) },
+        _ => body(x),
     }
 }
 
@@ -539,9 +552,8 @@ mod tests {
         for (a, gate) in [
             (Activation::GeluTanh, &GELU_TANH),
             (Activation::GeluErf, &GELU_ERF),
-            (Activation::Silu, &SILU),
         ] {
-            let mut x = 14.5 / gate.scale * (1.0 + f32::EPSILON);
+            let mut x = 6.5 / gate.scale * (1.0 + f32::EPSILON);
             while x < f32::MAX / 2.0 {
                 assert_eq!(a.apply(x).to_bits(), x.to_bits(), "{a:?}({x})");
                 assert_eq!(a.apply(-x).to_bits(), (-0f32).to_bits(), "{a:?}({})", -x);
@@ -559,7 +571,7 @@ mod tests {
     /// The gates are continuous where the polynomials meet (within the bound) and monotone.
     #[test]
     fn gates_join_up_and_rise() {
-        for gate in [&GELU_TANH, &GELU_ERF, &SILU] {
+        for gate in [&GELU_TANH, &GELU_ERF] {
             let g = |x: f32| gate.apply(x) / x;
             for n in 1..INTERVALS {
                 let edge = (n as f32 - 0.5) / gate.scale;
@@ -596,8 +608,10 @@ mod tests {
             f32::NEG_INFINITY,
             f32::NAN,
             -f32::NAN,
-            5.272_8,
-            -15.47,
+            5.2,
+            -5.200_001,
+            87.5,
+            -88.5,
         ]);
         let mut r = 0x2545_F491_u32;
         for _ in 0..4000 {
