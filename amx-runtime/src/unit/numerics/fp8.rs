@@ -88,23 +88,23 @@ pub(crate) fn dot(
     // The host arithmetic below sets MXCSR's sticky flags, which the instruction never does.
     #[cfg(target_arch = "x86_64")]
     let mxcsr = super::read_mxcsr();
-    // Each operand converted once: 16 rows of 64 values.
-    let widen = |t: &[u8; 1024], f: Fp8| -> [[f32; 64]; 16] {
-        core::array::from_fn(|r| {
-            core::array::from_fn(|i| f32::from_bits(f.to_f32_bits(t[r * 64 + i])))
+    // Each operand converted once: A as 16 rows of 64 values; B transposed so that the values
+    // one step multiplies into the 16 columns are contiguous (`bt[k][i][n]` is element `i` of
+    // dword `n` of row `k`), which is what lets the sums below run 16 columns per vector.
+    let aw: [[f32; 64]; 16] = core::array::from_fn(|r| {
+        core::array::from_fn(|i| f32::from_bits(fa.to_f32_bits(a[r * 64 + i])))
+    });
+    let bt: [[[f32; 16]; 4]; 16] = core::array::from_fn(|k| {
+        core::array::from_fn(|i| {
+            core::array::from_fn(|n| f32::from_bits(fb.to_f32_bits(b[k * 64 + 4 * n + i])))
         })
-    };
-    let (aw, bw) = (widen(a, fa), widen(b, fb));
-    for (m, arow) in aw.iter().enumerate().take(m_rows) {
-        for n in 0..n_dwords {
-            let (mut even, mut odd) = (0f32, 0f32);
-            for (kk, brow) in bw.iter().enumerate().take(k_dwords) {
-                let (x, y) = (&arow[4 * kk..4 * kk + 4], &brow[4 * n..4 * n + 4]);
-                even += x[0] * y[0] + x[1] * y[1];
-                odd += x[2] * y[2] + x[3] * y[3];
-            }
+    });
+    let mut sums = [[0f32; 16]; 16];
+    sums_on(super::float_path(), &aw, &bt, (m_rows, k_dwords), &mut sums);
+    for (m, row) in sums.iter().enumerate().take(m_rows) {
+        for (n, &sum) in row.iter().enumerate().take(n_dwords) {
             let old = get_dword(c, m, n);
-            let r = (f32::from_bits(daz(old)) + (even + odd)).to_bits();
+            let r = (f32::from_bits(daz(old)) + sum).to_bits();
             let r = if is_nan(r) {
                 element(old, (a, fa), (b, fb), m, n, k_dwords)
             } else {
@@ -115,6 +115,75 @@ pub(crate) fn dot(
     }
     #[cfg(target_arch = "x86_64")]
     super::write_mxcsr(mxcsr);
+}
+
+/// `sums[m][n] = even + odd` of the module docs for rows `m < m_rows` and all 16 columns
+/// (columns past the product's are computed and not used), each column in its own vector lane:
+/// the same operations in the same order as the formula, one output per lane.
+#[inline(always)]
+fn sums(
+    aw: &[[f32; 64]; 16],
+    bt: &[[[f32; 16]; 4]; 16],
+    (m_rows, k_dwords): (usize, usize),
+    out: &mut [[f32; 16]; 16],
+) {
+    for (arow, out) in aw.iter().zip(out.iter_mut()).take(m_rows) {
+        let (mut even, mut odd) = ([0f32; 16], [0f32; 16]);
+        for (x, y) in arow.chunks_exact(4).zip(bt).take(k_dwords) {
+            for n in 0..16 {
+                even[n] += x[0] * y[0][n] + x[1] * y[1][n];
+                odd[n] += x[2] * y[2][n] + x[3] * y[3][n];
+            }
+        }
+        for n in 0..16 {
+            out[n] = even[n] + odd[n];
+        }
+    }
+}
+
+/// [`sums`] compiled for the vectors of `path` (the floating-point products' kernel choice,
+/// so that `AMX_EMULATOR_KERNELS` caps it as it caps the others). No width fuses a multiply
+/// with an add, so every width gives the same bits.
+fn sums_on(
+    path: super::KernelPath,
+    aw: &[[f32; 64]; 16],
+    bt: &[[[f32; 16]; 4]; 16],
+    shape: (usize, usize),
+    out: &mut [[f32; 16]; 16],
+) {
+    /// # Safety
+    /// The CPU has AVX-512F.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn wide(
+        aw: &[[f32; 64]; 16],
+        bt: &[[[f32; 16]; 4]; 16],
+        shape: (usize, usize),
+        out: &mut [[f32; 16]; 16],
+    ) {
+        sums(aw, bt, shape, out)
+    }
+    /// # Safety
+    /// The CPU has AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn narrow(
+        aw: &[[f32; 64]; 16],
+        bt: &[[[f32; 16]; 4]; 16],
+        shape: (usize, usize),
+        out: &mut [[f32; 16]; 16],
+    ) {
+        sums(aw, bt, shape, out)
+    }
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the floating-point path is AVX-512 only where the CPU has AVX-512F.
+        super::KernelPath::Avx512 => unsafe { wide(aw, bt, shape, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the floating-point path is AVX2 only where the CPU has AVX2.
+        super::KernelPath::Avx2 => unsafe { narrow(aw, bt, shape, out) },
+        _ => sums(aw, bt, shape, out),
+    }
 }
 
 #[cfg(test)]
