@@ -693,7 +693,36 @@ proptest! {
         tiles in (any::<u8>(), any::<u8>(), any::<u8>()),
         maxk in any::<u8>(),
         maxn in any::<u16>(),
+        palettes in prop::collection::vec(any::<[u16; 5]>(), 0..20),
     ) {
+        // Any table, as a CPU or VM could report it (entries past the table's room dropped).
+        let palettes: Vec<Palette> = palettes
+            .iter()
+            .map(|&[total_tile_bytes, bytes_per_tile, bytes_per_row, max_names, max_rows]| {
+                Palette {
+                    total_tile_bytes,
+                    bytes_per_tile,
+                    bytes_per_row,
+                    max_names,
+                    max_rows,
+                }
+            })
+            .collect();
+        let table = PaletteTable::new(&palettes);
+        let _ = engine::ldtilecfg_accepts(&cfg, &table);
+        let _ = rules::validate(&cfg, &table);
+        if let Ok(mut emu) = Emulator::with_limits(table, TmulLimits { maxk, maxn }) {
+            // Whatever the table allows, the unit holds it or refuses it.
+            if emu.ldtilecfg(&cfg).is_ok() {
+                for t in 0..TILES as u8 {
+                    let _ = emu.tilezero(t);
+                    let _ = emu.tilemovrow(t, 0);
+                }
+                let _ = emu.tdpbssd(tiles.0, tiles.1, tiles.2);
+                let _ = emu.tdpbf16ps(tiles.0, tiles.1, tiles.2);
+                let _ = emu.tdphf8ps(tiles.0, tiles.1, tiles.2);
+            }
+        }
         let _ = engine::tilezero_refusal(&cfg, t);
         let _ = engine::tile_memory_refusal(&cfg, t);
         let _ = engine::dot_refusal(&cfg, tiles, TmulLimits { maxk, maxn });
