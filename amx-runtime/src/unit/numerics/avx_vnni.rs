@@ -229,15 +229,23 @@ unsafe fn block<const BIASED: bool, const A_IS_U8: bool>(
                 }
             }
         }
+        // Only the chunk's steps are located: past them `(s0 + j) * step` may overflow (the
+        // operands were validated for steps below `steps` only); those slots stay unused.
+        let step_at = |base: *const u8, step: usize, j: usize| {
+            if j < chunk {
+                base.wrapping_add((s0 + j) * step)
+            } else {
+                base
+            }
+        };
         let steps_a: [*const u8; CHUNK] = core::array::from_fn(|j| {
             if BIASED {
                 biased[j].as_ptr().cast()
             } else {
-                a.wrapping_add((s0 + j) * a_step)
+                step_at(a, a_step, j)
             }
         });
-        let steps_b: [*const u8; CHUNK] =
-            core::array::from_fn(|j| b.wrapping_add((s0 + j) * b_step));
+        let steps_b: [*const u8; CHUNK] = core::array::from_fn(|j| step_at(b, b_step, j));
         for (t, tile) in c.iter_mut().enumerate() {
             let (h, w) = (t / 2, t % 2);
             let chunk_ops = ChunkOps {

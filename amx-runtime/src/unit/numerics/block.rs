@@ -352,6 +352,40 @@ mod tests {
         }
     }
 
+    /// Every fused integer kernel the CPU runs, on one step whose step distance is huge: the
+    /// distance plays no part in a single step, and the AVX-VNNI kernel once located the
+    /// unused slots of its chunk of four steps too, where `j * step` overflowed.
+    #[test]
+    fn one_step_at_a_huge_distance_on_each_fused_kernel() {
+        let mut next = bytes(0x9E37_79B9_7F4A_7C15u64);
+        let a: Vec<u8> = (0..2048).map(|_| next()).collect();
+        let b: Vec<u8> = (0..2048).map(|_| next()).collect();
+        let mut c = [[0u8; 1024]; 4];
+        c.iter_mut().flatten().for_each(|v| *v = next() & 0x3F);
+        let signs = [(true, true), (true, false), (false, true), (false, false)];
+        for path in [KernelPath::Avx512, KernelPath::AvxVnni, KernelPath::Avx2] {
+            if !super::super::int8_path_available(path) {
+                continue;
+            }
+            for (kind, signs) in DotKind::ALL.into_iter().zip(signs) {
+                let Ok(one) = Operands::new((&a, 0), (&b, 0), 1) else {
+                    panic!("one step fits 2048 bytes");
+                };
+                let mut want = c;
+                stepwise(kind, &mut want, &one);
+                for step in [usize::MAX, usize::MAX / 3 + 1, isize::MAX as usize] {
+                    let Ok(ops) = Operands::new((&a, step), (&b, step), 1) else {
+                        panic!("one step fits 2048 bytes whatever the distance");
+                    };
+                    let mut got = c;
+                    // SAFETY: the CPU has the features of `path` (checked above).
+                    assert!(unsafe { fused_int8(path, &mut got, &ops, signs) });
+                    assert!(got == want, "{path:?} {kind:?} step {step}");
+                }
+            }
+        }
+    }
+
     /// TDPBSSD with A given biased, on the dispatch (the fused AVX-512 kernel where the CPU
     /// has it) and on the fallback that restores A, against TDPBSSD on A itself: a step count
     /// that is not a multiple of the kernel's chunk nor of the fallback's group, and steps of
