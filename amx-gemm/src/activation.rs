@@ -3,7 +3,7 @@
 //!
 //! Both GELUs are `x * g(x)` with a gate `g` that rises from 0 to 1 and satisfies
 //! `g(-x) = 1 - g(x)` (the normal CDF, or the sigmoid of the tanh form's argument). The gate of
-//! `|x|` is a table of 8 polynomials of degree 5 (a [`Gate`]):
+//! `|x|` is a table of 8 polynomials of degree 5:
 //!
 //! ```text
 //! y = min(|x| * 1.25, 7)        n = y rounded to an integer (half to even)      t = y - n
