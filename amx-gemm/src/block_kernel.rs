@@ -11,16 +11,16 @@
 
 use std::marker::PhantomData;
 
-use amx_runtime::block::{bias_a, dot_2x2, tdpbssd_2x2_a_biased, Block, BlockError};
+use amx_runtime::block::{bias_a, dot_2x2, dot_tile, tdpbssd_2x2_a_biased, Block, BlockError};
 use amx_runtime::rules::DotKind;
 use amx_runtime::Fault;
 
-use crate::configs::{A0, B0, C00};
+use crate::configs::{MicroShape, A0, B0, C00};
 use crate::error::{GemmError, InternalError};
 use crate::kernel::{MicroKernel, MicroTask};
 use crate::pack::STEP;
 use crate::precision::{Precision, ROW_BYTES};
-use crate::tile_ops::full_tile_bounds;
+use crate::tile_ops::{full_tile_bounds, tile_bounds};
 
 /// Rows of a tile.
 const ROWS: usize = 16;
@@ -136,4 +136,157 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
         }
         Ok(())
     }
+}
+
+/// A micro-tile of any other shape (the edges of C, and M or N below 32) on the emulator: per
+/// k-step, each of the shape's dot products (C00, C01, C10, C11 as the shape uses them) on the
+/// per-instruction kernel of the emulator ([`dot_tile`]), with the operands read where they
+/// are packed and C kept in local tiles for the whole k-loop. The same products in the same
+/// order as [`Amx2x2`](crate::kernel::Amx2x2) issues on the configured shape, so the same bits,
+/// without the per-instruction checks and the copies of every tile load.
+pub(crate) struct BlockEdge<P> {
+    shape: MicroShape,
+    _precision: PhantomData<P>,
+}
+
+impl<P: Precision> BlockEdge<P> {
+    pub(crate) fn new(shape: MicroShape) -> Self {
+        BlockEdge {
+            shape,
+            _precision: PhantomData,
+        }
+    }
+}
+
+/// Tile `i`'s rows and dword columns in `shape` (0 rows: unused).
+fn edge_tile(shape: MicroShape, i: usize) -> (usize, usize) {
+    let rows = if i / 2 == 0 { shape.r0() } else { shape.r1() };
+    let cols = if i % 2 == 0 { shape.c0() } else { shape.c1() };
+    (usize::from(rows), usize::from(cols))
+}
+
+impl<P: Precision> MicroKernel for BlockEdge<P> {
+    unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
+        let Some(kind) = P::KIND.dot_kind() else {
+            return Err(GemmError::Internal(InternalError::new(format!(
+                "no tile product for {}",
+                P::KIND.instruction()
+            ))));
+        };
+        let shape = self.shape;
+        let mut c = Block::zeroed();
+        // C in and out through the pointer, row by row (as `Block2x2`): for a plain GEMM it is
+        // the caller's C, whose other rows other workers are writing meanwhile.
+        for (i, tile) in c.tiles.iter_mut().enumerate() {
+            let (rows, cols) = edge_tile(shape, i);
+            if rows == 0 || cols == 0 || !t.accumulate {
+                continue;
+            }
+            let at = tile_offset(t.c_src_offset, t.c_src_ld, i).unwrap_or(usize::MAX);
+            let tile_id = C00 as u8 + i as u8;
+            tile_bounds(tile_id, (rows, 4 * cols), at, t.c_src_ld, t.c_src.len())?;
+            for (r, row) in tile.chunks_exact_mut(ROW_BYTES).take(rows).enumerate() {
+                // SAFETY: tile_bounds proved rows r < `rows` of `4 cols` bytes at `at + r *
+                // c_src_ld` inside the source's live bytes, which no one writes during the call
+                // (the micro-kernel contract).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        t.c_src.ptr().add(at + r * t.c_src_ld),
+                        row.as_mut_ptr(),
+                        4 * cols,
+                    )
+                };
+            }
+        }
+        // SAFETY: the packed A block (this worker's own) and the packed B panel (shared
+        // read-only) are alive and unchanged during the call (the micro-kernel contract).
+        let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
+        // A tile row of A with fewer than 1024 bytes left in the buffer after it (a short last
+        // micro-panel) is copied here, zero-padded; the kernel reads only its rows.
+        let mut padded = [0u8; 1024];
+        for s in 0..t.steps {
+            let a_at = |h: usize| {
+                s.checked_mul(t.a_step)
+                    .and_then(|x| x.checked_add(t.a_offset))
+                    .and_then(|x| x.checked_add(h * 1024))
+            };
+            let b_at = |w: usize| {
+                s.checked_mul(STEP)
+                    .and_then(|x| x.checked_add(t.b_offset))
+                    .and_then(|x| x.checked_add(w * 1024))
+            };
+            for (i, ct) in c.tiles.iter_mut().enumerate() {
+                let (rows, cols) = edge_tile(shape, i);
+                if rows == 0 || cols == 0 {
+                    continue;
+                }
+                let (Some(a_at), Some(b_at)) = (a_at(i / 2), b_at(i % 2)) else {
+                    return Err(edge_out_of_bounds(A0, usize::MAX, a.len()));
+                };
+                let Some(bt) = b
+                    .get(b_at..)
+                    .and_then(|x| x.get(..1024))
+                    .and_then(|x| <&[u8; 1024]>::try_from(x).ok())
+                else {
+                    return Err(edge_out_of_bounds(B0, b_at.saturating_add(1024), b.len()));
+                };
+                let at = match a.get(a_at..).and_then(|x| x.get(..1024)) {
+                    Some(x) => <&[u8; 1024]>::try_from(x).ok(),
+                    None => {
+                        let needed = a_at.saturating_add(rows * ROW_BYTES);
+                        let Some(rows_bytes) = a.get(a_at..needed) else {
+                            return Err(edge_out_of_bounds(A0, needed, a.len()));
+                        };
+                        padded[..rows_bytes.len()].copy_from_slice(rows_bytes);
+                        Some(&padded)
+                    }
+                };
+                let Some(at) = at else {
+                    return Err(edge_out_of_bounds(A0, usize::MAX, a.len()));
+                };
+                dot_tile(kind, ct, at, bt, (rows, cols, 16));
+            }
+        }
+        #[cfg(test)]
+        crate::tile_ops::probe::BLOCK_DOTS
+            .with(|n| n.set(n.get() + shape.dots().count() as u64 * t.steps as u64));
+        let dst = t.c;
+        for (i, tile) in c.tiles.iter().enumerate() {
+            let (rows, cols) = edge_tile(shape, i);
+            if rows == 0 || cols == 0 {
+                continue;
+            }
+            let at = tile_offset(t.c_offset, t.ldc_bytes, i).unwrap_or(usize::MAX);
+            tile_bounds(
+                C00 as u8 + i as u8,
+                (rows, 4 * cols),
+                at,
+                t.ldc_bytes,
+                dst.len(),
+            )?;
+            for (r, row) in tile.chunks_exact(ROW_BYTES).take(rows).enumerate() {
+                // SAFETY: tile_bounds proved rows r < `rows` of `4 cols` bytes at `at + r *
+                // ldc_bytes` inside C's `dst.len()` live bytes; the task's rows of C are written
+                // by no other thread and no reference to them is alive (the micro-kernel
+                // contract).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        row.as_ptr(),
+                        dst.ptr().add(at + r * t.ldc_bytes),
+                        4 * cols,
+                    )
+                };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An operand tile of an edge task outside its buffer, as the typed path reports it.
+fn edge_out_of_bounds(tile: i32, needed: usize, len: usize) -> GemmError {
+    GemmError::Fault(Fault::OutOfBounds {
+        tile: tile as u8,
+        needed,
+        len,
+    })
 }

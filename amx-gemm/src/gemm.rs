@@ -8,7 +8,7 @@ use rayon::ThreadPool;
 
 use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
-use crate::block_kernel::Block2x2;
+use crate::block_kernel::{Block2x2, BlockEdge};
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
@@ -1048,6 +1048,16 @@ fn run_region<P: Precision>(
     stats.loads += counters().loads - before;
     stats.configs += 1;
     LAST_SHAPE.with(|s| s.set(Some(region.shape)));
+    #[cfg(test)]
+    let blocks = !crate::tile_ops::probe::PER_INSTRUCTION.with(Cell::get);
+    #[cfg(not(test))]
+    let blocks = true;
+    // On the emulator the edge micro-tiles run as tile products on the packed operands (see
+    // block_kernel.rs), for the instructions `DotKind` lists; the FP8 products, and the trap
+    // engine's silicon path, run instruction by instruction.
+    if blocks && tiles.backend() == Backend::Emulated && P::KIND.dot_kind().is_some() {
+        return nest(&mut BlockEdge::<P>::new(region.shape), p, region, scratch);
+    }
     #[cfg(target_arch = "x86_64")]
     if let Some(mut ops) = crate::tile_ops::Silicon::new(&mut tiles, P::KIND)? {
         return nest_for_shape(&mut ops, p, region, scratch);
@@ -1449,19 +1459,33 @@ mod tests {
     fn typed_path_for<P: Precision>(blocks: bool) {
         let dots_of = |m, n, k| dots_of::<P>(m, n, k, blocks);
         let steps = |k: usize| k.div_ceil(P::KIND.k_per_step()) as u64;
+        // (full micro-tiles, edges): per instruction the edges run on the checked path; as
+        // block products (the emulator's default) they are tile products too.
+        let expect = |full: u64, edges: u64| {
+            if blocks {
+                (full + edges, 0)
+            } else {
+                (full, edges)
+            }
+        };
         // Only full micro-tiles: 2 x 3 of them, four dot products per k-step each, all typed.
-        assert_eq!(dots_of(64, 96, 128), (6 * 4 * steps(128), 0), "{}", P::KIND);
-        // One full micro-tile (typed) and the right edge (2 dots per k-step), bottom edge (2)
-        // and corner (1) on the checked path.
         assert_eq!(
-            dots_of(40, 40, 64),
-            (4 * steps(64), 5 * steps(64)),
+            dots_of(64, 96, 128),
+            expect(6 * 4 * steps(128), 0),
             "{}",
             P::KIND
         );
-        // Only edges: nothing typed (20 x 31 is the 2x2 variant of an edge shape).
-        assert_eq!(dots_of(20, 31, 64), (0, 4 * steps(64)), "{}", P::KIND);
-        assert_eq!(dots_of(12, 9, 64), (0, steps(64)), "{}", P::KIND);
+        // One full micro-tile and the right edge (2 dots per k-step), bottom edge (2) and
+        // corner (1).
+        assert_eq!(
+            dots_of(40, 40, 64),
+            expect(4 * steps(64), 5 * steps(64)),
+            "{}",
+            P::KIND
+        );
+        // Only edges (20 x 31 is the 2x2 variant of an edge shape).
+        assert_eq!(dots_of(20, 31, 64), expect(0, 4 * steps(64)), "{}", P::KIND);
+        assert_eq!(dots_of(12, 9, 64), expect(0, steps(64)), "{}", P::KIND);
     }
 
     #[test]
@@ -1504,8 +1528,8 @@ mod tests {
         assert!(c.iter().all(|&x| x == 1.0 - k as f32));
     }
 
-    /// On the emulator the full micro-tiles run as block products by default, with the same
-    /// results and the same dot products.
+    /// On the emulator the micro-tiles run as block products by default (full ones as 2x2
+    /// blocks, the edges as tile products), with the same results and the same dot products.
     #[test]
     fn full_micro_tiles_run_as_blocks_on_the_emulator() {
         typed_path_for::<crate::Int8>(true);

@@ -701,7 +701,7 @@ pub(crate) fn full_tile_bounds(
 
 /// Out of bounds unless every row `r < rows` of tile `t`, `colsb` bytes at `offset + r *
 /// stride`, lies inside `len` bytes (`rows` >= 1).
-fn tile_bounds(
+pub(crate) fn tile_bounds(
     t: u8,
     (rows, colsb): (usize, usize),
     offset: usize,

@@ -141,6 +141,36 @@ pub fn dot_2x2(
     Ok(())
 }
 
+/// One dot product `kind` on tiles in memory, as the instruction computes it under a
+/// configuration where C has `rows` rows of `cols` dwords and A has `rows` rows of `k` dwords
+/// (B: `k` rows of `cols` dwords): `C[i][j] += sum over k of A[i][..] x B[..][j]` for `i < rows`,
+/// `j < cols`, each tile 16 rows of 64 bytes. Sizes above 16 count as 16. Only those outputs
+/// are written: unlike the instruction, the rest of `c` is left as it is (a caller that keeps
+/// only the outputs of its shape sees no difference).
+///
+/// The per-instruction kernel of the [`Emulator`](crate::Emulator), without a tile unit: for a
+/// micro-kernel at the edge of a matrix, where [`dot_2x2`]'s full tiles do not apply.
+///
+/// ```
+/// use amx_runtime::block::dot_tile;
+/// use amx_runtime::rules::DotKind;
+///
+/// let (a, b) = ([1u8; 1024], [2u8; 1024]);
+/// let mut c = [0u8; 1024];
+/// dot_tile(DotKind::Tdpbssd, &mut c, &a, &b, (3, 5, 16));
+/// assert_eq!(i32::from_le_bytes(c[0..4].try_into().unwrap()), 128); // 64 products of 1 x 2
+/// assert_eq!(i32::from_le_bytes(c[20..24].try_into().unwrap()), 0); // column 5: not written
+/// ```
+pub fn dot_tile(
+    kind: DotKind,
+    c: &mut [u8; TILE_BYTES],
+    a: &[u8; TILE_BYTES],
+    b: &[u8; TILE_BYTES],
+    (rows, cols, k): (usize, usize, usize),
+) {
+    block::dot_tile(kind, c, a, b, (rows, cols, k));
+}
+
 /// Biases int8 bytes for [`tdpbssd_2x2_a_biased`]: XOR 0x80 on every byte (the signed byte
 /// `v` becomes the unsigned `v + 128`). Applying it twice restores the bytes.
 pub fn bias_a(bytes: &mut [u8]) {

@@ -285,15 +285,28 @@ unsafe fn fused_int8(
     true
 }
 
+/// One product `kind` of shape `(m, n, k)` on the per-instruction kernel.
+pub(crate) fn dot_tile(
+    kind: DotKind,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m, n, k): (usize, usize, usize),
+) {
+    match kind {
+        DotKind::Tdpbssd => super::dot_int8(c, a, b, m, n, k, true, true),
+        DotKind::Tdpbsud => super::dot_int8(c, a, b, m, n, k, true, false),
+        DotKind::Tdpbusd => super::dot_int8(c, a, b, m, n, k, false, true),
+        DotKind::Tdpbuud => super::dot_int8(c, a, b, m, n, k, false, false),
+        DotKind::Tdpbf16ps => super::dot_bf16(c, a, b, m, n, k),
+        DotKind::Tdpfp16ps => super::dot_fp16(c, a, b, m, n, k),
+    }
+}
+
 /// The block as its instruction sequence, each product on the per-instruction kernel.
 pub(crate) fn stepwise(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
-    each_product(c, ops, |ct, at, bt| match kind {
-        DotKind::Tdpbssd => super::dot_int8(ct, at, bt, 16, 16, 16, true, true),
-        DotKind::Tdpbsud => super::dot_int8(ct, at, bt, 16, 16, 16, true, false),
-        DotKind::Tdpbusd => super::dot_int8(ct, at, bt, 16, 16, 16, false, true),
-        DotKind::Tdpbuud => super::dot_int8(ct, at, bt, 16, 16, 16, false, false),
-        DotKind::Tdpbf16ps => super::dot_bf16(ct, at, bt, 16, 16, 16),
-        DotKind::Tdpfp16ps => super::dot_fp16(ct, at, bt, 16, 16, 16),
+    each_product(c, ops, |ct, at, bt| {
+        dot_tile(kind, ct, at, bt, (16, 16, 16))
     });
 }
 
