@@ -160,8 +160,8 @@ impl<P: Precision> BlockEdge<P> {
 
 /// Tile `i`'s rows and dword columns in `shape` (0 rows: unused).
 fn edge_tile(shape: MicroShape, i: usize) -> (usize, usize) {
-    let rows = if i / 2 == 0 { shape.r0() } else { shape.r1() };
-    let cols = if i % 2 == 0 { shape.c0() } else { shape.c1() };
+    let rows = [shape.r0(), shape.r1()][i / 2 % 2];
+    let cols = [shape.c0(), shape.c1()][i % 2];
     (usize::from(rows), usize::from(cols))
 }
 
