@@ -2,10 +2,14 @@
 //! computed from the registers as the silicon computes it and accessed with the CPU's own loads
 //! and stores ([`crate::access`]). Allocates nothing and takes no lock.
 //!
-//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions
-//! that depend on the tile configuration, then XFD (no permission), then the memory operand
-//! (whatever fault the CPU's access raises: #GP for a non-canonical address, #PF, SIGBUS), then
-//! LDTILECFG's #GP rules.
+//! The order of the checks is the silicon's (docs/semantics.md sections 12 and 15): the
+//! instruction's CPUID feature (#UD where the modelled CPU does not report it, before any tile
+//! state is looked at), the #UD conditions that depend on the tile configuration, then XFD (no
+//! permission), then the memory operand (whatever fault the CPU's access raises: #GP for a
+//! non-canonical address, #PF, SIGBUS), then LDTILECFG's #GP rules.
+//!
+//! An AMX-AVX512 row move completes with its zmm result in [`Regs::zmm`]: the caller writes it
+//! into the interrupted context (`crate::zmm`).
 //!
 //! Addresses: the effective address is `base + disp` (the next instruction's address for
 //! RIP-relative forms), a tile row `r` adds `r * (index << scale)`; every sum wraps at the
@@ -14,7 +18,9 @@
 
 use amx_runtime::engine as check;
 use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
-use amx_tilecfg::decode::{Address, Instruction, Operation, Segment};
+use amx_tilecfg::decode::{
+    Address, Extension, Instruction, Operation, ProductKind, RowKind, Segment,
+};
 use amx_tilecfg::{image, DotKind, TileShape};
 
 use crate::access::{self, Fault};
@@ -56,32 +62,56 @@ pub(crate) fn execute(
     pkru: Option<u32>,
 ) -> Outcome {
     match step(insn, regs, unit, pkru) {
-        Ok(()) => {
+        Ok(zmm) => {
             regs.rip = regs.rip.wrapping_add(u64::from(insn.len));
+            regs.zmm = zmm;
             Outcome::Completed
         }
         Err(e) => Outcome::Fault(e),
     }
 }
 
+/// Whether the modelled CPU reports the instruction's feature (section 15, N2 and N3).
+fn reported(ext: Extension) -> bool {
+    let m = model();
+    match ext {
+        Extension::Base => true,
+        Extension::Fp16 => m.amx_fp16(),
+        Extension::Fp8 => m.amx_fp8(),
+        Extension::Complex => m.amx_complex(),
+        Extension::Movrs => m.amx_movrs(),
+        Extension::Avx512 => m.amx_avx512(crate::zmm::available()),
+    }
+}
+
+/// A zmm register's new value: its number and 64 bytes.
+type ZmmWrite = Option<(u8, [u8; 64])>;
+
 fn step(
     insn: &Instruction,
     regs: &Regs,
     unit: &mut Emulator,
     pkru: Option<u32>,
-) -> Result<(), Exception> {
+) -> Result<ZmmWrite, Exception> {
+    // An instruction the modelled CPU does not have is #UD before anything else (N2).
+    if !reported(insn.op.extension()) {
+        return Err(Exception::InvalidOpcode);
+    }
     let cfg = unit.loaded_config();
     // The TILECFG-dependent #UD conditions come before XFD (section 12).
     let shape = match insn.op {
         Operation::Tilezero(t) => Some(check::tilezero_refusal(&cfg, t).map_err(ud)?),
-        Operation::Tileloadd(t) | Operation::Tileloaddt1(t) | Operation::Tilestored(t) => {
-            Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?)
-        }
-        Operation::DotProduct { kind, c, a, b } => {
-            if kind == DotKind::Tdpfp16ps && !model().amx_fp16() {
-                return Err(Exception::InvalidOpcode);
-            }
+        Operation::Tileloadd(t)
+        | Operation::Tileloaddt1(t)
+        | Operation::Tilestored(t)
+        | Operation::Tileloaddrs(t)
+        | Operation::Tileloaddrst1(t) => Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?),
+        Operation::DotProduct { c, a, b, .. } | Operation::Product { c, a, b, .. } => {
             check::dot_refusal(&cfg, (c, a, b), unit.tmul_limits()).map_err(ud)?;
+            None
+        }
+        Operation::RowMove { tile, .. } => {
+            check::tile_row_refusal(&cfg, tile).map_err(ud)?;
             None
         }
         Operation::Ldtilecfg | Operation::Sttilecfg | Operation::Tilerelease => None,
@@ -89,6 +119,36 @@ fn step(
     if insn.op.touches_tile_data() && !permission_granted() {
         return Err(Exception::DeviceNotAvailable);
     }
+    if let Operation::RowMove {
+        kind,
+        zmm,
+        tile,
+        row,
+    } = insn.op
+    {
+        let row = row.as_r32(|r| regs.gpr.get(usize::from(r & 15)).copied().unwrap_or(0));
+        let value = match kind {
+            RowKind::Tilemovrow => unit.tilemovrow(tile, row),
+            RowKind::Tcvtrowd2ps => unit.tcvtrowd2ps(tile, row),
+            RowKind::Tcvtrowps2bf16h => unit.tcvtrowps2bf16h(tile, row),
+            RowKind::Tcvtrowps2bf16l => unit.tcvtrowps2bf16l(tile, row),
+            RowKind::Tcvtrowps2phh => unit.tcvtrowps2phh(tile, row),
+            RowKind::Tcvtrowps2phl => unit.tcvtrowps2phl(tile, row),
+        }
+        .map_err(ud)?;
+        return Ok(Some((zmm, value)));
+    }
+    step_tiles(insn, regs, unit, pkru, shape).map(|()| None)
+}
+
+/// The instructions that change only tile state and memory.
+fn step_tiles(
+    insn: &Instruction,
+    regs: &Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+    shape: Option<TileShape>,
+) -> Result<(), Exception> {
     let next = regs.rip.wrapping_add(u64::from(insn.len));
     let program = |f: &mut dyn FnMut() -> Result<(), Exception>| match pkru {
         Some(pkru) => access::with_pkru(pkru, f),
@@ -122,7 +182,14 @@ fn step(
             Ok(())
         }
         (Operation::Tilezero(t), _, _) => unit.tilezero(t).map_err(ud),
-        (Operation::Tileloadd(t) | Operation::Tileloaddt1(t), Some(m), Some(shape)) => {
+        (
+            Operation::Tileloadd(t)
+            | Operation::Tileloaddt1(t)
+            | Operation::Tileloaddrs(t)
+            | Operation::Tileloaddrst1(t),
+            Some(m),
+            Some(shape),
+        ) => {
             let operand = Operand::new(&m, regs, next);
             let mut result = Ok(());
             program(&mut || {
@@ -147,6 +214,15 @@ fn step(
             DotKind::Tdpbuud => unit.tdpbuud(c, a, b),
             DotKind::Tdpbf16ps => unit.tdpbf16ps(c, a, b),
             DotKind::Tdpfp16ps => unit.tdpfp16ps(c, a, b),
+        }
+        .map_err(ud),
+        (Operation::Product { kind, c, a, b }, _, _) => match kind {
+            ProductKind::Tdpbf8ps => unit.tdpbf8ps(c, a, b),
+            ProductKind::Tdpbhf8ps => unit.tdpbhf8ps(c, a, b),
+            ProductKind::Tdphbf8ps => unit.tdphbf8ps(c, a, b),
+            ProductKind::Tdphf8ps => unit.tdphf8ps(c, a, b),
+            ProductKind::Tcmmimfp16ps => unit.tcmmimfp16ps(c, a, b),
+            ProductKind::Tcmmrlfp16ps => unit.tcmmrlfp16ps(c, a, b),
         }
         .map_err(ud),
         // A memory form without its operand cannot come out of the decoder.
