@@ -126,6 +126,10 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     ))
 }
 
+/// One piece of a register: its state component, the component's area (offset, size), where
+/// the piece lies, and which bytes of the register it holds.
+type Part = (u32, (usize, usize), usize, (usize, usize));
+
 /// Writes `value` as zmm register `n` (0..=31) of the XSAVE state `fp` with the component
 /// offsets of `layout`. `false`, leaving `fp` unchanged, where `fp` is not standard-format
 /// XSAVE state that `rt_sigreturn` restores each needed component from: no XSAVE software
@@ -148,8 +152,7 @@ pub(crate) fn write_with(fp: &mut [u8], layout: Layout, n: u8, value: &[u8; 64])
     if xcomp_bv & (1 << 63) != 0 {
         return false;
     }
-    // (component, its area, the register's bytes in it, the bytes of `value`).
-    let parts: [(u32, (usize, usize), usize, (usize, usize)); 3] = if n < 16 {
+    let parts: [Part; 3] = if n < 16 {
         [
             (1, XMM_AREA, XMM_AREA.0 + 16 * n, (0, 16)),
             (
