@@ -374,3 +374,136 @@ fn store(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<()
     unit.set_start_row(0);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use amx_tilecfg::decode::{decode, Decoded};
+
+    use super::*;
+
+    /// The engine's state as a Diamond Rapids with the permission granted (no signal handler
+    /// is installed: `execute` is called directly).
+    fn diamond_rapids() {
+        crate::MODEL.store(crate::Model::DiamondRapids.index(), Ordering::Relaxed);
+        crate::PERMITTED.store(true, Ordering::Release);
+        crate::zmm::prepare();
+    }
+
+    fn insn(code: &[u8]) -> Instruction {
+        match decode(code) {
+            Decoded::Amx(i) => i,
+            other => panic!("{code:02x?}: {other:?}"),
+        }
+    }
+
+    /// A unit loaded with a palette-1 configuration of `tiles` (t, rows, colsb).
+    fn configured(tiles: &[(u8, u8, u16)]) -> Emulator {
+        let mut image = [0u8; 64];
+        image[0] = 1;
+        for &(t, rows, colsb) in tiles {
+            let t = usize::from(t);
+            image[16 + 2 * t..18 + 2 * t].copy_from_slice(&colsb.to_le_bytes());
+            image[48 + t] = rows;
+        }
+        let mut emu = Emulator::new();
+        emu.ldtilecfg(&image).unwrap();
+        emu
+    }
+
+    /// `n` pseudo-random bytes.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn row_moves_return_the_emulators_row_for_the_zmm_destination() {
+        diamond_rapids();
+        let data = bytes(3, 1024);
+        let mut unit = configured(&[(3, 16, 64)]);
+        unit.tileloadd(3, &data, 64).unwrap();
+        let mut reference = unit.clone();
+        // tilemovrow zmm22, tmm3, ecx with ecx = 5 (the upper half of rcx is not read).
+        let mut regs = Regs {
+            rip: 0x1000,
+            ..Regs::default()
+        };
+        regs.gpr[1] = 0xFFFF_FFFF_0000_0005;
+        let i = insn(&[0x62, 0xE2, 0x75, 0x48, 0x4A, 0xF3]);
+        let outcome = execute(&i, &mut regs, &mut unit, None);
+        if crate::zmm::available() {
+            assert_eq!(outcome, Outcome::Completed);
+            assert_eq!(regs.rip, 0x1006);
+            assert_eq!(regs.zmm, Some((22, reference.tilemovrow(3, 5).unwrap())));
+            // The imm8 form, tcvtrowps2phl zmm22, tmm3, 123: row 59 of chunk 1 (zeros).
+            let i = insn(&[0x62, 0xE3, 0x7F, 0x48, 0x77, 0xF3, 0x7B]);
+            assert_eq!(execute(&i, &mut regs, &mut unit, None), Outcome::Completed);
+            assert_eq!(regs.zmm, Some((22, [0; 64])));
+            assert_eq!(regs.rip, 0x100D);
+        } else {
+            // No AVX-512 state on the host: #UD, RIP and the unit unchanged.
+            assert_eq!(outcome, Outcome::Fault(Exception::InvalidOpcode));
+            assert_eq!((regs.rip, regs.zmm), (0x1000, None));
+        }
+        // An unused tile is #UD in any case.
+        let i = insn(&[0x62, 0xE2, 0x75, 0x48, 0x4A, 0xF2]);
+        assert_eq!(
+            execute(&i, &mut regs, &mut unit, None),
+            Outcome::Fault(Exception::InvalidOpcode)
+        );
+    }
+
+    #[test]
+    fn products_and_movrs_loads_run_on_the_unit() {
+        diamond_rapids();
+        let a = bytes(4, 1024);
+        let mut unit = configured(&[(0, 16, 64), (1, 16, 64), (2, 16, 64)]);
+        let mut reference = unit.clone();
+        // tileloaddrs tmm1, [rdi + rsi*1]; tileloaddrst1 tmm2, [rdi + rsi*1]
+        let mut regs = Regs::default();
+        regs.gpr[7] = a.as_ptr() as u64;
+        regs.gpr[6] = 64;
+        for code in [
+            [0xC4, 0xE2, 0x7B, 0x4A, 0x0C, 0x37],
+            [0xC4, 0xE2, 0x79, 0x4A, 0x14, 0x37],
+        ] {
+            assert_eq!(
+                execute(&insn(&code), &mut regs, &mut unit, None),
+                Outcome::Completed
+            );
+        }
+        reference.tileloaddrs(1, &a, 64).unwrap();
+        reference.tileloaddrst1(2, &a, 64).unwrap();
+        // tdphf8ps tmm0, tmm1, tmm2 and tcmmrlfp16ps tmm0, tmm1, tmm2
+        for code in [
+            [0xC4, 0xE5, 0x69, 0xFD, 0xC1],
+            [0xC4, 0xE2, 0x68, 0x6C, 0xC1],
+        ] {
+            assert_eq!(
+                execute(&insn(&code), &mut regs, &mut unit, None),
+                Outcome::Completed
+            );
+        }
+        reference.tdphf8ps(0, 1, 2).unwrap();
+        reference.tcmmrlfp16ps(0, 1, 2).unwrap();
+        for t in 0..3 {
+            assert_eq!(unit.tile_bytes(t), reference.tile_bytes(t), "tmm{t}");
+        }
+        assert_eq!(regs.zmm, None);
+        // Aliased operands: #UD.
+        let aliased = insn(&[0xC4, 0xE5, 0x79, 0xFD, 0xC0]);
+        assert_eq!(
+            execute(&aliased, &mut regs, &mut unit, None),
+            Outcome::Fault(Exception::InvalidOpcode)
+        );
+    }
+}
