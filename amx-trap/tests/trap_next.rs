@@ -636,3 +636,77 @@ fn raw_cpuid_avx512f() -> bool {
 fn diamond_rapids_is_detected() {
     run_child("child_detect", "dmr");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Patching
+
+#[test]
+#[ignore = "run by hot_sites_patch_except_row_moves in a child process"]
+fn child_patching() {
+    if !engine_in_child(&[libc::SIGILL]) {
+        return;
+    }
+    if !trap::patching() {
+        amx_test_support::skip(
+            amx_test_support::Kind::NotApplicable,
+            "patching is not available in this process",
+        );
+        return;
+    }
+    let a = bytes(41, 1024);
+    let b = bytes(42, 1024);
+    let before = trap::patched_sites();
+    // The same TILELOADDRS and TDPBF8PS sites, hot: patched once they have trapped often
+    // enough, the later executions through the patched path.
+    for _ in 0..40 {
+        // SAFETY: the engine executes these; the buffers are 16 x 64 bytes.
+        unsafe {
+            _tile_loadconfig(CONFIG_16X64.as_ptr());
+            _tile_zero::<0>();
+            core::arch::asm!(
+                ".byte 0xc4, 0xe2, 0x7b, 0x4a, 0x0c, 0x37", // tileloaddrs tmm1, [rdi + rsi]
+                ".byte 0xc4, 0xe2, 0x79, 0x4a, 0x14, 0x32", // tileloaddrst1 tmm2, [rdx + rsi]
+                ".byte 0xc4, 0xe5, 0x68, 0xfd, 0xc1",       // tdpbf8ps tmm0, tmm1, tmm2
+                ".byte 0xc4, 0xe5, 0x68, 0xfd, 0xc1",
+                in("rdi") a.as_ptr(),
+                in("rdx") b.as_ptr(),
+                in("rsi") 64usize,
+            );
+        }
+    }
+    let patched = trap::patched_sites() - before;
+    assert!(patched >= 3, "{patched} sites patched");
+    let mut emu = Emulator::new();
+    emu.ldtilecfg(&CONFIG_16X64).unwrap();
+    emu.tilezero(0).unwrap();
+    emu.tileloaddrs(1, &a, 64).unwrap();
+    emu.tileloaddrst1(2, &b, 64).unwrap();
+    emu.tdpbf8ps(0, 1, 2).unwrap();
+    emu.tdpbf8ps(0, 1, 2).unwrap();
+    for t in 0..3 {
+        assert_eq!(tile(t), emu.tile_data(t).unwrap(), "tmm{t}");
+    }
+    // A row move is never patched, however hot (completed where the host has AVX-512, #UD
+    // skipped by the handler elsewhere).
+    let before = trap::patched_sites();
+    SKIP.store(6, Ordering::SeqCst);
+    for _ in 0..40 {
+        // SAFETY: the handler skips the instruction where it is #UD; zmm22 is declared.
+        unsafe {
+            core::arch::asm!(
+                ".byte 0x62, 0xe2, 0x75, 0x48, 0x4a, 0xf3", // tilemovrow zmm22, tmm0, ecx
+                in("ecx") 0u32,
+                out("xmm22") _,
+            );
+        }
+    }
+    let _ = seen();
+    assert_eq!(trap::patched_sites(), before);
+    // SAFETY: legal in any state.
+    unsafe { _tile_release() };
+}
+
+#[test]
+fn hot_sites_patch_except_row_moves() {
+    run_child("child_patching", "dmr");
+}
