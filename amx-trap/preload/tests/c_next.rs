@@ -2,7 +2,7 @@
 //! as bytes) under `LD_PRELOAD` with `AMX_TRAP_CPU=dmr`: the FP8 and complex products and the
 //! MOVRS loads give the emulator's results, a MOVRS load from an unmapped row reaches the
 //! program's SIGSEGV handler as TILELOADD's would, and TILEMOVROW writes zmm22 where the host
-//! has AVX-512, else is #UD. Skipped where the CPU executes AMX itself or gcc lacks `-mamx-tile`.
+//! has AVX-512, else is #UD. Skipped where the CPU executes AMX itself or gcc is missing.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ mod support;
 use support::*;
 
 fn program() -> Option<PathBuf> {
-    build("next_gen.c", &["-O2", "-mamx-tile"])
+    build("next_gen.c", &["-O2"])
 }
 
 fn run(program: &std::path::Path, mode: &str) -> Run {
@@ -63,36 +63,36 @@ fn c_program_next_generation_results() {
     let (a, b) = inputs();
     type Product = fn(&mut Emulator) -> Result<(), amx_runtime::Fault>;
     let products: [(&str, Product); 6] = [
-        ("tdpbf8ps", |e| e.tdpbf8ps(0, 1, 2)),
-        ("tdpbhf8ps", |e| e.tdpbhf8ps(0, 1, 2)),
-        ("tdphbf8ps", |e| e.tdphbf8ps(0, 1, 2)),
-        ("tdphf8ps", |e| e.tdphf8ps(0, 1, 2)),
-        ("tcmmimfp16ps", |e| e.tcmmimfp16ps(0, 1, 2)),
-        ("tcmmrlfp16ps", |e| e.tcmmrlfp16ps(0, 1, 2)),
+        ("tdpbf8ps", |e| e.tdpbf8ps(2, 0, 1)),
+        ("tdpbhf8ps", |e| e.tdpbhf8ps(2, 0, 1)),
+        ("tdphbf8ps", |e| e.tdphbf8ps(2, 0, 1)),
+        ("tdphf8ps", |e| e.tdphf8ps(2, 0, 1)),
+        ("tcmmimfp16ps", |e| e.tcmmimfp16ps(2, 0, 1)),
+        ("tcmmrlfp16ps", |e| e.tcmmrlfp16ps(2, 0, 1)),
     ];
     for (name, product) in products {
         let mut emu = configured();
-        emu.tilezero(0).unwrap();
-        emu.tileloadd(1, &a, 64).unwrap();
-        emu.tileloadd(2, &b, 64).unwrap();
+        emu.tilezero(2).unwrap();
+        emu.tileloadd(0, &a, 64).unwrap();
+        emu.tileloadd(1, &b, 64).unwrap();
         product(&mut emu).unwrap();
         assert_eq!(
             out.line(name),
-            hex(&emu.tile_data(0).unwrap()),
+            hex(&emu.tile_data(2).unwrap()),
             "{name}: {out}"
         );
     }
     let mut emu = configured();
-    emu.tileloaddrs(3, &a[5..], 32).unwrap();
-    emu.tileloaddrst1(4, &b[7..], 48).unwrap();
+    emu.tileloaddrs(0, &a[5..], 32).unwrap();
+    emu.tileloaddrst1(1, &b[7..], 48).unwrap();
     assert_eq!(
         out.line("tileloaddrs"),
-        hex(&emu.tile_data(3).unwrap()),
+        hex(&emu.tile_data(0).unwrap()),
         "{out}"
     );
     assert_eq!(
         out.line("tileloaddrst1"),
-        hex(&emu.tile_data(4).unwrap()),
+        hex(&emu.tile_data(1).unwrap()),
         "{out}"
     );
     // CPUID is the modelled CPU's only where the kernel offers CPUID faulting.
@@ -133,8 +133,8 @@ fn c_program_row_move_writes_zmm_or_is_refused() {
     if host_zmm() {
         let (a, _) = inputs();
         let mut emu = configured();
-        emu.tileloadd(3, &a, 64).unwrap();
-        let row = emu.tilemovrow(3, 5).unwrap();
+        emu.tileloadd(0, &a, 64).unwrap();
+        let row = emu.tilemovrow(0, 5).unwrap();
         assert_eq!(out.line("rowmove"), hex(&row), "{out}");
     } else {
         // No AVX-512 state: #UD, SIGILL with ILL_ILLOPN and REG_TRAPNO 6.
