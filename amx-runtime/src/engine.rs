@@ -174,6 +174,12 @@ pub fn tile_memory_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason>
     check::tile_memory_refusal(cfg, t)
 }
 
+/// The #UD conditions of TILEMOVROW and the TCVTROW* conversions on `cfg` (configured, a used
+/// tile whose colsb is a multiple of 4).
+pub fn tile_row_refusal(cfg: &[u8; 64], t: u8) -> Result<TileShape, UdReason> {
+    check::tile_row_refusal(cfg, t)
+}
+
 /// A dot product's #UD conditions on `cfg`.
 pub fn dot_refusal(
     cfg: &[u8; 64],

@@ -2,10 +2,14 @@
 //! computed from the registers as the silicon computes it and accessed with the CPU's own loads
 //! and stores ([`crate::access`]). Allocates nothing and takes no lock.
 //!
-//! The order of the checks is the silicon's (docs/semantics.md section 12): the #UD conditions
-//! that depend on the tile configuration, then XFD (no permission), then the memory operand
-//! (whatever fault the CPU's access raises: #GP for a non-canonical address, #PF, SIGBUS), then
-//! LDTILECFG's #GP rules.
+//! The order of the checks is the silicon's (docs/semantics.md sections 12 and 15): the
+//! instruction's CPUID feature (#UD where the modelled CPU does not report it, before any tile
+//! state is looked at), the #UD conditions that depend on the tile configuration, then XFD (no
+//! permission), then the memory operand (whatever fault the CPU's access raises: #GP for a
+//! non-canonical address, #PF, SIGBUS), then LDTILECFG's #GP rules.
+//!
+//! An AMX-AVX512 row move completes with its zmm result in [`Regs::zmm`]: the caller writes it
+//! into the interrupted context (`crate::zmm`).
 //!
 //! Addresses: the effective address is `base + disp` (the next instruction's address for
 //! RIP-relative forms), a tile row `r` adds `r * (index << scale)`; every sum wraps at the
@@ -14,7 +18,9 @@
 
 use amx_runtime::engine as check;
 use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
-use amx_tilecfg::decode::{Address, Instruction, Operation, Segment};
+use amx_tilecfg::decode::{
+    Address, Extension, Instruction, Operation, ProductKind, RowKind, Segment,
+};
 use amx_tilecfg::{image, DotKind, TileShape};
 
 use crate::access::{self, Fault};
@@ -56,32 +62,56 @@ pub(crate) fn execute(
     pkru: Option<u32>,
 ) -> Outcome {
     match step(insn, regs, unit, pkru) {
-        Ok(()) => {
+        Ok(zmm) => {
             regs.rip = regs.rip.wrapping_add(u64::from(insn.len));
+            regs.zmm = zmm;
             Outcome::Completed
         }
         Err(e) => Outcome::Fault(e),
     }
 }
 
+/// Whether the modelled CPU reports the instruction's feature (section 15, N2 and N3).
+fn reported(ext: Extension) -> bool {
+    let m = model();
+    match ext {
+        Extension::Base => true,
+        Extension::Fp16 => m.amx_fp16(),
+        Extension::Fp8 => m.amx_fp8(),
+        Extension::Complex => m.amx_complex(),
+        Extension::Movrs => m.amx_movrs(),
+        Extension::Avx512 => m.amx_avx512(crate::zmm::available()),
+    }
+}
+
+/// A zmm register's new value: its number and 64 bytes.
+type ZmmWrite = Option<(u8, [u8; 64])>;
+
 fn step(
     insn: &Instruction,
     regs: &Regs,
     unit: &mut Emulator,
     pkru: Option<u32>,
-) -> Result<(), Exception> {
+) -> Result<ZmmWrite, Exception> {
+    // An instruction the modelled CPU does not have is #UD before anything else (N2).
+    if !reported(insn.op.extension()) {
+        return Err(Exception::InvalidOpcode);
+    }
     let cfg = unit.loaded_config();
     // The TILECFG-dependent #UD conditions come before XFD (section 12).
     let shape = match insn.op {
         Operation::Tilezero(t) => Some(check::tilezero_refusal(&cfg, t).map_err(ud)?),
-        Operation::Tileloadd(t) | Operation::Tileloaddt1(t) | Operation::Tilestored(t) => {
-            Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?)
-        }
-        Operation::DotProduct { kind, c, a, b } => {
-            if kind == DotKind::Tdpfp16ps && !model().amx_fp16() {
-                return Err(Exception::InvalidOpcode);
-            }
+        Operation::Tileloadd(t)
+        | Operation::Tileloaddt1(t)
+        | Operation::Tilestored(t)
+        | Operation::Tileloaddrs(t)
+        | Operation::Tileloaddrst1(t) => Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?),
+        Operation::DotProduct { c, a, b, .. } | Operation::Product { c, a, b, .. } => {
             check::dot_refusal(&cfg, (c, a, b), unit.tmul_limits()).map_err(ud)?;
+            None
+        }
+        Operation::RowMove { tile, .. } => {
+            check::tile_row_refusal(&cfg, tile).map_err(ud)?;
             None
         }
         Operation::Ldtilecfg | Operation::Sttilecfg | Operation::Tilerelease => None,
@@ -89,6 +119,36 @@ fn step(
     if insn.op.touches_tile_data() && !permission_granted() {
         return Err(Exception::DeviceNotAvailable);
     }
+    if let Operation::RowMove {
+        kind,
+        zmm,
+        tile,
+        row,
+    } = insn.op
+    {
+        let row = row.as_r32(|r| regs.gpr.get(usize::from(r & 15)).copied().unwrap_or(0));
+        let value = match kind {
+            RowKind::Tilemovrow => unit.tilemovrow(tile, row),
+            RowKind::Tcvtrowd2ps => unit.tcvtrowd2ps(tile, row),
+            RowKind::Tcvtrowps2bf16h => unit.tcvtrowps2bf16h(tile, row),
+            RowKind::Tcvtrowps2bf16l => unit.tcvtrowps2bf16l(tile, row),
+            RowKind::Tcvtrowps2phh => unit.tcvtrowps2phh(tile, row),
+            RowKind::Tcvtrowps2phl => unit.tcvtrowps2phl(tile, row),
+        }
+        .map_err(ud)?;
+        return Ok(Some((zmm, value)));
+    }
+    step_tiles(insn, regs, unit, pkru, shape).map(|()| None)
+}
+
+/// The instructions that change only tile state and memory.
+fn step_tiles(
+    insn: &Instruction,
+    regs: &Regs,
+    unit: &mut Emulator,
+    pkru: Option<u32>,
+    shape: Option<TileShape>,
+) -> Result<(), Exception> {
     let next = regs.rip.wrapping_add(u64::from(insn.len));
     let program = |f: &mut dyn FnMut() -> Result<(), Exception>| match pkru {
         Some(pkru) => access::with_pkru(pkru, f),
@@ -122,7 +182,14 @@ fn step(
             Ok(())
         }
         (Operation::Tilezero(t), _, _) => unit.tilezero(t).map_err(ud),
-        (Operation::Tileloadd(t) | Operation::Tileloaddt1(t), Some(m), Some(shape)) => {
+        (
+            Operation::Tileloadd(t)
+            | Operation::Tileloaddt1(t)
+            | Operation::Tileloaddrs(t)
+            | Operation::Tileloaddrst1(t),
+            Some(m),
+            Some(shape),
+        ) => {
             let operand = Operand::new(&m, regs, next);
             let mut result = Ok(());
             program(&mut || {
@@ -147,6 +214,15 @@ fn step(
             DotKind::Tdpbuud => unit.tdpbuud(c, a, b),
             DotKind::Tdpbf16ps => unit.tdpbf16ps(c, a, b),
             DotKind::Tdpfp16ps => unit.tdpfp16ps(c, a, b),
+        }
+        .map_err(ud),
+        (Operation::Product { kind, c, a, b }, _, _) => match kind {
+            ProductKind::Tdpbf8ps => unit.tdpbf8ps(c, a, b),
+            ProductKind::Tdpbhf8ps => unit.tdpbhf8ps(c, a, b),
+            ProductKind::Tdphbf8ps => unit.tdphbf8ps(c, a, b),
+            ProductKind::Tdphf8ps => unit.tdphf8ps(c, a, b),
+            ProductKind::Tcmmimfp16ps => unit.tcmmimfp16ps(c, a, b),
+            ProductKind::Tcmmrlfp16ps => unit.tcmmrlfp16ps(c, a, b),
         }
         .map_err(ud),
         // A memory form without its operand cannot come out of the decoder.
@@ -297,4 +373,137 @@ fn store(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<()
     }
     unit.set_start_row(0);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use amx_tilecfg::decode::{decode, Decoded};
+
+    use super::*;
+
+    /// The engine's state as a Diamond Rapids with the permission granted (no signal handler
+    /// is installed: `execute` is called directly).
+    fn diamond_rapids() {
+        crate::MODEL.store(crate::Model::DiamondRapids.index(), Ordering::Relaxed);
+        crate::PERMITTED.store(true, Ordering::Release);
+        crate::zmm::prepare();
+    }
+
+    fn insn(code: &[u8]) -> Instruction {
+        match decode(code) {
+            Decoded::Amx(i) => i,
+            other => panic!("{code:02x?}: {other:?}"),
+        }
+    }
+
+    /// A unit loaded with a palette-1 configuration of `tiles` (t, rows, colsb).
+    fn configured(tiles: &[(u8, u8, u16)]) -> Emulator {
+        let mut image = [0u8; 64];
+        image[0] = 1;
+        for &(t, rows, colsb) in tiles {
+            let t = usize::from(t);
+            image[16 + 2 * t..18 + 2 * t].copy_from_slice(&colsb.to_le_bytes());
+            image[48 + t] = rows;
+        }
+        let mut emu = Emulator::new();
+        emu.ldtilecfg(&image).unwrap();
+        emu
+    }
+
+    /// `n` pseudo-random bytes.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn row_moves_return_the_emulators_row_for_the_zmm_destination() {
+        diamond_rapids();
+        let data = bytes(3, 1024);
+        let mut unit = configured(&[(3, 16, 64)]);
+        unit.tileloadd(3, &data, 64).unwrap();
+        let mut reference = unit.clone();
+        // tilemovrow zmm22, tmm3, ecx with ecx = 5 (the upper half of rcx is not read).
+        let mut regs = Regs {
+            rip: 0x1000,
+            ..Regs::default()
+        };
+        regs.gpr[1] = 0xFFFF_FFFF_0000_0005;
+        let i = insn(&[0x62, 0xE2, 0x75, 0x48, 0x4A, 0xF3]);
+        let outcome = execute(&i, &mut regs, &mut unit, None);
+        if crate::zmm::available() {
+            assert_eq!(outcome, Outcome::Completed);
+            assert_eq!(regs.rip, 0x1006);
+            assert_eq!(regs.zmm, Some((22, reference.tilemovrow(3, 5).unwrap())));
+            // The imm8 form, tcvtrowps2phl zmm22, tmm3, 123: row 59 of chunk 1 (zeros).
+            let i = insn(&[0x62, 0xE3, 0x7F, 0x48, 0x77, 0xF3, 0x7B]);
+            assert_eq!(execute(&i, &mut regs, &mut unit, None), Outcome::Completed);
+            assert_eq!(regs.zmm, Some((22, [0; 64])));
+            assert_eq!(regs.rip, 0x100D);
+        } else {
+            // No AVX-512 state on the host: #UD, RIP and the unit unchanged.
+            assert_eq!(outcome, Outcome::Fault(Exception::InvalidOpcode));
+            assert_eq!((regs.rip, regs.zmm), (0x1000, None));
+        }
+        // An unused tile is #UD in any case.
+        let i = insn(&[0x62, 0xE2, 0x75, 0x48, 0x4A, 0xF2]);
+        assert_eq!(
+            execute(&i, &mut regs, &mut unit, None),
+            Outcome::Fault(Exception::InvalidOpcode)
+        );
+    }
+
+    #[test]
+    fn products_and_movrs_loads_run_on_the_unit() {
+        diamond_rapids();
+        let a = bytes(4, 1024);
+        let mut unit = configured(&[(0, 16, 64), (1, 16, 64), (2, 16, 64)]);
+        let mut reference = unit.clone();
+        // tileloaddrs tmm1, [rdi + rsi*1]; tileloaddrst1 tmm2, [rdi + rsi*1]
+        let mut regs = Regs::default();
+        regs.gpr[7] = a.as_ptr() as u64;
+        regs.gpr[6] = 64;
+        for code in [
+            [0xC4, 0xE2, 0x7B, 0x4A, 0x0C, 0x37],
+            [0xC4, 0xE2, 0x79, 0x4A, 0x14, 0x37],
+        ] {
+            assert_eq!(
+                execute(&insn(&code), &mut regs, &mut unit, None),
+                Outcome::Completed
+            );
+        }
+        reference.tileloaddrs(1, &a, 64).unwrap();
+        reference.tileloaddrst1(2, &a, 64).unwrap();
+        // tdphf8ps tmm0, tmm1, tmm2 and tcmmrlfp16ps tmm0, tmm1, tmm2
+        for code in [
+            [0xC4, 0xE5, 0x69, 0xFD, 0xC1],
+            [0xC4, 0xE2, 0x68, 0x6C, 0xC1],
+        ] {
+            assert_eq!(
+                execute(&insn(&code), &mut regs, &mut unit, None),
+                Outcome::Completed
+            );
+        }
+        reference.tdphf8ps(0, 1, 2).unwrap();
+        reference.tcmmrlfp16ps(0, 1, 2).unwrap();
+        for t in 0..3 {
+            assert_eq!(unit.tile_bytes(t), reference.tile_bytes(t), "tmm{t}");
+        }
+        assert_eq!(regs.zmm, None);
+        // Aliased operands: #UD.
+        let aliased = insn(&[0xC4, 0xE5, 0x79, 0xFD, 0xC0]);
+        assert_eq!(
+            execute(&aliased, &mut regs, &mut unit, None),
+            Outcome::Fault(Exception::InvalidOpcode)
+        );
+    }
 }

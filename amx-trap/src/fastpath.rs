@@ -41,7 +41,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use amx_tilecfg::decode::MAX_LEN;
+use amx_tilecfg::decode::{Operation, MAX_LEN};
 
 use crate::entry::Ctx;
 use crate::exec::{self, Outcome};
@@ -651,7 +651,13 @@ fn run(f: &mut Frame, frame: u64) {
             f.r15,
         ],
         rip: addr,
+        zmm: None,
     };
+    // A zmm destination lies in the program's own registers here, not in a signal frame: such
+    // instructions are never patched (patch.rs), and take the slow path if one shows up.
+    if matches!(insn.op, Operation::RowMove { .. }) {
+        return;
+    }
     match exec::execute(&insn, &mut regs, slot.unit(), None) {
         Outcome::Completed => {
             // Done: from here a signal is delivered past the instruction (see `settle`)...

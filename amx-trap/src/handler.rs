@@ -129,6 +129,14 @@ pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> 
     let pkru = program_pkru(ctx);
     match execute(insn, &mut regs, slot.unit(), pkru) {
         Outcome::Completed => {
+            if let Some((n, value)) = regs.zmm {
+                // The frame carries no XSAVE state that could take the register (the engine
+                // checked at installation that the host's frames do): the instruction cannot
+                // complete, and raises #UD as on a CPU without its state.
+                if !crate::zmm::write(ctx.fp_mut(), n, &value) {
+                    return raise(slot, ctx, Exception::InvalidOpcode);
+                }
+            }
             ctx.frame.uc.gregs[reg::RIP] = regs.rip;
             Resume::Context(ctx)
         }

@@ -78,6 +78,8 @@ mod slot;
 pub mod sys;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod tls;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod zmm;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub use patch::{patched_sites, patching, set_patching, PATCH_AFTER};
@@ -127,7 +129,7 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PERMITTED: AtomicBool = AtomicBool::new(false);
 /// Whether the engine executes AMX instructions (not where the CPU does: `AMX_TRAP_FORCE`).
 static EMULATE: AtomicBool = AtomicBool::new(true);
-/// The model: 0 Sapphire Rapids, 1 Granite Rapids.
+/// The model: its number in `Model::ALL`.
 static MODEL: AtomicU8 = AtomicU8::new(0);
 
 /// Whether the engine is installed in this process (inherited by `fork`, cleared by `exec`).
@@ -144,11 +146,8 @@ pub(crate) fn emulating() -> bool {
 
 /// The CPU the engine models (chosen by `AMX_TRAP_CPU` when it was installed).
 pub fn model() -> Model {
-    if MODEL.load(Ordering::Relaxed) == 1 {
-        Model::GraniteRapids
-    } else {
-        Model::SapphireRapids
-    }
+    let i = usize::from(MODEL.load(Ordering::Relaxed));
+    Model::ALL.get(i).copied().unwrap_or(Model::SapphireRapids)
 }
 
 /// Whether the process holds the emulated XTILEDATA permission.
@@ -427,6 +426,7 @@ mod linux {
         // before CPUID faulting can be on.
         amx_runtime::engine::decide_paths();
         crate::access::prepare();
+        crate::zmm::prepare();
         cpuid::prepare();
         if !ACTIVE.load(Ordering::Acquire) {
             let native = native_amx();
@@ -437,7 +437,7 @@ mod linux {
             }
             EMULATE.store(!native, Ordering::Relaxed);
             let model = Model::from_env();
-            MODEL.store(u8::from(model == Model::GraniteRapids), Ordering::Relaxed);
+            MODEL.store(model.index(), Ordering::Relaxed);
             // The copy routine's faults first: the others' handling copies memory.
             for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP] {
                 signals::take(sig).map_err(|errno| InstallError::Sigaction { errno })?;

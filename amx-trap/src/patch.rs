@@ -400,6 +400,12 @@ fn refused(rip: u64, insn: &Instruction, code: &[u8]) -> bool {
     if usize::from(insn.len) < 5 || code.len() < usize::from(insn.len) {
         return true;
     }
+    // An AMX-AVX512 row move writes a zmm register: the slow path writes it in the signal
+    // frame; a patched site runs in the program's context, where the stub would have to
+    // preserve and write the vector state itself. They stay on the slow path.
+    if matches!(insn.op, Operation::RowMove { .. }) {
+        return true;
+    }
     // The bytes must still be this instruction (the program may rewrite its code).
     let mut buf = [0u8; MAX_LEN];
     let n = access::fetch(rip, &mut buf);

@@ -1,5 +1,6 @@
 //! The registers an AMX instruction reads: the 16 general-purpose registers (for its memory
-//! operand) and RIP (advanced past it when it completes).
+//! operand or row index) and RIP (advanced past it when it completes), and the one it may
+//! write: an AMX-AVX512 row move's zmm destination.
 
 use crate::kframe::{reg, Ucontext};
 
@@ -12,6 +13,9 @@ pub(crate) struct Regs {
     /// The address of the instruction; `execute` advances it past the instruction when it
     /// completes.
     pub(crate) rip: u64,
+    /// The zmm register a completed AMX-AVX512 row move writes (number, 64 bytes
+    /// little-endian), for the caller to put into the interrupted context.
+    pub(crate) zmm: Option<(u8, [u8; 64])>,
 }
 
 /// The `gregs` slot of each register in encoding order.
@@ -40,6 +44,7 @@ impl Regs {
         Regs {
             gpr: SLOT.map(|s| uc.gregs.get(s).copied().unwrap_or(0)),
             rip: uc.rip(),
+            zmm: None,
         }
     }
 }

@@ -1,0 +1,150 @@
+/* The next AMX generations from C: AMX-FP8, AMX-COMPLEX, AMX-MOVRS and AMX-AVX512 instructions
+ * emitted as bytes (assemblers without these extensions do not know their mnemonics), run under
+ * the preload with AMX_TRAP_CPU=dmr.
+ *
+ * Usage: next_gen [run | movrs-fault | rowmove]
+ *   run          CPUID leaf 0x1E subleaf 1, then every FP8 and complex product from a zero C and
+ *                both MOVRS loads, results as hex
+ *   movrs-fault  TILELOADDRS whose fourth row is unmapped: the handler reports the SIGSEGV
+ *   rowmove      TILEMOVROW zmm22, tmm0, ecx: the row as hex where the CPU reports AMX-AVX512,
+ *                else the #UD its handler sees
+ */
+#include "hostile.h"
+
+#include <cpuid.h>
+#include <sys/mman.h>
+
+static sigjmp_buf resume;
+static volatile int seen_sig, seen_code;
+static volatile long seen_trapno;
+static void *volatile seen_addr;
+
+static void on_fault(int sig, siginfo_t *info, void *ctx) {
+    ucontext_t *uc = ctx;
+    seen_sig = sig;
+    seen_code = info->si_code;
+    seen_addr = info->si_addr;
+    seen_trapno = uc->uc_mcontext.gregs[REG_TRAPNO];
+    siglongjmp(resume, 1);
+}
+
+static void catch_with_longjmp(int sig) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+}
+
+static void hex(const char *name, const uint8_t *p, int n) {
+    printf("%s ", name);
+    for (int i = 0; i < n; i++)
+        printf("%02x", p[i]);
+    printf("\n");
+}
+
+static uint8_t a[1024], b[1024], out[1024];
+static tilecfg cfg;
+
+/* C = tmm2 (zeroed first), A = tmm0, B = tmm1; C stored to `out`. */
+#define PRODUCT(name, bytes)                                                                     \
+    do {                                                                                         \
+        __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x49, 0xd0" ::: "memory"); /* tilezero tmm2 */ \
+        __asm__ volatile(".byte " bytes ::: "memory");                                           \
+        /* tilestored [rdi + rsi*1], tmm2 */                                                     \
+        __asm__ volatile(".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x14, 0x37" ::"D"(out), "S"(64L)         \
+                         : "memory");                                                            \
+        hex(name, out, 1024);                                                                    \
+    } while (0)
+
+static int run(void) {
+    unsigned eax = 0, ebx, ecx, edx;
+    __cpuid_count(0x1E, 1, eax, ebx, ecx, edx);
+    printf("cpuid1e1 %08x\n", eax);
+    request_amx();
+    for (int i = 0; i < 1024; i++) {
+        a[i] = (uint8_t)(i * 37 + 11);
+        b[i] = (uint8_t)(i * 101 + 3);
+    }
+    config(&cfg, 16);
+    ldtilecfg(&cfg);
+    tileload0(a, 64);
+    tileload1(b, 64);
+    PRODUCT("tdpbf8ps", "0xc4, 0xe5, 0x70, 0xfd, 0xd0");
+    PRODUCT("tdpbhf8ps", "0xc4, 0xe5, 0x73, 0xfd, 0xd0");
+    PRODUCT("tdphbf8ps", "0xc4, 0xe5, 0x72, 0xfd, 0xd0");
+    PRODUCT("tdphf8ps", "0xc4, 0xe5, 0x71, 0xfd, 0xd0");
+    PRODUCT("tcmmimfp16ps", "0xc4, 0xe2, 0x71, 0x6c, 0xd0");
+    PRODUCT("tcmmrlfp16ps", "0xc4, 0xe2, 0x70, 0x6c, 0xd0");
+    /* tileloaddrs tmm0, [rdi + rsi*1]; tileloaddrst1 tmm1, [rdi + rsi*1] */
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x4a, 0x04, 0x37" ::"D"(a + 5), "S"(32L) : "memory");
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x79, 0x4a, 0x0c, 0x37" ::"D"(b + 7), "S"(48L) : "memory");
+    tilestore0(out, 64);
+    hex("tileloaddrs", out, 1024);
+    tilestore1(out, 64);
+    hex("tileloaddrst1", out, 1024);
+    tilerelease();
+    return 0;
+}
+
+static int movrs_fault(void) {
+    request_amx();
+    uint8_t *pages = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages == MAP_FAILED)
+        return 2;
+    munmap(pages + 4096, 4096);
+    catch_with_longjmp(SIGSEGV);
+    config(&cfg, 16);
+    ldtilecfg(&cfg);
+    if (sigsetjmp(resume, 1) == 0) {
+        /* Rows 0..2 at the end of the first page, row 3 at the start of the unmapped one. */
+        __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x4a, 0x04, 0x37" ::"D"(pages + 4096 - 3 * 128),
+                         "S"(128L)
+                         : "memory");
+        printf("fault not raised\n");
+    } else {
+        /* (The handler ran in the INIT tile state and left with siglongjmp: the state is INIT
+         * now, so start_row cannot be read back here.) */
+        printf("fault sig=%d code=%d trapno=%ld offset=%ld\n", seen_sig, seen_code, seen_trapno,
+               (long)((uint8_t *)seen_addr - pages));
+    }
+    return 0;
+}
+
+/* tilemovrow zmm22, tmm0, ecx (row 5), then zmm22 to `dst`: nothing else in an AVX-512
+ * function, which runs only where the engine completes the row move. */
+__attribute__((target("avx512f"), noinline)) static void movrow(uint8_t *dst) {
+    __asm__ volatile(".byte 0x62, 0xe2, 0x75, 0x48, 0x4a, 0xf0\n\t"
+                     "vmovdqu64 %%zmm22, (%0)" ::"r"(dst), "c"(5)
+                     : "memory", "xmm22");
+}
+
+static int rowmove(void) {
+    request_amx();
+    for (int i = 0; i < 1024; i++)
+        a[i] = (uint8_t)(i * 37 + 11);
+    config(&cfg, 16);
+    ldtilecfg(&cfg);
+    tileload0(a, 64);
+    catch_with_longjmp(SIGILL);
+    if (sigsetjmp(resume, 1) == 0) {
+        movrow(out);
+        hex("rowmove", out, 64);
+    } else {
+        printf("rowmove sig=%d code=%d trapno=%ld\n", seen_sig, seen_code, seen_trapno);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "run";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(mode, "run"))
+        return run();
+    if (!strcmp(mode, "movrs-fault"))
+        return movrs_fault();
+    if (!strcmp(mode, "rowmove"))
+        return rowmove();
+    return 2;
+}

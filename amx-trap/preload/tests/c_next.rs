@@ -1,0 +1,143 @@
+//! The next AMX generations from a C program (`tests/c/next_gen.c`, the new instructions emitted
+//! as bytes) under `LD_PRELOAD` with `AMX_TRAP_CPU=dmr`: the FP8 and complex products and the
+//! MOVRS loads give the emulator's results, a MOVRS load from an unmapped row reaches the
+//! program's SIGSEGV handler as TILELOADD's would, and TILEMOVROW writes zmm22 where the host
+//! has AVX-512, else is #UD. Skipped where the CPU executes AMX itself or gcc is missing.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::path::PathBuf;
+
+use amx_runtime::{Emulator, TileUnit};
+
+mod support;
+use support::*;
+
+fn program() -> Option<PathBuf> {
+    build("next_gen.c", &["-O2"])
+}
+
+fn run(program: &std::path::Path, mode: &str) -> Run {
+    Program::preloaded(program, &[mode])
+        .env("AMX_TRAP_CPU", "dmr")
+        .env("AMX_TRAP_CPUID", "1")
+        .run()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn inputs() -> (Vec<u8>, Vec<u8>) {
+    let a = (0..1024u32).map(|i| (i * 37 + 11) as u8).collect();
+    let b = (0..1024u32).map(|i| (i * 101 + 3) as u8).collect();
+    (a, b)
+}
+
+fn configured() -> Emulator {
+    let cfg = amx_test_support::TileImage::palette(1)
+        .all_tiles(16, 64)
+        .bytes();
+    let mut emu = Emulator::new();
+    emu.ldtilecfg(&cfg).unwrap();
+    emu
+}
+
+/// Whether the host reports AVX512F with its state enabled (what the engine needs for
+/// AMX-AVX512).
+fn host_zmm() -> bool {
+    let caps = amx_runtime::detect();
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU.
+    let leaf7 = unsafe { core::arch::x86_64::__cpuid_count(7, 0) };
+    leaf7.ebx & (1 << 16) != 0 && caps.zmm_enabled()
+}
+
+#[test]
+fn c_program_next_generation_results() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    let out = run(&program, "run");
+    assert!(out.ok(), "{out}");
+    let (a, b) = inputs();
+    type Product = fn(&mut Emulator) -> Result<(), amx_runtime::Fault>;
+    let products: [(&str, Product); 6] = [
+        ("tdpbf8ps", |e| e.tdpbf8ps(2, 0, 1)),
+        ("tdpbhf8ps", |e| e.tdpbhf8ps(2, 0, 1)),
+        ("tdphbf8ps", |e| e.tdphbf8ps(2, 0, 1)),
+        ("tdphf8ps", |e| e.tdphf8ps(2, 0, 1)),
+        ("tcmmimfp16ps", |e| e.tcmmimfp16ps(2, 0, 1)),
+        ("tcmmrlfp16ps", |e| e.tcmmrlfp16ps(2, 0, 1)),
+    ];
+    for (name, product) in products {
+        let mut emu = configured();
+        emu.tilezero(2).unwrap();
+        emu.tileloadd(0, &a, 64).unwrap();
+        emu.tileloadd(1, &b, 64).unwrap();
+        product(&mut emu).unwrap();
+        assert_eq!(
+            out.line(name),
+            hex(&emu.tile_data(2).unwrap()),
+            "{name}: {out}"
+        );
+    }
+    let mut emu = configured();
+    emu.tileloaddrs(0, &a[5..], 32).unwrap();
+    emu.tileloaddrst1(1, &b[7..], 48).unwrap();
+    assert_eq!(
+        out.line("tileloaddrs"),
+        hex(&emu.tile_data(0).unwrap()),
+        "{out}"
+    );
+    assert_eq!(
+        out.line("tileloaddrst1"),
+        hex(&emu.tile_data(1).unwrap()),
+        "{out}"
+    );
+    // CPUID is the modelled CPU's only where the kernel offers CPUID faulting.
+    let leaf = out.line("cpuid1e1");
+    let want = if host_zmm() { "0000019f" } else { "0000011f" };
+    if leaf != want {
+        skip(
+            Kind::NotApplicable,
+            format!("its cpuid part: CPUID reports the host here (leaf 0x1E.1 EAX {leaf})"),
+        );
+    }
+}
+
+#[test]
+fn c_program_movrs_fault_reaches_its_handler() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    let out = run(&program, "movrs-fault");
+    assert!(out.ok(), "{out}");
+    // SIGSEGV, SEGV_MAPERR, #PF, at the unmapped row (the second page's first byte).
+    assert_eq!(
+        out.line("fault"),
+        "sig=11 code=1 trapno=14 offset=4096",
+        "{out}"
+    );
+}
+
+#[test]
+fn c_program_row_move_writes_zmm_or_is_refused() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    let out = run(&program, "rowmove");
+    assert!(out.ok(), "{out}");
+    if host_zmm() {
+        let (a, _) = inputs();
+        let mut emu = configured();
+        emu.tileloadd(0, &a, 64).unwrap();
+        let row = emu.tilemovrow(0, 5).unwrap();
+        assert_eq!(out.line("rowmove"), hex(&row), "{out}");
+    } else {
+        // No AVX-512 state: #UD, SIGILL with ILL_ILLOPN and REG_TRAPNO 6.
+        assert_eq!(out.line("rowmove"), "sig=4 code=2 trapno=6", "{out}");
+    }
+}
