@@ -11,7 +11,10 @@
 
 use std::marker::PhantomData;
 
-use amx_runtime::block::{bias_a, dot_2x2, dot_tile, tdpbssd_2x2_a_biased, Block, BlockError};
+use amx_runtime::block::{
+    bias_a, dot_2x2, dot_tile, product_tile, tdpbssd_2x2_a_biased, Block, BlockError,
+};
+use amx_runtime::rules::decode::ProductKind;
 use amx_runtime::rules::DotKind;
 use amx_runtime::Fault;
 
@@ -19,7 +22,7 @@ use crate::configs::{MicroShape, A0, B0, C00};
 use crate::error::{GemmError, InternalError};
 use crate::kernel::{MicroKernel, MicroTask};
 use crate::pack::STEP;
-use crate::precision::{Precision, ROW_BYTES};
+use crate::precision::{Precision, PrecisionKind, ROW_BYTES};
 use crate::tile_ops::{full_tile_bounds, tile_bounds};
 
 /// Rows of a tile.
@@ -138,12 +141,13 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
     }
 }
 
-/// A micro-tile of any other shape (the edges of C, and M or N below 32) on the emulator: per
-/// k-step, each of the shape's dot products (C00, C01, C10, C11 as the shape uses them) on the
-/// per-instruction kernel of the emulator ([`dot_tile`]), with the operands read where they
-/// are packed and C kept in local tiles for the whole k-loop. The same products in the same
-/// order as [`Amx2x2`](crate::kernel::Amx2x2) issues on the configured shape, so the same bits,
-/// without the per-instruction checks and the copies of every tile load.
+/// A micro-tile of any other shape (the edges of C, and M or N below 32), or of any shape for
+/// the FP8 products, on the emulator: per k-step, each of the shape's dot products (C00, C01,
+/// C10, C11 as the shape uses them) on the per-instruction kernel of the emulator
+/// ([`dot_tile`], [`product_tile`]), with the operands read where they are packed and C kept
+/// in local tiles for the whole k-loop. The same products in the same order as
+/// [`Amx2x2`](crate::kernel::Amx2x2) issues on the configured shape, so the same bits, without
+/// the per-instruction checks and the copies of every tile load.
 pub(crate) struct BlockEdge<P> {
     shape: MicroShape,
     _precision: PhantomData<P>,
@@ -167,7 +171,7 @@ fn edge_tile(shape: MicroShape, i: usize) -> (usize, usize) {
 
 impl<P: Precision> MicroKernel for BlockEdge<P> {
     unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
-        let Some(kind) = P::KIND.dot_kind() else {
+        let Some(kernel) = TileKernel::of(P::KIND) else {
             return Err(GemmError::Internal(InternalError::new(format!(
                 "no tile product for {}",
                 P::KIND.instruction()
@@ -244,7 +248,7 @@ impl<P: Precision> MicroKernel for BlockEdge<P> {
                 let Some(at) = at else {
                     return Err(edge_out_of_bounds(A0, usize::MAX, a.len()));
                 };
-                dot_tile(kind, ct, at, bt, (rows, cols, 16));
+                kernel.run(ct, at, bt, (rows, cols, 16));
             }
         }
         #[cfg(test)]
@@ -289,4 +293,34 @@ fn edge_out_of_bounds(tile: i32, needed: usize, len: usize) -> GemmError {
         needed,
         len,
     })
+}
+
+/// The emulator's kernel for one tile product of a precision.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TileKernel {
+    Dot(DotKind),
+    Product(ProductKind),
+}
+
+impl TileKernel {
+    /// The kernel of `kind`'s instruction.
+    pub(crate) fn of(kind: PrecisionKind) -> Option<TileKernel> {
+        if let Some(dot) = kind.dot_kind() {
+            return Some(TileKernel::Dot(dot));
+        }
+        Some(TileKernel::Product(match kind {
+            PrecisionKind::Bf8Bf8 => ProductKind::Tdpbf8ps,
+            PrecisionKind::Hf8Hf8 => ProductKind::Tdphf8ps,
+            PrecisionKind::Bf8Hf8 => ProductKind::Tdpbhf8ps,
+            PrecisionKind::Hf8Bf8 => ProductKind::Tdphbf8ps,
+            _ => return None,
+        }))
+    }
+
+    fn run(self, c: &mut [u8; 1024], a: &[u8; 1024], b: &[u8; 1024], shape: (usize, usize, usize)) {
+        match self {
+            TileKernel::Dot(kind) => dot_tile(kind, c, a, b, shape),
+            TileKernel::Product(kind) => product_tile(kind, c, a, b, shape),
+        }
+    }
 }

@@ -8,7 +8,7 @@ use rayon::ThreadPool;
 
 use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
-use crate::block_kernel::{Block2x2, BlockEdge};
+use crate::block_kernel::{Block2x2, BlockEdge, TileKernel};
 use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
@@ -1053,9 +1053,8 @@ fn run_region<P: Precision>(
     #[cfg(not(test))]
     let blocks = true;
     // On the emulator the edge micro-tiles run as tile products on the packed operands (see
-    // block_kernel.rs), for the instructions `DotKind` lists; the FP8 products, and the trap
-    // engine's silicon path, run instruction by instruction.
-    if blocks && tiles.backend() == Backend::Emulated && P::KIND.dot_kind().is_some() {
+    // block_kernel.rs); the trap engine's silicon path runs instruction by instruction.
+    if blocks && tiles.backend() == Backend::Emulated && TileKernel::of(P::KIND).is_some() {
         return nest(&mut BlockEdge::<P>::new(region.shape), p, region, scratch);
     }
     #[cfg(target_arch = "x86_64")]
@@ -1083,11 +1082,20 @@ fn run_typed<P: Precision, L: Full2x2>(
     let blocks = !crate::tile_ops::probe::PER_INSTRUCTION.with(Cell::get);
     #[cfg(not(test))]
     let blocks = true;
-    // The block products cover the instructions of `DotKind`; the FP8 products run one
-    // instruction at a time.
-    if blocks && tiles.untyped().backend() == Backend::Emulated && P::KIND.dot_kind().is_some() {
-        // The same loop nest, each task's k-loop as one block product (see block_kernel.rs).
-        return nest(&mut Block2x2::<P>::new(), p, region, scratch);
+    if blocks && tiles.untyped().backend() == Backend::Emulated {
+        // The same loop nest, each task's k-loop as one block product (see block_kernel.rs);
+        // the FP8 products, which have no 2x2 block kernel, as tile products.
+        if P::KIND.dot_kind().is_some() {
+            return nest(&mut Block2x2::<P>::new(), p, region, scratch);
+        }
+        if TileKernel::of(P::KIND).is_some() {
+            return nest(
+                &mut BlockEdge::<P>::new(MicroShape::FULL),
+                p,
+                region,
+                scratch,
+            );
+        }
     }
     // On the silicon the typed layout's configuration is what the guard loaded, and the
     // instructions go straight to the intrinsics, as on the edges: the typed methods check per
@@ -1502,32 +1510,6 @@ mod tests {
         typed_path_for::<crate::Hf8Bf8>(false);
     }
 
-    /// The FP8 products have no block product: on the emulator their full micro-tiles run on
-    /// the typed path, one instruction at a time, whatever the default.
-    #[test]
-    fn fp8_full_micro_tiles_run_per_instruction_on_the_emulator() {
-        use crate::tile_ops::probe;
-        let (m, n, k) = (32, 32, 64);
-        let a = vec![crate::Hf8::from_f32(0.5); m * k];
-        let b = vec![crate::Hf8::from_f32(-2.0); k * n];
-        let mut c = vec![1f32; m * n];
-        let before = (probe::dots(), probe::block_dots());
-        Gemm::new()
-            .threads(1)
-            .backend(Backend::Emulated)
-            .mode(Mode::Accumulate)
-            .run_unpacked::<crate::Hf8Hf8>(
-                MatRef::new(&a, m, k),
-                BRef::k_by_n(&b, k, n),
-                MatMut::new(&mut c, m, n),
-            )
-            .unwrap();
-        let after = (probe::dots(), probe::block_dots());
-        assert_eq!(after.1, before.1, "block dots");
-        assert_eq!(after.0 .0 - before.0 .0, 4, "typed dots");
-        assert!(c.iter().all(|&x| x == 1.0 - k as f32));
-    }
-
     /// On the emulator the micro-tiles run as block products by default (full ones as 2x2
     /// blocks, the edges as tile products), with the same results and the same dot products.
     #[test]
@@ -1538,6 +1520,11 @@ mod tests {
         typed_path_for::<crate::S8U8>(true);
         typed_path_for::<crate::U8U8>(true);
         typed_path_for::<crate::Fp16>(true);
+        // The FP8 products, through tile products (there is no 2x2 kernel for them).
+        typed_path_for::<crate::Bf8Bf8>(true);
+        typed_path_for::<crate::Hf8Hf8>(true);
+        typed_path_for::<crate::Bf8Hf8>(true);
+        typed_path_for::<crate::Hf8Bf8>(true);
     }
 
     #[test]

@@ -95,9 +95,8 @@
 //! The edges run under their own configurations from a compile-time table: on the silicon each
 //! instruction goes through `amx_runtime::intrinsics` (tile numbers in the encoding, no run-time
 //! checks), the table being checked once against the kernel's operands, which is what makes that
-//! sound. On the emulator the edges run as tile products on the packed operands (by default;
-//! the FP8 products and the tests' per-instruction mode go through the runtime's checked
-//! methods), and on both paths every load and store is also checked against the bounds of its
+//! sound. On the emulator the edges run as tile products on the packed operands (the tests
+//! also run them through the runtime's checked methods), and on both paths every load and store is also checked against the bounds of its
 //! buffer, so the test suite checks every address the silicon uses.
 //!
 //! # Speed on the silicon: what the caller controls

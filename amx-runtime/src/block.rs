@@ -34,6 +34,7 @@
 
 use std::fmt;
 
+use amx_tilecfg::decode::ProductKind;
 use amx_tilecfg::DotKind;
 
 use crate::unit::numerics::block::{self, Operands};
@@ -169,6 +170,29 @@ pub fn dot_tile(
     (rows, cols, k): (usize, usize, usize),
 ) {
     block::dot_tile(kind, c, a, b, (rows, cols, k));
+}
+
+/// [`dot_tile`] for the AMX-FP8 and AMX-COMPLEX products (`kind` as the decoder names them):
+/// `C[i][j]` for `i < rows`, `j < cols` over `k` dwords of A, the rest of `c` left as it is.
+///
+/// ```
+/// use amx_runtime::block::product_tile;
+/// use amx_tilecfg::decode::ProductKind;
+///
+/// // bf8 0x3C is 1.0 (E5M2), hf8 0x40 is 2.0 (E4M3).
+/// let (a, b) = ([0x3Cu8; 1024], [0x40u8; 1024]);
+/// let mut c = [0u8; 1024];
+/// product_tile(ProductKind::Tdpbhf8ps, &mut c, &a, &b, (1, 1, 2));
+/// assert_eq!(f32::from_le_bytes(c[0..4].try_into().unwrap()), 16.0); // 8 products of 2
+/// ```
+pub fn product_tile(
+    kind: ProductKind,
+    c: &mut [u8; TILE_BYTES],
+    a: &[u8; TILE_BYTES],
+    b: &[u8; TILE_BYTES],
+    (rows, cols, k): (usize, usize, usize),
+) {
+    block::product_tile(kind, c, a, b, (rows, cols, k));
 }
 
 /// Biases int8 bytes for [`tdpbssd_2x2_a_biased`]: XOR 0x80 on every byte (the signed byte

@@ -2,8 +2,6 @@
 
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
-use super::numerics::complex::Part;
-use super::numerics::fp8::Fp8;
 use super::numerics::row::RowOp;
 use super::numerics::{Half, RowCorrections, Widened};
 use super::{check, numerics, Product, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
@@ -559,20 +557,7 @@ impl Emulator {
             .tiles
             .get_disjoint_mut([c as usize, a as usize, b as usize])
             .map_err(|_| check::ud(product.mnemonic(), UdReason::NoSuchTile { tile: c }))?;
-        let shape = (s.m, s.n, s.k);
-        // The FP8 formats of A and B, or the complex part.
-        let operands = match product {
-            Product::Tdpbf8ps => Ok((Fp8::Bf8, Fp8::Bf8)),
-            Product::Tdpbhf8ps => Ok((Fp8::Bf8, Fp8::Hf8)),
-            Product::Tdphbf8ps => Ok((Fp8::Hf8, Fp8::Bf8)),
-            Product::Tdphf8ps => Ok((Fp8::Hf8, Fp8::Hf8)),
-            Product::Tcmmimfp16ps => Err(Part::Imaginary),
-            Product::Tcmmrlfp16ps => Err(Part::Real),
-        };
-        match operands {
-            Ok((fa, fb)) => numerics::fp8::dot(ct, (at, fa), (bt, fb), shape),
-            Err(part) => numerics::complex::dot(ct, at, bt, shape, part),
-        }
+        numerics::block::product_tile(product.kind(), ct, at, bt, (s.m, s.n, s.k));
         Self::zero_past_shape(ct, s.m, s.n);
         self.clear_start_row();
         Ok(())

@@ -211,4 +211,17 @@ impl Product {
             _ => Feature::AmxFp8,
         }
     }
+
+    /// The decoder's name for the same instruction (the block API's).
+    pub(crate) const fn kind(self) -> amx_tilecfg::decode::ProductKind {
+        use amx_tilecfg::decode::ProductKind;
+        match self {
+            Product::Tdpbf8ps => ProductKind::Tdpbf8ps,
+            Product::Tdpbhf8ps => ProductKind::Tdpbhf8ps,
+            Product::Tdphbf8ps => ProductKind::Tdphbf8ps,
+            Product::Tdphf8ps => ProductKind::Tdphf8ps,
+            Product::Tcmmimfp16ps => ProductKind::Tcmmimfp16ps,
+            Product::Tcmmrlfp16ps => ProductKind::Tcmmrlfp16ps,
+        }
+    }
 }

@@ -311,11 +311,12 @@ fn main() -> ExitCode {
                  portable kernels, which have no such peak"
             );
             for r in &reports {
-                // The FP8 products have no block product: their GEMM issues single
-                // instructions too, and the loop's rate is a roof for it.
+                // The FP8 products have no fused 2x2 kernel: their GEMM runs the same
+                // per-instruction kernel on the packed operands, and the loop's rate is a roof
+                // for it.
                 let why = if r.case.dtype.is_fp8() {
-                    "the GEMM issues the same single instructions (there is no FP8 block \
-                     product), so this rate bounds it"
+                    "the GEMM runs the same kernel once per product (there is no fused FP8 \
+                     kernel), so this rate bounds it"
                 } else {
                     "no roof, as the GEMM multiplies whole 2x2 blocks of tiles per call and \
                      outruns it"

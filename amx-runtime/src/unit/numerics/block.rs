@@ -2,6 +2,7 @@
 //! [`crate::block`]): the fused kernel where the CPU has one, else the per-instruction kernels
 //! of this module's parent, step by step, on the operands in place.
 
+use amx_tilecfg::decode::ProductKind;
 use amx_tilecfg::DotKind;
 
 use super::KernelPath;
@@ -301,6 +302,28 @@ pub(crate) fn dot_tile(
         DotKind::Tdpbf16ps => super::dot_bf16(c, a, b, m, n, k),
         DotKind::Tdpfp16ps => super::dot_fp16(c, a, b, m, n, k),
     }
+}
+
+/// One AMX-FP8 or AMX-COMPLEX product `kind` of shape `(m, n, k)` on the per-instruction
+/// kernel (the emulator's instruction runs this, then zeroes C past the shape).
+pub(crate) fn product_tile(
+    kind: ProductKind,
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    shape: (usize, usize, usize),
+) {
+    use super::complex::Part;
+    use super::fp8::Fp8;
+    let fp8 = match kind {
+        ProductKind::Tdpbf8ps => (Fp8::Bf8, Fp8::Bf8),
+        ProductKind::Tdpbhf8ps => (Fp8::Bf8, Fp8::Hf8),
+        ProductKind::Tdphbf8ps => (Fp8::Hf8, Fp8::Bf8),
+        ProductKind::Tdphf8ps => (Fp8::Hf8, Fp8::Hf8),
+        ProductKind::Tcmmimfp16ps => return super::complex::dot(c, a, b, shape, Part::Imaginary),
+        ProductKind::Tcmmrlfp16ps => return super::complex::dot(c, a, b, shape, Part::Real),
+    };
+    super::fp8::dot(c, (a, fp8.0), (b, fp8.1), shape);
 }
 
 /// The block as its instruction sequence, each product on the per-instruction kernel.
