@@ -329,3 +329,43 @@ fn fp8_names() {
     }
     assert_eq!(PrecisionKind::Hf8Bf8.instruction(), "TDPHBF8PS");
 }
+
+#[test]
+#[ignore = "run by fp8_on_the_silicon_code_path_of_a_diamond_rapids in a child process"]
+fn child_fp8_silicon_code_path() {
+    if !amx_test_support::in_child() {
+        return;
+    }
+    amx_trap::install().expect("the engine runs the Diamond Rapids model here");
+    amx_runtime::permit::request_permission().unwrap();
+    assert!(amx_runtime::detect().amx_fp8);
+    for (i, (m, n, k)) in [(1, 17, 63), (17, 40, 130), (40, 32, 64)]
+        .into_iter()
+        .enumerate()
+    {
+        let (mode, seed) = ([Mode::Overwrite, Mode::Accumulate][i % 2], i as u64);
+        check::<Bf8Bf8>(Backend::Hardware, m, n, k, 1, mode, i % 3, seed);
+        check::<Hf8Hf8>(Backend::Hardware, m, n, k, 2, mode, i % 3, seed);
+        check::<Bf8Hf8>(Backend::Hardware, m, n, k, 1, mode, i % 3, seed);
+        check::<Hf8Bf8>(Backend::Hardware, m, n, k, 1, mode, i % 3, seed);
+    }
+}
+
+/// The silicon code path of the FP8 products (the micro-kernels' raw TDPBF8PS family) where the
+/// trap engine runs a Diamond Rapids: on a CPU without AMX it executes every instruction, on
+/// AMX silicon without AMX-FP8 it executes the FP8 products and the silicon the rest.
+#[test]
+fn fp8_on_the_silicon_code_path_of_a_diamond_rapids() {
+    if !amx_trap::runs_here(amx_trap::Model::DiamondRapids) {
+        amx_test_support::skip(
+            amx_test_support::Kind::NotApplicable,
+            "the trap engine does not run here, or this silicon has AMX-FP8 itself (the other \
+             tests run its hardware backend)",
+        );
+        return;
+    }
+    amx_test_support::Child::new("child_fp8_silicon_code_path")
+        .env("AMX_TRAP_CPU", "dmr")
+        .run()
+        .assert_passed();
+}

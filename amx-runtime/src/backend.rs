@@ -99,24 +99,23 @@ impl BackendChoice {
     }
 }
 
-/// The silicon, else the trap engine installed through its hook.
+/// The trap engine installed through its hook where it runs here, else the silicon alone. The
+/// engine is asked first, once per process: on silicon that lacks extensions of the CPU it
+/// models it assists the silicon (and the capabilities are then the model's), elsewhere with
+/// AMX it declines.
 fn trapped() -> Result<Hardware, BackendError> {
-    let why = match Hardware::new() {
-        Ok(hw) => return Ok(hw),
-        Err(why) => why,
-    };
+    static INSTALLED: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let Some(engine) = crate::engine::hook() else {
-        return Err(if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
-            BackendError::NoTrapEngine
-        } else {
-            BackendError::HardwareUnavailable(why)
+        return Hardware::new().map_err(|why| {
+            if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+                BackendError::NoTrapEngine
+            } else {
+                BackendError::HardwareUnavailable(why)
+            }
         });
     };
-    if (engine.install)() == crate::engine::status::ACTIVE {
-        Hardware::new().map_err(BackendError::HardwareUnavailable)
-    } else {
-        Err(BackendError::HardwareUnavailable(why))
-    }
+    INSTALLED.get_or_init(|| (engine.install)());
+    Hardware::new().map_err(BackendError::HardwareUnavailable)
 }
 
 impl std::str::FromStr for BackendChoice {

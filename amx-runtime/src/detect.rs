@@ -446,17 +446,19 @@ pub fn detect_with<R: CpuIdReader>(
 /// success or not; a permission refusal is not cached, since its cause (a small `sigaltstack`
 /// somewhere in the process) may go away.
 pub(crate) fn ensure_usable() -> Result<Capabilities, Unavailable> {
-    static USABLE: OnceLock<Capabilities> = OnceLock::new();
-    // The trap engine, once installed, changes the answer: a separate cache for its CPU.
+    // The trap engine, once installed, changes the answer (also on silicon it assists): a
+    // separate cache for its CPU.
+    static USABLE_NATIVE: OnceLock<Capabilities> = OnceLock::new();
+    static USABLE_TRAPPED: OnceLock<Capabilities> = OnceLock::new();
     static NATIVE: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
     static TRAPPED: OnceLock<Result<Capabilities, Unavailable>> = OnceLock::new();
-    let platform = if crate::engine::active() {
-        &TRAPPED
+    let (platform, usable) = if crate::engine::active() {
+        (&TRAPPED, &USABLE_TRAPPED)
     } else {
-        &NATIVE
+        (&NATIVE, &USABLE_NATIVE)
     };
 
-    if let Some(caps) = USABLE.get() {
+    if let Some(caps) = usable.get() {
         return Ok(caps.clone());
     }
     let mut caps = platform
@@ -472,7 +474,7 @@ pub(crate) fn ensure_usable() -> Result<Capabilities, Unavailable> {
     permit::request_permission()?;
     caps.permission = permit::permission_state();
     match caps.permission {
-        PermissionState::Granted => Ok(USABLE.get_or_init(|| caps).clone()),
+        PermissionState::Granted => Ok(usable.get_or_init(|| caps).clone()),
         PermissionState::Unknown { errno } => Err(Unavailable::PermissionRefused { errno }),
         // The request succeeded, yet the kernel does not list XTILEDATA: not a kernel we know.
         PermissionState::NotRequested | PermissionState::NotApplicable => {

@@ -81,6 +81,20 @@ impl Model {
         self == Model::DiamondRapids && host_zmm
     }
 
+    /// Whether the model executes the instructions of `ext`, on a host whose AVX-512 state is
+    /// usable or not (`host_zmm`, which decides AMX-AVX512).
+    pub(crate) fn has(self, ext: amx_tilecfg::decode::Extension, host_zmm: bool) -> bool {
+        use amx_tilecfg::decode::Extension;
+        match ext {
+            Extension::Base => true,
+            Extension::Fp16 => self.amx_fp16(),
+            Extension::Fp8 => self.amx_fp8(),
+            Extension::Complex => self.amx_complex(),
+            Extension::Movrs => self.amx_movrs(),
+            Extension::Avx512 => self.amx_avx512(host_zmm),
+        }
+    }
+
     /// The modelled CPUID answer for `leaf`/`subleaf`, given the host's answer `real`
     /// (`[eax, ebx, ecx, edx]`) and the host's maximum basic leaf, on a host whose AVX-512
     /// state is usable where the engine found it so at installation (never before).

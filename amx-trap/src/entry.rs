@@ -133,7 +133,7 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             return 0;
         }
     }
-    match slot::get() {
+    match slot::get_light() {
         Ok(slot) => {
             if slot.nest.load(Ordering::Relaxed) == 0 {
                 // The slot was claimed just now, after the entry's count: count this entry.
@@ -256,6 +256,8 @@ extern "C" fn dispatch(sig: i32, info: *mut u8, uc: *mut Ucontext) -> ! {
         Some(slot) => slot,
         None => crate::fatal::no_memory(libc::ENOMEM),
     };
+    // On the work stack now: room to write the unit of a slot the entry just claimed.
+    slot.prepare_unit();
     // SAFETY: the kernel's frame, as in `entry_rust`; read before anything can overwrite it.
     let (info, kernel_uc) = unsafe { (&*info.cast::<[u8; 128]>(), &*uc) };
     let mut ctx = std::mem::MaybeUninit::<Ctx>::uninit();

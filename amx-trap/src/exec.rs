@@ -73,15 +73,7 @@ pub(crate) fn execute(
 
 /// Whether the modelled CPU reports the instruction's feature (section 15, N2 and N3).
 fn reported(ext: Extension) -> bool {
-    let m = model();
-    match ext {
-        Extension::Base => true,
-        Extension::Fp16 => m.amx_fp16(),
-        Extension::Fp8 => m.amx_fp8(),
-        Extension::Complex => m.amx_complex(),
-        Extension::Movrs => m.amx_movrs(),
-        Extension::Avx512 => m.amx_avx512(crate::zmm::available()),
-    }
+    model().has(ext, crate::zmm::available())
 }
 
 /// A zmm register's new value: its number and 64 bytes.

@@ -604,6 +604,7 @@ fn run(f: &mut Frame, frame: u64) {
     let (Some(slot), Some(site)) = (slot::current(), site_of_stub(stub)) else {
         return;
     };
+    slot.prepare_unit();
     let Some((insn, bytes)) = site.published() else {
         return;
     };

@@ -3,6 +3,7 @@
 //! (answer it from the modelled CPU), the `int3` of a site being patched (emulate the site's
 //! instruction); every other signal goes to the program ([`crate::deliver`]).
 
+use amx_runtime::TileUnit;
 use amx_tilecfg::decode::{self, Decoded, Instruction, MAX_LEN};
 
 use crate::deliver::{deliver, siginfo, SI_KERNEL};
@@ -12,7 +13,7 @@ use crate::fastpath::{self, Exit};
 use crate::kframe::{self, reg};
 use crate::regs::Regs;
 use crate::slot::Slot;
-use crate::{access, cpuid, patch};
+use crate::{access, assist, cpuid, patch};
 
 /// Linux's `si_code` values for the exceptions (docs/semantics.md section 1).
 const ILL_ILLOPC: i32 = 1;
@@ -77,6 +78,9 @@ fn sigill<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
         None => {}
     }
     if !crate::emulating() {
+        if crate::assisting() && si_code(info) == ILL_ILLOPN {
+            return assist(slot, ctx, info);
+        }
         return deliver(slot, ctx, libc::SIGILL, info, true);
     }
     let mut buf = [0u8; MAX_LEN];
@@ -127,7 +131,19 @@ fn program_pkru(ctx: &Ctx) -> Option<u32> {
 pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> Resume<'a> {
     let mut regs = Regs::of(&ctx.frame.uc);
     let pkru = program_pkru(ctx);
-    match execute(insn, &mut regs, slot.unit(), pkru) {
+    let outcome = execute(insn, &mut regs, slot.unit(), pkru);
+    complete_or_raise(slot, ctx, outcome, &regs)
+}
+
+/// Ends an executed instruction: completed, its zmm result (if any) goes into the frame and RIP
+/// past it; else the exception it raised is delivered.
+fn complete_or_raise<'a>(
+    slot: &Slot,
+    ctx: &'a mut Ctx,
+    outcome: Outcome,
+    regs: &Regs,
+) -> Resume<'a> {
+    match outcome {
         Outcome::Completed => {
             if let Some((n, value)) = regs.zmm {
                 // The frame carries no XSAVE state that could take the register (the engine
@@ -142,6 +158,73 @@ pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> 
         }
         Outcome::Fault(e) => raise(slot, ctx, e),
     }
+}
+
+/// A #UD of the silicon (see `crate::assist`): an instruction of an extension the modelled CPU
+/// has and the silicon lacks executes against the thread's tiles in the frame; any other goes
+/// to the program as the kernel sent it.
+fn assist<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
+    let rip = ctx.frame.uc.rip();
+    let mut buf = [0u8; MAX_LEN];
+    let n = access::fetch(rip, &mut buf);
+    let insn = match decode::decode(buf.get(..n).unwrap_or_default()) {
+        Decoded::Amx(insn) if assist::assisted(insn.op.extension()) => insn,
+        _ => return deliver(slot, ctx, libc::SIGILL, info, true),
+    };
+    let Some(tiles) = assist::frame_tiles(ctx.fp()) else {
+        // XFD is armed for this thread: its frame has no room for tile data.
+        if assist::permitted() && !slot.primed_at(rip) {
+            // Enable tile data as the thread's first use does, and meet the instruction again
+            // in a frame with room (once: a second frame without room is an #UD).
+            assist::enable_tile_data();
+            slot.set_primed_at(rip);
+            return Resume::Context(ctx);
+        }
+        // Without the permission the tiles are in their INIT state, so a tile-data
+        // instruction raises the configuration's #UD or XFD's #NM, as the silicon would.
+        slot.set_primed_at(0);
+        let unit = slot.unit();
+        let mut image = [0u8; 64];
+        if let Some(saved) = tilecfg_of(ctx.fp()) {
+            image = saved;
+        }
+        if unit.ldtilecfg(&image).is_err() {
+            return deliver(slot, ctx, libc::SIGILL, info, true);
+        }
+        let mut regs = Regs::of(&ctx.frame.uc);
+        let outcome = execute(&insn, &mut regs, unit, program_pkru(ctx));
+        // The unit is scratch here: the tiles are the silicon's. Left configured, a delivery
+        // would save it for the handler as if it were the thread's state.
+        unit.tilerelease();
+        return match outcome {
+            Outcome::Fault(e) => raise(slot, ctx, e),
+            // Completing needs room for its result: none here.
+            Outcome::Completed => deliver(slot, ctx, libc::SIGILL, info, true),
+        };
+    };
+    slot.set_primed_at(0);
+    let unit = slot.unit();
+    if !assist::load(unit, ctx.fp(), tiles) {
+        return deliver(slot, ctx, libc::SIGILL, info, true);
+    }
+    let mut regs = Regs::of(&ctx.frame.uc);
+    let pkru = program_pkru(ctx);
+    let outcome = execute(&insn, &mut regs, unit, pkru);
+    // The state goes back whatever the outcome: a load that faulted on a row has loaded the
+    // rows before it and left start_row there.
+    assist::store(unit, ctx.fp_mut(), tiles);
+    unit.tilerelease();
+    complete_or_raise(slot, ctx, outcome, &regs)
+}
+
+/// The TILECFG component of the XSAVE state `fp`, where it is saved and in use.
+fn tilecfg_of(fp: &[u8]) -> Option<[u8; 64]> {
+    let bv = kframe::u64_at(fp, kframe::XSTATE_BV)?;
+    let at = assist::tilecfg_offset()?;
+    if bv & (1 << 17) == 0 {
+        return None;
+    }
+    fp.get(at..at.checked_add(64)?)?.try_into().ok()
 }
 
 /// Delivers the signal the silicon's exception `e` raises, at the context's instruction.

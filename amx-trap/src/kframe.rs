@@ -87,6 +87,10 @@ pub(crate) mod sw {
     pub(crate) const MAGIC1: u32 = 0x4650_5853;
     /// Offsets within the FP state.
     pub(crate) const EXTENDED_SIZE: usize = AT + 4;
+    /// The state components the frame holds (`rt_sigreturn` restores these).
+    pub(crate) const XFEATURES: usize = AT + 8;
+    /// The XSAVE state's size, without the trailing MAGIC2.
+    pub(crate) const XSTATE_SIZE: usize = AT + 16;
     /// The reserved padding (28 bytes from 484) the kernel ignores: the engine's marker of a
     /// frame it built (deliver.rs).
     pub(crate) const PADDING: usize = AT + 20;
@@ -100,8 +104,18 @@ pub(crate) const MXCSR: usize = 24;
 /// XMM0 in the legacy area (16 bytes per register).
 pub(crate) const XMM0: usize = 160;
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+/// The little-endian u32 at `at` of `b`, if `b` holds it.
+pub(crate) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+/// The little-endian u64 at `at` of `b`, if `b` holds it.
+pub(crate) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// The size of an FP state of the kernel's, read from its software bytes (the legacy 512

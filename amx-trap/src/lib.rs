@@ -50,6 +50,8 @@ mod cpuid;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod access;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod assist;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod deliver;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod entry;
@@ -127,8 +129,20 @@ impl std::error::Error for InstallError {}
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PERMITTED: AtomicBool = AtomicBool::new(false);
-/// Whether the engine executes AMX instructions (not where the CPU does: `AMX_TRAP_FORCE`).
-static EMULATE: AtomicBool = AtomicBool::new(true);
+/// What the engine does with the AMX instructions it traps: one of [`mode`].
+static MODE: AtomicU8 = AtomicU8::new(mode::EMULATE);
+
+/// The engine's modes.
+mod mode {
+    /// The CPU has no AMX: the engine executes every AMX instruction.
+    pub(crate) const EMULATE: u8 = 0;
+    /// Forced onto a CPU with AMX (`AMX_TRAP_FORCE=1`): the engine handles signals and leaves
+    /// every instruction to the silicon.
+    pub(crate) const SIGNALS: u8 = 1;
+    /// A CPU with AMX that lacks extensions the modelled CPU has: the engine executes those
+    /// (see `assist.rs`), the silicon everything else.
+    pub(crate) const ASSIST: u8 = 2;
+}
 /// The model: its number in `Model::ALL`.
 static MODEL: AtomicU8 = AtomicU8::new(0);
 
@@ -138,10 +152,49 @@ pub fn is_active() -> bool {
     ACTIVE.load(Ordering::Acquire)
 }
 
-/// Whether the engine executes the AMX instructions it traps (false only where it was forced
-/// onto a CPU with AMX, to exercise its signal handling there).
+/// Whether the engine executes every AMX instruction and holds the tile state (false where
+/// the CPU has AMX: the engine was forced there, or assists it).
 pub(crate) fn emulating() -> bool {
-    EMULATE.load(Ordering::Relaxed)
+    MODE.load(Ordering::Relaxed) == mode::EMULATE
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+/// Whether the engine executes, on a CPU with AMX, the instructions of the extensions the
+/// modelled CPU has and the silicon lacks.
+pub(crate) fn assisting() -> bool {
+    MODE.load(Ordering::Relaxed) == mode::ASSIST
+}
+
+/// Whether the engine executes AMX instructions in this process (all of them, or those the
+/// silicon lacks).
+pub fn executes_amx() -> bool {
+    is_active() && MODE.load(Ordering::Relaxed) != mode::SIGNALS
+}
+
+/// Whether the engine assists AMX silicon in this process: the CPU executes AMX itself, and the
+/// engine executes the instructions of the extensions the modelled CPU has and the silicon lacks
+/// (see [`install`]).
+pub fn assists_silicon() -> bool {
+    is_active() && MODE.load(Ordering::Relaxed) == mode::ASSIST
+}
+
+/// Whether [`install`] runs the engine in this process when `AMX_TRAP_CPU` names `model`: on
+/// x86-64 Linux without usable AMX (the engine executes every AMX instruction), and on AMX
+/// silicon that lacks one of `model`'s extensions (the engine executes those).
+pub fn runs_here(model: Model) -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        if is_active() {
+            // The model was chosen at installation (and the runtime's detection reports it).
+            return executes_amx() && self::model() == model;
+        }
+        !linux::native_amx() || assist::needed_now(model)
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        let _ = model;
+        false
+    }
 }
 
 /// The CPU the engine models (chosen by `AMX_TRAP_CPU` when it was installed).
@@ -150,8 +203,13 @@ pub fn model() -> Model {
     Model::ALL.get(i).copied().unwrap_or(Model::SapphireRapids)
 }
 
-/// Whether the process holds the emulated XTILEDATA permission.
+/// Whether the process holds the XTILEDATA permission: the emulated one, or where the engine
+/// assists the silicon, the kernel's.
 pub(crate) fn permission_granted() -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    if assisting() {
+        return assist::permitted();
+    }
     PERMITTED.load(Ordering::Acquire)
 }
 
@@ -189,6 +247,7 @@ fn tile_data(t: u8) -> Option<[u8; 1024]> {
     {
         if is_active() && emulating() {
             let slot = slot::current()?;
+            slot.prepare_unit();
             return slot.unit().tile_bytes(t).copied();
         }
     }
@@ -218,7 +277,7 @@ mod hook {
     use amx_runtime::engine::{status, Cpuid};
 
     pub(super) extern "C" fn active() -> bool {
-        super::is_active() && super::emulating()
+        super::executes_amx()
     }
 
     pub(super) extern "C" fn install() -> u32 {
@@ -273,7 +332,12 @@ mod hook {
 ///
 /// Fails with [`InstallError::Unsupported`] off x86-64 Linux and with
 /// [`InstallError::NativeAmx`] where the CPU and OS already offer AMX (the silicon is then the
-/// backend). Where the preload library runs the process's engine already, that engine is the
+/// backend), unless the modelled CPU (`AMX_TRAP_CPU`, [`Model`]) has extensions this silicon
+/// lacks: the engine then *assists* the silicon ([`assists_silicon`]). The silicon executes
+/// every instruction it has, and the engine, on the #UD of each other one, executes it against
+/// the thread's own tile registers as the kernel saved them in the signal frame (so code
+/// written for Diamond Rapids runs on a Sapphire Rapids, its FP8 products and row moves one
+/// signal each). Where the preload library runs the process's engine already, that engine is the
 /// one the runtime uses, and this installs nothing. Install it after the program's own
 /// handlers of SIGILL, SIGSEGV, SIGBUS and SIGTRAP: the engine passes every one of those
 /// signals that is not its own to the action it replaced.
@@ -406,12 +470,12 @@ mod linux {
 
     use amx_runtime::{TileUnit, TILE_BYTES};
 
-    use super::{cpuid, signals, InstallError, Model, ACTIVE, EMULATE, MODEL};
+    use super::{assist, cpuid, mode, signals, InstallError, Model, ACTIVE, MODE, MODEL};
 
     static INSTALLING: Mutex<()> = Mutex::new(());
 
     /// Whether the host itself offers AMX (CPUID and XCR0).
-    fn native_amx() -> bool {
+    pub(super) fn native_amx() -> bool {
         let caps = amx_runtime::detect();
         caps.amx_tile && caps.xtilecfg_enabled() && caps.xtiledata_enabled()
     }
@@ -427,16 +491,24 @@ mod linux {
         amx_runtime::engine::decide_paths();
         crate::access::prepare();
         crate::zmm::prepare();
+        assist::prepare();
         cpuid::prepare();
         if !ACTIVE.load(Ordering::Acquire) {
             let native = native_amx();
-            // Forced onto a CPU with AMX, the engine handles signals but leaves the
-            // instructions to the silicon: its signal handling can be tested there.
-            if native && !env_is("AMX_TRAP_FORCE", "1") {
-                return Err(InstallError::NativeAmx);
-            }
-            EMULATE.store(!native, Ordering::Relaxed);
             let model = Model::from_env();
+            let engine_mode = if !native {
+                mode::EMULATE
+            } else if env_is("AMX_TRAP_FORCE", "1") {
+                // Forced onto a CPU with AMX, the engine handles signals but leaves the
+                // instructions to the silicon: its signal handling can be tested there.
+                mode::SIGNALS
+            } else if assist::needed(model, crate::zmm::available()) {
+                // The modelled CPU (AMX_TRAP_CPU) has extensions this tile unit lacks.
+                mode::ASSIST
+            } else {
+                return Err(InstallError::NativeAmx);
+            };
+            MODE.store(engine_mode, Ordering::Relaxed);
             MODEL.store(model.index(), Ordering::Relaxed);
             // The copy routine's faults first: the others' handling copies memory.
             for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP] {
@@ -512,6 +584,7 @@ mod linux {
             return;
         };
         let mask = signals::set_mask(!0);
+        slot.prepare_unit();
         // SAFETY: `saved` is the `Saved` mapping `save_scope` made, which nobody else uses.
         let saved_state = unsafe { &*(saved as *const Saved) };
         let unit = slot.unit();

@@ -53,8 +53,14 @@ pub(crate) struct Slot {
     pub(crate) held_back: AtomicU64,
     /// The siginfo of each deferred signal.
     deferred_info: UnsafeCell<[[u8; 128]; 64]>,
+    /// Where the engine last enabled this thread's tile data to assist an instruction (0:
+    /// nowhere since; see assist.rs).
+    primed: AtomicU64,
     /// The last fault of the copy routine (access.rs).
     fault: UnsafeCell<crate::access::Fault>,
+    /// Whether `unit` holds a unit (a slot just mapped or claimed gets one on the work stack:
+    /// see [`get_light`]).
+    ready: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
 }
@@ -87,8 +93,20 @@ impl Slot {
         self as *const Slot as u64
     }
 
+    /// Gives the slot its unit, where [`get_light`] left it without one: in the INIT state.
+    /// Called by the thread's one engine activation (as [`Slot::unit`]).
+    pub(crate) fn prepare_unit(&self) {
+        if !self.ready.load(Ordering::Relaxed) {
+            // SAFETY: the thread's one activation; the field is valid for writes of an
+            // Emulator and aligned (it is a field of the slot).
+            unsafe { amx_runtime::engine::init_emulator(self.unit.get()) };
+            self.ready.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// The emulated unit. The caller is the thread's one engine activation (the engine holds
-    /// back every signal that could start another while it runs: see entry.rs).
+    /// back every signal that could start another while it runs: see entry.rs), after
+    /// [`Slot::prepare_unit`] (which [`get`] and the engine's dispatch call).
     #[allow(clippy::mut_from_ref)]
     pub(crate) fn unit(&self) -> &mut Emulator {
         // SAFETY: one activation per thread uses the unit at a time (the caller's contract),
@@ -105,6 +123,18 @@ impl Slot {
             self.owner_tid.store(gettid(), Ordering::Relaxed);
             self.owner_pid.store(pid, Ordering::Release);
         }
+    }
+
+    /// Whether the engine enabled this thread's tile data for the instruction at `rip` and has
+    /// met no other assisted instruction since.
+    pub(crate) fn primed_at(&self, rip: u64) -> bool {
+        self.primed.load(Ordering::Relaxed) == rip
+    }
+
+    /// Records that the engine enabled the thread's tile data for the instruction at `rip`
+    /// (0: forgets it).
+    pub(crate) fn set_primed_at(&self, rip: u64) {
+        self.primed.store(rip, Ordering::Relaxed);
     }
 
     /// Keeps the siginfo of a held-back signal.
@@ -163,9 +193,19 @@ pub(crate) fn current() -> Option<&'static Slot> {
     unsafe { p.as_ref() }
 }
 
-/// This thread's slot, claimed or mapped now if it has none. `Err(errno)` when no memory can be
-/// mapped. Async-signal-safe.
+/// This thread's slot, claimed or mapped now if it has none, with its unit. `Err(errno)` when
+/// no memory can be mapped. Async-signal-safe.
 pub(crate) fn get() -> Result<&'static Slot, i32> {
+    let slot = get_light()?;
+    slot.prepare_unit();
+    Ok(slot)
+}
+
+/// [`get`] without the unit, which [`Slot::prepare_unit`] then writes: what the signal entry
+/// calls on the stack the kernel chose. That may be a program's alternate stack with only a few
+/// hundred bytes left below the kernel's frame (a frame with AMX state is over 11 KiB, and
+/// `sigaltstack` need only hold the frame), too little for writing a unit.
+pub(crate) fn get_light() -> Result<&'static Slot, i32> {
     if let Some(slot) = current() {
         return Ok(slot);
     }
@@ -245,8 +285,9 @@ fn reset(slot: &Slot) {
     slot.fast_area.store(0, Ordering::Relaxed);
     slot.deferred.store(0, Ordering::Relaxed);
     slot.held_back.store(0, Ordering::Relaxed);
-    // SAFETY: the caller just claimed the slot: no one else uses its unit.
-    unsafe { amx_runtime::engine::init_emulator(slot.unit.get()) };
+    slot.primed.store(0, Ordering::Relaxed);
+    // The unit is written later, on the work stack (`get_light`).
+    slot.ready.store(false, Ordering::Relaxed);
 }
 
 /// Maps a new slot: `[guard page][work stack][Slot]`.
@@ -264,11 +305,9 @@ fn map() -> Result<&'static Slot, i32> {
     let _ = unsafe { crate::sys::mprotect(map, PAGE, libc::PROT_NONE) };
     // SAFETY: `map + PAGE + WORK` is page-aligned (so 64-byte aligned) and `slot_bytes` long,
     // inside the mapping. Zero bytes are valid for every field but the emulator, which is
-    // written in place (the value is too large for the small stack a handler may be on) before
-    // any reference to the slot exists.
+    // never read before `prepare_unit` writes it (`ready` is false).
     unsafe {
         let slot = (map as usize as *mut u8).add(PAGE + WORK).cast::<Slot>();
-        amx_runtime::engine::init_emulator(std::ptr::addr_of_mut!((*slot).unit).cast());
         Ok(&*slot)
     }
 }

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use crate::kframe;
+use crate::kframe::{self, u32_at, u64_at};
 
 /// Where the components of a zmm register lie in standard-format XSAVE state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,18 +114,6 @@ pub(crate) fn write(fp: &mut [u8], n: u8, value: &[u8; 64]) -> bool {
     layout().is_some_and(|l| write_with(fp, l, n, value))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(
-        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-
 /// One piece of a register: its state component, the component's area (offset, size), where
 /// the piece lies, and which bytes of the register it holds.
 type Part = (u32, (usize, usize), usize, (usize, usize));
@@ -142,8 +130,8 @@ pub(crate) fn write_with(fp: &mut [u8], layout: Layout, n: u8, value: &[u8; 64])
     }
     // `struct _fpx_sw_bytes`: magic1, extended_size, xfeatures, xstate_size.
     let (Some(xfeatures), Some(xstate_size)) = (
-        u64_at(fp, kframe::sw::AT + 8),
-        u32_at(fp, kframe::sw::AT + 16),
+        u64_at(fp, kframe::sw::XFEATURES),
+        u32_at(fp, kframe::sw::XSTATE_SIZE),
     ) else {
         return false;
     };

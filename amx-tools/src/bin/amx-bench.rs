@@ -158,6 +158,12 @@ fn print_header(backend: Backend, threads: usize) {
             "(no usable AMX hardware, or asked for the emulator: every tile instruction is \
              emulated in software; GOP/s are the emulator's, the peak the cores' SIMD peak)"
         );
+    } else if amx_trap::assists_silicon() {
+        println!(
+            "(the trap engine assists the silicon: the instructions of the extensions it lacks \
+             and AMX_TRAP_CPU's model has run on the engine's emulator, a signal each, the rest \
+             on the silicon; GOP/s are the mix's, the peak the silicon's)"
+        );
     } else if amx_trap::is_active() {
         println!(
             "(the CPU has no AMX: the trap engine executes every tile instruction of the \
@@ -248,6 +254,10 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
+    // `--backend trapped` (or AMX_BACKEND=trapped) installs the trap engine through the hook:
+    // on a CPU without AMX it runs everything, on AMX silicon that lacks extensions of the
+    // CPU it models (AMX_TRAP_CPU) it assists the silicon.
+    amx_trap::register();
     let backend = match args.backend.map_or_else(
         || amx_runtime::backend().map_err(|e| e.to_string()),
         |c| c.resolve().map_err(|e| e.to_string()),

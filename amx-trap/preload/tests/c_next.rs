@@ -2,7 +2,8 @@
 //! as bytes) under `LD_PRELOAD` with `AMX_TRAP_CPU=dmr`: the FP8 and complex products and the
 //! MOVRS loads give the emulator's results, a MOVRS load from an unmapped row reaches the
 //! program's SIGSEGV handler as TILELOADD's would, and TILEMOVROW writes zmm22 where the host
-//! has AVX-512, else is #UD. Skipped where the CPU executes AMX itself or gcc is missing.
+//! has AVX-512, else is #UD. On AMX silicon without these instructions the engine assists it (the
+//! silicon runs the rest); skipped where the silicon has them all, or gcc is missing.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::path::PathBuf;
@@ -13,11 +14,30 @@ mod support;
 use support::*;
 
 fn program() -> Option<PathBuf> {
-    build("next_gen.c", &["-O2"])
+    build("next_gen.c", &["-O2", "-pthread"])
+}
+
+/// Whether the preloaded engine runs Diamond Rapids' new instructions here: it emulates them on
+/// a CPU without AMX and assists AMX silicon that lacks them. Elsewhere a visible skip.
+fn engine_runs_dmr() -> bool {
+    if !native_amx() || engine::runs_here(engine::Model::DiamondRapids) {
+        return true;
+    }
+    skip(
+        Kind::NotApplicable,
+        "this AMX silicon executes Diamond Rapids' instructions itself",
+    );
+    false
 }
 
 fn run(program: &std::path::Path, mode: &str) -> Run {
-    Program::preloaded(program, &[mode])
+    run_args(program, &[mode])
+}
+
+fn run_args(program: &std::path::Path, args: &[&str]) -> Run {
+    Program::preloaded(program, args)
+        // On AMX silicon the engine assists it (not `AMX_TRAP_FORCE`'s signal handling alone).
+        .env("AMX_TRAP_FORCE", "0")
         .env("AMX_TRAP_CPU", "dmr")
         .env("AMX_TRAP_CPUID", "1")
         .run()
@@ -54,7 +74,7 @@ fn host_zmm() -> bool {
 
 #[test]
 fn c_program_next_generation_results() {
-    if !engine_runs_amx() {
+    if !engine_runs_dmr() {
         return;
     }
     let Some(program) = program() else { return };
@@ -108,7 +128,7 @@ fn c_program_next_generation_results() {
 
 #[test]
 fn c_program_movrs_fault_reaches_its_handler() {
-    if !engine_runs_amx() {
+    if !engine_runs_dmr() {
         return;
     }
     let Some(program) = program() else { return };
@@ -124,7 +144,7 @@ fn c_program_movrs_fault_reaches_its_handler() {
 
 #[test]
 fn c_program_row_move_writes_zmm_or_is_refused() {
-    if !engine_runs_amx() {
+    if !engine_runs_dmr() {
         return;
     }
     let Some(program) = program() else { return };
@@ -140,4 +160,28 @@ fn c_program_row_move_writes_zmm_or_is_refused() {
         // No AVX-512 state: #UD, SIGILL with ILL_ILLOPN and REG_TRAPNO 6.
         assert_eq!(out.line("rowmove"), "sig=4 code=2 trapno=6", "{out}");
     }
+}
+
+#[test]
+fn c_program_first_use_in_a_thread_on_a_small_alternate_stack() {
+    if !engine_runs_dmr() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    // The engine's first signal of a thread arrives on the thread's alternate stack, 1 KiB
+    // larger than the kernel's smallest here: with the tile state in the kernel's frame, the
+    // engine must claim the thread's state in what is left. Once with the MOVRS loads as the
+    // thread's first tile-data instructions (assisting silicon, the engine first enables the
+    // thread's tile data), once after a TILEZERO.
+    let out = run_args(&program, &["thread", "1024"]);
+    assert!(out.ok(), "{out}");
+    let (a, b) = inputs();
+    let mut emu = configured();
+    emu.tileloaddrs(0, &a, 64).unwrap();
+    emu.tileloaddrst1(1, &b, 64).unwrap();
+    emu.tilezero(2).unwrap();
+    emu.tdpbf8ps(2, 0, 1).unwrap();
+    let want = hex(&emu.tile_data(2).unwrap());
+    assert_eq!(out.line("thread"), want, "{out}");
+    assert_eq!(out.line("thread-zero-first"), want, "{out}");
 }

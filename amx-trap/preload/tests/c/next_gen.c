@@ -8,10 +8,17 @@
  *   movrs-fault  TILELOADDRS whose fourth row is unmapped: the handler reports the SIGSEGV
  *   rowmove      TILEMOVROW zmm22, tmm0, ecx: the row as hex where the CPU reports AMX-AVX512,
  *                else the #UD its handler sees
+ *   thread <n>   in two new threads, each on an alternate signal stack n bytes larger than the
+ *                kernel's smallest (AT_MINSIGSTKSZ): TILELOADDRS and TILELOADDRST1, then
+ *                TDPBF8PS from a zero C, the result as hex. In the first thread the MOVRS loads
+ *                are its first tile-data instructions; in the second a TILEZERO comes first, so
+ *                that the engine's first signal there carries the whole tile state.
  */
 #include "hostile.h"
 
 #include <cpuid.h>
+#include <pthread.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 static sigjmp_buf resume;
@@ -137,6 +144,54 @@ static int rowmove(void) {
     return 0;
 }
 
+static size_t extra;
+
+static void *first_use(void *arg) {
+    int zero_first = arg != NULL;
+    /* The engine's signals arrive on this stack (its handlers are SA_ONSTACK): the kernel's
+     * frame, with the thread's tile state, fills all but `extra` bytes of it. */
+    size_t size = getauxval(AT_MINSIGSTKSZ) + extra;
+    stack_t ss = {.ss_sp = malloc(size), .ss_size = size, .ss_flags = 0};
+    if (!ss.ss_sp || sigaltstack(&ss, NULL) != 0) {
+        printf("sigaltstack failed\n");
+        return NULL;
+    }
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    if (zero_first)
+        tilezero0();
+    /* tileloaddrs tmm0, [rdi + rsi*1]; tileloaddrst1 tmm1, [rdx + rsi*1]; tilezero tmm2;
+     * tdpbf8ps tmm2, tmm0, tmm1 */
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x4a, 0x04, 0x37\n\t"
+                     ".byte 0xc4, 0xe2, 0x79, 0x4a, 0x0c, 0x32\n\t"
+                     ".byte 0xc4, 0xe2, 0x7b, 0x49, 0xd0\n\t"
+                     ".byte 0xc4, 0xe5, 0x70, 0xfd, 0xd0" ::"D"(a), "d"(b), "S"(64L)
+                     : "memory");
+    uint8_t result[1024];
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x14, 0x37" ::"D"(result), "S"(64L)
+                     : "memory");
+    tilerelease();
+    hex(zero_first ? "thread-zero-first" : "thread", result, 1024);
+    return NULL;
+}
+
+static int thread(size_t bytes) {
+    request_amx();
+    for (int i = 0; i < 1024; i++) {
+        a[i] = (uint8_t)(i * 37 + 11);
+        b[i] = (uint8_t)(i * 101 + 3);
+    }
+    extra = bytes;
+    for (int zero_first = 0; zero_first < 2; zero_first++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, first_use, zero_first ? &extra : NULL) != 0)
+            return 2;
+        pthread_join(t, NULL);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "run";
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -146,5 +201,7 @@ int main(int argc, char **argv) {
         return movrs_fault();
     if (!strcmp(mode, "rowmove"))
         return rowmove();
+    if (!strcmp(mode, "thread") && argc > 2)
+        return thread((size_t)atol(argv[2]));
     return 2;
 }
