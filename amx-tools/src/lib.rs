@@ -23,5 +23,5 @@ pub mod onednn;
 pub mod stats;
 pub mod timing;
 
-pub use measure::{Case, Harness, MeasureError, Peak, Report};
+pub use measure::{Case, Harness, MeasureError, Peak, Report, Scaling};
 pub use stats::{median, Sample};

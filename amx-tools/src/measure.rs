@@ -13,6 +13,25 @@
 //!   once), then the median of timed repetitions, and a check against `amx_gemm::reference`.
 //!   A shape whose buffers together exceed the memory the OS reports available is refused
 //!   before anything is allocated ([`MeasureError::InsufficientMemory`]).
+//! - [`Harness::scaling`]: the same case on 1 thread and on more, their repetitions
+//!   alternating, and the median over adjacent pairs of the 1-thread time over the other's.
+//!
+//! ## Paired figures
+//!
+//! A shared host may change speed while it is measured (another tenant's load, a clock or
+//! power state that lasts seconds to minutes): a GEMM timed in a slow spell and divided by a
+//! peak measured once, in a fast one, describes the host, not the code. So every figure that
+//! compares two measurements also takes them side by side and keeps the median of the per-pair
+//! ratios, which holds where the absolute figures move:
+//!
+//! - on the silicon, each timed repetition of [`Harness::run`] follows a short sample of the
+//!   peak loop on the same threads ([`PAIRED_PEAK_TIME`]):
+//!   [`Report::paired_percent_of_peak`] is the median over repetitions of the repetition's
+//!   rate over its sample's. The peak measured once ([`Report::peak_gops`]) stays in the
+//!   report: it is the roof of the roofline;
+//! - oneDNN's repetitions alternate with ours ([`PeerReport::ratio`]);
+//! - [`Harness::scaling`] alternates 1-thread and many-thread repetitions
+//!   ([`Scaling::speedup`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -169,6 +188,43 @@ fn thread_count(threads: usize) -> Result<usize, MeasureError> {
     Ok(requested)
 }
 
+/// How long each paired sample of the peak loop runs on the silicon, after
+/// [`PAIRED_PEAK_WARMUP`] (see the [module docs](self#paired-figures)).
+///
+/// Short against the host's spells (seconds to minutes), so a sample and the repetition next
+/// to it run in the same one, and about as long as a 1024^3 to 2048^3 repetition (1-10 ms), so
+/// neither stands for a much longer stretch than the other. Long enough to be exact: the loop
+/// reads the clock between batches of 4 096 rounds (about 85 us), and counts the time it
+/// actually ran, so the last batch's overshoot costs no accuracy; 3 ms are some 35 batches.
+/// Twenty repetitions add about 70 ms to a case.
+pub const PAIRED_PEAK_TIME: Duration = Duration::from_millis(3);
+
+/// The warm-up of each paired peak sample. The repetition just before left the unit awake and
+/// its clock at the AMX level; what is left to absorb is the loop's own start (its batches
+/// double from 1 round to 4 096 in about 0.2 ms), a first tile instruction on a measuring
+/// thread (its one trap, tens of microseconds) and the unit's wake-up after the few
+/// microseconds of set-up (about 2.8 us).
+pub const PAIRED_PEAK_WARMUP: Duration = Duration::from_micros(500);
+
+/// The median over pairs of `numerators[i] / denominators[i]`: the figure of measurements
+/// taken side by side, each pair under the same load of the host. Pairs beyond the shorter
+/// slice are ignored, and a ratio that is not finite (a zero or missing denominator) is
+/// dropped; `None` when no pair is left.
+pub fn median_of_ratios(numerators: &[f64], denominators: &[f64]) -> Option<f64> {
+    let ratios: Vec<f64> = numerators
+        .iter()
+        .zip(denominators)
+        .map(|(x, y)| x / y)
+        .collect();
+    Sample::of(&ratios).map(|s| s.median)
+}
+
+/// The paired share of the peak, in percent: the median over repetitions of the GEMM's rate
+/// over the rate of the peak sample taken beside it (both in GOP/s, in the same order).
+pub fn paired_percent(gemm_gops: &[f64], peak_gops: &[f64]) -> Option<f64> {
+    median_of_ratios(gemm_gops, peak_gops).map(|r| 100.0 * r)
+}
+
 /// The compute roof of the tile unit, measured.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Peak {
@@ -213,25 +269,31 @@ impl Case {
     /// [`MeasureError::TooLarge`] when a buffer's size overflows,
     /// [`MeasureError::TooManyThreads`] for a thread count a GEMM refuses.
     pub fn footprint(&self) -> Result<u128, MeasureError> {
+        self.footprint_with(thread_count(self.threads)?)
+    }
+
+    /// [`footprint`](Case::footprint) with `workers` GEMM workers keeping their packed-A
+    /// blocks (each thread keeps its own between calls): [`Harness::scaling`] runs the case on
+    /// the calling thread too, one worker more than its thread count.
+    fn footprint_with(&self, workers: usize) -> Result<u128, MeasureError> {
         match self.dtype {
-            PrecisionKind::Int8 => self.footprint_of::<Int8>(),
-            PrecisionKind::U8S8 => self.footprint_of::<U8S8>(),
-            PrecisionKind::Bf16 => self.footprint_of::<Bf16>(),
-            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(),
-            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(),
-            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(),
-            PrecisionKind::Bf8Bf8 => self.footprint_of::<Bf8Bf8>(),
-            PrecisionKind::Hf8Hf8 => self.footprint_of::<Hf8Hf8>(),
-            PrecisionKind::Bf8Hf8 => self.footprint_of::<Bf8Hf8>(),
-            PrecisionKind::Hf8Bf8 => self.footprint_of::<Hf8Bf8>(),
+            PrecisionKind::Int8 => self.footprint_of::<Int8>(workers),
+            PrecisionKind::U8S8 => self.footprint_of::<U8S8>(workers),
+            PrecisionKind::Bf16 => self.footprint_of::<Bf16>(workers),
+            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(workers),
+            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(workers),
+            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(workers),
+            PrecisionKind::Bf8Bf8 => self.footprint_of::<Bf8Bf8>(workers),
+            PrecisionKind::Hf8Hf8 => self.footprint_of::<Hf8Hf8>(workers),
+            PrecisionKind::Bf8Hf8 => self.footprint_of::<Bf8Hf8>(workers),
+            PrecisionKind::Hf8Bf8 => self.footprint_of::<Hf8Bf8>(workers),
             other => Err(MeasureError::UnsupportedPrecision(other)),
         }
     }
 
-    fn footprint_of<P: Precision>(&self) -> Result<u128, MeasureError> {
+    fn footprint_of<P: Precision>(&self, workers: usize) -> Result<u128, MeasureError> {
         use std::mem::size_of;
         let Case { m, n, k, .. } = *self;
-        let threads = thread_count(self.threads)?;
         // Every product of two `usize` fits u128; sums of a few of them too. Three factors
         // could not, so each is checked.
         let bytes = |elements: u128, size: usize, operand| {
@@ -250,7 +312,12 @@ impl Case {
         let c = bytes(m * n, size_of::<P::C>(), Operand::C)?;
         // The reference: B widened to f64, and per checked row its results and magnitudes,
         // the list of columns and the rows' column lists (`reference::verify`).
-        let check = bytes(k * n, size_of::<f64>(), Operand::B)? + 32 * (m + n) + (64 << 10);
+        // `m + n` is below 2^65, so `32 * (m + n)` fits; the sums below are checked.
+        let check = bytes(k * n, size_of::<f64>(), Operand::B)?
+            .checked_add(32 * (m + n) + (64 << 10))
+            .ok_or(MeasureError::TooLarge {
+                operand: Operand::B,
+            })?;
         let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
         // Each GEMM worker's packed-A block: `mc` rows of all of K, or of as many `kc` blocks
         // as fit 1 MiB (at least one), for its full micro-rows, and one micro-panel (MR rows)
@@ -264,8 +331,17 @@ impl Case {
         let kc_block = rows * steps.min(blocking.kc_steps as u128) * row_bytes;
         let chunk = (rows * steps * row_bytes).min((1u128 << 20).max(kc_block));
         let per_worker = MR as u128 * steps * row_bytes + chunk;
-        let scratch = per_worker * threads as u128;
-        Ok(a + b + packed + 2 * c + check + bandwidth + scratch + MARGIN)
+        let scratch = per_worker * workers as u128;
+        // A sum past u128 (each part fits, not all of them together) is the largest operand's
+        // fault.
+        let largest = [(a, Operand::A), (b, Operand::B), (c, Operand::C)]
+            .into_iter()
+            .max_by_key(|&(bytes, _)| bytes)
+            .map_or(Operand::C, |(_, operand)| operand);
+        [a, b, packed, c, c, check, bandwidth, scratch, MARGIN]
+            .into_iter()
+            .try_fold(0u128, u128::checked_add)
+            .ok_or(MeasureError::TooLarge { operand: largest })
     }
 }
 
@@ -293,8 +369,20 @@ pub struct Report {
     pub median_cpu_s: Option<f64>,
     /// `2 m n k / median_s`, in 10^9 per second.
     pub gops: f64,
-    /// The measured compute roof for this precision, backend and thread count.
+    /// The measured compute roof for this precision, backend and thread count, measured once
+    /// per process ([`Harness::peak`]); the roof of the roofline.
     pub peak_gops: f64,
+    /// On the silicon: the median of the short peak samples taken beside the timed
+    /// repetitions, one each, on the same threads ([`PAIRED_PEAK_TIME`]). `None` on the
+    /// emulator and the trap engine, whose roofs do not move with the host's clock the same
+    /// way and are compared against their own peaks.
+    pub paired_peak_gops: Option<f64>,
+    /// On the silicon: the median over repetitions of the repetition's rate over the rate of
+    /// the peak sample taken just before it, in percent. Both ran under the same state of the
+    /// host, so this describes the code where [`percent_of_peak`](Report::percent_of_peak)
+    /// also carries the host's change of speed between the case and the peak's one
+    /// measurement. `None` where [`paired_peak_gops`](Report::paired_peak_gops) is.
+    pub paired_percent_of_peak: Option<f64>,
     /// Read bandwidth of a buffer the size of B (at least 8 MiB), GB/s.
     pub bandwidth_gbps: f64,
     /// `bandwidth x (2 m n k) / bytes of B`: the rate if reading B once were the limit.
@@ -313,7 +401,8 @@ pub struct Report {
     /// Seconds of the very first multiply (thread start, configuration loads, first-use trap).
     pub first_run_s: f64,
     /// LDTILECFGs issued by the timed runs, all together (0 when every worker already held its
-    /// configurations).
+    /// configurations; on the silicon a 1-thread case loads its configuration again after each
+    /// paired peak sample, which ran on the same thread and released its tiles).
     pub timed_loads: u64,
     /// `Ok(what was compared)` or the mismatch / error.
     pub check: Result<String, String>,
@@ -406,6 +495,11 @@ struct Record<'a> {
     bandwidth_roofline_gops: f64,
     roofline_gops: f64,
     percent_of_peak: f64,
+    /// Only on the silicon (see [`Report::paired_percent_of_peak`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paired_peak_gops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paired_percent_of_peak: Option<f64>,
     percent_of_roofline: f64,
     /// Only on the emulator (see [`Report::simd_peak_gops`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -456,10 +550,7 @@ impl Serialize for Report {
             k: c.k,
             threads: self.threads,
             backend: self.backend.to_string(),
-            mode: match c.mode {
-                Mode::Overwrite => "overwrite",
-                Mode::Accumulate => "accumulate",
-            },
+            mode: mode_name(c.mode),
             reps: c.reps,
             median_s: self.median_s,
             min_s: self.min_s,
@@ -470,6 +561,8 @@ impl Serialize for Report {
             bandwidth_roofline_gops: self.bandwidth_roofline_gops,
             roofline_gops: self.roofline_gops,
             percent_of_peak: self.percent_of_peak(),
+            paired_peak_gops: self.paired_peak_gops,
+            paired_percent_of_peak: self.paired_percent_of_peak,
             percent_of_roofline: self.percent_of_roofline(),
             simd_peak_gops: self.simd_peak_gops,
             percent_of_simd_peak: self.percent_of_simd_peak(),
@@ -582,29 +675,24 @@ impl Harness {
         if let Some(p) = self.peaks.get(&(dtype, threads, backend)) {
             return Ok(*p);
         }
-        let time = self.peak_time;
         let warmup = match backend {
             Backend::Hardware => Duration::from_millis(50),
             _ => Duration::from_millis(10),
         };
-        let run = || peak_worker(dtype, backend, warmup, time);
-        let results: Vec<Result<(f64, f64), MeasureError>> = if threads == 1 {
-            vec![run()]
-        } else {
-            self.pool(threads)?.broadcast(|_| run())
-        };
-        let mut peak = Peak {
-            gops: 0.0,
-            threads,
-            warmup_s: 0.0,
-        };
-        for r in results {
-            let (ops_per_s, warm) = r?;
-            peak.gops += ops_per_s / 1e9;
-            peak.warmup_s = peak.warmup_s.max(warm);
-        }
+        let pool = self.measuring_pool(threads)?;
+        let peak = peak_on(dtype, backend, pool.as_deref(), warmup, self.peak_time)?;
         self.peaks.insert((dtype, threads, backend), peak);
         Ok(peak)
+    }
+
+    /// The pool of `threads` measuring threads, or `None` for one thread: a 1-thread figure
+    /// is measured on the calling thread, where a 1-thread GEMM runs too.
+    fn measuring_pool(&mut self, threads: usize) -> Result<Option<Arc<ThreadPool>>, MeasureError> {
+        if threads > 1 {
+            self.pool(threads).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// The cores' SIMD peak in GOP/s for the instructions the emulator's kernels issue for
@@ -697,6 +785,30 @@ impl Harness {
         }
     }
 
+    /// Times one case on 1 thread and on `case.threads` (0: one per core), their repetitions
+    /// alternating in one process, and checks both results against the reference.
+    ///
+    /// [`Scaling::speedup`] is the median over `case.reps` adjacent pairs of the 1-thread time
+    /// over the other's: each pair ran under the same state of the host, where two separate
+    /// runs minutes apart may not. Which of the two runs first alternates from pair to pair,
+    /// so that neither always follows the other (a second core woken by the previous run, or
+    /// left idle by it). The peer is not timed here.
+    pub fn scaling(&mut self, case: &Case) -> Result<Scaling, MeasureError> {
+        match case.dtype {
+            PrecisionKind::Int8 => self.scaling_typed::<Int8>(case),
+            PrecisionKind::U8S8 => self.scaling_typed::<U8S8>(case),
+            PrecisionKind::Bf16 => self.scaling_typed::<Bf16>(case),
+            PrecisionKind::S8U8 => self.scaling_typed::<S8U8>(case),
+            PrecisionKind::U8U8 => self.scaling_typed::<U8U8>(case),
+            PrecisionKind::Fp16 => self.scaling_typed::<Fp16>(case),
+            PrecisionKind::Bf8Bf8 => self.scaling_typed::<Bf8Bf8>(case),
+            PrecisionKind::Hf8Hf8 => self.scaling_typed::<Hf8Hf8>(case),
+            PrecisionKind::Bf8Hf8 => self.scaling_typed::<Bf8Hf8>(case),
+            PrecisionKind::Hf8Bf8 => self.scaling_typed::<Hf8Bf8>(case),
+            other => Err(MeasureError::UnsupportedPrecision(other)),
+        }
+    }
+
     fn run_typed<P: Precision>(&mut self, case: &Case) -> Result<Report, MeasureError>
     where
         P::A: Random,
@@ -707,56 +819,30 @@ impl Harness {
         let gemm = options(case.threads, case.backend).mode(case.mode);
         let threads = thread_count(case.threads)?;
         let backend = gemm.resolved_backend()?;
-        // Sizes checked before anything is allocated, and every allocation fallible.
-        let elements = |rows: usize, cols: usize, operand| {
-            rows.checked_mul(cols)
-                .ok_or(MeasureError::TooLarge { operand })
-        };
-        let (a_len, b_len, c_len) = (
-            elements(m, k, Operand::A)?,
-            elements(k, n, Operand::B)?,
-            elements(m, n, Operand::C)?,
-        );
-        check_footprint(case.footprint()?, available_memory())?;
-        let a: Vec<P::A> = try_random(a_len, 1)?;
-        let b: Vec<P::B> = try_random(b_len, 2)?;
-        let c0: Vec<P::C> = match case.mode {
-            Mode::Overwrite => {
-                let mut c0 = try_vec(c_len)?;
-                c0.resize(c_len, P::C::default());
-                c0
-            }
-            Mode::Accumulate => try_random(c_len, 3)?,
-        };
+        let mut inputs = Inputs::<P>::new(case, threads)?;
+        let ops = 2.0 * m as f64 * n as f64 * k as f64;
 
         let start = Instant::now();
-        let packed = PackedB::<P>::pack(&b, k, n, n)?;
+        let packed = PackedB::<P>::pack(&inputs.b, k, n, n)?;
         let pack_s = start.elapsed().as_secs_f64();
 
-        // Warm-up: the first run pays thread start, configuration loads and the first-use trap;
-        // on the silicon keep going until the unit is awake and the clock has settled.
-        // C 64-byte aligned, as a program tuned for the silicon keeps it (and as oneDNN
-        // allocates its own): a tile row of C that straddles two cache lines makes every C load
-        // and store of the micro-kernel touch twice the lines (about 12% of a 1024^3 product).
-        let mut c_buf = AlignedScalars::<P::C>::zeroed(c_len)?;
-        let c = c_buf.as_mut_slice();
-        c.copy_from_slice(&c0);
-        let start = Instant::now();
-        gemm.run(m, &a, k, &packed, c, n)?;
-        let first_run_s = start.elapsed().as_secs_f64();
-        let (min_runs, min_time) = match backend {
-            Backend::Hardware => (3, 0.05),
-            _ => (1, 0.0),
+        let a = &inputs.a;
+        let c = inputs.c.as_mut_slice();
+        let (first_run_s, warmup_runs, warmup_s) = warm_up(backend, || {
+            gemm.run(m, a, k, &packed, c, n)?;
+            Ok(())
+        })?;
+
+        // On the silicon, a short sample of the peak loop on the same threads just before each
+        // repetition (see `PAIRED_PEAK_TIME`): the pair runs under one state of the host. Not
+        // on the emulator or the trap engine, whose roof is the cores' SIMD peak (or, trapped,
+        // no roof of the host's state at all) and which do not run at the AMX clock.
+        let paired = backend == Backend::Hardware && !amx_trap::is_active();
+        let sample_pool = if paired {
+            self.measuring_pool(threads)?
+        } else {
+            None
         };
-        let mut warmup_runs = 1;
-        while warmup_runs < min_runs || start.elapsed().as_secs_f64() < min_time {
-            if warmup_runs >= 1000 {
-                break;
-            }
-            gemm.run(m, &a, k, &packed, c, n)?;
-            warmup_runs += 1;
-        }
-        let warmup_s = start.elapsed().as_secs_f64();
 
         // Not `with_capacity(reps)`: `reps` may be anything, and grows only as runs finish.
         let mut times = Vec::new();
@@ -767,9 +853,14 @@ impl Harness {
             Some(lib) => {
                 lib.set_threads(threads);
                 Some(
-                    lib.matmul(case.dtype, (m, n, k), scalar_bytes(&a), scalar_bytes(&b))
-                        .and_then(|mut mm| mm.run().map(|()| mm))
-                        .map_err(|e| e.to_string()),
+                    lib.matmul(
+                        case.dtype,
+                        (m, n, k),
+                        scalar_bytes(a),
+                        scalar_bytes(&inputs.b),
+                    )
+                    .and_then(|mut mm| mm.run().map(|()| mm))
+                    .map_err(|e| e.to_string()),
                 )
             }
             None => None,
@@ -777,15 +868,29 @@ impl Harness {
         let mut peer_times = Vec::new();
         let mut ratios = Vec::new();
         let mut cpu_times = Vec::new();
+        let (mut rep_gops, mut sample_gops) = (Vec::new(), Vec::new());
         for _ in 0..case.reps.max(1) {
+            if paired {
+                let sample = peak_on(
+                    case.dtype,
+                    backend,
+                    sample_pool.as_deref(),
+                    PAIRED_PEAK_WARMUP,
+                    PAIRED_PEAK_TIME,
+                )?;
+                sample_gops.push(sample.gops);
+            }
             let cpu_start = crate::timing::process_cpu_s();
             let start = Instant::now();
-            let stats = gemm.run(m, &a, k, &packed, c, n)?;
+            let stats = gemm.run(m, a, k, &packed, c, n)?;
             let ours = start.elapsed().as_secs_f64();
             if let (Some(t0), Some(t1)) = (cpu_start, crate::timing::process_cpu_s()) {
                 cpu_times.push(t1 - t0);
             }
             times.push(ours);
+            if paired {
+                rep_gops.push(ops / ours / 1e9);
+            }
             timed_loads += stats.loads();
             if let Some(Ok(mm)) = &mut peer {
                 let start = Instant::now();
@@ -801,25 +906,12 @@ impl Harness {
         let (median_s, min_s) =
             Sample::of(&times).map_or((f64::NAN, f64::NAN), |s| (s.median, s.min));
         let median_cpu_s = Sample::of(&cpu_times).map(|s| s.median);
+        // Empty, so `None`, where nothing was paired.
+        let paired_peak_gops = Sample::of(&sample_gops).map(|s| s.median);
+        let paired_percent_of_peak = paired_percent(&rep_gops, &sample_gops);
 
-        // The check: one more run from c0, compared with the reference.
-        c.copy_from_slice(&c0);
-        gemm.run(m, &a, k, &packed, c, n)?;
-        let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
-            Outputs::All
-        } else {
-            Outputs::Sampled(4096)
-        };
-        let start_c = (case.mode == Mode::Accumulate).then_some(&c0[..]);
-        let check = reference::verify::<P>(m, n, k, &a, k, &b, n, start_c, c, n, sample)
-            .map(|v| match P::KIND {
-                kind if kind.is_fp8() => format!("within the FP8 bound, {v}"),
-                kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
-                _ => format!("exact, {v}"),
-            })
-            .map_err(|e| e.to_string());
-
-        let ops = 2.0 * m as f64 * n as f64 * k as f64;
+        let check = check_run(&gemm, case, &mut inputs, &packed)?;
+        let c = inputs.c.as_mut_slice();
         let peer = peer.map(|p| {
             p.map(|mm| {
                 let median_s = Sample::of(&peer_times).map_or(f64::NAN, |s| s.median);
@@ -837,7 +929,7 @@ impl Harness {
             Backend::Hardware => None,
             _ => self.simd_peak(case.dtype, threads)?,
         };
-        let b_bytes = b_len * case.dtype.input_bytes();
+        let b_bytes = inputs.b.len() * case.dtype.input_bytes();
         let bandwidth_gbps = self.bandwidth(b_bytes, threads)?;
         let bandwidth_roofline_gops = if b_bytes == 0 {
             f64::INFINITY
@@ -854,6 +946,8 @@ impl Harness {
             median_cpu_s,
             gops,
             peak_gops: peak.gops,
+            paired_peak_gops,
+            paired_percent_of_peak,
             bandwidth_gbps,
             bandwidth_roofline_gops,
             roofline_gops: peak.gops.min(bandwidth_roofline_gops),
@@ -866,6 +960,257 @@ impl Harness {
             peer,
         })
     }
+
+    fn scaling_typed<P: Precision>(&mut self, case: &Case) -> Result<Scaling, MeasureError>
+    where
+        P::A: Random,
+        P::B: Random,
+        P::C: Random,
+    {
+        let Case { m, n, k, .. } = *case;
+        let one = options(1, case.backend).mode(case.mode);
+        let many = options(case.threads, case.backend).mode(case.mode);
+        let threads = thread_count(case.threads)?;
+        let backend = many.resolved_backend()?;
+        // The calling thread's 1-thread runs keep one packed-A block more than the others'.
+        let mut inputs = Inputs::<P>::new(case, threads + 1)?;
+        let packed = PackedB::<P>::pack(&inputs.b, k, n, n)?;
+        let ops = 2.0 * m as f64 * n as f64 * k as f64;
+
+        let a = &inputs.a;
+        let c = inputs.c.as_mut_slice();
+        for gemm in [&one, &many] {
+            warm_up(backend, || {
+                gemm.run(m, a, k, &packed, c, n)?;
+                Ok(())
+            })?;
+        }
+        let mut time = |gemm: &Gemm| -> Result<f64, MeasureError> {
+            let start = Instant::now();
+            gemm.run(m, a, k, &packed, c, n)?;
+            Ok(start.elapsed().as_secs_f64())
+        };
+        let (mut one_times, mut many_times) = (Vec::new(), Vec::new());
+        for rep in 0..case.reps.max(1) {
+            let (t_one, t_many) = if rep % 2 == 0 {
+                let t_one = time(&one)?;
+                (t_one, time(&many)?)
+            } else {
+                let t_many = time(&many)?;
+                (time(&one)?, t_many)
+            };
+            one_times.push(t_one);
+            many_times.push(t_many);
+        }
+        let median = |times: &[f64]| Sample::of(times).map_or(f64::NAN, |s| s.median);
+        let (one_median_s, median_s) = (median(&one_times), median(&many_times));
+
+        // Both thread counts' results checked; the first failure is the one reported.
+        let check = match check_run(&one, case, &mut inputs, &packed)? {
+            Ok(_) => check_run(&many, case, &mut inputs, &packed)?,
+            Err(why) => Err(format!("on 1 thread: {why}")),
+        };
+        Ok(Scaling {
+            case: *case,
+            threads,
+            backend,
+            one_median_s,
+            median_s,
+            one_gops: ops / one_median_s / 1e9,
+            gops: ops / median_s / 1e9,
+            speedup: median_of_ratios(&one_times, &many_times).unwrap_or(f64::NAN),
+            check,
+        })
+    }
+}
+
+/// What [`Harness::scaling`] measured for one [`Case`]. Serializes as one flat JSON object,
+/// the line `amx-bench --scaling --json` prints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scaling {
+    /// The case run (its `threads`: the count compared with 1).
+    pub case: Case,
+    /// The thread count compared with 1 (`case.threads` resolved).
+    pub threads: usize,
+    /// Backend the tiles ran on.
+    pub backend: Backend,
+    /// Median seconds of one multiply on 1 thread.
+    pub one_median_s: f64,
+    /// Median seconds of one multiply on `threads` threads.
+    pub median_s: f64,
+    /// `2 m n k / one_median_s`, in 10^9 per second.
+    pub one_gops: f64,
+    /// `2 m n k / median_s`, in 10^9 per second.
+    pub gops: f64,
+    /// The median over adjacent pairs of the 1-thread time over the `threads`-thread time
+    /// ([`median_of_ratios`]): `threads` at perfect scaling. Not the ratio of the medians,
+    /// which mixes repetitions that ran under different states of the host.
+    pub speedup: f64,
+    /// `Ok(what was compared)` or the mismatch / error, for the 1-thread and the
+    /// many-thread result.
+    pub check: Result<String, String>,
+}
+
+/// The JSON form of a [`Scaling`]; names stable for scripts (`scripts/silicon-check` reads
+/// `scaling`). Non-finite figures print as `null`.
+#[derive(Serialize)]
+struct ScalingRecord<'a> {
+    dtype: &'static str,
+    m: usize,
+    n: usize,
+    k: usize,
+    threads: usize,
+    backend: String,
+    mode: &'static str,
+    reps: usize,
+    one_thread_median_s: f64,
+    median_s: f64,
+    one_thread_gops: f64,
+    gops: f64,
+    scaling: f64,
+    check: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check_detail: Option<&'a str>,
+}
+
+impl Serialize for Scaling {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let c = &self.case;
+        let (check, check_detail) = match &self.check {
+            Ok(what) => ("ok", Some(what.as_str())),
+            Err(why) => (why.as_str(), None),
+        };
+        ScalingRecord {
+            dtype: c.dtype.name(),
+            m: c.m,
+            n: c.n,
+            k: c.k,
+            threads: self.threads,
+            backend: self.backend.to_string(),
+            mode: mode_name(c.mode),
+            reps: c.reps,
+            one_thread_median_s: self.one_median_s,
+            median_s: self.median_s,
+            one_thread_gops: self.one_gops,
+            gops: self.gops,
+            scaling: self.speedup,
+            check,
+            check_detail,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The JSON name of a mode.
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Overwrite => "overwrite",
+        Mode::Accumulate => "accumulate",
+    }
+}
+
+/// A case's inputs: A, B, the starting C, and the 64-byte-aligned C the runs write.
+struct Inputs<P: Precision> {
+    a: Vec<P::A>,
+    b: Vec<P::B>,
+    c0: Vec<P::C>,
+    // C 64-byte aligned, as a program tuned for the silicon keeps it (and as oneDNN allocates
+    // its own): a tile row of C that straddles two cache lines makes every C load and store of
+    // the micro-kernel touch twice the lines (about 12% of a 1024^3 product).
+    c: AlignedScalars<P::C>,
+}
+
+impl<P: Precision> Inputs<P>
+where
+    P::A: Random,
+    P::B: Random,
+    P::C: Random,
+{
+    /// Random inputs for `case`: sizes checked, then the run's footprint with `workers` GEMM
+    /// workers ([`Case::footprint`]) checked against the memory available, before anything
+    /// is allocated; every allocation fallible.
+    fn new(case: &Case, workers: usize) -> Result<Self, MeasureError> {
+        let Case { m, n, k, .. } = *case;
+        let elements = |rows: usize, cols: usize, operand| {
+            rows.checked_mul(cols)
+                .ok_or(MeasureError::TooLarge { operand })
+        };
+        let (a_len, b_len, c_len) = (
+            elements(m, k, Operand::A)?,
+            elements(k, n, Operand::B)?,
+            elements(m, n, Operand::C)?,
+        );
+        check_footprint(case.footprint_with(workers)?, available_memory())?;
+        let a: Vec<P::A> = try_random(a_len, 1)?;
+        let b: Vec<P::B> = try_random(b_len, 2)?;
+        let c0: Vec<P::C> = match case.mode {
+            Mode::Overwrite => {
+                let mut c0 = try_vec(c_len)?;
+                c0.resize(c_len, P::C::default());
+                c0
+            }
+            Mode::Accumulate => try_random(c_len, 3)?,
+        };
+        let mut c = AlignedScalars::<P::C>::zeroed(c_len)?;
+        c.as_mut_slice().copy_from_slice(&c0);
+        Ok(Inputs { a, b, c0, c })
+    }
+}
+
+/// Runs `run` until warm: the first run pays thread start, configuration loads and the
+/// first-use trap; on the silicon it keeps going until the unit is awake and the clock has
+/// settled (at least 3 runs and 50 ms, at most 1 000 runs). Returns the first run's seconds,
+/// the runs and their seconds.
+fn warm_up(
+    backend: Backend,
+    mut run: impl FnMut() -> Result<(), MeasureError>,
+) -> Result<(f64, usize, f64), MeasureError> {
+    let start = Instant::now();
+    run()?;
+    let first_run_s = start.elapsed().as_secs_f64();
+    let (min_runs, min_time) = match backend {
+        Backend::Hardware => (3, 0.05),
+        _ => (1, 0.0),
+    };
+    let mut runs = 1;
+    while runs < min_runs || start.elapsed().as_secs_f64() < min_time {
+        if runs >= 1000 {
+            break;
+        }
+        run()?;
+        runs += 1;
+    }
+    Ok((first_run_s, runs, start.elapsed().as_secs_f64()))
+}
+
+/// The check: one more run of `gemm` from the starting C, compared with
+/// `amx_gemm::reference` (every output of a product up to 2^27 multiply-adds, else 4 096 of
+/// them). The result stays in `inputs.c`.
+fn check_run<P: Precision>(
+    gemm: &Gemm,
+    case: &Case,
+    inputs: &mut Inputs<P>,
+    packed: &PackedB<P>,
+) -> Result<Result<String, String>, MeasureError> {
+    let Case { m, n, k, .. } = *case;
+    let c = inputs.c.as_mut_slice();
+    c.copy_from_slice(&inputs.c0);
+    gemm.run(m, &inputs.a, k, packed, c, n)?;
+    let sample = if (m as u128) * (n as u128) * (k as u128) <= 1 << 27 {
+        Outputs::All
+    } else {
+        Outputs::Sampled(4096)
+    };
+    let start_c = (case.mode == Mode::Accumulate).then_some(&inputs.c0[..]);
+    Ok(
+        reference::verify::<P>(m, n, k, &inputs.a, k, &inputs.b, n, start_c, c, n, sample)
+            .map(|v| match P::KIND {
+                kind if kind.is_fp8() => format!("within the FP8 bound, {v}"),
+                kind if !kind.is_integer() => format!("within the bf16 bound, {v}"),
+                _ => format!("exact, {v}"),
+            })
+            .map_err(|e| e.to_string()),
+    )
 }
 
 /// A zeroed, 64-byte-aligned buffer of `len` GEMM elements.
@@ -1147,6 +1492,33 @@ peak_loop!(peak_bf16, Bf16Peak, tdpbf16ps, bf16, bf16);
 peak_loop!(peak_bf8, Bf8Peak, tdpbf8ps, Bf8, Bf8);
 peak_loop!(peak_hf8, Hf8Peak, tdphf8ps, Hf8, Hf8);
 
+/// The peak loop for `dtype` on `backend`, on every thread of `pool` at once (on the calling
+/// thread without one), `warmup` then `time` long: the threads' rates summed, uncached.
+fn peak_on(
+    dtype: PrecisionKind,
+    backend: Backend,
+    pool: Option<&ThreadPool>,
+    warmup: Duration,
+    time: Duration,
+) -> Result<Peak, MeasureError> {
+    let run = || peak_worker(dtype, backend, warmup, time);
+    let results: Vec<Result<(f64, f64), MeasureError>> = match pool {
+        Some(pool) => pool.broadcast(|_| run()),
+        None => vec![run()],
+    };
+    let mut peak = Peak {
+        gops: 0.0,
+        threads: results.len(),
+        warmup_s: 0.0,
+    };
+    for r in results {
+        let (ops_per_s, warm) = r?;
+        peak.gops += ops_per_s / 1e9;
+        peak.warmup_s = peak.warmup_s.max(warm);
+    }
+    Ok(peak)
+}
+
 /// One thread's peak loop: ops per second and the warm-up time.
 fn peak_worker(
     dtype: PrecisionKind,
@@ -1206,6 +1578,77 @@ mod tests {
     }
 
     #[test]
+    fn ratios_are_paired_then_the_median_taken() {
+        // Per pair 2, 0.5, 4: the median of the ratios is 2, unlike the ratio of the medians
+        // (2 / 2 = 1), which pairs a repetition with another's sample.
+        assert_eq!(
+            median_of_ratios(&[2.0, 1.0, 4.0], &[1.0, 2.0, 1.0]),
+            Some(2.0)
+        );
+        // An even count: the mean of the two middle ratios.
+        assert_eq!(
+            median_of_ratios(&[1.0, 2.0, 3.0, 4.0], &[1.0, 1.0, 1.0, 1.0]),
+            Some(2.5)
+        );
+        // Unmatched values are ignored; zero or non-finite denominators drop their pair.
+        assert_eq!(median_of_ratios(&[3.0, 9.0, 5.0], &[1.0]), Some(3.0));
+        assert_eq!(
+            median_of_ratios(&[1.0, 6.0, 7.0], &[0.0, 2.0, f64::NAN]),
+            Some(3.0)
+        );
+        assert_eq!(median_of_ratios(&[1.0], &[0.0]), None);
+        assert_eq!(median_of_ratios(&[], &[]), None);
+    }
+
+    #[test]
+    fn the_paired_percent_follows_the_host() {
+        // The host slows to half its speed for the last two repetitions: the GEMM and its
+        // samples halve together, and the paired share stays at 60%.
+        let gemm = [600.0, 600.0, 300.0, 300.0, 600.0];
+        let samples = [1000.0, 1000.0, 500.0, 500.0, 1000.0];
+        let share = paired_percent(&gemm, &samples).unwrap();
+        assert!((share - 60.0).abs() < 1e-12, "{share}");
+        assert_eq!(paired_percent(&[], &[]), None);
+    }
+
+    #[test]
+    fn scaling_alternates_and_checks_on_the_emulator() {
+        let mut harness = Harness::new();
+        let case = Case {
+            dtype: PrecisionKind::Int8,
+            m: 33,
+            n: 40,
+            k: 70,
+            threads: 2,
+            reps: 3,
+            backend: Some(Backend::Emulated),
+            mode: Mode::Overwrite,
+        };
+        let s = harness.scaling(&case).unwrap();
+        assert_eq!((s.threads, s.backend), (2, Backend::Emulated));
+        assert!(s.check.is_ok(), "{:?}", s.check);
+        // Nothing about the speed: only that the figures exist.
+        assert!(s.speedup.is_finite() && s.speedup > 0.0, "{s:?}");
+        let json: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["threads"], 2);
+        assert_eq!(json["check"], "ok");
+        assert!(json["scaling"].as_f64().is_some());
+        assert!(json["one_thread_median_s"].as_f64().is_some());
+
+        // Hostile sizes: refused before anything is allocated, never a panic.
+        let h = usize::MAX / 2;
+        for (m, n, k) in [(h, h, 3), (3, h, h), (h, 3, h), (h, h, h)] {
+            let huge = Case { m, n, k, ..case };
+            assert!(matches!(
+                harness.scaling(&huge),
+                Err(MeasureError::TooLarge { .. } | MeasureError::InsufficientMemory { .. })
+            ));
+            // An error or a bound, whichever: only not a panic.
+            let _ = huge.footprint();
+        }
+    }
+
+    #[test]
     fn read_all_sums() {
         let v: Vec<u64> = (0..1000).collect();
         assert_eq!(read_all(&v), 999 * 1000 / 2);
@@ -1252,6 +1695,10 @@ mod tests {
         assert_eq!(json["check"], "ok");
         assert!(json["check_detail"].as_str().unwrap().starts_with("exact"));
         assert!(json["gops"].as_f64().unwrap() > 0.0);
+        // Paired peak samples only on the silicon.
+        assert!(json.get("paired_percent_of_peak").is_none(), "{json}");
+        assert!(json.get("paired_peak_gops").is_none(), "{json}");
+        assert!(json["percent_of_peak"].as_f64().is_some());
         // A tiny B is far below the bandwidth roof's buffer, so the peak bounds it.
         assert_eq!(json["b_bound"], false);
         // On the emulator with a vector kernel, both SIMD shares; the fastest repetition's is

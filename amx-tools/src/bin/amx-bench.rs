@@ -10,6 +10,18 @@
 //! percent of the bandwidth roofline for shapes bound by reading B, and the check against the
 //! reference. All measuring is [`amx_tools::measure`]; this file parses and prints.
 //!
+//! On the silicon the "peak" and "% peak" columns are paired figures: a short sample of the TDP
+//! loop on the same threads runs just before every timed repetition, "peak" is the samples'
+//! median and "% peak" the median over repetitions of the repetition's rate over its sample's,
+//! so a host that changes speed during the run moves both sides of each ratio alike (see
+//! [`amx_tools::measure`], "Paired figures"). The JSON keeps the peak measured once
+//! (`peak_gops`, `percent_of_peak`) beside the paired ones (`paired_peak_gops`,
+//! `paired_percent_of_peak`).
+//!
+//! `--scaling` times each case on 1 thread and on `--threads` (default one per core; at least
+//! 2) with the repetitions alternating, and prints the median over adjacent pairs of the
+//! 1-thread time over the other's ([`Harness::scaling`]).
+//!
 //! ```text
 //! --dtype int8|u8s8|s8u8|u8u8|bf16|fp16|bf8|hf8|bf8hf8|hf8bf8
 //!                          precision (default: int8, u8s8 and bf16); bf8 and hf8 are the
@@ -20,19 +32,21 @@
 //! --reps R                 timed repetitions (default 5 on the silicon, 3 on the emulator)
 //! --backend hardware|emulated|trapped|auto   (default: AMX_BACKEND, else auto)
 //! --accumulate             C += A x B instead of C = A x B
+//! --scaling                time 1 thread against --threads, repetitions alternating, and
+//!                          report the median of the per-pair speed-ups instead of the table
 //! --onednn PATH            also time oneDNN's matmul (PATH: its libdnnl.so) in this process,
 //!                          repetitions interleaved with amx-gemm's (see amx_tools::onednn)
 //! --json                   one JSON object per run instead of the table
 //! ```
 //!
-//! The arguments are parsed by hand: eight flags of the same `--name value` form do not need
+//! The arguments are parsed by hand: a dozen flags of the same `--name value` form do not need
 //! an argument-parsing dependency.
 
 use std::process::ExitCode;
 
 use amx_gemm::{Backend, Gemm, Mode, PrecisionKind};
 use amx_runtime::BackendChoice;
-use amx_tools::measure::{Case, Harness, Report};
+use amx_tools::measure::{Case, Harness, Report, Scaling, PAIRED_PEAK_TIME};
 
 #[derive(Debug, Default)]
 struct Args {
@@ -44,6 +58,7 @@ struct Args {
     reps: Option<usize>,
     backend: Option<BackendChoice>,
     accumulate: bool,
+    scaling: bool,
     onednn: Option<std::path::PathBuf>,
     json: bool,
     help: bool,
@@ -52,7 +67,23 @@ struct Args {
 const USAGE: &str =
     "usage: amx-bench [--dtype int8|u8s8|s8u8|u8u8|bf16|fp16|bf8|hf8|bf8hf8|hf8bf8] [--m M] [--n N] [--k K] \
                      [--threads T] [--reps R] [--backend hardware|emulated|trapped|auto] \
-                     [--accumulate] [--onednn PATH] [--json]";
+                     [--accumulate] [--scaling] [--onednn PATH] [--json]";
+
+/// `--help`: the usage, and what the two paired figures are.
+fn help() -> String {
+    format!(
+        "{USAGE}\n\n\
+         On the silicon, \"peak\" and \"% peak\" are paired: before every timed repetition a \
+         {} ms sample of the register-only TDP loop runs on the same threads; \"peak\" is the \
+         samples' median, \"% peak\" the median over repetitions of the repetition's GOP/s \
+         over its sample's (JSON: paired_peak_gops, paired_percent_of_peak; the peak measured \
+         once stays in peak_gops, percent_of_peak).\n\
+         --scaling times each case on 1 thread and on --threads (default one per core; at \
+         least 2), their repetitions alternating, and reports the median over adjacent pairs \
+         of the 1-thread time over the other's (JSON: scaling).",
+        PAIRED_PEAK_TIME.as_millis()
+    )
+}
 
 fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args = Args::default();
@@ -83,6 +114,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
                     Some(BackendChoice::parse(&value("a backend")?).map_err(|e| e.to_string())?)
             }
             "--accumulate" => args.accumulate = true,
+            "--scaling" => args.scaling = true,
             "--onednn" => args.onednn = Some(value("the path of libdnnl.so")?.into()),
             "--json" => args.json = true,
             "-h" | "--help" => args.help = true,
@@ -180,10 +212,15 @@ fn print_header(backend: Backend, threads: usize) {
 /// The roof a run is measured against, in GOP/s, and its share of it: on the emulator the
 /// cores' SIMD peak for the instructions its kernels issue (a software GEMM cannot beat the
 /// vector units it runs on), elsewhere the tile unit's register-only TDP loop (the most the
-/// unit does with no memory to wait for). Both bound the GEMM by construction.
+/// unit does with no memory to wait for). Both bound the GEMM by construction. On the silicon
+/// the paired figures where measured (the samples beside the repetitions: the host's changes
+/// of speed cancel in each pair), else the peak measured once.
 fn peak_of(r: &Report) -> Option<(f64, f64)> {
     match r.backend {
-        Backend::Hardware => Some((r.peak_gops, r.percent_of_peak())),
+        Backend::Hardware => match (r.paired_peak_gops, r.paired_percent_of_peak) {
+            (Some(peak), Some(share)) => Some((peak, share)),
+            _ => Some((r.peak_gops, r.percent_of_peak())),
+        },
         _ => Some((r.simd_peak_gops?, r.percent_of_simd_peak()?)),
     }
 }
@@ -232,6 +269,91 @@ fn print_row(r: &Report) {
     }
 }
 
+/// `--scaling`: every case on 1 thread against `threads`, one line (or JSON object) each.
+fn run_scaling(args: &Args, backend: Backend, threads: usize, harness: &mut Harness) -> ExitCode {
+    if threads < 2 {
+        eprintln!(
+            "--scaling compares 1 thread with more: --threads resolves to {threads}; give 2 or \
+             more"
+        );
+        return ExitCode::from(2);
+    }
+    if args.onednn.is_some() {
+        eprintln!("--scaling times amx-gemm alone; leave out --onednn");
+        return ExitCode::from(2);
+    }
+    if !args.json {
+        println!(
+            "amx-gemm on the {backend} backend, 1 thread against {threads}, repetitions \
+             alternating"
+        );
+        println!(
+            "{:<5} {:>16} {:>10} {:>9} {:>10} {:>9} {:>8}  check",
+            "dtype",
+            "M x N x K",
+            "1 thr",
+            "GOP/s",
+            format!("{threads} thr"),
+            "GOP/s",
+            "speed-up"
+        );
+    }
+    let mut failed = false;
+    for case in cases(args, backend) {
+        match harness.scaling(&case) {
+            Ok(s) => {
+                failed |= s.check.is_err();
+                if args.json {
+                    match serde_json::to_string(&s) {
+                        Ok(line) => println!("{line}"),
+                        Err(e) => {
+                            failed = true;
+                            eprintln!("{} {}x{}x{}: {e}", case.dtype, case.m, case.n, case.k);
+                        }
+                    }
+                } else {
+                    print_scaling_row(&s);
+                }
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("{} {}x{}x{}: {e}", case.dtype, case.m, case.n, case.k);
+            }
+        }
+    }
+    if !args.json {
+        println!();
+        println!(
+            "speed-up: the median over adjacent pairs of (1-thread time / {threads}-thread time); \
+             the two alternate, which runs first swapped every pair, so each pair ran under the \
+             same load of the host (the times are medians of their own)"
+        );
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn print_scaling_row(s: &Scaling) {
+    let c = &s.case;
+    let check = match &s.check {
+        Ok(what) => format!("ok ({what})"),
+        Err(why) => format!("FAILED: {why}"),
+    };
+    println!(
+        "{:<5} {:>16} {:>10} {:>9.1} {:>10} {:>9.1} {:>8}  {check}",
+        c.dtype.name(),
+        format!("{}x{}x{}", c.m, c.n, c.k),
+        seconds(s.one_median_s),
+        s.one_gops,
+        seconds(s.median_s),
+        s.gops,
+        format!("{:.2}x", s.speedup),
+    );
+}
+
 fn seconds(s: f64) -> String {
     if s >= 1.0 {
         format!("{s:.2} s")
@@ -251,7 +373,7 @@ fn main() -> ExitCode {
         }
     };
     if args.help {
-        println!("{USAGE}");
+        println!("{}", help());
         return ExitCode::SUCCESS;
     }
     // `--backend trapped` (or AMX_BACKEND=trapped) installs the trap engine through the hook:
@@ -278,6 +400,9 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
+    }
+    if args.scaling {
+        return run_scaling(&args, backend, threads, &mut harness);
     }
     if !args.json {
         print_header(backend, threads);
@@ -335,6 +460,27 @@ fn main() -> ExitCode {
                     "  {} {}x{}x{}: a loop of single emulated TDP instructions runs at {:.1} \
                      GOP/s; {why}",
                     r.case.dtype, r.case.m, r.case.n, r.case.k, r.peak_gops
+                );
+            }
+        } else if reports.iter().any(|r| r.paired_percent_of_peak.is_some()) {
+            println!(
+                "peak: register-only TDP loop (4 independent C tiles, A/B loaded once, no \
+                 memory), all threads at once, sampled for {} ms just before every timed \
+                 repetition (excluded from its time); the column is the samples' median, \
+                 \"% peak\" the median over repetitions of the repetition's GOP/s over its own \
+                 sample's, so the host's changes of speed cancel in each pair",
+                PAIRED_PEAK_TIME.as_millis()
+            );
+            for r in &reports {
+                println!(
+                    "  {} {}x{}x{}: the peak measured once in this process: {:.1} GOP/s, {:.1}% \
+                     (the roofline's roof)",
+                    r.case.dtype,
+                    r.case.m,
+                    r.case.n,
+                    r.case.k,
+                    r.peak_gops,
+                    r.percent_of_peak()
                 );
             }
         } else {
@@ -451,6 +597,8 @@ mod tests {
             median_cpu_s: None,
             gops,
             peak_gops: peak,
+            paired_peak_gops: None,
+            paired_percent_of_peak: None,
             bandwidth_gbps: 1.0,
             bandwidth_roofline_gops: f64::INFINITY,
             roofline_gops: peak,
@@ -475,6 +623,26 @@ mod tests {
         assert_eq!(peak_of(&emu), Some((300.0, 50.0)));
         let portable = report(Backend::Emulated, 1.0, 2.0, None);
         assert_eq!(peak_of(&portable), None);
+    }
+
+    /// On the silicon the paired figures replace the peak measured once where they exist.
+    #[test]
+    fn the_silicon_column_is_paired() {
+        let mut hw = report(Backend::Hardware, 50.0, 200.0, None);
+        hw.paired_peak_gops = Some(100.0);
+        hw.paired_percent_of_peak = Some(48.0);
+        assert_eq!(peak_of(&hw), Some((100.0, 48.0)));
+        // Only on the silicon: the emulator keeps its SIMD peak.
+        let mut emu = report(Backend::Emulated, 150.0, 100.0, Some(300.0));
+        emu.paired_percent_of_peak = Some(1.0);
+        assert_eq!(peak_of(&emu), Some((300.0, 50.0)));
+    }
+
+    #[test]
+    fn parses_scaling() {
+        assert!(args("--scaling --threads 2").unwrap().scaling);
+        assert!(!args("--threads 2").unwrap().scaling);
+        assert!(help().starts_with(USAGE));
     }
 
     #[test]
