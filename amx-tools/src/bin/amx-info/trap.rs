@@ -90,6 +90,14 @@ pub fn run(quick: bool) -> Result<Vec<TrapRow>, String> {
         (load, dot)
     };
     trap::install().map_err(|e| e.to_string())?;
+    if trap::assists_silicon() {
+        return Err(format!(
+            "the engine assists this AMX silicon (AMX_TRAP_CPU models {:?}): TILELOADD and \
+             TDPBSSD run on the silicon and never trap; only the instructions of the extensions \
+             the silicon lacks do, a signal each",
+            trap::model()
+        ));
+    }
     amx_runtime::permit::request_permission().map_err(|e| e.to_string())?;
     // SAFETY: a valid configuration image (every tile 16 x 64 bytes) and 16 x 64 bytes of data,
     // executed by the engine; released below.
