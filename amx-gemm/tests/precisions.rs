@@ -186,3 +186,37 @@ fn unsigned_weights_with_group_scales() {
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&out), bits(&model));
 }
+
+#[test]
+#[ignore = "run by fp16_on_the_silicon_code_path_of_a_granite_rapids in a child process"]
+fn child_fp16_silicon_code_path() {
+    if !amx_test_support::in_child() {
+        return;
+    }
+    amx_trap::install().expect("the engine runs the Granite Rapids model here");
+    amx_runtime::permit::request_permission().unwrap();
+    assert!(amx_runtime::detect().amx_fp16);
+    for (i, (m, n, k)) in [(1, 17, 31), (17, 40, 65), (40, 32, 32)].into_iter().enumerate() {
+        let mode = [Mode::Overwrite, Mode::Accumulate][i % 2];
+        check::<Fp16>(Backend::Hardware, m, n, k, 1 + i % 2, mode, i % 3, i as u64);
+    }
+}
+
+/// The silicon code path of TDPFP16PS where the trap engine runs a Granite Rapids: on a CPU
+/// without AMX it executes every instruction, on AMX silicon without AMX-FP16 it executes the
+/// fp16 products and the silicon the rest.
+#[test]
+fn fp16_on_the_silicon_code_path_of_a_granite_rapids() {
+    if !amx_trap::runs_here(amx_trap::Model::GraniteRapids) {
+        amx_test_support::skip(
+            amx_test_support::Kind::NotApplicable,
+            "the trap engine does not run here, or this silicon has AMX-FP16 itself (the other \
+             tests run its hardware backend)",
+        );
+        return;
+    }
+    amx_test_support::Child::new("child_fp16_silicon_code_path")
+        .env("AMX_TRAP_CPU", "gnr")
+        .run()
+        .assert_passed();
+}
