@@ -1527,6 +1527,14 @@ fn peak_worker(
     time: Duration,
 ) -> Result<(f64, f64), MeasureError> {
     let ops = dtype.ops_per_tdp();
+    if backend == Backend::Hardware {
+        // The peer (oneDNN) may have run on this thread since the last sample, loading or
+        // releasing tiles behind the runtime's tracking: the typed loop's configure must see the
+        // real configuration, else it skips its LDTILECFG and runs on released tiles (#UD).
+        if let Ok(mut hw) = amx_runtime::Hardware::new() {
+            hw.resync();
+        }
+    }
     match dtype {
         PrecisionKind::Int8 => peak_int8(backend, warmup, time, ops),
         PrecisionKind::U8S8 => peak_u8s8(backend, warmup, time, ops),
@@ -1546,6 +1554,27 @@ fn peak_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Foreign AMX code (a peer such as oneDNN) between two peak samples on the thread may
+    /// release the configuration the runtime tracks as loaded: the next sample loads its own.
+    #[test]
+    fn a_peak_sample_after_foreign_amx_code_configures_again() {
+        if amx_trap::hardware().is_err() {
+            amx_test_support::skip(
+                amx_test_support::Kind::Hardware,
+                "needs the AMX silicon or the trap engine (x86-64 Linux)",
+            );
+            return;
+        }
+        let (warmup, time) = (Duration::from_micros(100), Duration::from_micros(300));
+        // The peak's own layout tracked as loaded on this thread...
+        drop(configure_typed_on::<layouts::Int8Peak>(Backend::Hardware).unwrap());
+        // ...then released behind the tracking's back, as a foreign library does.
+        // SAFETY: TILERELEASE is legal in any state.
+        unsafe { amx_runtime::intrinsics::_tile_release() };
+        let (ops, _) = peak_worker(PrecisionKind::Int8, Backend::Hardware, warmup, time).unwrap();
+        assert!(ops > 0.0);
+    }
 
     #[test]
     fn footprint_is_checked_against_available_memory() {
