@@ -196,7 +196,10 @@ fn child_fp16_silicon_code_path() {
     amx_trap::install().expect("the engine runs the Granite Rapids model here");
     amx_runtime::permit::request_permission().unwrap();
     assert!(amx_runtime::detect().amx_fp16);
-    for (i, (m, n, k)) in [(1, 17, 31), (17, 40, 65), (40, 32, 32)].into_iter().enumerate() {
+    for (i, (m, n, k)) in [(1, 17, 31), (17, 40, 65), (40, 32, 32)]
+        .into_iter()
+        .enumerate()
+    {
         let mode = [Mode::Overwrite, Mode::Accumulate][i % 2];
         check::<Fp16>(Backend::Hardware, m, n, k, 1 + i % 2, mode, i % 3, i as u64);
     }

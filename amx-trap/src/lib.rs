@@ -178,15 +178,17 @@ pub fn assists_silicon() -> bool {
     is_active() && MODE.load(Ordering::Relaxed) == mode::ASSIST
 }
 
-/// Whether [`install`] runs the engine in this process when `AMX_TRAP_CPU` names `model`: on
-/// x86-64 Linux without usable AMX (the engine executes every AMX instruction), and on AMX
-/// silicon that lacks one of `model`'s extensions (the engine executes those).
+/// Whether [`install`], with `AMX_TRAP_CPU` naming `model`, runs the engine on this machine (in
+/// a new process, say): on x86-64 Linux without usable AMX (the engine executes every AMX
+/// instruction), and on AMX silicon that lacks one of `model`'s extensions (the engine executes
+/// those). The answer does not depend on the engine this process installed, if any.
 pub fn runs_here(model: Model) -> bool {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         if is_active() {
-            // The model was chosen at installation (and the runtime's detection reports it).
-            return executes_amx() && self::model() == model;
+            // Installed: the runtime's detection now reports the model, so the host's answer
+            // is the one read at installation.
+            return emulating() || assist::needed(model, crate::zmm::available());
         }
         !linux::native_amx() || assist::needed_now(model)
     }
