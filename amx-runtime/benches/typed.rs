@@ -168,9 +168,10 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// The best time per call of `a` and of `b`, in ns, from batches that alternate between the
-/// two (so a noisy stretch of a shared machine hits both alike).
-fn paired(a: &mut dyn FnMut(), b: &mut dyn FnMut()) -> (f64, f64) {
+/// The median time per call of `a` and of `b`, in ns, and the median of their per-pair ratios,
+/// from batches that alternate between the two, in turn first (so a noisy stretch of a shared
+/// machine, which may last a few batches, hits both sides of a pair alike).
+fn paired(a: &mut dyn FnMut(), b: &mut dyn FnMut()) -> (f64, f64, f64) {
     let batch = |f: &mut dyn FnMut()| {
         let t = Instant::now();
         for _ in 0..100 {
@@ -178,12 +179,28 @@ fn paired(a: &mut dyn FnMut(), b: &mut dyn FnMut()) -> (f64, f64) {
         }
         t.elapsed().as_nanos() as f64 / 100.0
     };
-    let (mut best_a, mut best_b) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..25 {
-        best_a = best_a.min(batch(a));
-        best_b = best_b.min(batch(b));
+    let (mut times_a, mut times_b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for pair in 0..41 {
+        let (ta, tb) = if pair % 2 == 0 {
+            let ta = batch(a);
+            (ta, batch(b))
+        } else {
+            let tb = batch(b);
+            (batch(a), tb)
+        };
+        times_a.push(ta);
+        times_b.push(tb);
+        ratios.push(ta / tb);
     }
-    (best_a, best_b)
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (
+        median(&mut times_a),
+        median(&mut times_b),
+        median(&mut ratios),
+    )
 }
 
 fn ratio() {
@@ -191,23 +208,23 @@ fn ratio() {
     let (mut typed_out, mut other_out) = (vec![0i32; 1024], vec![0i32; 1024]);
     #[cfg(target_arch = "x86_64")]
     if hardware() && amx_runtime::backend() == Ok(Backend::Hardware) {
-        let (typed, raw) = paired(&mut || typed_kernel(&p, &mut typed_out), &mut || {
+        let (typed, raw, ratio) = paired(&mut || typed_kernel(&p, &mut typed_out), &mut || {
             raw_kernel(&p, &mut other_out)
         });
         assert_eq!(typed_out, other_out, "typed and raw kernels disagree");
         println!(
-            "typed {typed:.0} ns, raw intrinsics {raw:.0} ns per kernel: typed / raw = {:.3}",
-            typed / raw
+            "typed {typed:.0} ns, raw intrinsics {raw:.0} ns per kernel (medians): typed / raw = \
+             {ratio:.3} (median of 41 alternating pairs)"
         );
         return;
     }
-    let (typed, checked) = paired(&mut || typed_kernel(&p, &mut typed_out), &mut || {
+    let (typed, checked, ratio) = paired(&mut || typed_kernel(&p, &mut typed_out), &mut || {
         checked_kernel(Backend::Emulated, &p, &mut other_out)
     });
     assert_eq!(typed_out, other_out, "typed and checked kernels disagree");
     println!(
-        "emulator: typed {typed:.0} ns, checked {checked:.0} ns per kernel: typed / checked = {:.3}",
-        typed / checked
+        "emulator: typed {typed:.0} ns, checked {checked:.0} ns per kernel (medians): typed / \
+         checked = {ratio:.3} (median of 41 alternating pairs)"
     );
 }
 

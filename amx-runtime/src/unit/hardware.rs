@@ -95,42 +95,35 @@ fn cpuid(_leaf: u32, _subleaf: u32) -> [u32; 4] {
 
 static SILICON: OnceLock<Silicon> = OnceLock::new();
 
-thread_local! {
-    /// This thread's configuration as STTILECFG would write it (zeros when unconfigured).
-    /// One cell per byte, so that the typed path's per-instruction bookkeeping (start_row := 0)
-    /// is a one-byte store rather than a copy of the whole image.
-    static CONFIG: [Cell<u8>; 64] = const { [const { Cell::new(0) }; 64] };
-    /// Whether this thread vouched that its cores execute TDPFP16PS.
-    static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
+/// This thread's tracked state. A [`Hardware`] handle keeps its address (it never leaves the
+/// thread), so that the per-instruction bookkeeping of the typed and unchecked paths is a plain
+/// load or store: through `thread_local!` from another crate every access was a function call.
+#[derive(Debug)]
+struct Tracked {
+    /// The configuration as STTILECFG would write it (zeros when unconfigured). One cell per
+    /// byte, so that the per-instruction bookkeeping (start_row := 0) is a one-byte store rather
+    /// than a copy of the whole image.
+    config: [Cell<u8>; 64],
     /// Counts this thread's configuration changes (LDTILECFG, TILERELEASE, resync) through any
     /// `Hardware` handle, so typed tiles notice a configuration changed behind them.
-    static EPOCH: Cell<u64> = const { Cell::new(0) };
+    epoch: Cell<u64>,
 }
 
-/// This thread's configuration epoch (see [`Hardware::config_epoch`]).
-#[inline]
-fn epoch() -> u64 {
-    EPOCH.with(Cell::get)
-}
-
-#[inline]
-fn tracked() -> [u8; 64] {
-    CONFIG.with(|c| std::array::from_fn(|i| c[i].get()))
-}
-
-fn set_tracked(config: [u8; 64]) {
-    EPOCH.with(|e| e.set(e.get().wrapping_add(1)));
-    CONFIG.with(|c| {
-        for (cell, byte) in c.iter().zip(config) {
-            cell.set(byte);
+thread_local! {
+    static TRACKED: Tracked = const {
+        Tracked {
+            config: [const { Cell::new(0) }; 64],
+            epoch: Cell::new(0),
         }
-    });
+    };
+    /// Whether this thread vouched that its cores execute TDPFP16PS.
+    static FP16_ASSUMED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
-#[inline(always)]
-fn clear_start_row() {
-    CONFIG.with(|c| c[image::START_ROW].set(0));
+/// This thread's [`Tracked`]. It has no destructor, so the address stays valid for as long as
+/// the thread runs, its other thread-locals' destructors included.
+fn tracked_here() -> *const Tracked {
+    TRACKED.with(|t| t as *const Tracked)
 }
 
 /// The CPU's own AMX unit, for the calling thread. Neither `Send` nor `Sync`: tile state belongs
@@ -183,7 +176,25 @@ fn clear_start_row() {
 #[derive(Debug)]
 pub struct Hardware {
     silicon: &'static Silicon,
+    /// This thread's tracked state ([`tracked_here`]): the raw pointer also keeps the handle
+    /// on its thread (neither `Send` nor `Sync`).
+    here: *const Tracked,
     _thread_bound: PhantomData<*const ()>,
+}
+
+/// The #UD of a dot product whose feature the CPU lacks (out of line: the rare case).
+#[cold]
+#[inline(never)]
+fn missing_dot_feature(kind: DotKind) -> Fault {
+    let feature = match kind {
+        DotKind::Tdpbf16ps => Feature::AmxBf16,
+        DotKind::Tdpfp16ps => Feature::AmxFp16,
+        _ => Feature::AmxInt8,
+    };
+    check::ud(
+        Mnemonic::DotProduct(kind),
+        UdReason::MissingFeature(feature),
+    )
 }
 
 impl Hardware {
@@ -204,6 +215,7 @@ impl Hardware {
         };
         Ok(Hardware {
             silicon,
+            here: tracked_here(),
             _thread_bound: PhantomData,
         })
     }
@@ -244,7 +256,37 @@ impl Hardware {
     /// the value it saw when it configured, before it runs an instruction unchecked.
     #[inline(always)]
     pub(crate) fn config_epoch(&self) -> u64 {
-        epoch()
+        self.here().epoch.get()
+    }
+
+    /// This thread's tracked state.
+    #[inline(always)]
+    fn here(&self) -> &Tracked {
+        // SAFETY: `here` is this thread's `TRACKED` (taken in `new`, and a handle never leaves
+        // its thread), which lives, without a destructor, as long as the thread.
+        unsafe { &*self.here }
+    }
+
+    /// The tracked configuration.
+    #[inline]
+    fn tracked(&self) -> [u8; 64] {
+        let c = &self.here().config;
+        std::array::from_fn(|i| c[i].get())
+    }
+
+    /// Records `config` as loaded: a new epoch.
+    fn set_tracked(&self, config: [u8; 64]) {
+        let here = self.here();
+        here.epoch.set(here.epoch.get().wrapping_add(1));
+        for (cell, byte) in here.config.iter().zip(config) {
+            cell.set(byte);
+        }
+    }
+
+    /// Every tile-data instruction leaves start_row = 0 when it completes (Z4, T4, W3, D3).
+    #[inline(always)]
+    fn clear_start_row(&self) {
+        self.here().config[image::START_ROW].set(0);
     }
 
     /// Whether the palette table is the architectural one (for `configure`).
@@ -264,7 +306,7 @@ impl Hardware {
     /// thread.
     pub fn resync(&mut self) {
         let real = self.sttilecfg();
-        set_tracked(real);
+        self.set_tracked(real);
     }
 
     /// Why the typed layer cannot run on this CPU, or `None` when it can. Typed dot products
@@ -286,6 +328,7 @@ impl Hardware {
 
     /// Whether [`TileUnit::tdpfp16ps`] executes on this thread: CPUID reports AMX-FP16, or the
     /// thread called [`Hardware::assume_amx_fp16`].
+    #[inline]
     pub fn amx_fp16(&self) -> bool {
         self.silicon.amx_fp16 || FP16_ASSUMED.with(Cell::get)
     }
@@ -313,7 +356,7 @@ impl Hardware {
     pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilezero_dyn(t) };
-        clear_start_row();
+        self.clear_start_row();
     }
 
     /// TILELOADD without the checks: the typed path.
@@ -325,7 +368,7 @@ impl Hardware {
     pub(crate) unsafe fn tileloadd_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloadd_dyn(t, src, stride) };
-        clear_start_row();
+        self.clear_start_row();
     }
 
     /// TILELOADDT1 without the checks: the typed path.
@@ -336,7 +379,7 @@ impl Hardware {
     pub(crate) unsafe fn tileloaddt1_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloaddt1_dyn(t, src, stride) };
-        clear_start_row();
+        self.clear_start_row();
     }
 
     /// TILESTORED without the checks: the typed path.
@@ -348,7 +391,7 @@ impl Hardware {
     pub(crate) unsafe fn tilestored_unchecked(&mut self, t: u8, dst: *mut u8, stride: isize) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilestored_dyn(t, dst, stride) };
-        clear_start_row();
+        self.clear_start_row();
     }
 
     /// A dot product without the shape checks: the typed path. The feature check stays (it is
@@ -374,26 +417,26 @@ impl Hardware {
         // whatever the architectural ones admit (checked above), and the caller guarantees the
         // operands fit the loaded configuration under those.
         unsafe { asm::dot_dyn(kind, c, a, b) };
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
     /// #UD unless the CPU implements the dot product `kind` (or the thread vouched for it).
+    /// Inlined: the typed and unchecked paths run it before every dot product, where a call
+    /// returning a `Result` through memory cost about 10 cycles each on the silicon.
+    #[inline(always)]
     fn feature(&self, kind: DotKind) -> Result<(), Fault> {
         // The opcode is decoded before any tile state is looked at: without the feature it is
         // #UD whatever the operands.
-        let (present, feature) = match kind {
-            DotKind::Tdpbf16ps => (self.silicon.amx_bf16, Feature::AmxBf16),
-            DotKind::Tdpfp16ps => (self.amx_fp16(), Feature::AmxFp16),
-            _ => (self.silicon.amx_int8, Feature::AmxInt8),
+        let present = match kind {
+            DotKind::Tdpbf16ps => self.silicon.amx_bf16,
+            DotKind::Tdpfp16ps => self.amx_fp16(),
+            _ => self.silicon.amx_int8,
         };
         if present {
             Ok(())
         } else {
-            Err(check::ud(
-                Mnemonic::DotProduct(kind),
-                UdReason::MissingFeature(feature),
-            ))
+            Err(missing_dot_feature(kind))
         }
     }
 
@@ -422,12 +465,17 @@ impl Hardware {
     /// An AMX-FP8 or AMX-COMPLEX dot product, after the checks.
     fn product(&mut self, product: Product, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.require(product.feature(), product.mnemonic())?;
-        check::dot(&tracked(), (c, a, b), self.silicon.tmul, product.mnemonic())?;
+        check::dot(
+            &self.tracked(),
+            (c, a, b),
+            self.silicon.tmul,
+            product.mnemonic(),
+        )?;
         // SAFETY: the CPU implements the instruction (checked above); check::dot proved c, a, b
         // distinct, below 8, used, and of shapes it accepts under this CPU's TMUL limits.
         let done = unsafe { asm::product_dyn(product, c, a, b) };
         debug_assert!(done, "check::dot admitted C={c} A={a} B={b}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -449,7 +497,7 @@ impl Hardware {
             Mnemonic::Tileloaddrs
         };
         self.require(Feature::AmxMovrs, mnemonic)?;
-        let shape = check::tile_memory(&tracked(), t, mnemonic)?;
+        let shape = check::tile_memory(&self.tracked(), t, mnemonic)?;
         let base = match src {
             Ok(slice) => {
                 check::bounds(t, shape, stride as usize, slice.len())?;
@@ -462,7 +510,7 @@ impl Hardware {
         // caller's usize: see `load_slice`) or is the caller's promise for a raw pointer.
         let done = unsafe { asm::tileloaddrs_dyn(t, base, stride, t1) };
         debug_assert!(done, "check::tile_memory admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -476,12 +524,12 @@ impl Hardware {
     ) -> Result<[u8; ROW_BYTES], Fault> {
         self.require(Feature::AmxAvx512, instruction)?;
         self.require(Feature::ZmmState, instruction)?;
-        check::tile_row(&tracked(), t, instruction)?;
+        check::tile_row(&self.tracked(), t, instruction)?;
         // SAFETY: the CPU implements AMX-AVX512 (and so AVX-512F, which it requires) with the
         // AVX-512 state enabled, and check::tile_row proved tile t used with colsb % 4 == 0.
         let out = unsafe { asm::row_dyn(op, t, row) };
         let out = out.ok_or(check::ud(instruction, UdReason::NoSuchTile { tile: t }))?;
-        clear_start_row();
+        self.clear_start_row();
         Ok(out)
     }
 
@@ -492,7 +540,7 @@ impl Hardware {
         } else {
             Mnemonic::Tileloadd
         };
-        let shape = check::tile_memory(&tracked(), t, mnemonic)?;
+        let shape = check::tile_memory(&self.tracked(), t, mnemonic)?;
         check::bounds(t, shape, stride, src.len())?;
         // `stride as isize` keeps the bits: the CPU computes row r at base + r * stride modulo
         // 2^64. When rows >= 2 the bounds check proved stride < src.len() <= isize::MAX; when
@@ -508,7 +556,7 @@ impl Hardware {
             }
         };
         debug_assert!(done, "check::tile_memory admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -528,7 +576,7 @@ impl Hardware {
         } else {
             Mnemonic::Tileloadd
         };
-        check::tile_memory(&tracked(), t, mnemonic)?;
+        check::tile_memory(&self.tracked(), t, mnemonic)?;
         // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
         // guarantees that every row read is readable.
         let done = unsafe {
@@ -539,7 +587,7 @@ impl Hardware {
             }
         };
         debug_assert!(done, "check::tile_memory admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -547,7 +595,7 @@ impl Hardware {
     fn dot(&mut self, kind: DotKind, c: u8, a: u8, b: u8) -> Result<(), Fault> {
         self.feature(kind)?;
         check::dot(
-            &tracked(),
+            &self.tracked(),
             (c, a, b),
             self.silicon.tmul,
             Mnemonic::DotProduct(kind),
@@ -557,7 +605,7 @@ impl Hardware {
         // the instruction accepts under this CPU's TMUL limits.
         let done = unsafe { asm::dot_dyn(kind, c, a, b) };
         debug_assert!(done, "check::dot admitted C={c} A={a} B={b}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 }
@@ -593,7 +641,7 @@ impl TileUnit for Hardware {
         // table, so LDTILECFG does not raise #GP.
         unsafe { asm::ldtilecfg(image.as_ptr()) };
         // An accepted image has zero reserved bytes, so it is exactly what STTILECFG writes.
-        set_tracked(if configured { *image } else { [0; 64] });
+        self.set_tracked(if configured { *image } else { [0; 64] });
         Ok(())
     }
 
@@ -607,20 +655,20 @@ impl TileUnit for Hardware {
     fn tilerelease(&mut self) {
         // SAFETY: TILERELEASE is legal configured or not (R2) and touches no memory.
         unsafe { asm::tilerelease() };
-        set_tracked([0; 64]);
+        self.set_tracked([0; 64]);
     }
 
     #[inline]
     fn loaded_config(&self) -> [u8; 64] {
-        tracked()
+        self.tracked()
     }
 
     fn tilezero(&mut self, t: u8) -> Result<(), Fault> {
-        check::tilezero(&tracked(), t)?;
+        check::tilezero(&self.tracked(), t)?;
         // SAFETY: check::tilezero proved a configuration loaded and tile t used.
         let done = unsafe { asm::tilezero_dyn(t) };
         debug_assert!(done, "check::tilezero admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -633,14 +681,14 @@ impl TileUnit for Hardware {
     }
 
     fn tilestored(&mut self, t: u8, dst: &mut [u8], stride: usize) -> Result<(), Fault> {
-        let shape = check::tile_memory(&tracked(), t, Mnemonic::Tilestored)?;
+        let shape = check::tile_memory(&self.tracked(), t, Mnemonic::Tilestored)?;
         check::bounds(t, shape, stride, dst.len())?;
         // The stride cast keeps the bits; see `load_slice`.
         // SAFETY: check::tile_memory proved the instruction legal on tile t, check::bounds that
         // every row r < rows lies inside `dst`, which is borrowed mutably here.
         let done = unsafe { asm::tilestored_dyn(t, dst.as_mut_ptr(), stride as isize) };
         debug_assert!(done, "check::tile_memory admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
@@ -660,12 +708,12 @@ impl TileUnit for Hardware {
     }
 
     unsafe fn tilestored_ptr(&mut self, t: u8, dst: *mut u8, stride: isize) -> Result<(), Fault> {
-        check::tile_memory(&tracked(), t, Mnemonic::Tilestored)?;
+        check::tile_memory(&self.tracked(), t, Mnemonic::Tilestored)?;
         // SAFETY: check::tile_memory proved the instruction legal on tile t; the caller
         // guarantees that every row written is writable and unaliased.
         let done = unsafe { asm::tilestored_dyn(t, dst, stride) };
         debug_assert!(done, "check::tile_memory admitted tile t{t}");
-        clear_start_row();
+        self.clear_start_row();
         Ok(())
     }
 
