@@ -339,7 +339,9 @@ mod hook {
 /// every instruction it has, and the engine, on the #UD of each other one, executes it against
 /// the thread's own tile registers as the kernel saved them in the signal frame (so code
 /// written for Diamond Rapids runs on a Sapphire Rapids, its FP8 products and row moves one
-/// signal each). Where the preload library runs the process's engine already, that engine is the
+/// signal each). There, install it before the process's first `Hardware` handle: the runtime
+/// reads the capabilities once, at that handle, and after a first handle made without the
+/// engine every handle refuses the new instructions (`UdReason::MissingFeature`). Where the preload library runs the process's engine already, that engine is the
 /// one the runtime uses, and this installs nothing. Install it after the program's own
 /// handlers of SIGILL, SIGSEGV, SIGBUS and SIGTRAP: the engine passes every one of those
 /// signals that is not its own to the action it replaced.
