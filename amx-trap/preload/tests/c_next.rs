@@ -2,8 +2,10 @@
 //! as bytes) under `LD_PRELOAD` with `AMX_TRAP_CPU=dmr`: the FP8 and complex products and the
 //! MOVRS loads give the emulator's results, a MOVRS load from an unmapped row reaches the
 //! program's SIGSEGV handler as TILELOADD's would, and TILEMOVROW writes zmm22 where the host
-//! has AVX-512, else is #UD. On AMX silicon without these instructions the engine assists it (the
-//! silicon runs the rest); skipped where the silicon has them all, or gcc is missing.
+//! has AVX-512, else is #UD; a product inside a signal handler starts from the INIT state and
+//! leaves the interrupted tiles as they were. On AMX silicon without these instructions the
+//! engine assists it (the silicon runs the rest); skipped where the silicon has them all, or gcc
+//! is missing.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::path::PathBuf;
@@ -184,4 +186,29 @@ fn c_program_first_use_in_a_thread_on_a_small_alternate_stack() {
     let want = hex(&emu.tile_data(2).unwrap());
     assert_eq!(out.line("thread"), want, "{out}");
     assert_eq!(out.line("thread-zero-first"), want, "{out}");
+}
+
+#[test]
+fn c_program_product_in_a_signal_handler() {
+    if !engine_runs_dmr() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    // The handler starts in the INIT tile state, runs its own TDPBF8PS, and the interrupted
+    // code's configuration and tile come back when it returns, as on silicon with AMX-FP8.
+    let out = run(&program, "handler");
+    assert!(out.ok(), "{out}");
+    let (a, b) = inputs();
+    let mut emu = configured();
+    emu.tileloadd(0, &a, 64).unwrap();
+    emu.tileloadd(1, &b, 64).unwrap();
+    emu.tilezero(2).unwrap();
+    emu.tdpbf8ps(2, 0, 1).unwrap();
+    assert_eq!(
+        out.line("handler"),
+        hex(&emu.tile_data(2).unwrap()),
+        "{out}"
+    );
+    assert_eq!(out.line("handler-started-init"), "1", "{out}");
+    assert_eq!(out.line("interrupted-state-back"), "1 1", "{out}");
 }

@@ -13,6 +13,9 @@
  *                TDPBF8PS from a zero C, the result as hex. In the first thread the MOVRS loads
  *                are its first tile-data instructions; in the second a TILEZERO comes first, so
  *                that the engine's first signal there carries the whole tile state.
+ *   handler      TDPBF8PS inside a SIGUSR1 handler (its own configuration, from the INIT state
+ *                every handler starts in), while the interrupted code holds other tiles: the
+ *                handler's result as hex, then whether the interrupted tiles came back
  */
 #include "hostile.h"
 
@@ -144,6 +147,56 @@ static int rowmove(void) {
     return 0;
 }
 
+static uint8_t handler_out[1024];
+static volatile int handler_cfg_was_init = -1;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    tilecfg now, c;
+    sttilecfg(&now);
+    int init = 1;
+    for (int i = 0; i < 64; i++)
+        init &= ((uint8_t *)&now)[i] == 0;
+    handler_cfg_was_init = init;
+    config(&c, 16);
+    ldtilecfg(&c);
+    tileload0(a, 64);
+    tileload1(b, 64);
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x49, 0xd0\n\t" /* tilezero tmm2 */
+                     ".byte 0xc4, 0xe5, 0x70, 0xfd, 0xd0" /* tdpbf8ps tmm2, tmm0, tmm1 */
+                     ::: "memory");
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x14, 0x37" ::"D"(handler_out), "S"(64L)
+                     : "memory");
+    tilerelease();
+}
+
+static int handler(void) {
+    request_amx();
+    for (int i = 0; i < 1024; i++) {
+        a[i] = (uint8_t)(i * 37 + 11);
+        b[i] = (uint8_t)(i * 101 + 3);
+    }
+    signal(SIGUSR1, on_usr1);
+    /* The interrupted code's own tiles: 8 rows, tmm0 loaded from `b`. */
+    tilecfg mine;
+    config(&mine, 8);
+    ldtilecfg(&mine);
+    tileload0(b, 64);
+    raise(SIGUSR1);
+    hex("handler", handler_out, 1024);
+    printf("handler-started-init %d\n", handler_cfg_was_init);
+    tilecfg after;
+    sttilecfg(&after);
+    uint8_t back[1024];
+    memset(back, 0xEE, sizeof back);
+    tilestore0(back, 64);
+    int same_cfg = !memcmp(&after, &mine, sizeof mine);
+    int same_tile = !memcmp(back, b, 8 * 64);
+    printf("interrupted-state-back %d %d\n", same_cfg, same_tile);
+    tilerelease();
+    return 0;
+}
+
 static size_t extra;
 
 static void *first_use(void *arg) {
@@ -201,6 +254,8 @@ int main(int argc, char **argv) {
         return movrs_fault();
     if (!strcmp(mode, "rowmove"))
         return rowmove();
+    if (!strcmp(mode, "handler"))
+        return handler();
     if (!strcmp(mode, "thread") && argc > 2)
         return thread((size_t)atol(argv[2]));
     return 2;
