@@ -53,6 +53,56 @@ use serde::{Serialize, Serializer};
 use crate::onednn::Peer;
 use crate::stats::Sample;
 
+/// `f::<P>(..)` for the precision type `P` of a [`PrecisionKind`], or
+/// [`MeasureError::UnsupportedPrecision`]: one dispatch for every measurement.
+macro_rules! by_precision {
+    ($kind:expr, |$p:ident| $call:expr) => {
+        match $kind {
+            PrecisionKind::Int8 => {
+                type $p = Int8;
+                $call
+            }
+            PrecisionKind::U8S8 => {
+                type $p = U8S8;
+                $call
+            }
+            PrecisionKind::Bf16 => {
+                type $p = Bf16;
+                $call
+            }
+            PrecisionKind::S8U8 => {
+                type $p = S8U8;
+                $call
+            }
+            PrecisionKind::U8U8 => {
+                type $p = U8U8;
+                $call
+            }
+            PrecisionKind::Fp16 => {
+                type $p = Fp16;
+                $call
+            }
+            PrecisionKind::Bf8Bf8 => {
+                type $p = Bf8Bf8;
+                $call
+            }
+            PrecisionKind::Hf8Hf8 => {
+                type $p = Hf8Hf8;
+                $call
+            }
+            PrecisionKind::Bf8Hf8 => {
+                type $p = Bf8Hf8;
+                $call
+            }
+            PrecisionKind::Hf8Bf8 => {
+                type $p = Hf8Bf8;
+                $call
+            }
+            other => Err(MeasureError::UnsupportedPrecision(other)),
+        }
+    };
+}
+
 /// Why a measurement did not run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MeasureError {
@@ -276,19 +326,7 @@ impl Case {
     /// blocks (each thread keeps its own between calls): [`Harness::scaling`] runs the case on
     /// the calling thread too, one worker more than its thread count.
     fn footprint_with(&self, workers: usize) -> Result<u128, MeasureError> {
-        match self.dtype {
-            PrecisionKind::Int8 => self.footprint_of::<Int8>(workers),
-            PrecisionKind::U8S8 => self.footprint_of::<U8S8>(workers),
-            PrecisionKind::Bf16 => self.footprint_of::<Bf16>(workers),
-            PrecisionKind::S8U8 => self.footprint_of::<S8U8>(workers),
-            PrecisionKind::U8U8 => self.footprint_of::<U8U8>(workers),
-            PrecisionKind::Fp16 => self.footprint_of::<Fp16>(workers),
-            PrecisionKind::Bf8Bf8 => self.footprint_of::<Bf8Bf8>(workers),
-            PrecisionKind::Hf8Hf8 => self.footprint_of::<Hf8Hf8>(workers),
-            PrecisionKind::Bf8Hf8 => self.footprint_of::<Bf8Hf8>(workers),
-            PrecisionKind::Hf8Bf8 => self.footprint_of::<Hf8Bf8>(workers),
-            other => Err(MeasureError::UnsupportedPrecision(other)),
-        }
+        by_precision!(self.dtype, |P| self.footprint_of::<P>(workers))
     }
 
     fn footprint_of<P: Precision>(&self, workers: usize) -> Result<u128, MeasureError> {
@@ -536,13 +574,18 @@ struct Record<'a> {
     check_detail: Option<&'a str>,
 }
 
+/// A check's two JSON fields: `"ok"` with what was compared, or what failed.
+fn check_fields(check: &Result<String, String>) -> (&str, Option<&str>) {
+    match check {
+        Ok(what) => ("ok", Some(what.as_str())),
+        Err(why) => (why.as_str(), None),
+    }
+}
+
 impl Serialize for Report {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let c = &self.case;
-        let (check, check_detail) = match &self.check {
-            Ok(what) => ("ok", Some(what.as_str())),
-            Err(why) => (why.as_str(), None),
-        };
+        let (check, check_detail) = check_fields(&self.check);
         Record {
             dtype: c.dtype.name(),
             m: c.m,
@@ -770,19 +813,7 @@ impl Harness {
 
     /// Times and checks one case (see the [module docs](self)).
     pub fn run(&mut self, case: &Case) -> Result<Report, MeasureError> {
-        match case.dtype {
-            PrecisionKind::Int8 => self.run_typed::<Int8>(case),
-            PrecisionKind::U8S8 => self.run_typed::<U8S8>(case),
-            PrecisionKind::Bf16 => self.run_typed::<Bf16>(case),
-            PrecisionKind::S8U8 => self.run_typed::<S8U8>(case),
-            PrecisionKind::U8U8 => self.run_typed::<U8U8>(case),
-            PrecisionKind::Fp16 => self.run_typed::<Fp16>(case),
-            PrecisionKind::Bf8Bf8 => self.run_typed::<Bf8Bf8>(case),
-            PrecisionKind::Hf8Hf8 => self.run_typed::<Hf8Hf8>(case),
-            PrecisionKind::Bf8Hf8 => self.run_typed::<Bf8Hf8>(case),
-            PrecisionKind::Hf8Bf8 => self.run_typed::<Hf8Bf8>(case),
-            other => Err(MeasureError::UnsupportedPrecision(other)),
-        }
+        by_precision!(case.dtype, |P| self.run_typed::<P>(case))
     }
 
     /// Times one case on 1 thread and on `case.threads` (0: one per core), their repetitions
@@ -794,19 +825,7 @@ impl Harness {
     /// so that neither always follows the other (a second core woken by the previous run, or
     /// left idle by it). The peer is not timed here.
     pub fn scaling(&mut self, case: &Case) -> Result<Scaling, MeasureError> {
-        match case.dtype {
-            PrecisionKind::Int8 => self.scaling_typed::<Int8>(case),
-            PrecisionKind::U8S8 => self.scaling_typed::<U8S8>(case),
-            PrecisionKind::Bf16 => self.scaling_typed::<Bf16>(case),
-            PrecisionKind::S8U8 => self.scaling_typed::<S8U8>(case),
-            PrecisionKind::U8U8 => self.scaling_typed::<U8U8>(case),
-            PrecisionKind::Fp16 => self.scaling_typed::<Fp16>(case),
-            PrecisionKind::Bf8Bf8 => self.scaling_typed::<Bf8Bf8>(case),
-            PrecisionKind::Hf8Hf8 => self.scaling_typed::<Hf8Hf8>(case),
-            PrecisionKind::Bf8Hf8 => self.scaling_typed::<Bf8Hf8>(case),
-            PrecisionKind::Hf8Bf8 => self.scaling_typed::<Hf8Bf8>(case),
-            other => Err(MeasureError::UnsupportedPrecision(other)),
-        }
+        by_precision!(case.dtype, |P| self.scaling_typed::<P>(case))
     }
 
     fn run_typed<P: Precision>(&mut self, case: &Case) -> Result<Report, MeasureError>
@@ -1076,10 +1095,7 @@ struct ScalingRecord<'a> {
 impl Serialize for Scaling {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let c = &self.case;
-        let (check, check_detail) = match &self.check {
-            Ok(what) => ("ok", Some(what.as_str())),
-            Err(why) => (why.as_str(), None),
-        };
+        let (check, check_detail) = check_fields(&self.check);
         ScalingRecord {
             dtype: c.dtype.name(),
             m: c.m,
