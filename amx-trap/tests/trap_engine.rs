@@ -316,17 +316,7 @@ fn child_faults() {
     println!("gp {sig} {code} {trapno} {addr} {err}");
     // #PF: row 4 of a load lies in a PROT_NONE page; the handler unprotects it and retries,
     // and the load resumes at row 4 (T6).
-    // SAFETY: two fresh pages, the second made inaccessible.
-    let pages = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            8192,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    } as usize;
+    let pages = two_pages();
     let data = bytes(6, 8192);
     // SAFETY: the mapping holds 8192 writable bytes.
     unsafe {

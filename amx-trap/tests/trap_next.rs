@@ -276,18 +276,7 @@ fn child_movrs() {
 
     // An unmapped row: SIGSEGV (SEGV_MAPERR) with that row's address, REG_TRAPNO 14, start_row
     // left at the row; the rows before it are loaded.
-    // SAFETY: two fresh pages, the second unmapped again.
-    let pages = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            8192,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    } as usize;
-    assert_ne!(pages, libc::MAP_FAILED as usize);
+    let pages = two_pages();
     // SAFETY: the first page is ours to fill; the second is unmapped.
     unsafe {
         std::ptr::copy_nonoverlapping(src.as_ptr(), pages as *mut u8, 4096);

@@ -199,17 +199,7 @@ fn child_fast_path_faults() {
     handle(libc::SIGSEGV);
     trap::install().unwrap();
     amx_runtime::permit::request_permission().unwrap();
-    // SAFETY: two fresh pages.
-    let pages = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            8192,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    } as usize;
+    let pages = two_pages();
     let data = bytes(6, 8192);
     // SAFETY: the mapping holds 8192 writable bytes.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), pages as *mut u8, 8192) };

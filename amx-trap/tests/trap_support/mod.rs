@@ -9,6 +9,24 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 pub use amx_test_support::needs::trap_engine;
 pub use amx_test_support::{in_child, Child};
 
+/// The address of two fresh read-write pages (8 KiB) of an anonymous private mapping, for the
+/// tests that make the second one fault.
+pub fn two_pages() -> usize {
+    // SAFETY: a new anonymous mapping, shared with nothing.
+    let pages = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            8192,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(pages, libc::MAP_FAILED, "mmap of two pages");
+    pages as usize
+}
+
 /// `n` random bytes from `seed`.
 pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
     amx_test_support::SplitMix64::new(seed).bytes(n)
