@@ -12,7 +12,7 @@
 use std::marker::PhantomData;
 
 use amx_runtime::block::{
-    bias_a, dot_2x2, dot_tile, product_tile, tdpbssd_2x2_a_biased, Block, BlockError,
+    bias_a, dot_1x2, dot_2x2, dot_tile, product_tile, tdpbssd_2x2_a_biased, Block, BlockError,
 };
 use amx_runtime::rules::decode::ProductKind;
 use amx_runtime::rules::DotKind;
@@ -205,10 +205,27 @@ impl<P: Precision> MicroKernel for BlockEdge<P> {
         // SAFETY: the packed A block (this worker's own) and the packed B panel (shared
         // read-only) are alive and unchanged during the call (the micro-kernel contract).
         let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
+        // 16 full rows by 32 columns (a GEMM with M = 16): one row of the 2x2 block, in one
+        // call (on an AVX2 core A is widened once per step for both products). Should its
+        // operands not fit (they always do: the packing guarantees it), C is unchanged and the
+        // loop below runs and reports it.
+        let row_of_two =
+            shape.r0() == 16 && shape.r1() == 0 && shape.c0() == 16 && shape.c1() == 16;
+        let done = match (
+            P::KIND.dot_kind(),
+            <&mut [[u8; 1024]; 2]>::try_from(&mut c.tiles[..2]),
+        ) {
+            (Some(kind), Ok(pair)) if row_of_two => {
+                let a = a.get(t.a_offset..).unwrap_or(&[]);
+                let b = b.get(t.b_offset..).unwrap_or(&[]);
+                dot_1x2(kind, pair, (a, t.a_step), (b, STEP), t.steps).is_ok()
+            }
+            _ => false,
+        };
         // A tile row of A with fewer than 1024 bytes left in the buffer after it (a short last
         // micro-panel) is copied here, zero-padded; the kernel reads only its rows.
         let mut padded = [0u8; 1024];
-        for s in 0..t.steps {
+        for s in (0..t.steps).filter(|_| !done) {
             let a_at = |h: usize| {
                 s.checked_mul(t.a_step)
                     .and_then(|x| x.checked_add(t.a_offset))

@@ -110,12 +110,12 @@ impl fmt::Display for BlockError {
 
 impl std::error::Error for BlockError {}
 
-/// The validated operands of a block, or the one that is too short.
-fn operands<'o>(
+/// The validated operands of a block (A's step `A_TILES` tiles), or the one that is too short.
+fn operands<'o, const A_TILES: usize>(
     a: (&'o [u8], usize),
     b: (&'o [u8], usize),
     steps: usize,
-) -> Result<Operands<'o>, BlockError> {
+) -> Result<Operands<'o, A_TILES>, BlockError> {
     Operands::new(a, b, steps).map_err(|(operand, needed, len)| BlockError::OutOfBounds {
         operand,
         needed,
@@ -139,6 +139,40 @@ pub fn dot_2x2(
 ) -> Result<(), BlockError> {
     let ops = operands((a, a_step), (b, b_step), steps)?;
     block::dot_2x2(kind, &mut c.tiles, &ops);
+    Ok(())
+}
+
+/// `steps` k-steps of one row of a 2x2 block: `c[w] += A x Bw` for `w` in 0, 1 and each step
+/// in order, as the instructions `kind` would on full tiles (16 rows of 64 bytes), where A is
+/// the tile of 1024 bytes at `s * a_step` of `a` (row stride 64) and B0, B1 the two tiles at
+/// `s * b_step` of `b`. The micro-kernel of a GEMM whose micro-tiles have 16 rows (M = 16):
+/// on a CPU whose integer path is AVX2 it runs the 2x2 block's fused kernel on one row of
+/// tiles (A extended once for both products); elsewhere, and for the floating-point
+/// products, the per-instruction kernels step by step. Bit for bit the instructions' result.
+///
+/// ```
+/// use amx_runtime::block::dot_1x2;
+/// use amx_runtime::rules::DotKind;
+///
+/// // Three k-steps: A one tile of 1s per step, B two tiles of 2s.
+/// let (a, b) = (vec![1u8; 3 * 1024], vec![2u8; 3 * 2048]);
+/// let mut c = [[0u8; 1024]; 2];
+/// dot_1x2(DotKind::Tdpbuud, &mut c, (&a, 1024), (&b, 2048), 3).unwrap();
+/// assert_eq!(u32::from_le_bytes(c[1][60..64].try_into().unwrap()), 3 * 64 * 2);
+/// ```
+///
+/// # Errors
+/// [`BlockError::OutOfBounds`] when a step's A tile or B's 2048 bytes fall outside its buffer;
+/// `c` is then unchanged.
+pub fn dot_1x2(
+    kind: DotKind,
+    c: &mut [[u8; TILE_BYTES]; 2],
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+) -> Result<(), BlockError> {
+    let ops = operands::<1>((a, a_step), (b, b_step), steps)?;
+    block::dot_1x2(kind, c, &ops);
     Ok(())
 }
 

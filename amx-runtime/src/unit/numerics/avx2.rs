@@ -404,12 +404,51 @@ const FLOAT_CHUNK: usize = 2;
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dot_2x2_half(
     c: &mut [[u8; 1024]; 4],
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { half_block(c, a, b, steps, half) }
+}
+
+/// [`dot_2x2_half`] on one row of tiles: `C[w] += A x Bw` for `w` in 0, 1 and each step in
+/// order, A's step one tile at `s * a_step`, B's two. A is widened once for both products (the
+/// instruction-by-instruction path widens it for each). Returns `false`, with `c` untouched, as
+/// [`dot_2x2_half`] does.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_1x2_half(
+    c: &mut [[u8; 1024]; 2],
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { half_block(c, a, b, steps, half) }
+}
+
+/// [`dot_2x2_half`] (4 C tiles) or [`dot_1x2_half`] (2): tile `2h + w` of `c` is A's tile h
+/// times B's tile w, for the `c.len() / 2` rows of tiles.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `c.len()` is 2 or 4.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half_block(
+    c: &mut [[u8; 1024]],
     (a, a_step): (&[u8], usize),
     (b, b_step): (&[u8], usize),
     steps: usize,
     half: Half,
 ) -> bool {
-    let mut out = *c;
+    let tiles = c.len().min(4);
+    let heights = tiles / 2;
+    let mut out = [[0u8; 1024]; 4];
+    out[..tiles].copy_from_slice(&c[..tiles]);
     let base = out.as_mut_ptr().cast::<u8>();
     // Widened operands of a chunk: slot `2 * j + h` is tile h of the chunk's step j.
     let mut wa = MaybeUninit::<[Widened; 2 * FLOAT_CHUNK]>::uninit();
@@ -429,25 +468,28 @@ pub(super) unsafe fn dot_2x2_half(
         let chunk = FLOAT_CHUNK.min(steps - s0);
         for j in 0..chunk {
             let s = s0 + j;
-            let (Some(a0), Some(a1), Some(b0), Some(b1)) = (
-                super::block::tile(a, a_step, s, 0),
-                super::block::tile(a, a_step, s, 1),
-                super::block::tile(b, b_step, s, 0),
-                super::block::tile(b, b_step, s, 1),
-            ) else {
-                return false;
-            };
-            // SAFETY: slots 2j and 2j + 1 < 2 * FLOAT_CHUNK of the buffers; the CPU supports
-            // AVX2 and F16C (this function's contract).
-            unsafe {
-                widen_into(a0, half, wa_p.add(2 * j));
-                widen_into(a1, half, wa_p.add(2 * j + 1));
-                widen_into(b0, half, wb_p.add(2 * j));
-                widen_into(b1, half, wb_p.add(2 * j + 1));
+            for h in 0..2 {
+                let (Some(bt), at) = (
+                    super::block::tile(b, b_step, s, h),
+                    super::block::tile(a, a_step, s, h),
+                ) else {
+                    return false;
+                };
+                // SAFETY: slot 2j + h < 2 * FLOAT_CHUNK of the buffers; the CPU supports AVX2
+                // and F16C (this function's contract).
+                unsafe {
+                    if h < heights {
+                        let Some(at) = at else {
+                            return false;
+                        };
+                        widen_into(at, half, wa_p.add(2 * j + h));
+                    }
+                    widen_into(bt, half, wb_p.add(2 * j + h));
+                }
             }
-            for t in 0..4 {
+            for t in 0..tiles {
                 // In step order for each tile of C, as the instructions run.
-                jobs[4 * j + t] = Job {
+                jobs[tiles * j + t] = Job {
                     a: wa_p.wrapping_add(2 * j + t / 2).cast(),
                     b: wb_p.wrapping_add(2 * j + t % 2).cast(),
                     c: base.wrapping_add(t * 1024),
@@ -456,18 +498,18 @@ pub(super) unsafe fn dot_2x2_half(
             }
         }
         // SAFETY: every job of the chunk names two widened operands written above (slots below
-        // 2 * chunk) and a tile of `out`, read then written in place (allowed), 16 rows and 16
-        // k steps; nothing else touches them during the call. The CPU supports AVX2 and FMA
-        // (this function's contract).
-        unsafe { float_kernel(&jobs[..4 * chunk], ROWS, ROWS / FLOAT_GROUP) };
+        // 2 * chunk, A's only for its rows of tiles) and a tile of `out`, read then written in
+        // place (allowed), 16 rows and 16 k steps; nothing else touches them during the call.
+        // The CPU supports AVX2 and FMA (this function's contract).
+        unsafe { float_kernel(&jobs[..tiles * chunk], ROWS, ROWS / FLOAT_GROUP) };
     }
-    let any_nan = out.iter().any(|t| {
+    let any_nan = out[..tiles].iter().any(|t| {
         (0..ROWS).any(|r| nan_lanes([load_half_row(t, r, 0), load_half_row(t, r, 1)]) != 0)
     });
     if any_nan {
         return false;
     }
-    *c = out;
+    c[..tiles].copy_from_slice(&out[..tiles]);
     true
 }
 
@@ -792,20 +834,51 @@ struct WideTile([[__m256i; 4]; ROWS]);
 /// exchanged (an involution, so the same VPERMQ maps C to it and back).
 const ACC_ORDER: i32 = 0b11_01_10_00;
 
-/// [`dot_2x2_int8`] for one signedness; `UNBIAS`: A's bytes are XORed with 0x80 before they are
-/// extended (then `SA` is true).
+/// [`dot_2x2_int8`] on one row of tiles: `C[w] += A x Bw` for `w` in 0, 1 and each step in
+/// order, A's step one tile (1024 bytes at `a + s * a_step`), B's two. The same arithmetic as
+/// the 2x2 block (A extended once for both products, B in the split layout, 4 rows of C in
+/// registers over a chunk of steps): a GEMM's micro-tiles of 16 rows (M = 16) run it.
 ///
 /// # Safety
-/// As [`dot_2x2_int8`].
+/// The CPU must support AVX2; for every `s < steps`, the 1024 bytes at `a + s * a_step` and the
+/// 2048 at `b + s * b_step` must be readable.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot_1x2_int8(
+    c: &mut [[u8; 1024]; 2],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    steps: usize,
+    signs: (bool, bool),
+) {
+    // SAFETY: forwarded from this function's contract (every arm); a 2-tile C reads one tile
+    // of A per step.
+    unsafe {
+        match signs {
+            (true, true) => int8_block::<true, true, false>(c, a, b, steps),
+            (true, false) => int8_block::<true, false, false>(c, a, b, steps),
+            (false, true) => int8_block::<false, true, false>(c, a, b, steps),
+            (false, false) => int8_block::<false, false, false>(c, a, b, steps),
+        }
+    }
+}
+
+/// [`dot_2x2_int8`] (4 C tiles) or [`dot_1x2_int8`] (2) for one signedness: `c` holds the C
+/// tiles of `c.len() / 2` rows of tiles, tile `2h + w` of A's tile h and B's tile w. `UNBIAS`:
+/// A's bytes are XORed with 0x80 before they are extended (then `SA` is true).
+///
+/// # Safety
+/// The CPU must support AVX2; `c.len()` is 2 or 4; for every `s < steps`, the `c.len() / 2`
+/// tiles at `a + s * a_step` and the 2048 bytes at `b + s * b_step` must be readable.
 #[target_feature(enable = "avx2")]
 unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
-    c: &mut [[u8; 1024]; 4],
+    c: &mut [[u8; 1024]],
     (a, a_step): (*const u8, usize),
     (b, b_step): (*const u8, usize),
     steps: usize,
 ) {
+    let heights = c.len() / 2;
     // Extended operands of a chunk: tile `2 * j + h` is tile h of the chunk's step j. Only the
-    // tiles of the chunk's steps are written, and only those are read.
+    // tiles of the chunk's steps (and of A's rows of tiles) are written, and only those read.
     let mut wa = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
     let mut wb = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
     let (wa_p, wb_p) = (
@@ -816,18 +889,20 @@ unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
         let chunk = INT8_CHUNK.min(steps - s0);
         for i in 0..2 * chunk {
             let (j, h) = (i / 2, i % 2);
-            // SAFETY: s0 + j < steps and h * 1024 + 1024 <= 2048: inside the step's A and B
-            // (the contract); i < 2 * INT8_CHUNK slots of the buffers.
+            // SAFETY: s0 + j < steps; A's tile h < heights and B's tile h < 2 of the step lie
+            // inside the operands (the contract); i < 2 * INT8_CHUNK slots of the buffers.
             unsafe {
-                widen_a::<SA, UNBIAS>(a.add((s0 + j) * a_step + h * 1024), wa_p.add(i));
+                if h < heights {
+                    widen_a::<SA, UNBIAS>(a.add((s0 + j) * a_step + h * 1024), wa_p.add(i));
+                }
                 widen_b_split::<SB>(b.add((s0 + j) * b_step + h * 1024), wb_p.add(i));
             }
         }
         for (t, tile) in c.iter_mut().enumerate() {
             let (h, w) = (t / 2, t % 2);
             for m0 in (0..ROWS).step_by(4) {
-                // SAFETY: the slots 2 * j + h and 2 * j + w for j < chunk were written above,
-                // and m0 + 4 <= 16.
+                // SAFETY: the slots 2 * j + h (h < heights) and 2 * j + w for j < chunk were
+                // written above, and m0 + 4 <= 16.
                 unsafe { int8_block_rows(tile, m0, (wa_p.add(h), wb_p.add(w)), chunk) };
             }
         }

@@ -7,13 +7,14 @@ use amx_tilecfg::DotKind;
 
 use super::KernelPath;
 
-/// Bytes of one k-step of an operand: two 16 x 64-byte tiles.
+/// Bytes of one k-step of a block's operand: two 16 x 64-byte tiles.
 const STEP_BYTES: usize = 2048;
 
-/// The operands of a block, validated by [`Operands::new`]: for every `s < steps`, the 2048
-/// bytes at `s * a_step` of `a` and at `s * b_step` of `b` exist. The fields are private so
+/// The operands of a block, validated by [`Operands::new`]: for every `s < steps`, the
+/// `A_TILES` tiles at `s * a_step` of `a` and the 2048 bytes at `s * b_step` of `b` exist
+/// (`A_TILES` is 2 for a 2x2 block, 1 for a row of two products). The fields are private so
 /// that no unvalidated value reaches the fused kernels, which read through raw pointers.
-pub(crate) struct Operands<'o> {
+pub(crate) struct Operands<'o, const A_TILES: usize = 2> {
     a: &'o [u8],
     a_step: usize,
     b: &'o [u8],
@@ -21,28 +22,30 @@ pub(crate) struct Operands<'o> {
     steps: usize,
 }
 
-/// One past the last byte `steps` k-steps of 2048 bytes, `step` bytes apart, read
+/// One past the last byte `steps` k-steps of `bytes` bytes, `step` bytes apart, read
 /// (`usize::MAX` when that overflows).
-fn needed(steps: usize, step: usize) -> usize {
+fn needed(steps: usize, step: usize, bytes: usize) -> usize {
     match steps {
         0 => 0,
         _ => (steps - 1)
             .checked_mul(step)
-            .and_then(|x| x.checked_add(STEP_BYTES))
+            .and_then(|x| x.checked_add(bytes))
             .unwrap_or(usize::MAX),
     }
 }
 
-impl<'o> Operands<'o> {
+impl<'o, const A_TILES: usize> Operands<'o, A_TILES> {
     /// The operands, or the first that is too short: `(operand, needed, len)` with the
     /// operand `"A"` or `"B"`.
     pub(crate) fn new(
         (a, a_step): (&'o [u8], usize),
         (b, b_step): (&'o [u8], usize),
         steps: usize,
-    ) -> Result<Operands<'o>, (&'static str, usize, usize)> {
-        for (operand, buf, step) in [("A", a, a_step), ("B", b, b_step)] {
-            let needed = needed(steps, step);
+    ) -> Result<Self, (&'static str, usize, usize)> {
+        let a_bytes = A_TILES * 1024;
+        for (operand, buf, step, bytes) in [("A", a, a_step, a_bytes), ("B", b, b_step, STEP_BYTES)]
+        {
+            let needed = needed(steps, step, bytes);
             if needed > buf.len() {
                 return Err((operand, needed, buf.len()));
             }
@@ -64,16 +67,31 @@ pub(super) fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 10
     x.get(at..at.checked_add(1024)?)?.try_into().ok()
 }
 
-/// `C[2h + w] += Ah x Bw` for each step in order, as the instructions `kind` would on full
-/// tiles (16 rows, 64 bytes per row).
-pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
-    let signs = match kind {
+/// The signedness of A and B of an AMX-INT8 product, `None` for a floating-point one.
+fn int8_signs(kind: DotKind) -> Option<(bool, bool)> {
+    match kind {
         DotKind::Tdpbssd => Some((true, true)),
         DotKind::Tdpbsud => Some((true, false)),
         DotKind::Tdpbusd => Some((false, true)),
         DotKind::Tdpbuud => Some((false, false)),
         DotKind::Tdpbf16ps | DotKind::Tdpfp16ps => None,
-    };
+    }
+}
+
+/// The half-precision format of a floating-point product's operands (bf16 for any other).
+#[cfg(target_arch = "x86_64")]
+fn half_of(kind: DotKind) -> super::Half {
+    if kind == DotKind::Tdpfp16ps {
+        super::Half::Fp16
+    } else {
+        super::Half::Bf16
+    }
+}
+
+/// `C[2h + w] += Ah x Bw` for each step in order, as the instructions `kind` would on full
+/// tiles (16 rows, 64 bytes per row).
+pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>) {
+    let signs = int8_signs(kind);
     if let Some(signs) = signs {
         // SAFETY: int8_path chose a path whose features the CPU has.
         if unsafe { fused_int8(super::int8_path(), c, ops, signs) } {
@@ -82,11 +100,7 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     }
     #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx512 {
-        let half = if kind == DotKind::Tdpfp16ps {
-            super::Half::Fp16
-        } else {
-            super::Half::Bf16
-        };
+        let half = half_of(kind);
         // SAFETY: float_path chose AVX-512 (AVX-512F present, DAZ/FTZ self-checked); the
         // kernel reads only the steps' 2048-byte ranges, through checked slices.
         unsafe {
@@ -102,11 +116,7 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     }
     #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx2 {
-        let half = if kind == DotKind::Tdpfp16ps {
-            super::Half::Fp16
-        } else {
-            super::Half::Bf16
-        };
+        let half = half_of(kind);
         // SAFETY: float_path chose AVX2 (AVX2, FMA and F16C present, DAZ/FTZ self-checked);
         // the kernel reads only whole tiles inside `a` and `b`, through checked slices.
         let done = unsafe {
@@ -118,6 +128,52 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     }
     let _ = signs;
     stepwise(kind, c, ops);
+}
+
+/// `C[w] += A x Bw` for `w` in 0, 1 and each step in order, as the instructions `kind` would
+/// on full tiles: one row of a 2x2 block, A's step one tile. The fused AVX2 kernels where
+/// those are the paths (a GEMM on an AVX2 core with M = 16 runs them), else, and for a float
+/// row that ends in a NaN lane, the per-instruction kernels step by step.
+pub(crate) fn dot_1x2(kind: DotKind, c: &mut [[u8; 1024]; 2], ops: &Operands<'_, 1>) {
+    let signs = int8_signs(kind);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(signs) = signs.filter(|_| super::int8_path() == KernelPath::Avx2) {
+        // SAFETY: int8_path chose AVX2, so the CPU has it, and `Operands::new` proved A's tile
+        // and B's 2048 bytes of every step inside `a` and `b`.
+        unsafe {
+            super::avx2::dot_1x2_int8(
+                c,
+                (ops.a.as_ptr(), ops.a_step),
+                (ops.b.as_ptr(), ops.b_step),
+                ops.steps,
+                signs,
+            )
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if signs.is_none() && super::float_path() == KernelPath::Avx2 {
+        let half = half_of(kind);
+        // SAFETY: float_path chose AVX2 (AVX2, FMA and F16C present, DAZ/FTZ self-checked);
+        // the kernel reads only whole tiles inside `a` and `b`, through checked slices.
+        let done = unsafe {
+            super::avx2::dot_1x2_half(c, (ops.a, ops.a_step), (ops.b, ops.b_step), ops.steps, half)
+        };
+        if done {
+            return;
+        }
+    }
+    let _ = signs;
+    for s in 0..ops.steps {
+        for (w, ct) in c.iter_mut().enumerate() {
+            let (Some(at), Some(bt)) =
+                (tile(ops.a, ops.a_step, s, 0), tile(ops.b, ops.b_step, s, w))
+            else {
+                return; // inside the operands once validated, so unreachable
+            };
+            dot_tile(kind, ct, at, bt, (16, 16, 16));
+        }
+    }
 }
 
 /// TDPBSSD's block with A given biased: every byte of A's steps is A's byte XOR 0x80 (see
@@ -385,6 +441,119 @@ mod tests {
             stepwise(kind, &mut slow, &ops);
             assert!(fast == slow, "{kind:?}");
             assert!(fast != c, "{kind:?} computed nothing");
+        }
+    }
+
+    /// The row of two products against the per-instruction kernels, on every instruction and
+    /// every step count up to 5 (odd counts end in a short chunk), A's steps 1024 bytes apart
+    /// and farther: through the dispatch, and on the fused AVX2 kernel directly where the CPU
+    /// has AVX2 (whatever path the dispatch chose).
+    #[test]
+    fn row_of_two_equals_its_instructions() {
+        let mut next = bytes(0xD1B5_4A32_D192_ED03u64);
+        let a: Vec<u8> = (0..5 * 1536).map(|_| next()).collect();
+        let b: Vec<u8> = (0..5 * 2048).map(|_| next()).collect();
+        let mut c = [[0u8; 1024]; 2];
+        c.iter_mut().flatten().for_each(|v| *v = next());
+        // Operands whose halves (bf16 and fp16 alike) are finite and whose products stay far
+        // from overflow: bit 6 of each high byte clear caps the exponent, so the float kernel
+        // runs to the end instead of declining on a NaN lane.
+        let mut finite_bytes = |n: usize| -> Vec<u8> {
+            (0..n)
+                .map(|i| if i % 2 == 1 { next() & 0xBF } else { next() })
+                .collect()
+        };
+        let finite_a = finite_bytes(5 * 1536);
+        let finite_b = finite_bytes(5 * 2048);
+        let mut finite = [[0u8; 1024]; 2];
+        for t in finite.iter_mut() {
+            for (i, v) in t.iter_mut().enumerate() {
+                // f32 C: the top byte of each dword with bit 6 clear (no Inf or NaN).
+                *v = if i % 4 == 3 { next() & 0xBF } else { next() };
+            }
+        }
+        let instructions = |kind: DotKind, c: &mut [[u8; 1024]; 2], a_step: usize, steps| {
+            for s in 0..steps {
+                for (w, ct) in c.iter_mut().enumerate() {
+                    let at = tile(&a, a_step, s, 0).expect("inside A");
+                    let bt = tile(&b, 2048, s, w).expect("inside B");
+                    dot_tile(kind, ct, at, bt, (16, 16, 16));
+                }
+            }
+        };
+        for a_step in [1024, 1536] {
+            for steps in 1..=5 {
+                let Ok(ops) = Operands::<1>::new((&a, a_step), (&b, 2048), steps) else {
+                    panic!("{steps} steps fit the buffers");
+                };
+                for kind in DotKind::ALL {
+                    let (mut fast, mut slow) = (c, c);
+                    dot_1x2(kind, &mut fast, &ops);
+                    instructions(kind, &mut slow, a_step, steps);
+                    assert!(fast == slow, "{kind:?}, {steps} steps, A {a_step} apart");
+                    assert!(fast != c, "{kind:?} computed nothing");
+                }
+                #[cfg(target_arch = "x86_64")]
+                if super::super::int8_path_available(KernelPath::Avx2) {
+                    let kinds = [
+                        (DotKind::Tdpbssd, (true, true)),
+                        (DotKind::Tdpbsud, (true, false)),
+                        (DotKind::Tdpbusd, (false, true)),
+                        (DotKind::Tdpbuud, (false, false)),
+                    ];
+                    for (kind, signs) in kinds {
+                        let (mut fast, mut slow) = (c, c);
+                        // SAFETY: the CPU has AVX2 (checked above), and Operands::new proved
+                        // every step's A tile and B's 2048 bytes inside the buffers.
+                        unsafe {
+                            super::super::avx2::dot_1x2_int8(
+                                &mut fast,
+                                (a.as_ptr(), a_step),
+                                (b.as_ptr(), 2048),
+                                steps,
+                                signs,
+                            )
+                        };
+                        instructions(kind, &mut slow, a_step, steps);
+                        assert!(
+                            fast == slow,
+                            "AVX2 {kind:?}, {steps} steps, A {a_step} apart"
+                        );
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if super::super::float_path_available(KernelPath::Avx2) {
+                    for (kind, half) in [
+                        (DotKind::Tdpbf16ps, super::super::Half::Bf16),
+                        (DotKind::Tdpfp16ps, super::super::Half::Fp16),
+                    ] {
+                        let (mut fast, mut slow) = (finite, finite);
+                        // SAFETY: the CPU runs the AVX2 float kernels (checked above).
+                        let done = unsafe {
+                            super::super::avx2::dot_1x2_half(
+                                &mut fast,
+                                (&finite_a, a_step),
+                                (&finite_b, 2048),
+                                steps,
+                                half,
+                            )
+                        };
+                        assert!(done, "AVX2 {kind:?} declined finite operands");
+                        for s in 0..steps {
+                            for (w, ct) in slow.iter_mut().enumerate() {
+                                let at = tile(&finite_a, a_step, s, 0).expect("inside A");
+                                let bt = tile(&finite_b, 2048, s, w).expect("inside B");
+                                dot_tile(kind, ct, at, bt, (16, 16, 16));
+                            }
+                        }
+                        assert!(
+                            fast == slow,
+                            "AVX2 {kind:?}, {steps} steps, A {a_step} apart"
+                        );
+                        assert!(fast != finite, "AVX2 {kind:?} computed nothing");
+                    }
+                }
+            }
         }
     }
 
