@@ -266,14 +266,15 @@ pub(crate) fn store(unit: &Emulator, fp: &mut [u8], (cfg_at, data_at): (usize, u
 pub(crate) fn enable_tile_data() {
     #[repr(C, align(64))]
     struct Image([u8; 64]);
+    // Palette 1, tile 0 one row of 4 bytes, every other tile unused.
     let mut image = Image([0; 64]);
-    image.0[0] = 1; // palette 1
-    image.0[16] = 4; // tile 0: 4 bytes per row
-    image.0[48] = 1; // tile 0: 1 row
-                     // SAFETY: AMX-TILE is present (the engine assists only where the host's tile unit runs
-                     // AMX); LDTILECFG reads 64 bytes of a valid palette-1 image from a live local; TILEZERO
-                     // tmm0 is valid under it; TILERELEASE returns to the INIT state the handler started in.
-                     // None touches memory besides the image, the stack or the flags.
+    image.0[0] = 1;
+    image.0[16] = 4;
+    image.0[48] = 1;
+    // SAFETY: AMX-TILE is present (the engine assists only where the host's tile unit runs
+    // AMX); LDTILECFG reads 64 bytes of a valid palette-1 image from a live local; TILEZERO
+    // tmm0 is valid under it; TILERELEASE returns to the INIT state the handler started in.
+    // None touches memory besides the image, the stack or the flags.
     unsafe {
         core::arch::asm!(
             "ldtilecfg [{image}]",
