@@ -258,12 +258,85 @@ pub(crate) fn store(unit: &Emulator, fp: &mut [u8], (cfg_at, data_at): (usize, u
     }
 }
 
-/// Gives this thread its full tile state, as its first tile-data instruction does: one
-/// TILEZERO under a one-tile configuration, then TILERELEASE. The handler's own tile state is
-/// the INIT state the kernel gives every handler, and `rt_sigreturn` replaces it with the
-/// frame's; the caller has checked that the process holds the XTILEDATA permission, so XFD's
-/// #NM is the kernel's to handle (it enlarges the thread's state and resumes).
-pub(crate) fn enable_tile_data() {
+// The priming routine. `amx_trap_prime(image, simulate, pid, tid, info)` loads the 64-byte
+// configuration `image` and runs one TILEZERO, whose XFD #NM makes the kernel give the thread
+// its full tile state, then TILERELEASE; it returns 0. Where the kernel cannot allocate that
+// state, its #NM handler raises SIGSEGV (`SI_KERNEL`) at the TILEZERO instead: the engine's
+// entry resumes the routine at `amx_trap_prime_refused`, which returns 1. With `simulate`
+// non-zero the routine queues that SIGSEGV to the thread itself (`rt_tgsigqueueinfo(pid, tid,
+// SIGSEGV, info)`) in place of the TILEZERO, so the engine's tests can reach the refusal; the
+// `ud2` after it is reached only if the entry did not resume the routine, a bug the engine
+// then reports.
+core::arch::global_asm!(
+    ".pushsection .text.amx_trap_prime,\"ax\",@progbits",
+    ".p2align 4",
+    ".hidden amx_trap_prime",
+    ".globl amx_trap_prime",
+    ".type amx_trap_prime, @function",
+    "amx_trap_prime:",
+    "    ldtilecfg [rdi]",
+    "    test rsi, rsi",
+    "    jnz 2f",
+    "    tilezero tmm0",
+    "    tilerelease",
+    "    xor eax, eax",
+    "    ret",
+    "2:",
+    "    mov rdi, rdx",
+    "    mov rsi, rcx",
+    "    mov edx, 11",
+    "    mov r10, r8",
+    "    mov eax, 297",
+    "    syscall",
+    "    ud2",
+    ".hidden amx_trap_prime_refused",
+    ".globl amx_trap_prime_refused",
+    "amx_trap_prime_refused:",
+    "    tilerelease",
+    "    mov eax, 1",
+    "    ret",
+    ".hidden amx_trap_prime_end",
+    ".globl amx_trap_prime_end",
+    "amx_trap_prime_end:",
+    ".size amx_trap_prime, amx_trap_prime_end - amx_trap_prime",
+    ".popsection",
+);
+
+extern "C" {
+    fn amx_trap_prime(image: *const u8, simulate: u64, pid: u64, tid: u64, info: *const u8) -> u64;
+    fn amx_trap_prime_refused();
+    fn amx_trap_prime_end();
+}
+
+/// Whether the priming routine simulates the kernel's refusal (the engine's tests).
+static SIMULATE_REFUSAL: AtomicBool = AtomicBool::new(false);
+
+/// Makes [`enable_tile_data`] meet the kernel's out-of-memory refusal, as when it cannot
+/// allocate a thread's tile state, instead of asking for the state (`false`: asks again).
+pub(crate) fn simulate_refusal(on: bool) {
+    SIMULATE_REFUSAL.store(on, Ordering::Relaxed);
+}
+
+/// Whether `rip` lies in the priming routine (a SIGSEGV there with `SI_KERNEL` is the kernel
+/// refusing the thread's tile state).
+pub(crate) fn in_prime(rip: u64) -> bool {
+    let start = amx_trap_prime as *const () as u64;
+    let end = amx_trap_prime_end as *const () as u64;
+    (start..end).contains(&rip)
+}
+
+/// Where a refused priming resumes.
+pub(crate) fn prime_refused_at() -> u64 {
+    amx_trap_prime_refused as *const () as u64
+}
+
+/// Gives this thread its full tile state, as its first tile-data instruction does (one
+/// TILEZERO under a one-tile configuration, then TILERELEASE), or reports that Linux could not
+/// allocate it (`false`: out of memory). The handler's own tile state is the INIT state the
+/// kernel gives every handler, and `rt_sigreturn` replaces it with the frame's; the caller has
+/// checked that the process holds the XTILEDATA permission, so XFD's #NM is the kernel's to
+/// handle (it enlarges the thread's state and resumes, or raises SIGSEGV).
+pub(crate) fn enable_tile_data() -> bool {
     #[repr(C, align(64))]
     struct Image([u8; 64]);
     // Palette 1, tile 0 one row of 4 bytes, every other tile unused.
@@ -271,18 +344,26 @@ pub(crate) fn enable_tile_data() {
     image.0[0] = 1;
     image.0[16] = 4;
     image.0[48] = 1;
+    let simulate = SIMULATE_REFUSAL.load(Ordering::Relaxed);
+    let info = crate::deliver::siginfo(libc::SIGSEGV, crate::deliver::SI_KERNEL, 0);
+    let (pid, tid) = if simulate {
+        (crate::sys::getpid() as u64, crate::sys::gettid() as u64)
+    } else {
+        (0, 0)
+    };
     // SAFETY: AMX-TILE is present (the engine assists only where the host's tile unit runs
-    // AMX); LDTILECFG reads 64 bytes of a valid palette-1 image from a live local; TILEZERO
-    // tmm0 is valid under it; TILERELEASE returns to the INIT state the handler started in.
-    // None touches memory besides the image, the stack or the flags.
+    // AMX). The routine reads the 64-byte image (a valid palette-1 configuration) and, when
+    // simulating, the 128-byte siginfo, both live locals; TILEZERO tmm0 is valid under the
+    // image; TILERELEASE returns to the INIT state the handler started in. It touches no other
+    // memory and uses no stack; a refusal resumes it at its recovery label (the entry).
     unsafe {
-        core::arch::asm!(
-            "ldtilecfg [{image}]",
-            "tilezero tmm0",
-            "tilerelease",
-            image = in(reg) image.0.as_ptr(),
-            options(nostack, preserves_flags, readonly),
-        );
+        amx_trap_prime(
+            image.0.as_ptr(),
+            u64::from(simulate),
+            pid,
+            tid,
+            info.as_ptr(),
+        ) == 0
     }
 }
 

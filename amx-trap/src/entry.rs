@@ -118,6 +118,15 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         uc.gregs[reg::RIP] = access::recover_at();
         return 0;
     }
+    // The kernel refusing a thread's tile state while the engine primes it (out of memory in
+    // its XFD handler): the routine resumes at its recovery label, which reports it.
+    if sig == libc::SIGSEGV && code == crate::deliver::SI_KERNEL && crate::assist::in_prime(rip) {
+        if let Some(slot) = slot {
+            slot.nest.fetch_sub(1, Ordering::Relaxed);
+        }
+        uc.gregs[reg::RIP] = crate::assist::prime_refused_at();
+        return 0;
+    }
     if let Some(slot) = slot {
         let in_fast = crate::fastpath::holds_back(slot);
         let restoring = crate::deliver::in_restorer(rip) == Some(false);

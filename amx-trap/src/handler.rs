@@ -176,7 +176,17 @@ fn assist<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
         if assist::permitted() && !slot.primed_at(rip) {
             // Enable tile data as the thread's first use does, and meet the instruction again
             // in a frame with room (once: a second frame without room is an #UD).
-            assist::enable_tile_data();
+            if !assist::enable_tile_data() {
+                // Linux could not allocate the thread's tile state: its XFD handler raises
+                // SIGSEGV (SI_KERNEL, no address), which the silicon's first use would meet at
+                // this instruction (REG_TRAPNO and REG_ERR as XFD's SIGILL leaves them).
+                slot.set_primed_at(0);
+                let g = &mut ctx.frame.uc.gregs;
+                g[reg::TRAPNO] = 0;
+                g[reg::ERR] = 0;
+                let info = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
+                return deliver(slot, ctx, libc::SIGSEGV, &info, true);
+            }
             slot.set_primed_at(rip);
             return Resume::Context(ctx);
         }

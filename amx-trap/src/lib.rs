@@ -171,6 +171,15 @@ pub fn executes_amx() -> bool {
     is_active() && MODE.load(Ordering::Relaxed) != mode::SIGNALS
 }
 
+/// For the engine's own tests: while `on`, assisting the silicon meets Linux's refusal to
+/// allocate a thread's tile state (out of memory), as if the kernel had raised it, where the
+/// engine would otherwise ask for the state of a thread that has not used tile data yet. The
+/// program then gets the SIGSEGV (`SI_KERNEL`) the silicon's first use would get.
+#[doc(hidden)]
+pub fn simulate_tile_state_refusal(on: bool) {
+    assist::simulate_refusal(on);
+}
+
 /// Whether the engine assists AMX silicon in this process: the CPU executes AMX itself, and the
 /// engine executes the instructions of the extensions the modelled CPU has and the silicon lacks
 /// (see [`install`]).

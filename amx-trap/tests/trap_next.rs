@@ -562,6 +562,71 @@ fn exceptions_come_in_the_silicons_order() {
 }
 
 #[test]
+#[ignore = "run by a_refused_tile_state_is_the_silicons_sigsegv in a child process"]
+fn child_refused_tile_state() {
+    if !engine_in_child(&[libc::SIGSEGV, libc::SIGILL]) {
+        return;
+    }
+    assert!(trap::assists_silicon(), "run only where the engine assists");
+    trap::simulate_tile_state_refusal(true);
+    std::thread::spawn(|| {
+        // SAFETY: a valid configuration; TILECFG is not under XFD, so this new thread still
+        // has not used tile data (its frames have no room for tiles).
+        unsafe { _tile_loadconfig(CONFIG_16X64.as_ptr()) };
+        SKIP.store(5, Ordering::SeqCst);
+        let at: u64;
+        // tdpbf8ps tmm0, tmm1, tmm2 (C4 E5 68 FD C1), assisted: its first tile data.
+        // SAFETY: the SIGSEGV handler skips the 5 bytes; the instruction touches no memory.
+        unsafe {
+            core::arch::asm!(
+                "lea {at}, [rip + 2f]",
+                "2:",
+                ".byte 0xc4, 0xe5, 0x68, 0xfd, 0xc1",
+                "nop",
+                at = out(reg) at,
+            )
+        };
+        // As Linux's XFD handler out of memory: SIGSEGV, SI_KERNEL, no address, at the
+        // instruction, in the program's handler.
+        let (sig, code, trapno, addr, err, rip) = seen();
+        assert_eq!(
+            (sig, code, trapno, addr, err),
+            (libc::SIGSEGV, 0x80, 0, 0, 0)
+        );
+        assert_eq!(rip, at, "the SIGSEGV is at the instruction");
+        // Once the kernel gives the state, the same instruction completes.
+        trap::simulate_tile_state_refusal(false);
+        assert_eq!(raised!(5, "0xc4", "0xe5", "0x68", "0xfd", "0xc1").0, 0);
+        // SAFETY: legal in any state.
+        unsafe { _tile_release() };
+    })
+    .join()
+    .unwrap();
+}
+
+/// Where the engine assists the silicon and a thread's first tile data finds Linux out of
+/// memory, the program gets the SIGSEGV the silicon's first use would (simulated: the engine
+/// queues the kernel's signal itself in place of its TILEZERO).
+#[test]
+fn a_refused_tile_state_is_the_silicons_sigsegv() {
+    let assisting = amx_runtime::Hardware::new().is_ok()
+        && !trap::is_active()
+        && trap::runs_here(trap::Model::DiamondRapids);
+    if !assisting {
+        amx_test_support::skip(
+            amx_test_support::Kind::NotApplicable,
+            "the engine asks Linux for a thread's tile state only when it assists AMX silicon \
+             that lacks AMX-FP8",
+        );
+        return;
+    }
+    Child::new("child_refused_tile_state")
+        .env("AMX_TRAP_CPU", "dmr")
+        .run()
+        .assert_passed();
+}
+
+#[test]
 #[ignore = "run by models_without_the_features_refuse_them in a child process"]
 fn child_without_features() {
     if !engine_in_child(&[libc::SIGILL]) {
