@@ -441,6 +441,16 @@ fn byte_stride<H: Handle>(stride_elems: usize, len: usize, size: usize) -> Resul
 }
 
 impl<L: Layout> TypedTiles<L> {
+    /// Whether the silicon's typed instructions record the start_row of 0 each one leaves in
+    /// the thread's tracked image: only where `L::CONFIG` has another start_row, which
+    /// `tilecfg!` refuses in a layout today. Otherwise the tracked start_row is 0 whenever the
+    /// epoch is the one this guard saw (the configuration is `L::CONFIG` then, or one `recheck`
+    /// accepted with start_row 0), and stays 0 through every typed instruction, so the record
+    /// would store what is there already. The store cost more than itself: the compiler could
+    /// not tell its target from the kernel's own state, and reloaded that after every
+    /// instruction (a 2x2 kernel on the silicon: 6% of its time, BENCHMARKS.md).
+    const RECORDS_START_ROW: bool = L::CONFIG.as_bytes()[image::START_ROW] != 0;
+
     /// Wraps a guard that has just put `L::CONFIG` in place, once the backend is known to
     /// execute every instruction the typed operations may issue: AMX-INT8, AMX-BF16 and the
     /// architectural TMUL limits (the emulator has both instructions, and the limits unless it
@@ -531,7 +541,7 @@ impl<L: Layout> TypedTiles<L> {
         match self.tiles.hardware_mut() {
             // SAFETY: ensure_loaded just confirmed L::CONFIG is loaded on this thread, and the
             // handle's type proves tile T::INDEX is used in it.
-            Some(hw) => unsafe { hw.tilezero_unchecked(T::INDEX) },
+            Some(hw) => unsafe { hw.tilezero_unchecked(T::INDEX, Self::RECORDS_START_ROW) },
             None => Self::proven(self.tiles.tilezero(T::INDEX)),
         }
     }
@@ -601,7 +611,9 @@ impl<L: Layout> TypedTiles<L> {
             // own), and its tile T::INDEX is used with colsb % 4 == 0 and start_row below its
             // rows (the macro checked both), so the tile has the handle's shape; the caller
             // vouches for memory.
-            Some(hw) => unsafe { hw.tileloadd_unchecked(T::INDEX, src, stride_bytes) },
+            Some(hw) => unsafe {
+                hw.tileloadd_unchecked(T::INDEX, src, stride_bytes, Self::RECORDS_START_ROW)
+            },
             // SAFETY: forwarded from this function's contract.
             None => Self::proven(unsafe { self.tiles.tileloadd_ptr(T::INDEX, src, stride_bytes) }),
         }
@@ -625,7 +637,9 @@ impl<L: Layout> TypedTiles<L> {
         self.ensure_loaded();
         match self.tiles.hardware_mut() {
             // SAFETY: as in `load_ptr`.
-            Some(hw) => unsafe { hw.tileloaddt1_unchecked(T::INDEX, src, stride_bytes) },
+            Some(hw) => unsafe {
+                hw.tileloaddt1_unchecked(T::INDEX, src, stride_bytes, Self::RECORDS_START_ROW)
+            },
             None => {
                 // SAFETY: forwarded from this function's contract.
                 Self::proven(unsafe { self.tiles.tileloaddt1_ptr(T::INDEX, src, stride_bytes) })
@@ -649,7 +663,9 @@ impl<L: Layout> TypedTiles<L> {
         self.ensure_loaded();
         match self.tiles.hardware_mut() {
             // SAFETY: as in `load_ptr`; the caller vouches that the rows are writable.
-            Some(hw) => unsafe { hw.tilestored_unchecked(T::INDEX, dst, stride_bytes) },
+            Some(hw) => unsafe {
+                hw.tilestored_unchecked(T::INDEX, dst, stride_bytes, Self::RECORDS_START_ROW)
+            },
             // SAFETY: forwarded from this function's contract.
             None => Self::proven(unsafe { self.tiles.tilestored_ptr(T::INDEX, dst, stride_bytes) }),
         }
@@ -678,7 +694,9 @@ impl<L: Layout> TypedTiles<L> {
             // SAFETY: ensure_loaded confirmed L::CONFIG is loaded, and the caller's `Dot` bound
             // exists only for operands that the macro checked against it under the
             // architectural TMUL limits (dot_unchecked's contract).
-            Self::proven(unsafe { hw.dot_unchecked(kind, ops.0, ops.1, ops.2) });
+            Self::proven(unsafe {
+                hw.dot_unchecked(kind, ops.0, ops.1, ops.2, Self::RECORDS_START_ROW)
+            });
         } else if let Some(emu) = self.tiles.emulator_mut() {
             // The same proof stands in for the emulator's D1/D2 checks. (A guard's unit is one
             // of the two backends, so there is no third case.)
@@ -762,7 +780,15 @@ impl<L: Layout> TypedTiles<L> {
         let ops = (C::INDEX, A::INDEX, B::INDEX);
         if let Some(hw) = self.tiles.hardware_mut() {
             // SAFETY: as for the other dot products; the CPU feature is still checked.
-            unsafe { hw.dot_unchecked(DotKind::Tdpfp16ps, ops.0, ops.1, ops.2) }
+            unsafe {
+                hw.dot_unchecked(
+                    DotKind::Tdpfp16ps,
+                    ops.0,
+                    ops.1,
+                    ops.2,
+                    Self::RECORDS_START_ROW,
+                )
+            }
         } else if let Some(emu) = self.tiles.emulator_mut() {
             emu.dot_proven(ops, DotKind::Tdpfp16ps, Self::dot_shape::<C, A>())
         } else {

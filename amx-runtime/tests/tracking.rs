@@ -237,3 +237,58 @@ fn configure_while_the_thread_exits_does_not_panic() {
     );
     println!("configure during thread exit: {}", outcome[0]);
 }
+
+amx_runtime::tilecfg! {
+    /// C += A x B on full tiles.
+    struct Block;
+    palette 1;
+    t0 as c: 16x16 i32;
+    t1 as a: 16x64 i8;
+    t2 as b: 16x64 i8;
+}
+
+#[test]
+fn typed_instructions_leave_the_tracked_image_the_real_one() {
+    for backend in backends() {
+        std::thread::spawn(move || {
+            // An interrupted load's start_row, through the untyped API: the next instruction
+            // leaves 0 (Z4), in the tracked image as in the unit.
+            let restart = TileConfig::builder()
+                .start_row(3)
+                .tile(0, 16, 64)
+                .build()
+                .unwrap();
+            let mut tiles = configure_on(backend, &restart).unwrap();
+            assert_eq!(tiles.sttilecfg()[image::START_ROW], 3, "{backend}");
+            tiles.tilezero(0).unwrap();
+            let tracked = *tiles.config().as_bytes();
+            assert_eq!(tracked[image::START_ROW], 0, "{backend}");
+            assert_eq!(
+                tracked,
+                tiles.sttilecfg(),
+                "{backend}: tracked vs STTILECFG"
+            );
+            drop(tiles);
+            // A layout has start_row 0 (the macro refuses another), so its typed instructions
+            // record nothing; the tracked image stays the one the unit holds through each kind.
+            let rows = [1i8; 1024];
+            let mut t = amx_runtime::configure_typed_on::<Block>(backend).unwrap();
+            t.zero(Block::c);
+            t.load(Block::a, &rows, 64).unwrap();
+            t.load(Block::b, &rows, 64).unwrap();
+            t.tdpbssd(Block::c, Block::a, Block::b);
+            let mut out = [0i32; 256];
+            t.store(Block::c, &mut out, 16).unwrap();
+            assert!(out.iter().all(|&x| x == 64), "{backend}");
+            let tracked = *t.untyped().config().as_bytes();
+            assert_eq!(tracked[image::START_ROW], 0, "{backend}");
+            assert_eq!(
+                tracked,
+                t.untyped().sttilecfg(),
+                "{backend}: tracked vs STTILECFG"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -289,6 +289,20 @@ impl Hardware {
         self.here().config[image::START_ROW].set(0);
     }
 
+    /// [`Hardware::clear_start_row`] for the typed path's unchecked instructions, where
+    /// `record` is false when the tracked start_row is known to be 0 already: the layout's
+    /// configuration has start_row 0, and every way a start_row other than 0 reaches the
+    /// tracked image (LDTILECFG, resync) also changes the epoch the typed guard checks before
+    /// each instruction. Skipping the store matters: it goes through a pointer the compiler
+    /// cannot tell apart from the kernel's own state, which it then reloads after every
+    /// instruction.
+    #[inline(always)]
+    fn cleared_start_row(&self, record: bool) {
+        if record {
+            self.clear_start_row();
+        }
+    }
+
     /// Whether the palette table is the architectural one (for `configure`).
     #[inline]
     pub(crate) fn palette_is_architectural(&self) -> bool {
@@ -353,10 +367,10 @@ impl Hardware {
     /// # Safety
     /// This thread's loaded configuration makes TILEZERO of tile `t` legal.
     #[inline(always)]
-    pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8) {
+    pub(crate) unsafe fn tilezero_unchecked(&mut self, t: u8, record: bool) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilezero_dyn(t) };
-        self.clear_start_row();
+        self.cleared_start_row(record);
     }
 
     /// TILELOADD without the checks: the typed path.
@@ -365,10 +379,16 @@ impl Hardware {
     /// The loaded configuration makes TILELOADD of tile `t` legal, and every row of the tile is
     /// readable at `src + r * stride`.
     #[inline(always)]
-    pub(crate) unsafe fn tileloadd_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
+    pub(crate) unsafe fn tileloadd_unchecked(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+        record: bool,
+    ) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloadd_dyn(t, src, stride) };
-        self.clear_start_row();
+        self.cleared_start_row(record);
     }
 
     /// TILELOADDT1 without the checks: the typed path.
@@ -376,10 +396,16 @@ impl Hardware {
     /// # Safety
     /// As for [`Hardware::tileloadd_unchecked`].
     #[inline(always)]
-    pub(crate) unsafe fn tileloaddt1_unchecked(&mut self, t: u8, src: *const u8, stride: isize) {
+    pub(crate) unsafe fn tileloaddt1_unchecked(
+        &mut self,
+        t: u8,
+        src: *const u8,
+        stride: isize,
+        record: bool,
+    ) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tileloaddt1_dyn(t, src, stride) };
-        self.clear_start_row();
+        self.cleared_start_row(record);
     }
 
     /// TILESTORED without the checks: the typed path.
@@ -388,10 +414,16 @@ impl Hardware {
     /// The loaded configuration makes TILESTORED of tile `t` legal, and every row of the tile is
     /// writable, and not aliased, at `dst + r * stride`.
     #[inline(always)]
-    pub(crate) unsafe fn tilestored_unchecked(&mut self, t: u8, dst: *mut u8, stride: isize) {
+    pub(crate) unsafe fn tilestored_unchecked(
+        &mut self,
+        t: u8,
+        dst: *mut u8,
+        stride: isize,
+        record: bool,
+    ) {
         // SAFETY: forwarded from this function's contract.
         unsafe { asm::tilestored_dyn(t, dst, stride) };
-        self.clear_start_row();
+        self.cleared_start_row(record);
     }
 
     /// A dot product without the shape checks: the typed path. The feature check stays (it is
@@ -408,6 +440,7 @@ impl Hardware {
         c: u8,
         a: u8,
         b: u8,
+        record: bool,
     ) -> Result<(), Fault> {
         if !self.silicon.tmul_architectural {
             return self.dot(kind, c, a, b);
@@ -417,7 +450,7 @@ impl Hardware {
         // whatever the architectural ones admit (checked above), and the caller guarantees the
         // operands fit the loaded configuration under those.
         unsafe { asm::dot_dyn(kind, c, a, b) };
-        self.clear_start_row();
+        self.cleared_start_row(record);
         Ok(())
     }
 
