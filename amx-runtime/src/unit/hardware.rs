@@ -101,8 +101,9 @@ static SILICON: OnceLock<Silicon> = OnceLock::new();
 #[derive(Debug)]
 struct Tracked {
     /// The configuration as STTILECFG would write it (zeros when unconfigured). One cell per
-    /// byte, so that the per-instruction bookkeeping (start_row := 0) is a one-byte store rather
-    /// than a copy of the whole image.
+    /// byte, so that the checked path's per-instruction bookkeeping (start_row := 0) is a
+    /// one-byte store rather than a copy of the whole image. (The typed path has nothing to
+    /// store: see `TypedTiles::RECORDS_START_ROW`.)
     config: [Cell<u8>; 64],
     /// Counts this thread's configuration changes (LDTILECFG, TILERELEASE, resync) through any
     /// `Hardware` handle, so typed tiles notice a configuration changed behind them.
@@ -140,7 +141,7 @@ fn tracked_here() -> *const Tracked {
 /// unconfigured). All [`Hardware`] handles on a thread share it. It is updated after every
 /// instruction that completes: LDTILECFG sets it (palette 0 gives zeros), TILERELEASE zeroes it,
 /// and TILEZERO, TILELOADD, TILELOADDT1, TILESTORED and the dot products clear its start_row byte
-/// as the silicon does. [`TileUnit::loaded_config`] returns the copy without executing anything;
+/// as the silicon does (the typed instructions leave it alone: under a layout it is 0 already). [`TileUnit::loaded_config`] returns the copy without executing anything;
 /// [`TileUnit::sttilecfg`] executes STTILECFG and returns the real state.
 ///
 /// The safe methods are sound only while the copy matches the silicon: their bounds checks use
