@@ -146,9 +146,9 @@ pub fn dot_2x2(
 /// in order, as the instructions `kind` would on full tiles (16 rows of 64 bytes), where A is
 /// the tile of 1024 bytes at `s * a_step` of `a` (row stride 64) and B0, B1 the two tiles at
 /// `s * b_step` of `b`. The micro-kernel of a GEMM whose micro-tiles have 16 rows (M = 16):
-/// where the emulator's integer or float path is AVX2 it runs the 2x2 block's AVX2 kernel on
-/// one row of tiles (A extended or widened once for both products); elsewhere the
-/// per-instruction kernels step by step. Bit for bit the instructions' result.
+/// where the emulator's integer path is AVX-512 or AVX2, or its float path AVX2, it runs the
+/// 2x2 block's kernel of that path on one row of tiles (A read once for both products);
+/// elsewhere the per-instruction kernels step by step. Bit for bit the instructions' result.
 ///
 /// ```
 /// use amx_runtime::block::dot_1x2;

@@ -589,15 +589,51 @@ pub(super) unsafe fn dot_2x2_int8(
     (a, a_step): (*const u8, usize),
     (b, b_step): (*const u8, usize),
     steps: usize,
+    signs: (bool, bool),
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { block_int8_signed(c, (a, a_step), (b, b_step), steps, signs) }
+}
+
+/// [`dot_2x2_int8`] on one row of tiles: `C[w] += A x Bw` for `w` in 0, 1 and each step in
+/// order, A's step one tile (1024 bytes at `a + s * a_step`), B's two: each A dword broadcast
+/// once for both products, as in the 2x2 block (a GEMM's micro-tiles of 16 rows run it).
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512 VNNI; for every `s < steps`, the 1024 bytes at
+/// `a + s * a_step` and the 2048 at `b + s * b_step` must be readable.
+#[target_feature(enable = "avx512f,avx512vnni")]
+pub(super) unsafe fn dot_1x2_int8(
+    c: &mut [[u8; 1024]; 2],
+    (a, a_step): (*const u8, usize),
+    (b, b_step): (*const u8, usize),
+    steps: usize,
+    signs: (bool, bool),
+) {
+    // SAFETY: forwarded from this function's contract; a 2-tile C reads one tile of A per step.
+    unsafe { block_int8_signed(c, (a, a_step), (b, b_step), steps, signs) }
+}
+
+/// [`block_int8`] for the signedness of A and B.
+///
+/// # Safety
+/// As [`block_int8`].
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+unsafe fn block_int8_signed(
+    c: &mut [[u8; 1024]],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    steps: usize,
     (a_signed, b_signed): (bool, bool),
 ) {
     // SAFETY: forwarded from this function's contract (all four calls).
     unsafe {
         match (a_signed == b_signed, b_signed) {
-            (true, true) => block_int8::<true, true, true>(c, (a, a_step), (b, b_step), steps),
-            (true, false) => block_int8::<true, true, false>(c, (a, a_step), (b, b_step), steps),
-            (false, true) => block_int8::<false, false, true>(c, (a, a_step), (b, b_step), steps),
-            (false, false) => block_int8::<false, false, false>(c, (a, a_step), (b, b_step), steps),
+            (true, true) => block_int8::<true, true, true>(c, a, b, steps),
+            (true, false) => block_int8::<true, true, false>(c, a, b, steps),
+            (false, true) => block_int8::<false, false, true>(c, a, b, steps),
+            (false, false) => block_int8::<false, false, false>(c, a, b, steps),
         }
     }
 }
@@ -619,16 +655,17 @@ pub(super) unsafe fn dot_2x2_tdpbssd_a_biased(
     unsafe { block_int8::<false, true, true>(c, a, b, steps) }
 }
 
-/// [`dot_2x2_int8`] for one signedness: `BIAS_A` when the kernel biases A by 0x80 itself,
-/// `CORRECT` when A is biased (by the kernel, or by the caller: same signedness) so the
-/// correction applies, `A_IS_U8` when A's (biased) bytes are VPDPBUSD's unsigned operand (B
-/// signed).
+/// [`dot_2x2_int8`] (4 C tiles) or [`dot_1x2_int8`] (2) for one signedness: `c` holds the C
+/// tiles of `c.len() / 2` rows of tiles, tile `2h + w` of A's tile h and B's tile w. `BIAS_A`
+/// when the kernel biases A by 0x80 itself, `CORRECT` when A is biased (by the kernel, or by
+/// the caller: same signedness) so the correction applies, `A_IS_U8` when A's (biased) bytes
+/// are VPDPBUSD's unsigned operand (B signed).
 ///
 /// # Safety
-/// As [`dot_2x2_int8`].
+/// As [`dot_2x2_int8`], with `c.len()` 2 or 4 and A's step `c.len() / 2` tiles.
 #[target_feature(enable = "avx512f,avx512vnni")]
 unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: bool>(
-    c: &mut [[u8; 1024]; 4],
+    c: &mut [[u8; 1024]],
     (a, a_step): (*const u8, usize),
     (b, b_step): (*const u8, usize),
     steps: usize,
@@ -639,15 +676,16 @@ unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: boo
     /// Steps per visit of a register group: the accumulators are loaded and stored once per
     /// chunk rather than once per step (a chunk of biased A is 8 KiB, in L1).
     const CHUNK: usize = 4;
+    let heights = c.len() / 2;
     let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
-    // A chunk's A (both tiles of each step, 32 rows of 64 bytes), biased when BIAS_A.
+    // A chunk's A (the tiles of each step, up to 32 rows of 64 bytes), biased when BIAS_A.
     let mut biased = [[_mm512_setzero_si512(); 2 * ROWS]; CHUNK];
     // The correction of each column tile, in two chains each.
     let mut corr = [[_mm512_setzero_si512(); 2]; 2];
     for s0 in (0..steps).step_by(CHUNK) {
         let chunk = CHUNK.min(steps - s0);
-        // Callers pass j < chunk, so s0 + j < steps and the step's 2048 bytes are readable
-        // (the contract); row r < 32 of A, row k < 16 of B tile w < 2 lie inside them.
+        // Callers pass j < chunk, so s0 + j < steps and the step's bytes are readable (the
+        // contract); row r < 16 * heights of A, row k < 16 of B tile w < 2 lie inside them.
         let row_a = |j: usize, r: usize| {
             // SAFETY: see above.
             unsafe { _mm512_loadu_si512(a.add((s0 + j) * a_step + r * 64).cast()) }
@@ -659,7 +697,7 @@ unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: boo
         if CORRECT {
             for (j, rows) in biased.iter_mut().enumerate().take(chunk) {
                 if BIAS_A {
-                    for (r, v) in rows.iter_mut().enumerate() {
+                    for (r, v) in rows.iter_mut().enumerate().take(heights * ROWS) {
                         *v = _mm512_xor_si512(row_a(j, r), splat);
                     }
                 }
@@ -683,7 +721,7 @@ unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: boo
                 // SAFETY: as in `row_a`.
                 unsafe { a.add((s0 + j) * a_step) }
             };
-            // SAFETY: `at` + 4 <= 2048, inside the step's (biased) A.
+            // SAFETY: `at` + 4 <= 1024 * heights, inside the step's (biased) A.
             unsafe { base.add(at).cast::<i32>().read_unaligned() }
         };
         // The next chunk's A and B, 2 x 64 lines per step, are prefetched while this chunk
@@ -694,7 +732,8 @@ unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: boo
         let mut prefetch = || {
             let (which, l) = (line / (CHUNK * 32), line % (CHUNK * 32));
             let (j, at) = (l / 32, (l % 32) * 64);
-            if j < next {
+            // A has 16 lines per tile of its step: a row of tiles prefetches only its own.
+            if j < next && (which == 0 || at < heights * 1024) {
                 let base = if which == 0 { (b, b_step) } else { (a, a_step) };
                 // A prefetch never faults; wrapping arithmetic keeps the address computation
                 // defined (it stays inside the operand: step s0 + chunk + j < steps).
@@ -703,10 +742,11 @@ unsafe fn block_int8<const BIAS_A: bool, const CORRECT: bool, const A_IS_U8: boo
             }
             line += 1;
         };
-        for h in 0..2 {
+        for h in 0..heights {
             for m0 in (0..ROWS).step_by(G) {
-                let [c0, c1, c2, c3] = &mut *c;
-                let [c_left, c_right] = if h == 0 { [c0, c1] } else { [c2, c3] };
+                let Some([c_left, c_right]) = c.get_mut(2 * h..2 * h + 2) else {
+                    return; // h < heights = c.len() / 2: never
+                };
                 let mut acc = [[_mm512_setzero_si512(); 2]; G];
                 for (j, pair) in acc.iter_mut().enumerate() {
                     pair[0] = load_row(c_left, m0 + j);

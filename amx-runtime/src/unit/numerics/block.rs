@@ -130,26 +130,39 @@ pub(crate) fn dot_2x2(kind: DotKind, c: &mut [[u8; 1024]; 4], ops: &Operands<'_>
     stepwise(kind, c, ops);
 }
 
+/// A fused integer kernel of one row of tiles (`avx512::dot_1x2_int8`, `avx2::dot_1x2_int8`).
+#[cfg(target_arch = "x86_64")]
+type RowKernel =
+    unsafe fn(&mut [[u8; 1024]; 2], (*const u8, usize), (*const u8, usize), usize, (bool, bool));
+
 /// `C[w] += A x Bw` for `w` in 0, 1 and each step in order, as the instructions `kind` would
-/// on full tiles: one row of a 2x2 block, A's step one tile. The fused AVX2 kernels where
-/// those are the paths (a GEMM on an AVX2 core with M = 16 runs them), else, and for a float
-/// row that ends in a NaN lane, the per-instruction kernels step by step.
+/// on full tiles: one row of a 2x2 block, A's step one tile. The fused AVX-512 integer kernel
+/// and the AVX2 ones where those are the paths (a GEMM with M = 16 runs them), else, and for a
+/// float row that ends in a NaN lane, the per-instruction kernels step by step.
 pub(crate) fn dot_1x2(kind: DotKind, c: &mut [[u8; 1024]; 2], ops: &Operands<'_, 1>) {
     let signs = int8_signs(kind);
     #[cfg(target_arch = "x86_64")]
-    if let Some(signs) = signs.filter(|_| super::int8_path() == KernelPath::Avx2) {
-        // SAFETY: int8_path chose AVX2, so the CPU has it, and `Operands::new` proved A's tile
-        // and B's 2048 bytes of every step inside `a` and `b`.
-        unsafe {
-            super::avx2::dot_1x2_int8(
-                c,
-                (ops.a.as_ptr(), ops.a_step),
-                (ops.b.as_ptr(), ops.b_step),
-                ops.steps,
-                signs,
-            )
+    if let Some(signs) = signs {
+        let kernel: Option<RowKernel> = match super::int8_path() {
+            KernelPath::Avx512 => Some(super::avx512::dot_1x2_int8),
+            KernelPath::Avx2 => Some(super::avx2::dot_1x2_int8),
+            _ => None,
         };
-        return;
+        if let Some(kernel) = kernel {
+            // SAFETY: int8_path chose the kernel's path, whose features the CPU has, and
+            // `Operands::new` proved A's tile and B's 2048 bytes of every step inside `a`
+            // and `b`.
+            unsafe {
+                kernel(
+                    c,
+                    (ops.a.as_ptr(), ops.a_step),
+                    (ops.b.as_ptr(), ops.b_step),
+                    ops.steps,
+                    signs,
+                )
+            };
+            return;
+        }
     }
     #[cfg(target_arch = "x86_64")]
     if signs.is_none() && super::float_path() == KernelPath::Avx2 {
@@ -446,8 +459,8 @@ mod tests {
 
     /// The row of two products against the per-instruction kernels, on every instruction and
     /// every step count up to 5 (odd counts end in a short chunk), A's steps 1024 bytes apart
-    /// and farther: through the dispatch, and on the fused AVX2 kernel directly where the CPU
-    /// has AVX2 (whatever path the dispatch chose).
+    /// and farther: through the dispatch, and on each fused kernel directly where the CPU has
+    /// its features (whatever path the dispatch chose).
     #[test]
     fn row_of_two_equals_its_instructions() {
         let mut next = bytes(0xD1B5_4A32_D192_ED03u64);
@@ -494,7 +507,16 @@ mod tests {
                     assert!(fast != c, "{kind:?} computed nothing");
                 }
                 #[cfg(target_arch = "x86_64")]
-                if super::super::int8_path_available(KernelPath::Avx2) {
+                for (path, kernel) in [
+                    (
+                        KernelPath::Avx512,
+                        super::super::avx512::dot_1x2_int8 as RowKernel,
+                    ),
+                    (KernelPath::Avx2, super::super::avx2::dot_1x2_int8),
+                ] {
+                    if !super::super::int8_path_available(path) {
+                        continue;
+                    }
                     let kinds = [
                         (DotKind::Tdpbssd, (true, true)),
                         (DotKind::Tdpbsud, (true, false)),
@@ -503,10 +525,11 @@ mod tests {
                     ];
                     for (kind, signs) in kinds {
                         let (mut fast, mut slow) = (c, c);
-                        // SAFETY: the CPU has AVX2 (checked above), and Operands::new proved
-                        // every step's A tile and B's 2048 bytes inside the buffers.
+                        // SAFETY: the CPU has the path's features (checked above), and
+                        // Operands::new proved every step's A tile and B's 2048 bytes inside
+                        // the buffers.
                         unsafe {
-                            super::super::avx2::dot_1x2_int8(
+                            kernel(
                                 &mut fast,
                                 (a.as_ptr(), a_step),
                                 (b.as_ptr(), 2048),
@@ -517,7 +540,7 @@ mod tests {
                         instructions(kind, &mut slow, a_step, steps);
                         assert!(
                             fast == slow,
-                            "AVX2 {kind:?}, {steps} steps, A {a_step} apart"
+                            "{path:?} {kind:?}, {steps} steps, A {a_step} apart"
                         );
                     }
                 }
