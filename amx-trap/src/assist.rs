@@ -106,6 +106,11 @@ fn host_extensions() -> u8 {
 pub(crate) fn prepare() {
     use raw_cpuid::native_cpuid::cpuid_count;
     HOST.store(host_extensions(), Ordering::Relaxed);
+    // The engine's C tests reach the kernel's out-of-memory refusal this way (the Rust ones
+    // through `simulate_tile_state_refusal`).
+    if std::env::var_os("AMX_TRAP_TEST_REFUSE_TILE_STATE").is_some_and(|v| v == "1") {
+        simulate_refusal(true);
+    }
     if cpuid_count(0, 0).eax >= 0xD {
         let cfg = cpuid_count(0xD, 17);
         let data = cpuid_count(0xD, 18);

@@ -175,6 +175,8 @@ pub fn executes_amx() -> bool {
 /// allocate a thread's tile state (out of memory), as if the kernel had raised it, where the
 /// engine would otherwise ask for the state of a thread that has not used tile data yet. The
 /// program then gets the SIGSEGV (`SI_KERNEL`) the silicon's first use would get.
+/// `AMX_TRAP_TEST_REFUSE_TILE_STATE=1` when the engine installs does the same (for programs
+/// under the preload).
 #[doc(hidden)]
 pub fn simulate_tile_state_refusal(on: bool) {
     assist::simulate_refusal(on);

@@ -212,3 +212,35 @@ fn c_program_product_in_a_signal_handler() {
     assert_eq!(out.line("handler-started-init"), "1", "{out}");
     assert_eq!(out.line("interrupted-state-back"), "1 1", "{out}");
 }
+
+#[test]
+fn c_program_refused_tile_state_is_the_programs_sigsegv() {
+    // Only an engine assisting AMX silicon asks Linux for a thread's tile state; emulating, it
+    // keeps the tiles itself.
+    if !native_amx() {
+        skip(
+            Kind::NotApplicable,
+            "the engine asks Linux for a thread's tile state only when it assists AMX silicon",
+        );
+        return;
+    }
+    if !engine_runs_dmr() {
+        return;
+    }
+    let Some(program) = program() else { return };
+    // Linux out of memory for the thread's tile state at its first tile data (simulated by the
+    // engine: the kernel's own SIGSEGV, queued where it would arise): the program's SIGSEGV
+    // handler sees what the silicon's first use would give it, SI_KERNEL (128) without an
+    // address, at the instruction, and the process lives on.
+    let out = Program::preloaded(&program, &["refused"])
+        .env("AMX_TRAP_FORCE", "0")
+        .env("AMX_TRAP_CPU", "dmr")
+        .env("AMX_TRAP_TEST_REFUSE_TILE_STATE", "1")
+        .run();
+    assert!(out.ok(), "{out}");
+    assert_eq!(
+        out.line("refused"),
+        "sig=11 code=128 trapno=0 addr=(nil) at-instruction=1",
+        "{out}"
+    );
+}

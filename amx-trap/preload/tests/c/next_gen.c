@@ -2,7 +2,7 @@
  * emitted as bytes (assemblers without these extensions do not know their mnemonics), run under
  * the preload with AMX_TRAP_CPU=dmr.
  *
- * Usage: next_gen [run | movrs-fault | rowmove]
+ * Usage: next_gen [run | movrs-fault | rowmove | thread <n> | handler | refused]
  *   run          CPUID leaf 0x1E subleaf 1, then every FP8 and complex product from a zero C and
  *                both MOVRS loads, results as hex
  *   movrs-fault  TILELOADDRS whose fourth row is unmapped: the handler reports the SIGSEGV
@@ -16,6 +16,9 @@
  *   handler      TDPBF8PS inside a SIGUSR1 handler (its own configuration, from the INIT state
  *                every handler starts in), while the interrupted code holds other tiles: the
  *                handler's result as hex, then whether the interrupted tiles came back
+ *   refused      in a new thread (no tile data used yet), TDPBF8PS while Linux cannot give the
+ *                thread its tile state (run with AMX_TRAP_TEST_REFUSE_TILE_STATE=1): what the
+ *                program's SIGSEGV handler sees, and whether it was at the instruction
  */
 #include "hostile.h"
 
@@ -28,6 +31,7 @@ static sigjmp_buf resume;
 static volatile int seen_sig, seen_code;
 static volatile long seen_trapno;
 static void *volatile seen_addr;
+static void *volatile seen_rip;
 
 static void on_fault(int sig, siginfo_t *info, void *ctx) {
     ucontext_t *uc = ctx;
@@ -35,6 +39,7 @@ static void on_fault(int sig, siginfo_t *info, void *ctx) {
     seen_code = info->si_code;
     seen_addr = info->si_addr;
     seen_trapno = uc->uc_mcontext.gregs[REG_TRAPNO];
+    seen_rip = (void *)uc->uc_mcontext.gregs[REG_RIP];
     siglongjmp(resume, 1);
 }
 
@@ -245,6 +250,39 @@ static int thread(size_t bytes) {
     return 0;
 }
 
+static void *refused_thread(void *arg) {
+    (void)arg;
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c); /* TILECFG is not under XFD: the thread still has no tile data */
+    /* Set between sigsetjmp and the longjmp: volatile, so its value survives the jump. */
+    static void *volatile at;
+    if (sigsetjmp(resume, 1) == 0) {
+        void *here;
+        /* tdpbf8ps tmm2, tmm0, tmm1, its address in `at` first */
+        __asm__ volatile("lea 1f(%%rip), %0\n\t"
+                         "mov %0, %1\n\t"
+                         "1: .byte 0xc4, 0xe5, 0x70, 0xfd, 0xd0"
+                         : "=&r"(here), "=m"(at)::"memory");
+        printf("refused completed\n");
+    } else {
+        printf("refused sig=%d code=%d trapno=%ld addr=%p at-instruction=%d\n", seen_sig,
+               seen_code, seen_trapno, seen_addr, seen_rip == at);
+    }
+    tilerelease();
+    return NULL;
+}
+
+static int refused(void) {
+    request_amx();
+    catch_with_longjmp(SIGSEGV);
+    pthread_t t;
+    if (pthread_create(&t, NULL, refused_thread, NULL) != 0)
+        return 2;
+    pthread_join(t, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "run";
     setvbuf(stdout, NULL, _IONBF, 0);
@@ -256,6 +294,8 @@ int main(int argc, char **argv) {
         return rowmove();
     if (!strcmp(mode, "handler"))
         return handler();
+    if (!strcmp(mode, "refused"))
+        return refused();
     if (!strcmp(mode, "thread") && argc > 2)
         return thread((size_t)atol(argv[2]));
     return 2;
