@@ -13,7 +13,7 @@ use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
 use crate::error::{check_sizes, check_slice, GemmError, Operand};
-use crate::kernel::{Amx2x2, MicroKernel, MicroTask};
+use crate::kernel::{Amx2x2, Drain, MicroKernel, MicroTask, SCRATCH_ROW};
 use crate::matrix::{BRef, Batch, MatMut, MatRef};
 use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
@@ -884,25 +884,27 @@ fn regions<P: Precision>(p: &Problem<'_, P>, index: usize) -> Vec<Region> {
 struct Buffers {
     /// The packed A block.
     a: AlignedBytes,
-    /// Fused epilogues: the partial sums of the earlier K blocks, the worker's rows times one
-    /// `nc` block of its columns.
+    /// The partial sums of the earlier K blocks when K is split: one block of `mc` rows times
+    /// one `nc` block of columns (the loop nest finishes each such block of C before the next).
     acc: AlignedBytes,
     /// Fused epilogues: the last K block of one micro-tile, 32 rows of 128 bytes, in L1.
     tile: AlignedBytes,
 }
 
-/// Bytes of one row of a scratch tile: 32 accumulators.
-const TILE_ROW: usize = 4 * NR;
-
 /// Bytes per row of the partial-sum buffer of `region`, and its size (0 when K is not split).
+///
+/// The buffer holds one block of C, `mc` rows by `nc` columns: [`nest`] runs every K block of
+/// a block of C before it moves to the next, so the buffer is reused for each and stays in L2
+/// (with the default blocking, 256 x 512 sums, 512 KiB).
 fn acc_layout<P: Precision>(p: &Problem<'_, P>, region: &Region) -> Option<(usize, usize)> {
     let grouped = matches!(&p.target, Target::Fused(e) if e.group_steps().is_some());
-    if !grouped && (!matches!(p.target, Target::Fused(_)) || kc_steps(p, region) >= p.b.steps) {
+    if !grouped && kc_steps(p, region) >= p.b.steps {
         return Some((0, 0));
     }
     let panels = region.panels.len().min(p.blocking.nc / NR);
-    let ld = panels.checked_mul(TILE_ROW)?;
-    Some((ld, ld.checked_mul(region.rows.len())?))
+    let ld = panels.checked_mul(SCRATCH_ROW)?;
+    let rows = region.rows.len().min(p.blocking.mc);
+    Some((ld, ld.checked_mul(rows)?))
 }
 
 /// Bytes of packed A the loop nest of `region` uses at most: [`nest`]'s largest block.
@@ -993,10 +995,9 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
         })?;
         acc_len = acc_len.max(acc);
     }
-    let tile_len = match p.target {
-        Target::Fused(_) => MR * TILE_ROW,
-        Target::Plain { .. } => 0,
-    };
+    // The scratch tile: the fused epilogue's input, or the plain GEMM's finished micro-tile
+    // on its way to C (see `Drain`).
+    let tile_len = MR * SCRATCH_ROW;
     SCRATCH.with(|scratch| {
         let mut own = Buffers::default();
         let mut borrowed = scratch.try_borrow_mut();
@@ -1168,11 +1169,13 @@ fn nest_for_shape<P: Precision, O: TileOps>(
 
 /// The BLIS loop nest over one region, with B prepacked.
 ///
-/// With a fused epilogue, the micro-kernel of every K block but the last stores to the partial
-/// sums (`scratch.acc`, the region's rows times this `nc` block's columns) and the last one
-/// loads them, adds its block and stores the micro-tile to `scratch.tile` (4 KiB, in L1), from
-/// which the epilogue writes the output: every accumulator is stored to memory as often as in a
-/// plain GEMM, and the output is written once.
+/// When K is split, the micro-kernel of every K block but the last stores to the partial sums
+/// (`scratch.acc`, this `mc` block's rows times this `nc` block's columns, reused for every
+/// block of C and so in L2), and the last one loads them, adds its block and stores the
+/// micro-tile to `scratch.tile` (4 KiB, in L1). From there a fused epilogue writes the output,
+/// and a plain GEMM's next micro-kernel call copies it to C during its k-steps (see [`Drain`];
+/// on the emulator's block kernels, which do not drain, a plain GEMM sums in C itself). Either
+/// way C, or the output, is written once.
 fn nest<P: Precision, K: MicroKernel>(
     kernel: &mut K,
     p: &Problem<'_, P>,
@@ -1188,10 +1191,7 @@ fn nest<P: Precision, K: MicroKernel>(
     let (acc_ld, acc_need) = acc_layout(p, region).ok_or(GemmError::TooLarge {
         operand: Operand::C,
     })?;
-    let tile_need = match p.target {
-        Target::Fused(_) => MR * TILE_ROW,
-        Target::Plain { .. } => 0,
-    };
+    let tile_need = MR * SCRATCH_ROW;
     let Buffers {
         a: a_buf,
         acc,
@@ -1218,6 +1218,8 @@ fn nest<P: Precision, K: MicroKernel>(
     // packing to be a small share of the work).
     let ka = a_chunk_steps(p, region);
     let single_chunk = ka >= steps;
+    // The plain GEMM's last micro-tile stored to the scratch tile and not yet copied to C.
+    let mut pending: Option<Drain> = None;
     // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
     for ic in region.rows.clone().step_by(blocking.mc) {
         let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
@@ -1255,8 +1257,46 @@ fn nest<P: Precision, K: MicroKernel>(
                         // from L2 past the micro-panel.
                         for jr in jc..jc_end {
                             // // Where the micro-tile is stored, and loaded from when accumulating.
+                            let mut deferred = None;
+                            // This micro-tile's place in the partial sums.
+                            let part = (ir - ic) * acc_ld + (jr - jc) * SCRATCH_ROW;
                             let (c, c_offset, ldc_bytes, accumulate, c_src, src_offset, src_ld) =
                                 match &p.target {
+                                    Target::Plain {
+                                        c,
+                                        ldc_bytes,
+                                        accumulate,
+                                    } if kernel.drains() => {
+                                        // The earlier K blocks sum into the partial sums, in
+                                        // L2, and the last one goes to the scratch tile, which
+                                        // the next call copies to C (see `Drain`): C's lines,
+                                        // usually in no cache, are written once and read by
+                                        // the kernel only when the caller accumulates.
+                                        let at = ir * ldc_bytes + jr * NR * 4;
+                                        let acc_in = *accumulate || pc > 0;
+                                        let (src, s_at, s_ld) = if pc == 0 {
+                                            (Mem::from(*c), at, *ldc_bytes)
+                                        } else {
+                                            (Mem::from(acc), part, acc_ld)
+                                        };
+                                        if last {
+                                            deferred = Some(
+                                                Drain::new(
+                                                    Mem::from(tile_mem),
+                                                    *c,
+                                                    at,
+                                                    *ldc_bytes,
+                                                    (rows, cols * 4),
+                                                )
+                                                .ok_or(GemmError::TooLarge {
+                                                    operand: Operand::C,
+                                                })?,
+                                            );
+                                            (tile_mem, 0, SCRATCH_ROW, acc_in, src, s_at, s_ld)
+                                        } else {
+                                            (acc, part, acc_ld, acc_in, src, s_at, s_ld)
+                                        }
+                                    }
                                     Target::Plain {
                                         c,
                                         ldc_bytes,
@@ -1267,15 +1307,14 @@ fn nest<P: Precision, K: MicroKernel>(
                                         (*c, at, *ldc_bytes, acc_in, Mem::from(*c), at, *ldc_bytes)
                                     }
                                     Target::Fused(_) => {
-                                        let at = (ir - region.rows.start) * acc_ld
-                                            + (jr - jc) * TILE_ROW;
+                                        let at = part;
                                         let src = Mem::from(acc);
                                         if grouped {
                                             // Each group starts from zero; `fold` adds it to the
                                             // partial sums at `at`.
-                                            (tile_mem, 0, TILE_ROW, false, src, at, acc_ld)
+                                            (tile_mem, 0, SCRATCH_ROW, false, src, at, acc_ld)
                                         } else if last {
-                                            (tile_mem, 0, TILE_ROW, pc > 0, src, at, acc_ld)
+                                            (tile_mem, 0, SCRATCH_ROW, pc > 0, src, at, acc_ld)
                                         } else {
                                             (acc, at, acc_ld, pc > 0, src, at, acc_ld)
                                         }
@@ -1296,25 +1335,27 @@ fn nest<P: Precision, K: MicroKernel>(
                                 c_src_offset: src_offset,
                                 c_src_ld: src_ld,
                                 prefetch: blocking.prefetch_steps.saturating_mul(STEP),
+                                drain: pending.take(),
                             };
                             // SAFETY: the caller configured this region's shape, whose kernel
                             // variant `K` is; A is the block just packed (alive in `scratch`), B the
                             // packed panels. C is the caller's buffer whose rows ir.. and columns
                             // 32 jr.. belong to this worker only (regions of different workers are
                             // disjoint), and the micro-tile lies inside it because the region's
-                            // shape is exactly what remains of M and N there; or, with an epilogue,
-                            // this worker's own partial sums (rows of the region times the columns
-                            // of this nc block, so the micro-tile at (ir - rows.start, jr - jc)
-                            // lies inside) or scratch tile (32 rows of 128 bytes). The
+                            // shape is exactly what remains of M and N there; or this worker's
+                            // own partial sums (the rows of this mc block times the columns of
+                            // this nc block, so the micro-tile at (ir - ic, jr - jc) lies inside);
+                            // or its scratch tile (32 rows of 128 bytes), with a drain that
+                            // `Drain::new` checked to lie inside both buffers. The
                             // configuration is still the region's: since `configure`, only this
                             // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
                             // run, none of which calls code outside the crate or allocates (`work`
                             // reserved the buffers first, `Prepared::new` the epilogue's).
                             unsafe { kernel.run(&task)? };
+                            pending = deferred;
                             if grouped {
                                 if let Target::Fused(e) = &p.target {
-                                    let at =
-                                        (ir - region.rows.start) * acc_ld + (jr - jc) * TILE_ROW;
+                                    let at = part;
                                     // SAFETY: `tile_mem` as below; `acc` is the `acc_need` bytes of
                                     // `scratch.acc`, alive for this function and used by this thread
                                     // only: in this mode the micro-kernel writes `tile_mem`, never
@@ -1365,6 +1406,11 @@ fn nest<P: Precision, K: MicroKernel>(
                 }
             }
         }
+    }
+    if let Some(d) = pending {
+        // SAFETY: the last micro-tile, stored to the scratch tile by the last call, which no
+        // one writes any more; its rows of C are this worker's.
+        unsafe { d.copy(0, d.rows()) };
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
 use crate::error::GemmError;
-use crate::pack::{STEP, TILE};
+use crate::pack::{NR, STEP, TILE};
 use crate::precision::{Precision, ROW_BYTES};
 use crate::tile_ops::{Mem, MemMut, TileOps};
 
@@ -36,7 +36,88 @@ pub(crate) struct MicroTask {
     pub c_src_ld: usize,
     /// Bytes ahead of each k-step's B tiles to prefetch (0: none).
     pub prefetch: usize,
+    /// A finished micro-tile of an earlier call to copy to C during this call's k-steps.
+    pub drain: Option<Drain>,
 }
+
+/// A finished micro-tile waiting in a scratch tile to be copied to C.
+///
+/// The plain GEMM's micro-kernel stores a micro-tile's last K block to a scratch tile in L1,
+/// and the next micro-kernel call copies it to C a few rows per k-step. The lines of C are
+/// usually in no cache, so each store first reads its line from memory: issued as 64 tile-row
+/// stores at the end of a call, those reads held up the next call's tile loads; spread over its
+/// k-steps, they overlap its dot products. On AMX silicon (Emerald Rapids class, a C copy of
+/// the loop nest) this took 1024^3 from 11.4 to 10.0 ns per dot product (BENCHMARKS.md).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Drain {
+    src: Mem,
+    dst: MemMut,
+    dst_offset: usize,
+    ld: usize,
+    rows: usize,
+    row_bytes: usize,
+}
+
+impl Drain {
+    /// The first `rows` rows of `row_bytes` bytes of the scratch tile `src` (rows 128 bytes
+    /// apart), bound for `dst + dst_offset + r * ld`; `None` when either side does not hold
+    /// them (the nest never asks for that: its micro-tiles lie inside C).
+    pub(crate) fn new(
+        src: Mem,
+        dst: MemMut,
+        dst_offset: usize,
+        ld: usize,
+        (rows, row_bytes): (usize, usize),
+    ) -> Option<Drain> {
+        let last = rows.checked_sub(1)?;
+        let src_end = last.checked_mul(SCRATCH_ROW)?.checked_add(row_bytes)?;
+        let dst_end = last
+            .checked_mul(ld)?
+            .checked_add(dst_offset)?
+            .checked_add(row_bytes)?;
+        (row_bytes <= SCRATCH_ROW && src_end <= src.len() && dst_end <= dst.len()).then_some(
+            Drain {
+                src,
+                dst,
+                dst_offset,
+                ld,
+                rows,
+                row_bytes,
+            },
+        )
+    }
+
+    /// Rows of the micro-tile.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Copies rows `from..to` (those of them below [`Drain::rows`]) to C.
+    ///
+    /// # Safety
+    /// Both buffers are alive; nothing writes the scratch tile's rows or reads or writes the
+    /// destination rows meanwhile (they are this thread's part of C).
+    #[inline(always)]
+    pub(crate) unsafe fn copy(&self, from: usize, to: usize) {
+        for r in from..to.min(self.rows) {
+            // SAFETY: `new` checked that row `r < rows` lies inside both buffers, which the
+            // caller keeps alive and unshared; the scratch tile and C are distinct buffers.
+            unsafe {
+                let src = self.src.ptr().add(r * SCRATCH_ROW);
+                let dst = self.dst.ptr().add(self.dst_offset + r * self.ld);
+                if self.row_bytes == SCRATCH_ROW {
+                    // A whole row, of a size known here: vector moves, not a call to memcpy.
+                    std::ptr::copy_nonoverlapping(src, dst, SCRATCH_ROW);
+                } else {
+                    std::ptr::copy_nonoverlapping(src, dst, self.row_bytes);
+                }
+            }
+        }
+    }
+}
+
+/// Bytes of one row of a scratch tile: 32 accumulators of 4 bytes.
+pub(crate) const SCRATCH_ROW: usize = 4 * NR;
 
 /// A micro-kernel: computes one micro-tile of C, `rows x cols` outputs (at most 32 x 32), as
 /// `C (+)= Ã x B̃` over `steps` k-steps, keeping the whole micro-tile in tile registers.
@@ -60,6 +141,10 @@ pub(crate) struct MicroTask {
 /// With `accumulate` the kernel first loads it from `task.c_src + task.c_src_offset +
 /// i * c_src_ld + 4j` (C itself for a plain GEMM), otherwise it starts from zero; it then stores
 /// exactly the `rows x cols` outputs of its shape and touches no other byte of C.
+///
+/// **Drain.** With `task.drain`, the kernel copies that earlier micro-tile to C during its
+/// k-steps (after each k-step's dot products, `ceil(rows / steps)` rows), all of it before its
+/// own stores, which may reuse the same scratch tile.
 ///
 /// **Memory.** Every byte read or written lies inside the buffers of the task; on the emulator
 /// the [`Checked`](crate::tile_ops::Checked) path (edges) and the
@@ -87,6 +172,13 @@ pub(crate) trait MicroKernel {
     /// Puts a block of A that `pack_a` just wrote into the form [`MicroKernel::run`] reads
     /// (padding included): as packed, unless the kernel says otherwise.
     fn prepare_a(&mut self, _block: &mut [u8]) {}
+
+    /// Whether the kernel copies a task's [`Drain`] during its k-steps, so that the nest may
+    /// defer a finished micro-tile's stores to C to the next call (a kernel that does not keeps
+    /// `false`, and the nest then never hands it a drain).
+    fn drains(&self) -> bool {
+        false
+    }
 }
 
 /// The 2x2 register-tile AMX micro-kernel (4 C tiles, 2 A tiles, 2 B tiles: 32 x 32 outputs per
@@ -113,6 +205,10 @@ impl<'o, O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool>
 impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> MicroKernel
     for Amx2x2<'_, O, P, TWO_ROWS, TWO_COLS>
 {
+    fn drains(&self) -> bool {
+        true
+    }
+
     #[inline(always)]
     unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
         let ops = &mut *self.ops;
@@ -165,6 +261,9 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
         }
         let (mut a, mut b) = (t.a_offset, t.b_offset);
         let b_bytes = if TWO_COLS { STEP } else { TILE };
+        let drain = t.drain;
+        let per_step = drain.map_or(0, |d| d.rows().div_ceil(t.steps.max(1)));
+        let mut drained = 0;
         for _ in 0..t.steps {
             if t.prefetch > 0 {
                 // Any distance is allowed: a prefetch past the buffer touches nothing.
@@ -191,8 +290,19 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
                     }
                 }
             }
+            if let Some(d) = &drain {
+                // SAFETY: the nest's drain is an earlier micro-tile of this thread's part of C,
+                // which no tile instruction of this call touches, and the scratch tile this
+                // call stores to only after its k-steps.
+                unsafe { d.copy(drained, drained + per_step) };
+                drained += per_step;
+            }
             a += t.a_step;
             b += STEP;
+        }
+        if let Some(d) = &drain {
+            // SAFETY: as above (the rest, when the call has fewer k-steps than needed).
+            unsafe { d.copy(drained, d.rows()) };
         }
         // SAFETY: as above.
         unsafe {
@@ -208,5 +318,42 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_copies_only_what_lies_inside_both_buffers() {
+        let src: Vec<u8> = (0..32 * SCRATCH_ROW).map(|i| i as u8).collect();
+        let mut dst = vec![0u8; 40 * 200];
+        let (s, d) = (Mem::new(&src), MemMut::new(&mut dst));
+        // 32 rows of 120 bytes at a stride of 200 end exactly at the end of C when they start
+        // there; one byte further they would not fit. Nor does a row longer than the scratch
+        // tile's, more rows than it holds, or no rows at all.
+        let last_fit = d.len() - 31 * 200 - 120;
+        assert!(Drain::new(s, d, last_fit, 200, (32, 120)).is_some());
+        assert!(Drain::new(s, d, last_fit + 1, 200, (32, 120)).is_none());
+        assert!(Drain::new(s, d, 0, 200, (2, SCRATCH_ROW + 1)).is_none());
+        assert!(Drain::new(s, d, 0, 200, (33, 4)).is_none());
+        assert!(Drain::new(s, d, 0, 200, (0, 4)).is_none());
+        let drain = Drain::new(s, d, 8, 200, (32, 120)).unwrap();
+        // SAFETY: both buffers are alive and used by nothing else until the checks below.
+        unsafe {
+            drain.copy(0, 3);
+            drain.copy(3, 100);
+        }
+        for r in 0..40 {
+            for b in 0..200 {
+                let want = if r < 32 && (8..128).contains(&b) {
+                    src[r * SCRATCH_ROW + b - 8]
+                } else {
+                    0
+                };
+                assert_eq!(dst[r * 200 + b], want, "row {r} byte {b}");
+            }
+        }
     }
 }

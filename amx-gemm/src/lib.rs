@@ -75,8 +75,12 @@
 //! ```
 //!
 //! [`Blocking`] gives the sizes and why. The micro-kernel's contract is documented on its trait
-//! in `kernel.rs`. Work is split over threads by columns first (each worker streams its own part
-//! of B) and rows when columns run out; each worker computes up to four regions of C (full
+//! in `kernel.rs`. On the tile instructions C is written once: when K is split, the earlier K
+//! blocks sum into a partial-sum block of `mc x nc` that stays in L2, and the last one goes to a
+//! 4 KiB scratch tile that the next micro-kernel call copies to C during its k-steps, so that
+//! reading C's lines from memory overlaps the dot products. Work is split over threads so that
+//! each worker gets the same number of micro-tiles with the least A packing and B reading; each
+//! worker computes up to four regions of C (full
 //! micro-tiles, the right edge, the bottom edge, the corner), each under one configuration, so
 //! a worker loads each configuration at most once per call, and not at all when it already
 //! holds it (see [`RunStats`]; [`release_tiles`] gives the tile state back). When a worker's
