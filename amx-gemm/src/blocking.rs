@@ -12,8 +12,8 @@ use crate::pack::{MR, NR};
 /// bytes of tile rows:
 ///
 /// - **`kc_steps` = 16** k-steps (1024 int8 or 512 bf16 of K). Each micro-kernel call then
-///   runs 64 tile dot products between one load and one store of its C micro-tile (4 KiB each
-///   way), and its A micro-panel (`32 rows x 16 x 64 B` = 32 KiB) stays in the 48 KiB L1 while
+///   runs 64 tile dot products between one load and one store of its micro-tile's partial sums
+///   (4 KiB each way, in L2), and its A micro-panel (`32 rows x 16 x 64 B` = 32 KiB) stays in the 48 KiB L1 while
 ///   the B panels stream past it with the non-temporal hint. Fewer k-steps (8) pay for C's
 ///   traffic; more (32, a 64 KiB micro-panel) let B's lines evict A's: measured on AMX silicon
 ///   (Emerald Rapids class, in one process, alternating per repetition), 16 k-steps against 32
