@@ -1004,6 +1004,19 @@ impl<'a> Prepared<'a> {
                 Default::default()
             }
         });
+        #[cfg(target_arch = "x86_64")]
+        if O::CODE == bf16::CODE
+            && std::mem::size_of::<O>() == 2
+            && matches!(residual, ResidualRows::None)
+            && self.isa == VectorIsa::Avx512
+            && native_bf16()
+        {
+            // SAFETY: the CPU has the features `native_bf16` tests; `O` is bf16 (its code and
+            // size), so each destination row is `len` 16-bit slots, and `dst` holds this
+            // worker's disjoint output rows (as above).
+            unsafe { bf16_rows_native(block, &mut dst[..rows]) };
+            return Ok(());
+        }
         write_block(
             self.isa,
             block,
@@ -1013,6 +1026,63 @@ impl<'a> Prepared<'a> {
             &mut dst[..rows],
         );
         Ok(())
+    }
+}
+
+/// Whether the CPU converts to bf16 in one instruction (AVX512_BF16, with the AVX-512 parts
+/// [`bf16_rows_native`] uses; the standard library caches the tests).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn native_bf16() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bf16")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+}
+
+/// Step 7 for bf16 output, one VCVTNE2PS2BF16 per row of 32 values instead of the rounding
+/// written out per lane (which took as long as the activation in a fused layer's profile).
+///
+/// The instruction rounds to nearest even and keeps a NaN's sign and upper bits with the quiet
+/// bit set, as [`to_bf16_bits`] does, but reads a denormal input as zero: a row holding one is
+/// converted by [`to_bf16_bits`] instead, so every CPU writes the same bits.
+///
+/// # Safety
+/// The CPU has AVX512F, AVX512BW, AVX512DQ and AVX512_BF16 ([`native_bf16`]); `O` is bf16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
+unsafe fn bf16_rows_native<O: Output>(block: &[[f32; NR]], dst: &mut [&mut [O]]) {
+    use std::arch::x86_64::*;
+    /// `_mm512_fpclass_ps_mask`'s class bit for denormals.
+    const DENORMAL: i32 = 0x20;
+    for (x, d) in block.iter().zip(dst.iter_mut()) {
+        let len = d.len().min(NR);
+        // SAFETY: `O` is bf16, a 16-bit value (the caller's contract): the row's `len`
+        // elements are `len` writable u16 slots.
+        let out = unsafe { std::slice::from_raw_parts_mut(d.as_mut_ptr().cast::<u16>(), len) };
+        // SAFETY: `x` is 32 f32, read unaligned in two halves.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_ps(x.as_ptr()),
+                _mm512_loadu_ps(x.as_ptr().add(16)),
+            )
+        };
+        let denormals =
+            _mm512_fpclass_ps_mask::<DENORMAL>(lo) | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
+        if denormals != 0 {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = to_bf16_bits(v);
+            }
+            continue;
+        }
+        // SAFETY: both are 512 bits of plain vector data; every bit pattern is valid.
+        let bits = unsafe { std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo)) };
+        let keep = if len == NR {
+            u32::MAX
+        } else {
+            (1u32 << len) - 1
+        };
+        // SAFETY: the masked store writes the first `len` 16-bit lanes, all inside `out`.
+        unsafe { _mm512_mask_storeu_epi16(out.as_mut_ptr().cast(), keep, bits) };
     }
 }
 
@@ -1425,6 +1495,60 @@ mod tests {
         }
         v.resize(v.len().div_ceil(NR) * NR, 1.0);
         v
+    }
+
+    /// The one-instruction bf16 conversion writes what `to_bf16_bits` does for every probe
+    /// value (denormals included, which the instruction alone reads as zero), on whole rows
+    /// and on rows cut short, and nothing past a short row.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn native_bf16_conversion_gives_the_scalar_bits() {
+        if !native_bf16() {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: the one-instruction bf16 conversion was not run: the CPU lacks \
+                 AVX512_BF16"
+            );
+            return;
+        }
+        let values = probe_values();
+        let rows: Vec<[f32; NR]> = values
+            .chunks_exact(NR)
+            .map(|c| <[f32; NR]>::try_from(c).unwrap_or([0.0; NR]))
+            .collect();
+        // A denormal in a row of otherwise ordinary values, and one in the lane past a short
+        // row's end.
+        let mut rows = rows;
+        rows.push([1.5; NR]);
+        rows.last_mut().unwrap()[7] = f32::from_bits(0x8000_0001);
+        rows.push([2.5; NR]);
+        rows.last_mut().unwrap()[NR - 1] = f32::from_bits(0x0040_0000);
+        for len in [NR, NR - 1, 17, 1] {
+            let sentinel = bf16::from_bits(0xDEAD);
+            let mut out = vec![[sentinel; NR]; rows.len()];
+            let mut dst: Vec<&mut [bf16]> = out.iter_mut().map(|r| &mut r[..len]).collect();
+            for (chunk, dst) in rows.chunks(MR).zip(dst.chunks_mut(MR)) {
+                // SAFETY: `native_bf16` holds (checked above) and the output type is bf16.
+                unsafe { bf16_rows_native(chunk, dst) };
+            }
+            for (r, (row, got)) in rows.iter().zip(&out).enumerate() {
+                for j in 0..NR {
+                    let want = if j < len {
+                        to_bf16_bits(row[j])
+                    } else {
+                        sentinel.to_bits()
+                    };
+                    assert_eq!(
+                        got[j].to_bits(),
+                        want,
+                        "row {r} lane {j} of {len}: {:e} ({:#x})",
+                        row[j],
+                        row[j].to_bits()
+                    );
+                }
+            }
+        }
     }
 
     /// Every compiled variant of every stage gives the scalar functions' bits, so the widths
