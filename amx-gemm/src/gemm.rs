@@ -887,7 +887,8 @@ struct Buffers {
     /// The partial sums of the earlier K blocks when K is split: one block of `mc` rows times
     /// one `nc` block of columns (the loop nest finishes each such block of C before the next).
     acc: AlignedBytes,
-    /// Fused epilogues: the last K block of one micro-tile, 32 rows of 128 bytes, in L1.
+    /// The last K block of one micro-tile, 32 rows of 128 bytes, in L1: a fused epilogue's
+    /// input, or a plain GEMM's micro-tile on its way to C (see `Drain`).
     tile: AlignedBytes,
 }
 
@@ -1256,7 +1257,7 @@ fn nest<P: Precision, K: MicroKernel>(
                         // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed
                         // from L2 past the micro-panel.
                         for jr in jc..jc_end {
-                            // // Where the micro-tile is stored, and loaded from when accumulating.
+                            // Where the micro-tile is stored, and loaded from when accumulating.
                             let mut deferred = None;
                             // This micro-tile's place in the partial sums.
                             let part = (ir - ic) * acc_ld + (jr - jc) * SCRATCH_ROW;
