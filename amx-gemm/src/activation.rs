@@ -145,9 +145,9 @@ fn relu(x: f32) -> f32 {
 /// store before it reaches the cache: in a fused layer that made ReLU cost more than GELU.
 fn relu_all(isa: VectorIsa, x: &mut [f32]) {
     /// # Safety
-    /// The CPU supports AVX-512F.
+    /// The CPU supports AVX-512F and DQ.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512dq")]
     unsafe fn wide(x: &mut [f32]) {
         use std::arch::x86_64::*;
         let (chunks, rest) = x.as_chunks_mut::<16>();
@@ -178,7 +178,7 @@ fn relu_all(isa: VectorIsa, x: &mut [f32]) {
     }
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU supports AVX-512F (`supported` checked it).
+        // SAFETY: the CPU supports AVX-512F and DQ (`supported` checked it).
         VectorIsa::Avx512 if isa.supported() => unsafe { wide(x) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports AVX2 (`supported` checked it).
@@ -304,7 +304,7 @@ impl Gate {
     fn apply_all(&self, isa: VectorIsa, x: &mut [f32]) {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU supports AVX-512F (`supported` checked it).
+            // SAFETY: the CPU supports AVX-512F and DQ (`supported` checked it).
             VectorIsa::Avx512 if isa.supported() => unsafe { self.apply_avx512(x) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU supports AVX2 and FMA (`supported` checked it).
@@ -313,46 +313,40 @@ impl Gate {
         }
     }
 
-    /// [`Gate::apply`], 16 lanes at a time; each intrinsic is the scalar model's operation of
-    /// the same line.
+    /// [`Gate::apply`], 16 lanes at a time (see [`GateLanes`]).
     ///
     /// # Safety
-    /// The CPU supports AVX-512F.
+    /// The CPU supports AVX-512F and DQ.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512dq")]
     unsafe fn apply_avx512(&self, x: &mut [f32]) {
         use std::arch::x86_64::*;
-        // The 8 entries in the low half; the indices never reach the (zeroed) upper half.
-        let c: [__m512; TERMS] = std::array::from_fn(|k| {
-            // SAFETY: a row of coefficients is 8 f32, read unaligned.
-            _mm512_zextps256_ps512(unsafe { _mm256_loadu_ps(self.coeffs[k].as_ptr()) })
-        });
-        let scale = _mm512_set1_ps(self.scale);
-        let top = _mm512_set1_ps(TOP);
-        let magic = _mm512_set1_ps(MAGIC);
-        let one = _mm512_set1_ps(1.0);
-        let lowest = _mm512_set1_ps(f32::MIN);
+        let gate = self.lanes();
         let (chunks, rest) = x.as_chunks_mut::<16>();
         for v in chunks {
             // SAFETY: `v` is 16 f32, read and written unaligned.
-            let x = unsafe { _mm512_loadu_ps(v.as_ptr()) };
-            // minps returns its second operand when the first is NaN: `f32::min`'s 7.
-            let y = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(x), scale), top);
-            let s = _mm512_add_ps(y, magic);
-            let t = _mm512_sub_ps(y, _mm512_sub_ps(s, magic));
-            // vpermps reads the low 4 bits of each index: n, at most 7.
-            let n = _mm512_castps_si512(s);
-            let mut h = _mm512_permutexvar_ps(n, c[DEGREE]);
-            for ck in c[..DEGREE].iter().rev() {
-                h = _mm512_fmadd_ps(h, t, _mm512_permutexvar_ps(n, *ck));
-            }
-            let negative = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
-            let g = _mm512_mask_sub_ps(h, negative, one, h);
-            let x = _mm512_max_ps(lowest, x);
-            // SAFETY: as above.
-            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), _mm512_mul_ps(x, g)) };
+            unsafe { _mm512_storeu_ps(v.as_mut_ptr(), gate.apply(_mm512_loadu_ps(v.as_ptr()))) };
         }
         rest.iter_mut().for_each(|v| *v = self.apply(*v));
+    }
+
+    /// The gate's constants in registers, for [`GateLanes::apply`].
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn lanes(&self) -> GateLanes {
+        use std::arch::x86_64::*;
+        GateLanes {
+            // The 8 entries in the low half; the indices never reach the (zeroed) upper half.
+            // SAFETY: a row of coefficients is 8 f32, read unaligned.
+            c: std::array::from_fn(|k| unsafe {
+                _mm512_zextps256_ps512(_mm256_loadu_ps(self.coeffs[k].as_ptr()))
+            }),
+            scale: _mm512_set1_ps(self.scale),
+            top: _mm512_set1_ps(TOP),
+            magic: _mm512_set1_ps(MAGIC),
+            one: _mm512_set1_ps(1.0),
+            lowest: _mm512_set1_ps(f32::MIN),
+        }
     }
 
     /// [`Gate::apply`], 8 lanes at a time.
@@ -393,6 +387,99 @@ impl Gate {
             unsafe { _mm256_storeu_ps(v.as_mut_ptr(), _mm256_mul_ps(x, g)) };
         }
         rest.iter_mut().for_each(|v| *v = self.apply(*v));
+    }
+}
+
+/// An activation on 16 values in a register: [`Activation::apply`]'s bits on each lane. For
+/// callers that keep a row in registers from the accumulators to the output (see
+/// [`deferred`](crate::deferred)).
+#[cfg(target_arch = "x86_64")]
+pub(crate) trait Lanes: Copy {
+    /// The activation of each lane of `x`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F and DQ.
+    unsafe fn apply(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512;
+}
+
+/// [`Activation::Identity`] on 16 lanes.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct IdentityLanes;
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for IdentityLanes {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn apply(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        x
+    }
+}
+
+/// [`Activation::Relu`] on 16 lanes: `maxps(x, 0)`, as `relu_all`.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct ReluLanes;
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for ReluLanes {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn apply(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        std::arch::x86_64::_mm512_max_ps(x, std::arch::x86_64::_mm512_setzero_ps())
+    }
+}
+
+/// A GELU gate's constants in registers: [`Gate::apply`] on 16 lanes, each intrinsic the scalar
+/// model's operation of the same line.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct GateLanes {
+    c: [std::arch::x86_64::__m512; TERMS],
+    scale: std::arch::x86_64::__m512,
+    top: std::arch::x86_64::__m512,
+    magic: std::arch::x86_64::__m512,
+    one: std::arch::x86_64::__m512,
+    lowest: std::arch::x86_64::__m512,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl GateLanes {
+    /// The gate of a GELU activation (`None` for the others).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F and DQ.
+    #[target_feature(enable = "avx512f,avx512dq")]
+    pub(crate) unsafe fn of(activation: Activation) -> Option<GateLanes> {
+        match activation {
+            Activation::GeluTanh => Some(GELU_TANH.lanes()),
+            Activation::GeluErf => Some(GELU_ERF.lanes()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for GateLanes {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn apply(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        // minps returns its second operand when the first is NaN: `f32::min`'s 7.
+        let y = _mm512_min_ps(_mm512_mul_ps(_mm512_abs_ps(x), self.scale), self.top);
+        let s = _mm512_add_ps(y, self.magic);
+        // `y - rne(y)`, exact: the model's `y - (s - MAGIC)` in one instruction.
+        let t = _mm512_reduce_ps::<0>(y);
+        // vpermps reads the low 4 bits of each index: n, at most 7.
+        let n = _mm512_castps_si512(s);
+        let mut h = _mm512_permutexvar_ps(n, self.c[DEGREE]);
+        for ck in self.c[..DEGREE].iter().rev() {
+            h = _mm512_fmadd_ps(h, t, _mm512_permutexvar_ps(n, *ck));
+        }
+        let negative = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
+        let g = _mm512_mask_sub_ps(h, negative, self.one, h);
+        let x = _mm512_max_ps(self.lowest, x);
+        _mm512_mul_ps(x, g)
     }
 }
 
@@ -440,9 +527,9 @@ fn silu_all(isa: VectorIsa, x: &mut [f32]) {
         x.iter_mut().for_each(|v| *v = silu(*v));
     }
     /// # Safety
-    /// The CPU supports AVX-512F.
+    /// The CPU supports AVX-512F and DQ.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512dq")]
     unsafe fn wide(x: &mut [f32]) {
         body(x)
     }
@@ -455,7 +542,7 @@ fn silu_all(isa: VectorIsa, x: &mut [f32]) {
     }
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU supports AVX-512F (`supported` checked it).
+        // SAFETY: the CPU supports AVX-512F and DQ (`supported` checked it).
         VectorIsa::Avx512 if isa.supported() => unsafe { wide(x) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU supports AVX2 and FMA (`supported` checked it).

@@ -75,7 +75,7 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
         }
     }
 
-    unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
+    unsafe fn run(&mut self, t: &MicroTask<'_>) -> Result<(), GemmError> {
         let mut block = Block::zeroed();
         if t.accumulate {
             // Row by row through the pointer, never a slice of the whole buffer: for a plain
@@ -170,7 +170,7 @@ fn edge_tile(shape: MicroShape, i: usize) -> (usize, usize) {
 }
 
 impl<P: Precision> MicroKernel for BlockEdge<P> {
-    unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
+    unsafe fn run(&mut self, t: &MicroTask<'_>) -> Result<(), GemmError> {
         let Some(kernel) = TileKernel::of(P::KIND) else {
             return Err(GemmError::Internal(InternalError::new(format!(
                 "no tile product for {}",

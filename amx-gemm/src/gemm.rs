@@ -13,7 +13,7 @@ use crate::blocking::Blocking;
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
 use crate::error::{check_sizes, check_slice, GemmError, Operand};
-use crate::kernel::{Amx2x2, Drain, MicroKernel, MicroTask, SCRATCH_ROW};
+use crate::kernel::{Amx2x2, Drain, MicroKernel, MicroTask, Pending, SCRATCH_ROW};
 use crate::matrix::{BRef, Batch, MatMut, MatRef};
 use crate::pack::{
     self, packed_a_bytes, ASource, AlignedBytes, PackedB, PackedBView, MR, NR, STEP,
@@ -25,7 +25,7 @@ use crate::tile_ops::{Checked, Full2x2, Mem, MemMut, TileOps, Typed};
 /// Whether the product overwrites C or is added to it.
 ///
 /// Exhaustive on purpose: C is either replaced or added to; anything richer (scaling C,
-/// converting it) is an [`Epilogue`](crate::Epilogue)'s job, so a `match` on this never needs a
+/// converting it) is an [`Epilogue`]'s job, so a `match` on this never needs a
 /// wildcard.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -1219,8 +1219,9 @@ fn nest<P: Precision, K: MicroKernel>(
     // packing to be a small share of the work).
     let ka = a_chunk_steps(p, region);
     let single_chunk = ka >= steps;
-    // The plain GEMM's last micro-tile stored to the scratch tile and not yet copied to C.
-    let mut pending: Option<Drain> = None;
+    // The last micro-tile stored to the scratch tile and not yet copied to C (a plain GEMM) or
+    // through the epilogue to the output (a fused one).
+    let mut pending: Option<Pending<'_>> = None;
     // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
     for ic in region.rows.clone().step_by(blocking.mc) {
         let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
@@ -1281,7 +1282,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                             (Mem::from(acc), part, acc_ld)
                                         };
                                         if last {
-                                            deferred = Some(
+                                            deferred = Some(Pending::Copy(
                                                 Drain::new(
                                                     Mem::from(tile_mem),
                                                     *c,
@@ -1292,7 +1293,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                                 .ok_or(GemmError::TooLarge {
                                                     operand: Operand::C,
                                                 })?,
-                                            );
+                                            ));
                                             (tile_mem, 0, SCRATCH_ROW, acc_in, src, s_at, s_ld)
                                         } else {
                                             (acc, part, acc_ld, acc_in, src, s_at, s_ld)
@@ -1347,7 +1348,8 @@ fn nest<P: Precision, K: MicroKernel>(
                             // own partial sums (the rows of this mc block times the columns of
                             // this nc block, so the micro-tile at (ir - ic, jr - jc) lies inside);
                             // or its scratch tile (32 rows of 128 bytes), with a drain that
-                            // `Drain::new` checked to lie inside both buffers. The
+                            // `Drain::new` or `Deferred::new` checked to lie inside both buffers
+                            // (C's or the output's rows of this worker's rectangle). The
                             // configuration is still the region's: since `configure`, only this
                             // loop nest, `pack_a`, the micro-kernel and the epilogue (`apply`) have
                             // run, none of which calls code outside the crate or allocates (`work`
@@ -1387,6 +1389,22 @@ fn nest<P: Precision, K: MicroKernel>(
                                 }
                             } else if last {
                                 if let Target::Fused(e) = &p.target {
+                                    // During the next call where the kernel and the epilogue
+                                    // allow it (see deferred.rs), else now.
+                                    let later = kernel
+                                        .drains()
+                                        .then(|| {
+                                            e.deferred(
+                                                Mem::from(tile_mem),
+                                                (rows, cols),
+                                                (ir, jr * NR),
+                                            )
+                                        })
+                                        .flatten();
+                                    if let Some(d) = later {
+                                        pending = Some(Pending::Epilogue(d));
+                                        continue;
+                                    }
                                     // SAFETY: `tile_mem` is the `tile_need` bytes of
                                     // `scratch.tile`, alive for this function and touched by this
                                     // thread only, through `tile_mem` only (the `&mut` it was made
@@ -1410,8 +1428,8 @@ fn nest<P: Precision, K: MicroKernel>(
     }
     if let Some(d) = pending {
         // SAFETY: the last micro-tile, stored to the scratch tile by the last call, which no
-        // one writes any more; its rows of C are this worker's.
-        unsafe { d.copy(0, d.rows()) };
+        // one writes any more; its rows of C (or of the output) are this worker's.
+        unsafe { d.run(0, d.rows()) };
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 use std::marker::PhantomData;
 
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
+use crate::deferred::Deferred;
 use crate::error::GemmError;
 use crate::pack::{NR, STEP, TILE};
 use crate::precision::{Precision, ROW_BYTES};
@@ -10,7 +11,7 @@ use crate::tile_ops::{Mem, MemMut, TileOps};
 
 /// One micro-kernel call: where its operands are.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MicroTask {
+pub(crate) struct MicroTask<'e> {
     /// The packed A block, and the byte offset of this call's micro-panel in it.
     pub a: Mem,
     pub a_offset: usize,
@@ -36,8 +37,44 @@ pub(crate) struct MicroTask {
     pub c_src_ld: usize,
     /// Bytes ahead of each k-step's B tiles to prefetch (0: none).
     pub prefetch: usize,
-    /// A finished micro-tile of an earlier call to copy to C during this call's k-steps.
-    pub drain: Option<Drain>,
+    /// A finished micro-tile of an earlier call to finish during this call's k-steps.
+    pub drain: Option<Pending<'e>>,
+}
+
+/// What remains of an earlier call's micro-tile, waiting in the scratch tile: done a few rows
+/// per k-step of the next call, while its dot products run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Pending<'e> {
+    /// A plain GEMM's micro-tile, copied to C.
+    Copy(Drain),
+    /// A fused layer's micro-tile, through its epilogue to the output.
+    Epilogue(Deferred<'e>),
+}
+
+impl Pending<'_> {
+    /// Rows of the micro-tile.
+    pub(crate) fn rows(&self) -> usize {
+        match self {
+            Pending::Copy(d) => d.rows(),
+            Pending::Epilogue(d) => d.rows(),
+        }
+    }
+
+    /// Finishes rows `from..to` (those of them below [`Pending::rows`]).
+    ///
+    /// # Safety
+    /// As [`Drain::copy`] and [`Deferred::run`]: both buffers are alive, and nothing else
+    /// touches the scratch tile's rows or the destination rows meanwhile.
+    #[inline(always)]
+    pub(crate) unsafe fn run(&self, from: usize, to: usize) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            match self {
+                Pending::Copy(d) => d.copy(from, to),
+                Pending::Epilogue(d) => d.run(from, to),
+            }
+        }
+    }
 }
 
 /// A finished micro-tile waiting in a scratch tile to be copied to C.
@@ -142,9 +179,10 @@ pub(crate) const SCRATCH_ROW: usize = 4 * NR;
 /// i * c_src_ld + 4j` (C itself for a plain GEMM), otherwise it starts from zero; it then stores
 /// exactly the `rows x cols` outputs of its shape and touches no other byte of C.
 ///
-/// **Drain.** With `task.drain`, the kernel copies that earlier micro-tile to C during its
-/// k-steps (after each k-step's dot products, `ceil(rows / steps)` rows), all of it before its
-/// own stores, which may reuse the same scratch tile.
+/// **Drain.** With `task.drain`, the kernel finishes that earlier micro-tile during its
+/// k-steps (after each k-step's dot products, `ceil(rows / steps)` rows: copied to C, or
+/// through the fused epilogue to the output), all of it before its own stores, which may reuse
+/// the same scratch tile.
 ///
 /// **Memory.** Every byte read or written lies inside the buffers of the task; on the emulator
 /// the [`Checked`](crate::tile_ops::Checked) path (edges) and the
@@ -167,7 +205,7 @@ pub(crate) trait MicroKernel {
     /// # Safety
     /// The contract above: the configuration, and buffers alive and laid out as described,
     /// with the task's C rows written by no other thread.
-    unsafe fn run(&mut self, task: &MicroTask) -> Result<(), GemmError>;
+    unsafe fn run(&mut self, task: &MicroTask<'_>) -> Result<(), GemmError>;
 
     /// Puts a block of A that `pack_a` just wrote into the form [`MicroKernel::run`] reads
     /// (padding included): as packed, unless the kernel says otherwise.
@@ -210,7 +248,7 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
     }
 
     #[inline(always)]
-    unsafe fn run(&mut self, t: &MicroTask) -> Result<(), GemmError> {
+    unsafe fn run(&mut self, t: &MicroTask<'_>) -> Result<(), GemmError> {
         let ops = &mut *self.ops;
         let c01 = t.c_offset + 16 * 4;
         // The lower tile row exists only with TWO_ROWS (then C has rows 16.. here, so the offset
@@ -291,10 +329,10 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
                 }
             }
             if let Some(d) = &drain {
-                // SAFETY: the nest's drain is an earlier micro-tile of this thread's part of C,
-                // which no tile instruction of this call touches, and the scratch tile this
-                // call stores to only after its k-steps.
-                unsafe { d.copy(drained, drained + per_step) };
+                // SAFETY: the nest's drain is an earlier micro-tile of this thread's part of C
+                // (or of the output), which no tile instruction of this call touches, and the
+                // scratch tile this call stores to only after its k-steps.
+                unsafe { d.run(drained, drained + per_step) };
                 drained += per_step;
             }
             a += t.a_step;
@@ -302,7 +340,7 @@ impl<O: TileOps, P: Precision, const TWO_ROWS: bool, const TWO_COLS: bool> Micro
         }
         if let Some(d) = &drain {
             // SAFETY: as above (the rest, when the call has fewer k-steps than needed).
-            unsafe { d.copy(drained, d.rows()) };
+            unsafe { d.run(drained, d.rows()) };
         }
         // SAFETY: as above.
         unsafe {

@@ -136,6 +136,7 @@ pub mod blob;
 mod block_kernel;
 mod blocking;
 mod configs;
+mod deferred;
 pub mod epilogue;
 mod error;
 mod gemm;

@@ -81,9 +81,31 @@ fn case() -> impl Strategy<Value = Case> {
         )
 }
 
-/// Runs `case` for precision `P` and output `O`: fused == model bit for bit, and within the
-/// `f64` bound.
+/// The backends the layers run on: the emulator, and the silicon code path where it can run
+/// (the silicon, or the trap engine; a visible skip elsewhere). On the silicon path a full
+/// panel's epilogue runs during the next micro-kernel call (the deferred path), the rest after
+/// each call; the emulator's block kernels run it after each call.
+fn backends() -> &'static [Backend] {
+    static BACKENDS: std::sync::OnceLock<Vec<Backend>> = std::sync::OnceLock::new();
+    BACKENDS.get_or_init(amx_test_support::needs::backends)
+}
+
+/// Runs `case` for precision `P` and output `O` on every backend: fused == model bit for bit,
+/// and within the `f64` bound.
 fn check<P: Precision, O: Output>(c: &Case) -> Result<(), TestCaseError>
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    for &backend in backends() {
+        check_on::<P, O>(c, backend)?;
+    }
+    Ok(())
+}
+
+/// [`check`] on one backend.
+fn check_on<P: Precision, O: Output>(c: &Case, backend: Backend) -> Result<(), TestCaseError>
 where
     P::A: amx_test_support::Random,
     P::B: amx_test_support::Random,
@@ -164,7 +186,7 @@ where
     }
     let (a_in, lda_in) = if transposed { (&at, ldt) } else { (&a, lda) };
     let gemm = Gemm::new()
-        .backend(Backend::Emulated)
+        .backend(backend)
         .a_transposed(transposed)
         .threads(c.threads)
         .blocking(Blocking {
@@ -203,7 +225,7 @@ where
             // Bit for bit (NaN cannot occur: finite inputs).
             prop_assert!(
                 got.to_f64().to_bits() == want.to_f64().to_bits(),
-                "({i}, {j}) of {m}x{n}x{k}: fused {got:?}, model {want:?}"
+                "({i}, {j}) of {m}x{n}x{k} on {backend:?}: fused {got:?}, model {want:?}"
             );
             if j >= n {
                 prop_assert_eq!(got, sentinel, "padding column written");
