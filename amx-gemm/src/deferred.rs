@@ -17,6 +17,11 @@
 //! needs. Everything else (per-row or per-group scales, SiLU, a residual, integer output, the
 //! edge panels) keeps the staged path after the call. Both compute the same operations on the
 //! same values, so they write the same bits (the tests compare both with the scalar model).
+//!
+//! The emulator's block kernels leave no idle units to fill, but the same rows right after
+//! each call, one pass in registers, still beat the staged path's three passes through a block
+//! in L1: on the emulator (AVX-512, Emerald Rapids class) a 512^3 GELU layer's epilogue went
+//! from +6-13% to -4 to +2% of the plain GEMM's time.
 
 use crate::activation::Activation;
 #[cfg(target_arch = "x86_64")]

@@ -56,10 +56,11 @@
 //! per tensor or per channel, bias, identity, ReLU or a GELU, `f32` or bf16 output, on a full
 //! panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU with AMX). On AMX
 //! silicon this took the epilogue of a u8s8 1024^3 GELU layer from +41-75% of the plain GEMM's
-//! time to +15-24%, and a bf16 one from +53-66% to +0-6% (BENCHMARKS.md). The rest (per-row or
-//! per-group scales, SiLU, a residual, integer output, the edge panels, the emulator's block
-//! kernels) runs after each call as described below. Both paths compute the same operations in
-//! the same order, so they write the same bits.
+//! time to +15-24%, and a bf16 one from +53-66% to +0-6% (BENCHMARKS.md). The emulator's block
+//! kernels run the same rows right after each call. The rest (per-row or per-group scales,
+//! SiLU, a residual, integer output, the edge panels, CPUs without AVX512_BF16) runs after each
+//! call as described below. Both paths compute the same operations in the same order, so they
+//! write the same bits.
 //!
 //! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
 //! 32 rows of independent vectors hide the latency of the activations' long chains), compiled

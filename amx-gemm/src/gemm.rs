@@ -1389,20 +1389,23 @@ fn nest<P: Precision, K: MicroKernel>(
                                 }
                             } else if last {
                                 if let Target::Fused(e) = &p.target {
-                                    // During the next call where the kernel and the epilogue
-                                    // allow it (see deferred.rs), else now.
-                                    let later = kernel
-                                        .drains()
-                                        .then(|| {
-                                            e.deferred(
-                                                Mem::from(tile_mem),
-                                                (rows, cols),
-                                                (ir, jr * NR),
-                                            )
-                                        })
-                                        .flatten();
-                                    if let Some(d) = later {
-                                        pending = Some(Pending::Epilogue(d));
+                                    // Where the epilogue allows it (see deferred.rs), one
+                                    // row at a time in registers: during the next call when
+                                    // the kernel drains, else now. Otherwise stage by stage.
+                                    let one_pass = e.deferred(
+                                        Mem::from(tile_mem),
+                                        (rows, cols),
+                                        (ir, jr * NR),
+                                    );
+                                    if let Some(d) = one_pass {
+                                        if kernel.drains() {
+                                            pending = Some(Pending::Epilogue(d));
+                                        } else {
+                                            // SAFETY: the scratch tile the call just stored, and
+                                            // this worker's output rows (`deferred` checked
+                                            // both), which nothing else touches meanwhile.
+                                            unsafe { d.run(0, d.rows()) };
+                                        }
                                         continue;
                                     }
                                     // SAFETY: `tile_mem` is the `tile_need` bytes of
