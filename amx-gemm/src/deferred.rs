@@ -67,6 +67,7 @@ impl<'e> Deferred<'e> {
     /// one it computes (SiLU), or when a row would lie outside either buffer or overlap the
     /// next.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub(crate) fn new(
         tile: Mem,
         rows: usize,

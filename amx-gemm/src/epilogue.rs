@@ -860,6 +860,7 @@ impl<'a> Prepared<'a> {
     /// run during the next micro-kernel call (see [`deferred`]); `None` where
     /// it must run now through [`Prepared::apply`]: an epilogue or a panel the deferred path
     /// does not cover, or a CPU without its instructions.
+    #[inline]
     pub(crate) fn deferred(
         &self,
         tile: Mem,
