@@ -40,6 +40,8 @@ pub(crate) enum Out {
 /// One micro-tile's epilogue, prepared by [`Prepared::deferred`](crate::epilogue::Prepared::deferred)
 /// with every bound checked: [`Deferred::run`] only computes and stores.
 #[derive(Clone, Copy, Debug)]
+// Elsewhere than x86-64 `new` never makes one, and only the rows' vector code reads the fields.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Deferred<'e> {
     /// The scratch tile: row `r`'s 32 accumulators at byte `r * SCRATCH_ROW`.
     tile: Mem,
