@@ -12,10 +12,10 @@
 //! The per-k-step work must be small and straight: a call per k-step that sets nothing up
 //! (the parameters are resolved when the micro-tile is deferred), and each row computed in
 //! registers rather than stage by stage through memory as `apply` does. This covers the
-//! common layer: per-tensor or per-channel scales, bias, identity, ReLU or a GELU, and `f32`
-//! or bf16 output, on a full panel of 32 columns, where the CPU has the AVX-512 parts the row
-//! needs. Everything else (per-row or per-group scales, SiLU, a residual, integer output, the
-//! edge panels) keeps the staged path after the call. Both compute the same operations on the
+//! common layer: per-tensor or per-channel scales, bias, identity, ReLU or a GELU, an `f32` or
+//! bf16 residual, and `f32` or bf16 output, on a full panel of 32 columns, where the CPU has the
+//! AVX-512 parts the row needs. Everything else (per-row or per-group scales, SiLU, integer
+//! output, the edge panels) keeps the staged path after the call. Both compute the same operations on the
 //! same values, so they write the same bits (the tests compare both with the scalar model).
 //!
 //! The emulator's block kernels leave no idle units to fill, but the same rows right after
@@ -35,6 +35,30 @@ use crate::tile_ops::{Mem, MemMut};
 pub(crate) enum Out {
     F32,
     Bf16,
+}
+
+/// A residual's rows for a deferred epilogue (step 6: `x += beta * r`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Addend {
+    /// The residual's bytes, the byte offset of the micro-tile's first element and the row
+    /// stride in bytes.
+    pub data: Mem,
+    pub at: usize,
+    pub ld: usize,
+    /// bf16 elements (else `f32`).
+    pub bf16: bool,
+    pub beta: f32,
+}
+
+impl Addend {
+    /// Bytes of a row of 32 elements.
+    fn row_bytes(&self) -> usize {
+        if self.bf16 {
+            2 * NR
+        } else {
+            4 * NR
+        }
+    }
 }
 
 /// One micro-tile's epilogue, prepared by [`Prepared::deferred`](crate::epilogue::Prepared::deferred)
@@ -60,14 +84,15 @@ pub(crate) struct Deferred<'e> {
     /// Every offset is 0: the subtraction is skipped (it would change nothing).
     no_offset: bool,
     activation: Activation,
+    addend: Option<Addend>,
 }
 
 impl<'e> Deferred<'e> {
     /// The epilogue of the `rows` rows of 32 accumulators in `tile`, for the output rows at
-    /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters;
-    /// `None` when this CPU lacks what [`Deferred::run`] uses, when the activation is not
-    /// one it computes (SiLU), or when a row would lie outside either buffer or overlap the
-    /// next.
+    /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters
+    /// and residual rows; `None` when this CPU lacks what [`Deferred::run`] uses, when the
+    /// activation is not one it computes (SiLU), or when a row would lie outside its buffer
+    /// or an output row overlap the next.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn new(
@@ -77,6 +102,7 @@ impl<'e> Deferred<'e> {
         int_acc: bool,
         (offset, scale, bias): (&'e [i32; NR], &'e [f32; NR], &'e [f32; NR]),
         activation: Activation,
+        addend: Option<Addend>,
     ) -> Option<Deferred<'e>> {
         if !supported() || activation == Activation::Silu {
             return None;
@@ -89,6 +115,14 @@ impl<'e> Deferred<'e> {
             .checked_add(at)?
             .checked_add(row_bytes)?;
         let fits = tile_end <= tile.len() && out_end <= out.len() && (rows == 1 || ld >= row_bytes);
+        let addend_fits = addend.is_none_or(|a| {
+            let end = last
+                .checked_mul(a.ld)
+                .and_then(|e| e.checked_add(a.at))
+                .and_then(|e| e.checked_add(a.row_bytes()));
+            end.is_some_and(|end| end <= a.data.len())
+        });
+        let fits = fits && addend_fits;
         fits.then_some(Deferred {
             tile,
             rows,
@@ -102,6 +136,7 @@ impl<'e> Deferred<'e> {
             bias,
             no_offset: offset.iter().all(|&o| o == 0),
             activation,
+            addend,
         })
     }
 
@@ -151,9 +186,9 @@ impl<'e> Deferred<'e> {
         }
     }
 
-    /// Steps 1 to 5 and 7 of the epilogue (no residual) on rows `from..to`, each in two
-    /// registers: the operations of `dequantize_int` / `dequantize_float`, the activation and
-    /// the conversion of the staged path, in the same order.
+    /// Steps 1 to 7 of the epilogue on rows `from..to`, each in two registers: the operations
+    /// of `dequantize_int` / `dequantize_float`, the activation, `add_residual` and the
+    /// conversion of the staged path, in the same order.
     ///
     /// # Safety
     /// As [`Deferred::run_avx512`].
@@ -198,6 +233,41 @@ impl<'e> Deferred<'e> {
             // Step 5.
             // SAFETY: the CPU supports AVX-512F and DQ.
             let (lo, hi) = unsafe { (act.apply(lo), act.apply(hi)) };
+            // Step 6: `x + beta * r`, a rounded product and a rounded sum, `r` widened exactly
+            // (bf16 is the upper half of an f32; a NaN gets its quiet bit, as `bf16::to_f32`
+            // sets it, which the product would set anyway).
+            let (lo, hi) = match &self.addend {
+                None => (lo, hi),
+                Some(a) => {
+                    // SAFETY: `new` checked that the residual row `r` (32 elements at
+                    // `at + r * ld`) lies inside its buffer, read unaligned.
+                    let (r_lo, r_hi) = unsafe {
+                        let src = a.data.ptr().add(a.at + r * a.ld);
+                        if a.bf16 {
+                            let h = _mm512_loadu_si512(src.cast());
+                            let widen = |half: __m256i| {
+                                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(
+                                    half,
+                                )))
+                            };
+                            (
+                                widen(_mm512_castsi512_si256(h)),
+                                widen(_mm512_extracti64x4_epi64::<1>(h)),
+                            )
+                        } else {
+                            (
+                                _mm512_loadu_ps(src.cast()),
+                                _mm512_loadu_ps(src.add(64).cast()),
+                            )
+                        }
+                    };
+                    let beta = _mm512_set1_ps(a.beta);
+                    (
+                        _mm512_add_ps(lo, _mm512_mul_ps(beta, r_lo)),
+                        _mm512_add_ps(hi, _mm512_mul_ps(beta, r_hi)),
+                    )
+                }
+            };
             // SAFETY: `new` checked that the output row `r` (32 elements of `kind` at
             // `at + r * ld`) lies inside `out`, which the caller keeps alive and unshared.
             let dst = unsafe { self.out.ptr().add(self.at + r * self.ld) };

@@ -53,13 +53,14 @@
 //! On the tile instructions (the silicon and the trap engine) the common layer's epilogue runs
 //! during the next micro-kernel call, two rows per k-step for a K block of 16 k-steps, while
 //! the tile unit computes the dot products and the vector units would otherwise wait: scales
-//! per tensor or per channel, bias, identity, ReLU or a GELU, `f32` or bf16 output, on a full
-//! panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU with AMX). On AMX
+//! per tensor or per channel, bias, identity, ReLU or a GELU, a residual, `f32` or bf16
+//! output, on a full panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU
+//! with AMX). On AMX
 //! silicon this took the epilogue of a u8s8 1024^3 GELU layer from +41-75% of the plain GEMM's
 //! time to +15-24%, and a bf16 one from +53-66% to +0-6% (BENCHMARKS.md). The emulator's block
 //! kernels run the same rows right after each call. The rest (per-row or per-group scales,
-//! SiLU, a residual, integer output, the edge panels, CPUs without AVX512_BF16) runs after each
-//! call as described below. Both paths compute the same operations in the same order, so they
+//! SiLU, integer output, the edge panels, CPUs without AVX512_BF16) runs after each call as
+//! described below. Both paths compute the same operations in the same order, so they
 //! write the same bits.
 //!
 //! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
@@ -874,7 +875,6 @@ impl<'a> Prepared<'a> {
         };
         if self.rows.is_some()
             || self.grouped.is_some()
-            || self.residual.is_some()
             || self.isa != VectorIsa::Avx512
             || cols != NR
             || rows > MR
@@ -887,6 +887,36 @@ impl<'a> Prepared<'a> {
             .checked_add(j0)?
             .checked_mul(size)?;
         let ld = self.ldo.checked_mul(size)?;
+        // The residual's rows: the byte offset of (i0, j0) and the row stride.
+        let place = |ld: usize, size: usize| -> Option<(usize, usize)> {
+            let at = i0.checked_mul(ld)?.checked_add(j0)?.checked_mul(size)?;
+            Some((at, ld.checked_mul(size)?))
+        };
+        let addend = match self.residual {
+            None => None,
+            Some((Residual::F32 { data, ld }, beta)) => {
+                let (at, ld) = place(ld, 4)?;
+                let data = Mem::new(crate::precision::bytes_of(data));
+                Some(deferred::Addend {
+                    data,
+                    at,
+                    ld,
+                    bf16: false,
+                    beta,
+                })
+            }
+            Some((Residual::Bf16 { data, ld }, beta)) => {
+                let (at, ld) = place(ld, 2)?;
+                let data = Mem::new(crate::precision::bytes_of(data));
+                Some(deferred::Addend {
+                    data,
+                    at,
+                    ld,
+                    bf16: true,
+                    beta,
+                })
+            }
+        };
         Deferred::new(
             tile,
             rows,
@@ -898,6 +928,7 @@ impl<'a> Prepared<'a> {
                 panel(&self.bias, j0)?,
             ),
             self.activation,
+            addend,
         )
     }
 
@@ -1616,8 +1647,9 @@ mod tests {
     /// The deferred path (deferred.rs), which the micro-kernel runs a few rows at a time during
     /// its next call, writes the staged path's bits for every probe value as accumulator:
     /// `i32` and `f32` accumulators, with and without zero points, every activation it
-    /// covers, `f32` and bf16 output (denormal outputs included, which take its scalar
-    /// rounding), on a panel that is not the first; and it refuses what it does not cover.
+    /// covers, with no residual or an `f32` or bf16 one, `f32` and bf16 output (denormal
+    /// outputs included, which take its scalar rounding), on a panel that is not the first;
+    /// and it refuses what it does not cover.
     #[test]
     fn deferred_rows_give_the_staged_bits() {
         let values = probe_values();
@@ -1626,6 +1658,36 @@ mod tests {
         let tiny: Vec<f32> = vec![1e-40; n];
         let bias: Vec<f32> = (0..n).map(|j| (j % 11) as f32 * 0.25 - 1.0).collect();
         let sums: Vec<i32> = (0..n).map(|j| 1000 * j as i32 - 7).collect();
+        // Residuals of finite values (NaN payloads from two NaN operands are not specified),
+        // with infinities, signed zeros and denormals among them.
+        let ld_r = n + 3;
+        let special = [f32::INFINITY, -0.0, 1e-40, f32::MAX, -f32::MAX, 3.0e38];
+        let res_f32: Vec<f32> = (0..m * ld_r)
+            .map(|i| {
+                special
+                    .get(i % 97)
+                    .copied()
+                    .unwrap_or((i % 23) as f32 * 0.37 - 4.0)
+            })
+            .collect();
+        let res_bf16: Vec<bf16> = res_f32.iter().map(|&x| bf16::from_f32(x)).collect();
+        let residuals = [
+            None,
+            Some((
+                Residual::F32 {
+                    data: &res_f32,
+                    ld: ld_r,
+                },
+                0.5,
+            )),
+            Some((
+                Residual::Bf16 {
+                    data: &res_bf16,
+                    ld: ld_r,
+                },
+                -1.5,
+            )),
+        ];
         let mut covered = 0;
         for chunk in values.chunks_exact(MR * NR) {
             let tile: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -1642,12 +1704,18 @@ mod tests {
                     Activation::GeluTanh,
                     Activation::GeluErf,
                 ] {
-                    let e = Epilogue::new()
-                        .quantized(0.5, zero_point, WeightScale::Channel(w))
-                        .bias(&bias)
-                        .activation(activation);
-                    covered += deferred_matches::<f32>(&e, dtype, &sums, &tile, (m, n, ldo));
-                    covered += deferred_matches::<bf16>(&e, dtype, &sums, &tile, (m, n, ldo));
+                    for residual in residuals {
+                        let mut e = Epilogue::new()
+                            .quantized(0.5, zero_point, WeightScale::Channel(w))
+                            .bias(&bias)
+                            .activation(activation);
+                        if let Some((r, beta)) = residual {
+                            e = e.residual(r, beta);
+                        }
+                        let shape = (m, n, ldo);
+                        covered += deferred_matches::<f32>(&e, dtype, &sums, &tile, shape);
+                        covered += deferred_matches::<bf16>(&e, dtype, &sums, &tile, shape);
+                    }
                 }
             }
         }
@@ -1673,7 +1741,7 @@ mod tests {
         );
         for (e, covers) in [
             (silu, false),
-            (with_residual, false),
+            (with_residual, true),
             (Epilogue::new(), true),
         ] {
             let p = Prepared::new(
