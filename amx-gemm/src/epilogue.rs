@@ -882,37 +882,25 @@ impl<'a> Prepared<'a> {
             return None;
         }
         let size = kind.size();
-        let at = i0
-            .checked_mul(self.ldo)?
-            .checked_add(j0)?
-            .checked_mul(size)?;
-        let ld = self.ldo.checked_mul(size)?;
-        // The residual's rows: the byte offset of (i0, j0) and the row stride.
+        // The byte offset of (i0, j0) and the row stride, in the output and the residual.
         let place = |ld: usize, size: usize| -> Option<(usize, usize)> {
             let at = i0.checked_mul(ld)?.checked_add(j0)?.checked_mul(size)?;
             Some((at, ld.checked_mul(size)?))
         };
+        let (at, ld) = place(self.ldo, size)?;
         let addend = match self.residual {
             None => None,
-            Some((Residual::F32 { data, ld }, beta)) => {
-                let (at, ld) = place(ld, 4)?;
-                let data = Mem::new(crate::precision::bytes_of(data));
+            Some((residual, beta)) => {
+                let (data, ld, size, bf16) = match residual {
+                    Residual::F32 { data, ld } => (crate::precision::bytes_of(data), ld, 4, false),
+                    Residual::Bf16 { data, ld } => (crate::precision::bytes_of(data), ld, 2, true),
+                };
+                let (at, ld) = place(ld, size)?;
                 Some(deferred::Addend {
-                    data,
+                    data: Mem::new(data),
                     at,
                     ld,
-                    bf16: false,
-                    beta,
-                })
-            }
-            Some((Residual::Bf16 { data, ld }, beta)) => {
-                let (at, ld) = place(ld, 2)?;
-                let data = Mem::new(crate::precision::bytes_of(data));
-                Some(deferred::Addend {
-                    data,
-                    at,
-                    ld,
-                    bf16: true,
+                    bf16,
                     beta,
                 })
             }
