@@ -13,9 +13,9 @@
 //! (the parameters are resolved when the micro-tile is deferred), and each row computed in
 //! registers rather than stage by stage through memory as `apply` does. This covers the
 //! common layer: per-tensor or per-channel scales, bias, identity, ReLU or a GELU, an `f32` or
-//! bf16 residual, and `f32` or bf16 output, on a full panel of 32 columns, where the CPU has the
-//! AVX-512 parts the row needs. Everything else (per-row or per-group scales, SiLU, integer
-//! output, the edge panels) keeps the staged path after the call. Both compute the same operations on the
+//! bf16 residual, and `f32`, bf16, `u8` or `i8` output, on a full panel of 32 columns, where the
+//! CPU has the AVX-512 parts the row needs. Everything else (per-row or per-group scales, SiLU,
+//! the edge panels) keeps the staged path after the call. Both compute the same operations on the
 //! same values, so they write the same bits (the tests compare both with the scalar model).
 //!
 //! The emulator's block kernels leave no idle units to fill, but the same rows right after
@@ -31,10 +31,16 @@ use crate::pack::NR;
 use crate::tile_ops::{Mem, MemMut};
 
 /// The output element type of a deferred epilogue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Out {
     F32,
     Bf16,
+    /// Requantized to `u8` (`signed` false) or `i8`: `sat(rne(x / scale) + zero_point)`.
+    Int {
+        scale: f32,
+        zero_point: i32,
+        signed: bool,
+    },
 }
 
 /// A residual's rows for a deferred epilogue (step 6: `x += beta * r`).
@@ -278,6 +284,19 @@ impl<'e> Deferred<'e> {
                     _mm512_storeu_ps(dst.cast(), lo);
                     _mm512_storeu_ps(dst.add(64).cast(), hi);
                 },
+                Out::Int {
+                    scale,
+                    zero_point,
+                    signed,
+                } => {
+                    let q = |x: __m512| requantize16(x, scale, zero_point, signed);
+                    let bytes = _mm256_inserti128_si256::<1>(
+                        _mm256_castsi128_si256(_mm512_cvtepi32_epi8(q(lo))),
+                        _mm512_cvtepi32_epi8(q(hi)),
+                    );
+                    // SAFETY: 32 writable bytes at `dst`, written unaligned.
+                    unsafe { _mm256_storeu_si256(dst.cast(), bytes) };
+                }
                 Out::Bf16 => {
                     let denormals = _mm512_fpclass_ps_mask::<DENORMAL>(lo)
                         | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
@@ -308,12 +327,47 @@ impl<'e> Deferred<'e> {
     }
 }
 
+/// `requantize` on 16 lanes, each result (inside the output type's range) in its 32-bit lane:
+/// `x / scale`, NaN to 0, clamped to +-2^22, rounded half to even through `+ 1.5 * 2^23`, plus
+/// the zero point, saturated.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
+#[inline]
+fn requantize16(
+    x: std::arch::x86_64::__m512,
+    scale: f32,
+    zero_point: i32,
+    signed: bool,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    const MAGIC: f32 = 12_582_912.0;
+    const LIMIT: f32 = 4_194_304.0;
+    let v = _mm512_div_ps(x, _mm512_set1_ps(scale));
+    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+    let v = _mm512_mask_mov_ps(v, nan, _mm512_setzero_ps());
+    let v = _mm512_max_ps(
+        _mm512_min_ps(v, _mm512_set1_ps(LIMIT)),
+        _mm512_set1_ps(-LIMIT),
+    );
+    let r = _mm512_sub_epi32(
+        _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(MAGIC))),
+        _mm512_set1_epi32(MAGIC.to_bits() as i32),
+    );
+    let (lo, hi) = if signed { (-128, 127) } else { (0, 255) };
+    let r = _mm512_add_epi32(r, _mm512_set1_epi32(zero_point));
+    _mm512_min_epi32(
+        _mm512_max_epi32(r, _mm512_set1_epi32(lo)),
+        _mm512_set1_epi32(hi),
+    )
+}
+
 impl Out {
     /// Bytes per element.
     pub(crate) fn size(self) -> usize {
         match self {
             Out::F32 => 4,
             Out::Bf16 => 2,
+            Out::Int { .. } => 1,
         }
     }
 }

@@ -53,14 +53,13 @@
 //! On the tile instructions (the silicon and the trap engine) the common layer's epilogue runs
 //! during the next micro-kernel call, two rows per k-step for a K block of 16 k-steps, while
 //! the tile unit computes the dot products and the vector units would otherwise wait: scales
-//! per tensor or per channel, bias, identity, ReLU or a GELU, a residual, `f32` or bf16
-//! output, on a full panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU
+//! per tensor or per channel, bias, identity, ReLU or a GELU, a residual, any output type, on
+//! a full panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU
 //! with AMX). On AMX
 //! silicon this took the epilogue of a u8s8 1024^3 GELU layer from +41-75% of the plain GEMM's
 //! time to +15-24%, and a bf16 one from +53-66% to +0-6% (BENCHMARKS.md). The emulator's block
 //! kernels run the same rows right after each call. The rest (per-row or per-group scales,
-//! SiLU, integer output, the edge panels, CPUs without AVX512_BF16) runs after each call as
-//! described below. Both paths compute the same operations in the same order, so they
+//! SiLU, the edge panels, CPUs without AVX512_BF16) runs after each call as described below. Both paths compute the same operations in the same order, so they
 //! write the same bits.
 //!
 //! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
@@ -871,7 +870,11 @@ impl<'a> Prepared<'a> {
         let kind = match self.out_kind {
             OutKind::F32 => deferred::Out::F32,
             OutKind::Bf16 => deferred::Out::Bf16,
-            OutKind::U8 | OutKind::I8 => return None,
+            OutKind::U8 | OutKind::I8 => deferred::Out::Int {
+                scale: self.out_scale,
+                zero_point: self.out_zero_point,
+                signed: self.out_kind == OutKind::I8,
+            },
         };
         if self.rows.is_some()
             || self.grouped.is_some()
@@ -1635,9 +1638,10 @@ mod tests {
     /// The deferred path (deferred.rs), which the micro-kernel runs a few rows at a time during
     /// its next call, writes the staged path's bits for every probe value as accumulator:
     /// `i32` and `f32` accumulators, with and without zero points, every activation it
-    /// covers, with no residual or an `f32` or bf16 one, `f32` and bf16 output (denormal
-    /// outputs included, which take its scalar rounding), on a panel that is not the first;
-    /// and it refuses what it does not cover.
+    /// covers, with no residual or an `f32` or bf16 one, `f32`, bf16, `u8` and `i8` output
+    /// (denormal outputs included, which take its scalar rounding; requantization at its
+    /// saturation and NaN cases), on a panel that is not the first; and it refuses what it
+    /// does not cover.
     #[test]
     fn deferred_rows_give_the_staged_bits() {
         let values = probe_values();
@@ -1696,13 +1700,16 @@ mod tests {
                         let mut e = Epilogue::new()
                             .quantized(0.5, zero_point, WeightScale::Channel(w))
                             .bias(&bias)
-                            .activation(activation);
+                            .activation(activation)
+                            .requantize(0.01, 3);
                         if let Some((r, beta)) = residual {
                             e = e.residual(r, beta);
                         }
                         let shape = (m, n, ldo);
                         covered += deferred_matches::<f32>(&e, dtype, &sums, &tile, shape);
                         covered += deferred_matches::<bf16>(&e, dtype, &sums, &tile, shape);
+                        covered += deferred_matches::<u8>(&e, dtype, &sums, &tile, shape);
+                        covered += deferred_matches::<i8>(&e, dtype, &sums, &tile, shape);
                     }
                 }
             }
