@@ -87,7 +87,7 @@ pub(crate) struct Deferred<'e> {
     offset: &'e [i32; NR],
     scale: &'e [f32; NR],
     bias: &'e [f32; NR],
-    /// Every offset is 0: the subtraction is skipped (it would change nothing).
+    /// Every offset of the call is 0: the subtraction is skipped (it would change nothing).
     no_offset: bool,
     activation: Activation,
     addend: Option<Addend>,
@@ -96,21 +96,22 @@ pub(crate) struct Deferred<'e> {
 impl<'e> Deferred<'e> {
     /// The epilogue of the `rows` rows of 32 accumulators in `tile`, for the output rows at
     /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters
-    /// and residual rows; `None` when this CPU lacks what [`Deferred::run`] uses, when the
-    /// activation is not one it computes (SiLU), or when a row would lie outside its buffer
-    /// or an output row overlap the next.
+    /// (`no_offset`: every offset of the call is 0) and residual rows, on a CPU `support`
+    /// vouches for; `None` when the activation is not one it computes (SiLU), or when a row
+    /// would lie outside its buffer or an output row overlap the next.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn new(
+        _support: Support,
         tile: Mem,
         rows: usize,
         (out, at, ld, kind): (MemMut, usize, usize, Out),
         int_acc: bool,
-        (offset, scale, bias): (&'e [i32; NR], &'e [f32; NR], &'e [f32; NR]),
+        (offset, scale, bias, no_offset): (&'e [i32; NR], &'e [f32; NR], &'e [f32; NR], bool),
         activation: Activation,
         addend: Option<Addend>,
     ) -> Option<Deferred<'e>> {
-        if !supported() || activation == Activation::Silu {
+        if activation == Activation::Silu {
             return None;
         }
         let row_bytes = NR * kind.size();
@@ -140,7 +141,7 @@ impl<'e> Deferred<'e> {
             offset,
             scale,
             bias,
-            no_offset: offset.iter().all(|&o| o == 0),
+            no_offset,
             activation,
             addend,
         })
@@ -163,8 +164,8 @@ impl<'e> Deferred<'e> {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `new` made this only where `supported()` holds; the caller's contract covers
-        // the buffers, and `new` checked that rows `..rows` lie inside them.
+        // SAFETY: `new` took a `Support`, so the CPU has the features; the caller's contract
+        // covers the buffers, and `new` checked that rows `..rows` lie inside them.
         unsafe {
             self.run_avx512(from, to)
         }
@@ -173,7 +174,7 @@ impl<'e> Deferred<'e> {
     /// [`Deferred::run`], with the activation resolved once per call.
     ///
     /// # Safety
-    /// As [`Deferred::run`], with `from < to <= rows`, on a CPU where [`supported`] holds.
+    /// As [`Deferred::run`], with `from < to <= rows`, on a CPU [`Support`] vouches for.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
     unsafe fn run_avx512(&self, from: usize, to: usize) {
@@ -203,8 +204,6 @@ impl<'e> Deferred<'e> {
     #[inline]
     unsafe fn rows_with<A: Lanes>(&self, act: A, from: usize, to: usize) {
         use std::arch::x86_64::*;
-        /// `_mm512_fpclass_ps_mask`'s class bit for denormals.
-        const DENORMAL: i32 = 0x20;
         // SAFETY: (the loads of this block) each parameter panel is 32 values of 4 bytes,
         // read unaligned in two halves.
         let half = |p: *const f32| unsafe { (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))) };
@@ -297,31 +296,9 @@ impl<'e> Deferred<'e> {
                     // SAFETY: 32 writable bytes at `dst`, written unaligned.
                     unsafe { _mm256_storeu_si256(dst.cast(), bytes) };
                 }
-                Out::Bf16 => {
-                    let denormals = _mm512_fpclass_ps_mask::<DENORMAL>(lo)
-                        | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
-                    if denormals == 0 {
-                        // SAFETY: both are 512 bits of plain vector data.
-                        let bits: __m512i =
-                            unsafe { std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo)) };
-                        // SAFETY: 64 writable bytes at `dst`, written unaligned.
-                        unsafe { _mm512_storeu_si512(dst.cast(), bits) };
-                    } else {
-                        // VCVTNE2PS2BF16 reads a denormal as zero: the row is rounded as the
-                        // scalar model does (as `bf16_rows_native` does).
-                        let mut x = [0f32; NR];
-                        // SAFETY: `x` is 32 writable f32.
-                        unsafe {
-                            _mm512_storeu_ps(x.as_mut_ptr(), lo);
-                            _mm512_storeu_ps(x.as_mut_ptr().add(16), hi);
-                        }
-                        for (j, &v) in x.iter().enumerate() {
-                            let b = crate::epilogue::to_bf16_bits(v);
-                            // SAFETY: element `j < 32` of the row checked above.
-                            unsafe { dst.add(2 * j).cast::<u16>().write_unaligned(b) };
-                        }
-                    }
-                }
+                // SAFETY: 32 writable 16-bit slots at `dst`; the CPU has what `Support` proves
+                // (`new` took one).
+                Out::Bf16 => unsafe { store_bf16_row(lo, hi, dst.cast(), NR) },
             }
         }
     }
@@ -372,16 +349,71 @@ impl Out {
     }
 }
 
-/// Whether this CPU has what [`Deferred::run`] uses: AVX-512F, BW, DQ and BF16 (the standard
-/// library caches the tests). Elsewhere the epilogue runs after each call.
-fn supported() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bf16")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512dq")
+/// Proof that this CPU has what the one-pass rows and [`store_bf16_row`] use: AVX-512 F, BW,
+/// DQ and BF16. Made only by [`Support::detect`], once per call of the GEMM; elsewhere the
+/// epilogue runs stage by stage.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Support(());
+
+impl Support {
+    /// `Some` where the CPU has the features (the standard library caches the tests).
+    pub(crate) fn detect() -> Option<Support> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let has = std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bf16")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512dq");
+            has.then_some(Support(()))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+}
+
+/// Step 7 for bf16 output: the first `len` (at most 32) of the values in `lo` and `hi` to
+/// `dst`, with one VCVTNE2PS2BF16 instead of the rounding written out per lane.
+///
+/// The instruction rounds to nearest even and keeps a NaN's sign and upper bits with the quiet
+/// bit set, as `to_bf16_bits` does, but reads a denormal input as zero: a row holding one is
+/// converted by `to_bf16_bits` instead, so every CPU writes the same bits.
+///
+/// # Safety
+/// The CPU has what [`Support`] proves; `dst` is `len` writable 16-bit slots.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
+#[inline]
+pub(crate) unsafe fn store_bf16_row(
+    lo: std::arch::x86_64::__m512,
+    hi: std::arch::x86_64::__m512,
+    dst: *mut u16,
+    len: usize,
+) {
+    use std::arch::x86_64::*;
+    /// `_mm512_fpclass_ps_mask`'s class bit for denormals.
+    const DENORMAL: i32 = 0x20;
+    let len = len.min(NR);
+    let denormals = _mm512_fpclass_ps_mask::<DENORMAL>(lo) | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
+    if denormals != 0 {
+        let mut x = [0f32; NR];
+        // SAFETY: `x` is 32 writable f32.
+        unsafe {
+            _mm512_storeu_ps(x.as_mut_ptr(), lo);
+            _mm512_storeu_ps(x.as_mut_ptr().add(16), hi);
+        }
+        for (j, &v) in x.iter().enumerate().take(len) {
+            // SAFETY: slot `j < len` of `dst` (the caller's contract).
+            unsafe { dst.add(j).write_unaligned(crate::epilogue::to_bf16_bits(v)) };
+        }
+        return;
+    }
+    // SAFETY: both are 512 bits of plain vector data; every bit pattern is valid.
+    let bits = unsafe { std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo)) };
+    let keep = if len == NR {
+        u32::MAX
+    } else {
+        (1u32 << len) - 1
+    };
+    // SAFETY: the masked store writes the first `len` 16-bit lanes, all inside `dst`.
+    unsafe { _mm512_mask_storeu_epi16(dst.cast(), keep, bits) };
 }

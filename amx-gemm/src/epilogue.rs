@@ -98,7 +98,7 @@
 use half::bf16;
 
 pub use crate::activation::Activation;
-use crate::deferred::{self, Deferred};
+use crate::deferred::{self, Deferred, Support};
 use crate::error::{check_sizes, check_slice, EpilogueError, GemmError, Operand};
 use crate::pack::{MR, NR};
 use crate::precision::{PrecisionKind, Scalar};
@@ -532,6 +532,11 @@ pub(crate) struct Prepared<'a> {
     rows: Option<Box<RowParams<'a>>>,
     /// The compiled variant of the stages that runs (the widest this CPU supports).
     isa: VectorIsa,
+    /// Where the one-pass rows (deferred.rs) may run for this call: the epilogue has no per-row
+    /// or per-group parameters, the stages run on AVX-512, and the CPU has the rest.
+    one_pass: Option<Support>,
+    /// Every entry of `offset` is 0.
+    no_offset: bool,
 }
 
 /// The per-row part of a [`Prepared`] epilogue: what steps 1 and 3 need for any row.
@@ -782,6 +787,13 @@ impl<'a> Prepared<'a> {
             }
         };
         let out_len = out.len();
+        let isa = VectorIsa::detect();
+        let one_pass = if rows.is_none() && grouped.is_none() && isa == VectorIsa::Avx512 {
+            Support::detect()
+        } else {
+            None
+        };
+        let no_offset = offset.iter().all(|&o| o == 0);
         Ok(Prepared {
             offset,
             scale,
@@ -797,7 +809,9 @@ impl<'a> Prepared<'a> {
             out_len,
             grouped,
             rows,
-            isa: VectorIsa::detect(),
+            isa,
+            one_pass,
+            no_offset,
         })
     }
 
@@ -876,12 +890,8 @@ impl<'a> Prepared<'a> {
                 signed: self.out_kind == OutKind::I8,
             },
         };
-        if self.rows.is_some()
-            || self.grouped.is_some()
-            || self.isa != VectorIsa::Avx512
-            || cols != NR
-            || rows > MR
-        {
+        let support = self.one_pass?;
+        if cols != NR || rows > MR {
             return None;
         }
         let size = kind.size();
@@ -909,6 +919,7 @@ impl<'a> Prepared<'a> {
             }
         };
         Deferred::new(
+            support,
             tile,
             rows,
             (self.out, at, ld, kind),
@@ -917,6 +928,7 @@ impl<'a> Prepared<'a> {
                 panel(&self.offset, j0)?,
                 panel(&self.scale, j0)?,
                 panel(&self.bias, j0)?,
+                self.no_offset,
             ),
             self.activation,
             addend,
@@ -1090,13 +1102,13 @@ impl<'a> Prepared<'a> {
             && std::mem::size_of::<O>() == 2
             && matches!(residual, ResidualRows::None)
             && self.isa == VectorIsa::Avx512
-            && native_bf16()
         {
-            // SAFETY: the CPU has the features `native_bf16` tests; `O` is bf16 (its code and
-            // size), so each destination row is `len` 16-bit slots, and `dst` holds this
-            // worker's disjoint output rows (as above).
-            unsafe { bf16_rows_native(block, &mut dst[..rows]) };
-            return Ok(());
+            if let Some(support) = Support::detect() {
+                // SAFETY: `O` is bf16 (its code and size), so each destination row is `len`
+                // 16-bit slots, and `dst` holds this worker's disjoint output rows (as above).
+                unsafe { bf16_rows_native(support, block, &mut dst[..rows]) };
+                return Ok(());
+            }
         }
         write_block(
             self.isa,
@@ -1110,60 +1122,35 @@ impl<'a> Prepared<'a> {
     }
 }
 
-/// Whether the CPU converts to bf16 in one instruction (AVX512_BF16, with the AVX-512 parts
-/// [`bf16_rows_native`] uses; the standard library caches the tests).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn native_bf16() -> bool {
-    std::arch::is_x86_feature_detected!("avx512bf16")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-}
-
-/// Step 7 for bf16 output, one VCVTNE2PS2BF16 per row of 32 values instead of the rounding
-/// written out per lane (which took as long as the activation in a fused layer's profile).
-///
-/// The instruction rounds to nearest even and keeps a NaN's sign and upper bits with the quiet
-/// bit set, as [`to_bf16_bits`] does, but reads a denormal input as zero: a row holding one is
-/// converted by [`to_bf16_bits`] instead, so every CPU writes the same bits.
+/// Step 7 for bf16 output, one VCVTNE2PS2BF16 per row of 32 values (see
+/// [`store_bf16_row`](deferred::store_bf16_row)) instead of the rounding written out per lane,
+/// which took as long as the activation in a fused layer's profile.
 ///
 /// # Safety
-/// The CPU has AVX512F, AVX512BW, AVX512DQ and AVX512_BF16 ([`native_bf16`]); `O` is bf16.
+/// `O` is bf16.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
-unsafe fn bf16_rows_native<O: Output>(block: &[[f32; NR]], dst: &mut [&mut [O]]) {
-    use std::arch::x86_64::*;
-    /// `_mm512_fpclass_ps_mask`'s class bit for denormals.
-    const DENORMAL: i32 = 0x20;
-    for (x, d) in block.iter().zip(dst.iter_mut()) {
-        let len = d.len().min(NR);
-        // SAFETY: `O` is bf16, a 16-bit value (the caller's contract): the row's `len`
-        // elements are `len` writable u16 slots.
-        let out = unsafe { std::slice::from_raw_parts_mut(d.as_mut_ptr().cast::<u16>(), len) };
-        // SAFETY: `x` is 32 f32, read unaligned in two halves.
-        let (lo, hi) = unsafe {
-            (
+unsafe fn bf16_rows_native<O: Output>(support: Support, block: &[[f32; NR]], dst: &mut [&mut [O]]) {
+    /// One row, compiled for the conversion instruction.
+    ///
+    /// # Safety
+    /// The CPU has what `Support` proves; `d` is bf16 values.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
+    unsafe fn row<O: Output>(x: &[f32; NR], d: &mut [O]) {
+        use std::arch::x86_64::*;
+        // SAFETY: `x` is 32 f32, read unaligned in two halves; `d` is `d.len()` 16-bit slots
+        // (bf16, the caller's contract) and the CPU has the features.
+        unsafe {
+            let (lo, hi) = (
                 _mm512_loadu_ps(x.as_ptr()),
                 _mm512_loadu_ps(x.as_ptr().add(16)),
-            )
-        };
-        let denormals =
-            _mm512_fpclass_ps_mask::<DENORMAL>(lo) | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
-        if denormals != 0 {
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = to_bf16_bits(v);
-            }
-            continue;
+            );
+            deferred::store_bf16_row(lo, hi, d.as_mut_ptr().cast(), d.len());
         }
-        // SAFETY: both are 512 bits of plain vector data; every bit pattern is valid.
-        let bits = unsafe { std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo)) };
-        let keep = if len == NR {
-            u32::MAX
-        } else {
-            (1u32 << len) - 1
-        };
-        // SAFETY: the masked store writes the first `len` 16-bit lanes, all inside `out`.
-        unsafe { _mm512_mask_storeu_epi16(out.as_mut_ptr().cast(), keep, bits) };
+    }
+    let _ = support;
+    for (x, d) in block.iter().zip(dst.iter_mut()) {
+        // SAFETY: `support` proves the features; `O` is bf16 (this function's contract).
+        unsafe { row(x, d) };
     }
 }
 
@@ -1587,7 +1574,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn native_bf16_conversion_gives_the_scalar_bits() {
-        if !native_bf16() {
+        let Some(support) = Support::detect() else {
             use std::io::Write;
             let _ = writeln!(
                 std::io::stderr(),
@@ -1595,7 +1582,7 @@ mod tests {
                  AVX512_BF16"
             );
             return;
-        }
+        };
         let values = probe_values();
         let rows: Vec<[f32; NR]> = values
             .chunks_exact(NR)
@@ -1613,8 +1600,8 @@ mod tests {
             let mut out = vec![[sentinel; NR]; rows.len()];
             let mut dst: Vec<&mut [bf16]> = out.iter_mut().map(|r| &mut r[..len]).collect();
             for (chunk, dst) in rows.chunks(MR).zip(dst.chunks_mut(MR)) {
-                // SAFETY: `native_bf16` holds (checked above) and the output type is bf16.
-                unsafe { bf16_rows_native(chunk, dst) };
+                // SAFETY: the output type is bf16.
+                unsafe { bf16_rows_native(support, chunk, dst) };
             }
             for (r, (row, got)) in rows.iter().zip(&out).enumerate() {
                 for j in 0..NR {
