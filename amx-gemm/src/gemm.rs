@@ -10,6 +10,7 @@ use amx_runtime::{configure_on, configure_typed_on, counters, Backend, Configure
 
 use crate::block_kernel::{Block2x2, BlockEdge, TileKernel};
 use crate::blocking::Blocking;
+use crate::c_stores::{CStores, Fence};
 use crate::configs::{self, typed, MicroShape};
 use crate::epilogue::{Epilogue, Output, Prepared};
 use crate::error::{check_sizes, check_slice, GemmError, Operand};
@@ -57,6 +58,7 @@ pub struct Gemm {
     a_transposed: bool,
     backend: Option<Backend>,
     blocking: Blocking,
+    c_stores: CStores,
     pool: Option<CallerPool>,
 }
 
@@ -130,6 +132,7 @@ impl Gemm {
             a_transposed: false,
             backend: None,
             blocking: Blocking::DEFAULT,
+            c_stores: CStores::Auto,
             pool: None,
         }
     }
@@ -217,6 +220,27 @@ impl Gemm {
         self
     }
 
+    /// How a plain product writes C: [`CStores::Auto`] (the default) streams C past the caches
+    /// with non-temporal stores when the call overwrites at least
+    /// [`CStores::STREAM_MIN_BYTES`] of it, and stores through the caches otherwise. A caller
+    /// that reads a large C right after each call from a cache that holds it may prefer
+    /// [`CStores::Cached`]; one that reads C much later, [`CStores::Streaming`]. The values
+    /// written are the same either way.
+    ///
+    /// ```
+    /// use amx_gemm::{Backend, CStores, Gemm, Int8, PackedB};
+    ///
+    /// let packed = PackedB::<Int8>::pack(&vec![1i8; 64 * 32], 64, 32, 32).unwrap();
+    /// let mut c = vec![0i32; 32 * 32];
+    /// let gemm = Gemm::new().backend(Backend::Emulated).c_stores(CStores::Streaming);
+    /// gemm.run(32, &vec![2i8; 32 * 64], 64, &packed, &mut c, 32).unwrap();
+    /// assert!(c.iter().all(|&x| x == 128));
+    /// ```
+    pub fn c_stores(mut self, c_stores: CStores) -> Gemm {
+        self.c_stores = c_stores;
+        self
+    }
+
     /// The thread count a call uses: the one set, or the number of cores (at most
     /// [`Gemm::MAX_THREADS`]). A call refuses a count above [`Gemm::MAX_THREADS`].
     pub fn thread_count(&self) -> usize {
@@ -298,10 +322,14 @@ impl Gemm {
             return Ok(RunStats::empty(backend, threads));
         }
         let c_size = std::mem::size_of::<P::C>();
+        let accumulate = self.mode == Mode::Accumulate;
         let target = Target::Plain {
             c: MemMut::new(bytes_of_mut(c)),
             ldc_bytes: byte_stride(m, ldc, c_size, Operand::C)?,
-            accumulate: self.mode == Mode::Accumulate,
+            accumulate,
+            stream: self
+                .c_stores
+                .streams(m.saturating_mul(n).saturating_mul(c_size), accumulate),
         };
         self.launch(m, a, lda, b, target, threads, backend)
     }
@@ -530,6 +558,8 @@ enum Target<'a> {
         c: MemMut,
         ldc_bytes: usize,
         accumulate: bool,
+        /// Streaming stores where a row allows them (see [`CStores`]).
+        stream: bool,
     },
     /// Through a fused epilogue: each micro-tile's last K block is stored to a scratch tile in
     /// L1, and the epilogue writes the output from there.
@@ -1222,6 +1252,8 @@ fn nest<P: Precision, K: MicroKernel>(
     // The last micro-tile stored to the scratch tile and not yet copied to C (a plain GEMM) or
     // through the epilogue to the output (a fused one).
     let mut pending: Option<Pending<'_>> = None;
+    // Streaming stores to C (in `Drain::copy`) are fenced on every way out of the nest.
+    let _fence = Fence::new(matches!(p.target, Target::Plain { stream: true, .. }));
     // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
     for ic in region.rows.clone().step_by(blocking.mc) {
         let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);
@@ -1268,6 +1300,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                         c,
                                         ldc_bytes,
                                         accumulate,
+                                        stream,
                                     } if kernel.drains() => {
                                         // The earlier K blocks sum into the partial sums, in
                                         // L2, and the last one goes to the scratch tile, which
@@ -1289,6 +1322,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                                     at,
                                                     *ldc_bytes,
                                                     (rows, cols * 4),
+                                                    *stream,
                                                 )
                                                 .ok_or(GemmError::TooLarge {
                                                     operand: Operand::C,
@@ -1303,6 +1337,7 @@ fn nest<P: Precision, K: MicroKernel>(
                                         c,
                                         ldc_bytes,
                                         accumulate,
+                                        ..
                                     } => {
                                         let at = ir * ldc_bytes + jr * NR * 4;
                                         let acc_in = *accumulate || pc > 0;

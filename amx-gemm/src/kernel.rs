@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 
+use crate::c_stores;
 use crate::configs::{A0, A1, B0, B1, C00, C01, C10, C11};
 use crate::deferred::Deferred;
 use crate::error::GemmError;
@@ -93,18 +94,23 @@ pub(crate) struct Drain {
     ld: usize,
     rows: usize,
     row_bytes: usize,
+    /// Whole rows on 64-byte boundaries, written with streaming stores (see `c_stores`).
+    stream: bool,
 }
 
 impl Drain {
     /// The first `rows` rows of `row_bytes` bytes of the scratch tile `src` (rows 128 bytes
     /// apart), bound for `dst + dst_offset + r * ld`; `None` when either side does not hold
-    /// them (the nest never asks for that: its micro-tiles lie inside C).
+    /// them (the nest never asks for that: its micro-tiles lie inside C). With `stream`, whole
+    /// rows that start 64-byte lines are written with streaming stores: the caller then fences
+    /// them (a `c_stores::Fence`) before it returns.
     pub(crate) fn new(
         src: Mem,
         dst: MemMut,
         dst_offset: usize,
         ld: usize,
         (rows, row_bytes): (usize, usize),
+        stream: bool,
     ) -> Option<Drain> {
         let last = rows.checked_sub(1)?;
         let src_end = last.checked_mul(SCRATCH_ROW)?.checked_add(row_bytes)?;
@@ -120,6 +126,9 @@ impl Drain {
                 ld,
                 rows,
                 row_bytes,
+                stream: stream
+                    && row_bytes == SCRATCH_ROW
+                    && c_stores::aligned_rows(dst.ptr() as usize + dst_offset, ld),
             },
         )
     }
@@ -142,7 +151,11 @@ impl Drain {
             unsafe {
                 let src = self.src.ptr().add(r * SCRATCH_ROW);
                 let dst = self.dst.ptr().add(self.dst_offset + r * self.ld);
-                if self.row_bytes == SCRATCH_ROW {
+                if self.stream {
+                    // `new` checked that the row is whole and starts a line; the nest holds
+                    // a fence.
+                    c_stores::stream_row(src, dst);
+                } else if self.row_bytes == SCRATCH_ROW {
                     // A whole row, of a size known here: vector moves, not a call to memcpy.
                     std::ptr::copy_nonoverlapping(src, dst, SCRATCH_ROW);
                 } else {
@@ -372,12 +385,12 @@ mod tests {
         // there; one byte further they would not fit. Nor does a row longer than the scratch
         // tile's, more rows than it holds, or no rows at all.
         let last_fit = d.len() - 31 * 200 - 120;
-        assert!(Drain::new(s, d, last_fit, 200, (32, 120)).is_some());
-        assert!(Drain::new(s, d, last_fit + 1, 200, (32, 120)).is_none());
-        assert!(Drain::new(s, d, 0, 200, (2, SCRATCH_ROW + 1)).is_none());
-        assert!(Drain::new(s, d, 0, 200, (33, 4)).is_none());
-        assert!(Drain::new(s, d, 0, 200, (0, 4)).is_none());
-        let drain = Drain::new(s, d, 8, 200, (32, 120)).unwrap();
+        assert!(Drain::new(s, d, last_fit, 200, (32, 120), false).is_some());
+        assert!(Drain::new(s, d, last_fit + 1, 200, (32, 120), false).is_none());
+        assert!(Drain::new(s, d, 0, 200, (2, SCRATCH_ROW + 1), false).is_none());
+        assert!(Drain::new(s, d, 0, 200, (33, 4), false).is_none());
+        assert!(Drain::new(s, d, 0, 200, (0, 4), false).is_none());
+        let drain = Drain::new(s, d, 8, 200, (32, 120), false).unwrap();
         // SAFETY: both buffers are alive and used by nothing else until the checks below.
         unsafe {
             drain.copy(0, 3);
@@ -391,6 +404,51 @@ mod tests {
                     0
                 };
                 assert_eq!(dst[r * 200 + b], want, "row {r} byte {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_streaming_drain_streams_whole_aligned_rows_only() {
+        #[repr(C, align(64))]
+        struct Aligned([u8; 34 * 192]);
+        let src: Vec<u8> = (0..32 * SCRATCH_ROW).map(|i| (i * 7) as u8).collect();
+        let mut dst = Box::new(Aligned([0; 34 * 192]));
+        let (s, d) = (Mem::new(&src), MemMut::new(&mut dst.0));
+        // Rows 192 bytes apart from a line boundary: streamed. A row starting mid-line, a stride
+        // that is not whole lines, or a partial row: cached stores.
+        let streamed = Drain::new(s, d, 192, 192, (32, SCRATCH_ROW), true).unwrap();
+        assert!(streamed.stream);
+        assert!(
+            !Drain::new(s, d, 196, 192, (32, SCRATCH_ROW), true)
+                .unwrap()
+                .stream
+        );
+        assert!(
+            !Drain::new(s, d, 0, 160, (32, SCRATCH_ROW), true)
+                .unwrap()
+                .stream
+        );
+        assert!(!Drain::new(s, d, 192, 192, (32, 120), true).unwrap().stream);
+        assert!(
+            !Drain::new(s, d, 192, 192, (32, SCRATCH_ROW), false)
+                .unwrap()
+                .stream
+        );
+        {
+            let _fence = c_stores::Fence::new(true);
+            // SAFETY: both buffers are alive and used by nothing else until the checks below;
+            // the fence is alive across the copy.
+            unsafe { streamed.copy(0, 32) };
+        }
+        for r in 0..34 {
+            for b in 0..192 {
+                let want = if (1..33).contains(&r) && b < SCRATCH_ROW {
+                    src[(r - 1) * SCRATCH_ROW + b]
+                } else {
+                    0
+                };
+                assert_eq!(dst.0[r * 192 + b], want, "row {r} byte {b}");
             }
         }
     }
