@@ -14,16 +14,18 @@
 //! of C read right after each call, 1024^3 was 2% slower and 1536^3, 2048^3 and 512 x 4096 x
 //! 4096 1-11% faster.
 
-/// How a plain GEMM ([`Gemm::run`](crate::Gemm::run) and the calls built on it) writes C; see
-/// [`Gemm::c_stores`](crate::Gemm::c_stores).
+/// How a product writes C, or a fused layer ([`Gemm::run_with`](crate::Gemm::run_with)) its
+/// output; see [`Gemm::c_stores`](crate::Gemm::c_stores).
 ///
-/// Only the stores change: C's values are the same bits either way. Fused layers
-/// ([`Gemm::run_with`](crate::Gemm::run_with)) always write their output through the caches.
+/// Only the stores change: the values are the same bits either way. A fused layer streams the
+/// rows its one-pass epilogue writes (the common layer on full panels of 32 columns, see
+/// [`epilogue`](crate::epilogue)) when its output is `f32` or bf16 (rows of whole lines);
+/// `u8` and `i8` rows, half a line, and the other epilogues' rows go through the caches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CStores {
-    /// Streaming when the call overwrites at least [`CStores::STREAM_MIN_BYTES`] of C, cached
-    /// otherwise.
+    /// Streaming when the call overwrites at least [`CStores::STREAM_MIN_BYTES`] of C (or of
+    /// a layer's output), cached otherwise.
     #[default]
     Auto,
     /// Always through the caches: for a caller that reads C right after the call and whose C
@@ -32,18 +34,20 @@ pub enum CStores {
     /// Streaming wherever the product allows it, whatever the size of C: for a caller that
     /// reads C much later, or not through this core's caches.
     ///
-    /// A micro-tile row is streamed when the call overwrites C ([`Mode::Overwrite`]), the
-    /// backend runs the tile instructions (the silicon code path: AMX silicon or the trap
-    /// engine), the row holds 32 elements (whole micro-tiles, not the right edge of C), and C's
-    /// rows start on 64-byte boundaries (C's address and its row stride in bytes multiples of
-    /// 64). Other rows, and every row on the emulator, are cached stores.
+    /// In a plain product a row of a micro-tile is streamed when the call overwrites C
+    /// ([`Mode::Overwrite`]), the backend runs the tile instructions (the silicon code path:
+    /// AMX silicon or the trap engine; the emulator stores C through the caches), the row holds
+    /// 32 elements (whole micro-tiles, not the right edge of C), and C's rows start on 64-byte
+    /// boundaries (C's address and its row stride in bytes multiples of 64). A fused layer's
+    /// one-pass rows (see [`CStores`]) are streamed on every backend when the output's rows
+    /// start on 64-byte boundaries. Other rows are cached stores.
     ///
     /// [`Mode::Overwrite`]: crate::Mode::Overwrite
     Streaming,
 }
 
 impl CStores {
-    /// The size of C (`m * n` elements of 4 bytes) from which [`CStores::Auto`] streams: 8 MiB,
+    /// The size of C (`m * n` elements) from which [`CStores::Auto`] streams: 8 MiB,
     /// four times the L2 of the cores with AMX. Below it a caller that reads C right after the
     /// call still finds much of it in L3, which streaming would give up: on AMX silicon a
     /// 1024^3 product (4 MiB of C) read back at once was 2% slower streamed, while from 1536^3

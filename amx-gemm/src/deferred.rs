@@ -91,6 +91,9 @@ pub(crate) struct Deferred<'e> {
     no_offset: bool,
     activation: Activation,
     addend: Option<Addend>,
+    /// Every output row is a whole number of 64-byte lines starting a line (`f32` or bf16):
+    /// written with streaming stores.
+    stream: bool,
 }
 
 impl<'e> Deferred<'e> {
@@ -98,7 +101,9 @@ impl<'e> Deferred<'e> {
     /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters
     /// (`no_offset`: every offset of the call is 0) and residual rows, on a CPU `support`
     /// vouches for; `None` when the activation is not one it computes (SiLU), or when a row
-    /// would lie outside its buffer or an output row overlap the next.
+    /// would lie outside its buffer or an output row overlap the next. With `stream`, `f32` and
+    /// bf16 rows on 64-byte lines are written with streaming stores, which the caller fences
+    /// (a `c_stores::Fence`) before it returns.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn new(
@@ -110,6 +115,7 @@ impl<'e> Deferred<'e> {
         (offset, scale, bias, no_offset): (&'e [i32; NR], &'e [f32; NR], &'e [f32; NR], bool),
         activation: Activation,
         addend: Option<Addend>,
+        stream: bool,
     ) -> Option<Deferred<'e>> {
         if activation == Activation::Silu {
             return None;
@@ -144,6 +150,9 @@ impl<'e> Deferred<'e> {
             no_offset,
             activation,
             addend,
+            stream: stream
+                && matches!(kind, Out::F32 | Out::Bf16)
+                && crate::c_stores::aligned_rows(out.ptr() as usize + at, ld),
         })
     }
 
@@ -278,10 +287,16 @@ impl<'e> Deferred<'e> {
             let dst = unsafe { self.out.ptr().add(self.at + r * self.ld) };
             // Step 7.
             match self.kind {
-                // SAFETY: 128 writable bytes at `dst`, written unaligned.
+                // SAFETY: 128 writable bytes at `dst`, written unaligned, or streamed where `new`
+                // found them on a line boundary (the caller fences them).
                 Out::F32 => unsafe {
-                    _mm512_storeu_ps(dst.cast(), lo);
-                    _mm512_storeu_ps(dst.add(64).cast(), hi);
+                    if self.stream {
+                        _mm512_stream_ps(dst.cast(), lo);
+                        _mm512_stream_ps(dst.add(64).cast(), hi);
+                    } else {
+                        _mm512_storeu_ps(dst.cast(), lo);
+                        _mm512_storeu_ps(dst.add(64).cast(), hi);
+                    }
                 },
                 Out::Int {
                     scale,
@@ -296,9 +311,9 @@ impl<'e> Deferred<'e> {
                     // SAFETY: 32 writable bytes at `dst`, written unaligned.
                     unsafe { _mm256_storeu_si256(dst.cast(), bytes) };
                 }
-                // SAFETY: 32 writable 16-bit slots at `dst`; the CPU has what `Support` proves
-                // (`new` took one).
-                Out::Bf16 => unsafe { store_bf16_row(lo, hi, dst.cast(), NR) },
+                // SAFETY: 32 writable 16-bit slots at `dst`, on a line boundary when streamed
+                // (`new` checked); the CPU has what `Support` proves (`new` took one).
+                Out::Bf16 => unsafe { store_bf16_row(lo, hi, dst.cast(), NR, self.stream) },
             }
         }
     }
@@ -378,8 +393,11 @@ impl Support {
 /// bit set, as `to_bf16_bits` does, but reads a denormal input as zero: a row holding one is
 /// converted by `to_bf16_bits` instead, so every CPU writes the same bits.
 ///
+/// With `stream` and `len` 32, the row (one 64-byte line) is written with a streaming store.
+///
 /// # Safety
-/// The CPU has what [`Support`] proves; `dst` is `len` writable 16-bit slots.
+/// The CPU has what [`Support`] proves; `dst` is `len` writable 16-bit slots, 64-byte aligned
+/// when `stream` (the caller then fences the store before it returns).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16")]
 #[inline]
@@ -388,6 +406,7 @@ pub(crate) unsafe fn store_bf16_row(
     hi: std::arch::x86_64::__m512,
     dst: *mut u16,
     len: usize,
+    stream: bool,
 ) {
     use std::arch::x86_64::*;
     /// `_mm512_fpclass_ps_mask`'s class bit for denormals.
@@ -414,6 +433,11 @@ pub(crate) unsafe fn store_bf16_row(
     } else {
         (1u32 << len) - 1
     };
+    if stream && len == NR {
+        // SAFETY: 64 writable bytes at `dst`, 64-byte aligned (the caller's contract).
+        unsafe { _mm512_stream_si512(dst.cast(), bits) };
+        return;
+    }
     // SAFETY: the masked store writes the first `len` 16-bit lanes, all inside `dst`.
     unsafe { _mm512_mask_storeu_epi16(dst.cast(), keep, bits) };
 }

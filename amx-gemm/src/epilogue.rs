@@ -537,6 +537,9 @@ pub(crate) struct Prepared<'a> {
     one_pass: Option<Support>,
     /// Every entry of `offset` is 0.
     no_offset: bool,
+    /// The one-pass rows write whole `f32` or bf16 rows on 64-byte lines with streaming stores
+    /// (see [`CStores`](crate::CStores)).
+    stream: bool,
 }
 
 /// The per-row part of a [`Prepared`] epilogue: what steps 1 and 3 need for any row.
@@ -812,7 +815,19 @@ impl<'a> Prepared<'a> {
             isa,
             one_pass,
             no_offset,
+            stream: false,
         })
+    }
+
+    /// The epilogue with its one-pass rows streaming their output (`stream`) or not; the
+    /// caller then fences the streaming stores (a `c_stores::Fence`) before it returns.
+    pub(crate) fn streaming(self, stream: bool) -> Prepared<'a> {
+        Prepared { stream, ..self }
+    }
+
+    /// Whether the one-pass rows may stream their output.
+    pub(crate) fn streams(&self) -> bool {
+        self.stream
     }
 
     /// Whether the epilogue has per-K-group weight scales, and the k-steps per group.
@@ -932,6 +947,7 @@ impl<'a> Prepared<'a> {
             ),
             self.activation,
             addend,
+            self.stream,
         )
     }
 
@@ -1144,7 +1160,7 @@ unsafe fn bf16_rows_native<O: Output>(support: Support, block: &[[f32; NR]], dst
                 _mm512_loadu_ps(x.as_ptr()),
                 _mm512_loadu_ps(x.as_ptr().add(16)),
             );
-            deferred::store_bf16_row(lo, hi, d.as_mut_ptr().cast(), d.len());
+            deferred::store_bf16_row(lo, hi, d.as_mut_ptr().cast(), d.len(), false);
         }
     }
     let _ = support;

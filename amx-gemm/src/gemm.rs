@@ -220,12 +220,12 @@ impl Gemm {
         self
     }
 
-    /// How a plain product writes C: [`CStores::Auto`] (the default) streams C past the caches
-    /// with non-temporal stores when the call overwrites at least
+    /// How a call writes C or a fused layer's output: [`CStores::Auto`] (the default) streams
+    /// it past the caches with non-temporal stores when the call overwrites at least
     /// [`CStores::STREAM_MIN_BYTES`] of it, and stores through the caches otherwise. A caller
     /// that reads a large C right after each call from a cache that holds it may prefer
     /// [`CStores::Cached`]; one that reads C much later, [`CStores::Streaming`]. The values
-    /// written are the same either way.
+    /// written are the same either way; [`CStores`] lists which rows can be streamed.
     ///
     /// ```
     /// use amx_gemm::{Backend, CStores, Gemm, Int8, PackedB};
@@ -418,6 +418,7 @@ impl Gemm {
         if m == 0 || n == 0 {
             return Ok(RunStats::empty(backend, threads));
         }
+        let out_bytes = m.saturating_mul(n).saturating_mul(std::mem::size_of::<O>());
         let prepared = Prepared::new(
             epilogue,
             P::KIND,
@@ -426,7 +427,8 @@ impl Gemm {
             |steps| b.group_sums(steps),
             out,
             ldo,
-        )?;
+        )?
+        .streaming(self.c_stores.streams(out_bytes, false));
         if k == 0 {
             // An empty sum: every accumulator is 0, and the epilogue still applies (bias,
             // residual, ...), here on the calling thread, with no tile work.
@@ -1252,8 +1254,12 @@ fn nest<P: Precision, K: MicroKernel>(
     // The last micro-tile stored to the scratch tile and not yet copied to C (a plain GEMM) or
     // through the epilogue to the output (a fused one).
     let mut pending: Option<Pending<'_>> = None;
-    // Streaming stores to C (in `Drain::copy`) are fenced on every way out of the nest.
-    let _fence = Fence::new(matches!(p.target, Target::Plain { stream: true, .. }));
+    // Streaming stores to C or the output (`Drain::copy`, `Deferred::run`) are fenced on
+    // every way out of the nest.
+    let _fence = Fence::new(match &p.target {
+        Target::Plain { stream, .. } => *stream,
+        Target::Fused(e) => e.streams(),
+    });
     // LOOP 3: ic over the region's rows in blocks of mc; pack A[ic.., k0..] (pack.rs).
     for ic in region.rows.clone().step_by(blocking.mc) {
         let ic_end = ic.saturating_add(blocking.mc).min(region.rows.end);

@@ -1,12 +1,16 @@
 //! C written with streaming stores ([`CStores::Streaming`]) holds the same values as with
 //! cached stores, on every backend: rows on 64-byte lines (streamed on the silicon code path),
 //! rows that start mid-line or have a stride of partial lines (cached), the right edge of C,
-//! both modes, one and two threads; and nothing past N is written.
+//! both modes, one and two threads; and nothing past N is written. A fused layer's `f32` and
+//! bf16 outputs, streamed by its one-pass rows, are the same bits as cached ones.
 
 mod common;
 
 use amx_gemm::reference::{verify, Outputs};
-use amx_gemm::{Bf16, CStores, Gemm, Int8, Mode, PackedB, Precision, U8S8};
+use amx_gemm::{
+    bf16, Activation, Bf16, CStores, Epilogue, Gemm, Int8, MatMut, MatRef, Mode, Output, PackedB,
+    Precision, Residual, WeightScale, U8S8,
+};
 use amx_test_support::random;
 use common::{backends, canary};
 
@@ -143,4 +147,73 @@ fn every_choice_gives_the_same_c() {
             "on {backend}"
         );
     }
+}
+
+/// A u8s8 layer (per-channel scales, bias, GELU, a bf16 residual) into `O`, once per choice of
+/// stores and placement (from a line boundary, or one element past it): every output the same
+/// bits as the cached one. (`u8` rows are half a line, never streamed.)
+fn layer<O: Output + Copy + PartialEq + std::fmt::Debug>(zero: O, requantize: bool) {
+    let (m, n, k) = (70, 96, 300);
+    let a: Vec<u8> = random(m * k, 40);
+    let b: Vec<i8> = random(k * n, 41);
+    let scales: Vec<f32> = (0..n).map(|j| 0.001 + 0.0002 * (j % 7) as f32).collect();
+    let bias: Vec<f32> = (0..n).map(|j| (j % 5) as f32 * 0.5 - 1.0).collect();
+    let residual: Vec<bf16> = (0..m * n)
+        .map(|i| bf16::from_f32((i % 13) as f32 * 0.25 - 1.5))
+        .collect();
+    let packed = PackedB::<U8S8>::pack(&b, k, n, n).unwrap();
+    let e = Epilogue::new()
+        .quantized(0.05, 3, WeightScale::Channel(&scales))
+        .bias(&bias)
+        .activation(Activation::GeluTanh)
+        .residual(
+            Residual::Bf16 {
+                data: &residual,
+                ld: n,
+            },
+            0.5,
+        );
+    let e = if requantize {
+        e.requantize(0.02, 128)
+    } else {
+        e
+    };
+    for backend in backends("layer_outputs_streamed") {
+        let mut want = None;
+        for (stores, shift) in [
+            (CStores::Cached, 0),
+            (CStores::Streaming, 0),
+            (CStores::Streaming, 1),
+            (CStores::Auto, 0),
+        ] {
+            let mut out = Placed::new(&vec![zero; m * n], shift);
+            Gemm::new()
+                .threads(2)
+                .backend(backend)
+                .c_stores(stores)
+                .run_with(
+                    MatRef::new(&a, m, k),
+                    &packed,
+                    MatMut::new(out.get_mut(), m, n),
+                    &e,
+                )
+                .unwrap();
+            let got = out.get_mut().to_vec();
+            match &want {
+                None => want = Some(got),
+                Some(w) => assert!(
+                    *w == got,
+                    "{} output, {stores:?} shift {shift} on {backend}",
+                    std::any::type_name::<O>()
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn layer_outputs_streamed() {
+    layer::<f32>(0.0, false);
+    layer::<bf16>(bf16::from_f32(0.0), false);
+    layer::<u8>(0, true);
 }
