@@ -152,7 +152,7 @@ impl<'e> Deferred<'e> {
             addend,
             stream: stream
                 && matches!(kind, Out::F32 | Out::Bf16)
-                && crate::c_stores::aligned_rows(out.ptr() as usize + at, ld),
+                && crate::c_stores::aligned_rows((out.ptr() as usize).wrapping_add(at), ld),
         })
     }
 

@@ -128,7 +128,7 @@ impl Drain {
                 row_bytes,
                 stream: stream
                     && row_bytes == SCRATCH_ROW
-                    && c_stores::aligned_rows(dst.ptr() as usize + dst_offset, ld),
+                    && c_stores::aligned_rows((dst.ptr() as usize).wrapping_add(dst_offset), ld),
             },
         )
     }
