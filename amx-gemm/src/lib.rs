@@ -78,7 +78,8 @@
 //! in `kernel.rs`. On the tile instructions C is written once: when K is split, the earlier K
 //! blocks sum into a partial-sum block of `mc x nc` that stays in L2, and the last one goes to a
 //! 4 KiB scratch tile that the next micro-kernel call copies to C during its k-steps, so that
-//! reading C's lines from memory overlaps the dot products. Work is split over threads so that
+//! reading C's lines from memory overlaps the dot products; from 8 MiB of C on, the copy skips
+//! that read with streaming stores ([`CStores`], [`Gemm::c_stores`]). Work is split over threads so that
 //! each worker gets the same number of micro-tiles with the least A packing and B reading; each
 //! worker computes up to four regions of C (full
 //! micro-tiles, the right edge, the bottom edge, the corner), each under one configuration, so
