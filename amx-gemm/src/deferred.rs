@@ -12,10 +12,11 @@
 //! The per-k-step work must be small and straight: a call per k-step that sets nothing up
 //! (the parameters are resolved when the micro-tile is deferred), and each row computed in
 //! registers rather than stage by stage through memory as `apply` does. This covers the
-//! common layer: per-tensor or per-channel scales, bias, identity, ReLU or a GELU, an `f32` or
-//! bf16 residual, and `f32`, bf16, `u8` or `i8` output, on a full panel of 32 columns, where the
-//! CPU has the AVX-512 parts the row needs. Everything else (per-row or per-group scales, SiLU,
-//! the edge panels) keeps the staged path after the call. Both compute the same operations on the
+//! common layer: per-tensor or per-channel weight scales with per-tensor or per-row (per-token)
+//! activation parameters, bias, identity, ReLU or a GELU, an `f32` or bf16 residual, and `f32`,
+//! bf16, `u8` or `i8` output, on a full panel of 32 columns, where the CPU has the AVX-512 parts
+//! the row needs. Everything else (per-group scales, SiLU, the edge panels) keeps the staged
+//! path after the call. Both compute the same operations on the
 //! same values, so they write the same bits (the tests compare both with the scalar model).
 //!
 //! The emulator's block kernels leave no idle units to fill, but the same rows right after
@@ -67,6 +68,20 @@ impl Addend {
     }
 }
 
+/// Per-row (per-token) activation parameters of a deferred epilogue: row `r`'s steps 1 and 3
+/// use `offset[n] = zero_points[r] * sums[n]` (wrapping) and
+/// `scale[n] = (alpha * scales[r]) * weights[n]`, computed as `RowParams::panel` does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PerRow<'e> {
+    /// The micro-tile's rows' activation scales (and zero points), from its first row on.
+    pub scales: &'e [f32],
+    pub zero_points: Option<&'e [i32]>,
+    pub alpha: f32,
+    /// The panel's weight scales and column sums (`None`: no zero points, offset 0).
+    pub weights: &'e [f32; NR],
+    pub sums: Option<&'e [i32; NR]>,
+}
+
 /// One micro-tile's epilogue, prepared by [`Prepared::deferred`](crate::epilogue::Prepared::deferred)
 /// with every bound checked: [`Deferred::run`] only computes and stores.
 #[derive(Clone, Copy, Debug)]
@@ -83,7 +98,8 @@ pub(crate) struct Deferred<'e> {
     kind: Out,
     /// `i32` accumulators (else `f32`).
     int_acc: bool,
-    /// The panel's `zp_a * colsum` (steps 1), scales (step 3) and bias (step 4).
+    /// The panel's `zp_a * colsum` (steps 1), scales (step 3) and bias (step 4); with
+    /// `per_row`, the offsets and scales are made per row from it instead.
     offset: &'e [i32; NR],
     scale: &'e [f32; NR],
     bias: &'e [f32; NR],
@@ -91,6 +107,7 @@ pub(crate) struct Deferred<'e> {
     no_offset: bool,
     activation: Activation,
     addend: Option<Addend>,
+    per_row: Option<PerRow<'e>>,
     /// Every output row is a whole number of 64-byte lines starting a line (`f32` or bf16):
     /// written with streaming stores.
     stream: bool,
@@ -103,7 +120,8 @@ impl<'e> Deferred<'e> {
     /// vouches for; `None` when the activation is not one it computes (SiLU), or when a row
     /// would lie outside its buffer or an output row overlap the next. With `stream`, `f32` and
     /// bf16 rows on 64-byte lines are written with streaming stores, which the caller fences
-    /// (a `c_stores::Fence`) before it returns.
+    /// (a `c_stores::Fence`) before it returns. With `per_row`, each row's offsets and scales
+    /// come from it (its slices must hold `rows` values), not from the panel's.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn new(
@@ -115,6 +133,7 @@ impl<'e> Deferred<'e> {
         (offset, scale, bias, no_offset): (&'e [i32; NR], &'e [f32; NR], &'e [f32; NR], bool),
         activation: Activation,
         addend: Option<Addend>,
+        per_row: Option<PerRow<'e>>,
         stream: bool,
     ) -> Option<Deferred<'e>> {
         if activation == Activation::Silu {
@@ -135,7 +154,10 @@ impl<'e> Deferred<'e> {
                 .and_then(|e| e.checked_add(a.row_bytes()));
             end.is_some_and(|end| end <= a.data.len())
         });
-        let fits = fits && addend_fits;
+        let rows_fit = per_row.is_none_or(|p| {
+            p.scales.len() >= rows && p.zero_points.is_none_or(|z| z.len() >= rows)
+        });
+        let fits = fits && addend_fits && rows_fit;
         fits.then_some(Deferred {
             tile,
             rows,
@@ -150,6 +172,7 @@ impl<'e> Deferred<'e> {
             no_offset,
             activation,
             addend,
+            per_row,
             stream: stream
                 && matches!(kind, Out::F32 | Out::Bf16)
                 && crate::c_stores::aligned_rows((out.ptr() as usize).wrapping_add(at), ld),
@@ -220,7 +243,41 @@ impl<'e> Deferred<'e> {
         let (bias_lo, bias_hi) = half(self.bias.as_ptr());
         let (off_lo, off_hi) = half(self.offset.as_ptr().cast());
         let (off_lo, off_hi) = (_mm512_castps_si512(off_lo), _mm512_castps_si512(off_hi));
+        let (w_lo, w_hi) = match &self.per_row {
+            Some(p) => half(p.weights.as_ptr()),
+            None => (scale_lo, scale_hi),
+        };
+        let (sums_lo, sums_hi) = match self.per_row.and_then(|p| p.sums) {
+            Some(s) => {
+                let (lo, hi) = half(s.as_ptr().cast());
+                (_mm512_castps_si512(lo), _mm512_castps_si512(hi))
+            }
+            None => (off_lo, off_hi),
+        };
         for r in from..to {
+            // Steps 1 and 3's parameters of this row: the panel's, or made from the row's
+            // scale and zero point as `RowParams::panel` makes them (the same products).
+            let (off_lo, off_hi, scale_lo, scale_hi, no_offset) = match &self.per_row {
+                None => (off_lo, off_hi, scale_lo, scale_hi, self.no_offset),
+                Some(p) => {
+                    // SAFETY: `new` checked that the slices hold `rows > r` values.
+                    let (scale, zero_point) = unsafe {
+                        (
+                            *p.scales.get_unchecked(r),
+                            p.zero_points.map_or(0, |z| *z.get_unchecked(r)),
+                        )
+                    };
+                    let common = _mm512_set1_ps(p.alpha * scale);
+                    let zp = _mm512_set1_epi32(zero_point);
+                    (
+                        _mm512_mullo_epi32(zp, sums_lo),
+                        _mm512_mullo_epi32(zp, sums_hi),
+                        _mm512_mul_ps(common, w_lo),
+                        _mm512_mul_ps(common, w_hi),
+                        p.sums.is_none(),
+                    )
+                }
+            };
             // SAFETY: `new` checked that row `r < rows` lies inside the tile: 128 bytes, read
             // unaligned as two halves.
             let (lo, hi) = unsafe {
@@ -234,7 +291,7 @@ impl<'e> Deferred<'e> {
             // f32 * scale + bias`, a rounded product and a rounded sum.
             let (lo, hi) = if !self.int_acc {
                 (_mm512_castsi512_ps(lo), _mm512_castsi512_ps(hi))
-            } else if self.no_offset {
+            } else if no_offset {
                 (_mm512_cvtepi32_ps(lo), _mm512_cvtepi32_ps(hi))
             } else {
                 (
