@@ -1700,6 +1700,23 @@ mod tests {
                 -1.5,
             )),
         ];
+        // `e` with the bias, requantization parameters and each residual, into every output
+        // type: the number of deferred runs.
+        let every_output = |e: Epilogue<'_>, dtype: PrecisionKind, tile: &[u8]| {
+            let mut covered = 0;
+            for residual in residuals {
+                let mut e = e.bias(&bias).requantize(0.01, 3);
+                if let Some((r, beta)) = residual {
+                    e = e.residual(r, beta);
+                }
+                let shape = (m, n, ldo);
+                covered += deferred_matches::<f32>(&e, dtype, &sums, tile, shape);
+                covered += deferred_matches::<bf16>(&e, dtype, &sums, tile, shape);
+                covered += deferred_matches::<u8>(&e, dtype, &sums, tile, shape);
+                covered += deferred_matches::<i8>(&e, dtype, &sums, tile, shape);
+            }
+            covered
+        };
         let mut covered = 0;
         for chunk in values.chunks_exact(MR * NR) {
             let tile: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -1716,21 +1733,10 @@ mod tests {
                     Activation::GeluTanh,
                     Activation::GeluErf,
                 ] {
-                    for residual in residuals {
-                        let mut e = Epilogue::new()
-                            .quantized(0.5, zero_point, WeightScale::Channel(w))
-                            .bias(&bias)
-                            .activation(activation)
-                            .requantize(0.01, 3);
-                        if let Some((r, beta)) = residual {
-                            e = e.residual(r, beta);
-                        }
-                        let shape = (m, n, ldo);
-                        covered += deferred_matches::<f32>(&e, dtype, &sums, &tile, shape);
-                        covered += deferred_matches::<bf16>(&e, dtype, &sums, &tile, shape);
-                        covered += deferred_matches::<u8>(&e, dtype, &sums, &tile, shape);
-                        covered += deferred_matches::<i8>(&e, dtype, &sums, &tile, shape);
-                    }
+                    let e = Epilogue::new()
+                        .quantized(0.5, zero_point, WeightScale::Channel(w))
+                        .activation(activation);
+                    covered += every_output(e, dtype, &tile);
                 }
             }
         }
@@ -1749,21 +1755,11 @@ mod tests {
                 (PrecisionKind::Bf16, None, &scales),
             ] {
                 for activation in [Activation::Identity, Activation::GeluTanh] {
-                    for residual in residuals {
-                        let mut e = Epilogue::new()
-                            .quantized_rows(&row_scales, zps, WeightScale::Channel(w))
-                            .alpha(0.75)
-                            .bias(&bias)
-                            .activation(activation)
-                            .requantize(0.01, 3);
-                        if let Some((r, beta)) = residual {
-                            e = e.residual(r, beta);
-                        }
-                        let shape = (m, n, ldo);
-                        covered += deferred_matches::<f32>(&e, dtype, &sums, &tile, shape);
-                        covered += deferred_matches::<bf16>(&e, dtype, &sums, &tile, shape);
-                        covered += deferred_matches::<u8>(&e, dtype, &sums, &tile, shape);
-                    }
+                    let e = Epilogue::new()
+                        .quantized_rows(&row_scales, zps, WeightScale::Channel(w))
+                        .alpha(0.75)
+                        .activation(activation);
+                    covered += every_output(e, dtype, &tile);
                 }
             }
         }
