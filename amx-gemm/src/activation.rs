@@ -430,6 +430,51 @@ impl Lanes for ReluLanes {
     }
 }
 
+/// [`Activation::Silu`] on 16 lanes: `silu` and `exp_f32`, each intrinsic the scalar model's
+/// operation of the same line (the clamp as `maxps` then `minps`, which keep a NaN as `clamp`
+/// does; `fma(-n, c, x)` as VFNMADD, the same single rounding).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct SiluLanes;
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for SiluLanes {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    unsafe fn apply(&self, x: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+        use std::arch::x86_64::*;
+        const LN2_HI: f32 = 0.693_359_4;
+        const LN2_LO: f32 = -2.121_944_4e-4;
+        let c = _mm512_set1_ps;
+        // exp_f32(-x)
+        let neg = _mm512_castsi512_ps(_mm512_xor_si512(
+            _mm512_castps_si512(x),
+            _mm512_set1_epi32(i32::MIN),
+        ));
+        let t = _mm512_min_ps(c(88.0), _mm512_max_ps(c(-87.0), neg));
+        let shifted = _mm512_fmadd_ps(t, c(std::f32::consts::LOG2_E), c(MAGIC));
+        let n = _mm512_sub_ps(shifted, c(MAGIC));
+        let r = _mm512_fnmadd_ps(n, c(LN2_HI), t);
+        let r = _mm512_fnmadd_ps(n, c(LN2_LO), r);
+        let p = _mm512_fmadd_ps(c(1.0 / 720.0), r, c(1.0 / 120.0));
+        let p = _mm512_fmadd_ps(p, r, c(1.0 / 24.0));
+        let p = _mm512_fmadd_ps(p, r, c(1.0 / 6.0));
+        let p = _mm512_fmadd_ps(p, r, c(0.5));
+        let p = _mm512_fmadd_ps(p, r, c(1.0));
+        let p = _mm512_fmadd_ps(p, r, c(1.0));
+        let biased = _mm512_add_epi32(
+            _mm512_sub_epi32(
+                _mm512_castps_si512(shifted),
+                _mm512_set1_epi32(MAGIC.to_bits() as i32),
+            ),
+            _mm512_set1_epi32(127),
+        );
+        let e = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32::<23>(biased)));
+        // silu
+        _mm512_div_ps(x, _mm512_add_ps(c(1.0), e))
+    }
+}
+
 /// A GELU gate's constants in registers: [`Gate::apply`] on 16 lanes, each intrinsic the scalar
 /// model's operation of the same line.
 #[cfg(target_arch = "x86_64")]

@@ -13,10 +13,10 @@
 //! (the parameters are resolved when the micro-tile is deferred), and each row computed in
 //! registers rather than stage by stage through memory as `apply` does. This covers the
 //! common layer: per-tensor or per-channel weight scales with per-tensor or per-row (per-token)
-//! activation parameters, bias, identity, ReLU or a GELU, an `f32` or bf16 residual, and `f32`,
-//! bf16, `u8` or `i8` output, on a full panel of 32 columns, where the CPU has the AVX-512 parts
-//! the row needs. Everything else (per-group scales, SiLU, the edge panels) keeps the staged
-//! path after the call. Both compute the same operations on the
+//! activation parameters, bias, every activation (identity, ReLU, both GELUs, SiLU), an `f32`
+//! or bf16 residual, and `f32`, bf16, `u8` or `i8` output, on a full panel of 32 columns, where
+//! the CPU has the AVX-512 parts the row needs. Everything else (per-group scales, the edge
+//! panels) keeps the staged path after the call. Both compute the same operations on the
 //! same values, so they write the same bits (the tests compare both with the scalar model).
 //!
 //! The emulator's block kernels leave no idle units to fill, but the same rows right after
@@ -26,7 +26,7 @@
 
 use crate::activation::Activation;
 #[cfg(target_arch = "x86_64")]
-use crate::activation::{GateLanes, IdentityLanes, Lanes, ReluLanes};
+use crate::activation::{GateLanes, IdentityLanes, Lanes, ReluLanes, SiluLanes};
 use crate::kernel::SCRATCH_ROW;
 use crate::pack::NR;
 use crate::tile_ops::{Mem, MemMut};
@@ -117,8 +117,8 @@ impl<'e> Deferred<'e> {
     /// The epilogue of the `rows` rows of 32 accumulators in `tile`, for the output rows at
     /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters
     /// (`no_offset`: every offset of the call is 0) and residual rows, on a CPU `support`
-    /// vouches for; `None` when the activation is not one it computes (SiLU), or when a row
-    /// would lie outside its buffer or an output row overlap the next. With `stream`, `f32` and
+    /// vouches for; `None` when a row would lie outside its buffer or an output row overlap the
+    /// next. With `stream`, `f32` and
     /// bf16 rows on 64-byte lines are written with streaming stores, which the caller fences
     /// (a `c_stores::Fence`) before it returns. With `per_row`, each row's offsets and scales
     /// come from it (its slices must hold `rows` values), not from the panel's.
@@ -136,9 +136,6 @@ impl<'e> Deferred<'e> {
         per_row: Option<PerRow<'e>>,
         stream: bool,
     ) -> Option<Deferred<'e>> {
-        if activation == Activation::Silu {
-            return None;
-        }
         let row_bytes = NR * kind.size();
         let last = rows.checked_sub(1)?;
         let tile_end = last.checked_mul(SCRATCH_ROW)?.checked_add(SCRATCH_ROW)?;
@@ -219,7 +216,7 @@ impl<'e> Deferred<'e> {
                         self.rows_with(gate, from, to)
                     }
                 }
-                // SiLU never gets here (`new`).
+                Activation::Silu => self.rows_with(SiluLanes, from, to),
                 _ => self.rows_with(IdentityLanes, from, to),
             }
         }
