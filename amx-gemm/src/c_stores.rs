@@ -1,4 +1,5 @@
-//! How a plain GEMM writes C: through the caches, or with non-temporal (streaming) stores.
+//! How a GEMM writes C (and a fused layer its output): through the caches, or with
+//! non-temporal (streaming) stores.
 //!
 //! On the silicon code path every finished micro-tile waits in an L1 scratch tile and the next
 //! micro-kernel call copies it to C a few rows per k-step (see `kernel::Drain`). A cached store

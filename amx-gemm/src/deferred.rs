@@ -118,10 +118,10 @@ impl<'e> Deferred<'e> {
     /// byte `at + r * ld` of `out` (32 elements of `kind` each), with the panel's parameters
     /// (`no_offset`: every offset of the call is 0) and residual rows, on a CPU `support`
     /// vouches for; `None` when a row would lie outside its buffer or an output row overlap the
-    /// next. With `stream`, `f32` and
-    /// bf16 rows on 64-byte lines are written with streaming stores, which the caller fences
-    /// (a `c_stores::Fence`) before it returns. With `per_row`, each row's offsets and scales
-    /// come from it (its slices must hold `rows` values), not from the panel's.
+    /// next. With `stream`, `f32` and bf16 rows on 64-byte lines are written with streaming
+    /// stores, which the caller fences (a `c_stores::Fence`) before it returns. With `per_row`,
+    /// each row's offsets and scales come from it (its slices must hold `rows` values), not
+    /// from the panel's.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn new(
