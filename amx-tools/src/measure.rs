@@ -43,8 +43,8 @@ use amx_gemm::pack::MR;
 use amx_gemm::rayon::{ThreadPool, ThreadPoolBuilder};
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{
-    bf16, Backend, Bf16, Bf8, Bf8Bf8, Bf8Hf8, Blocking, Fp16, Gemm, GemmError, Hf8, Hf8Bf8, Hf8Hf8,
-    Int8, Mode, Operand, PackedB, Precision, PrecisionKind, S8U8, U8S8, U8U8,
+    bf16, Backend, Bf16, Bf8, Bf8Bf8, Bf8Hf8, Blocking, CStores, Fp16, Gemm, GemmError, Hf8,
+    Hf8Bf8, Hf8Hf8, Int8, Mode, Operand, PackedB, Precision, PrecisionKind, S8U8, U8S8, U8U8,
 };
 use amx_runtime::{configure_typed_on, ROW_BYTES};
 use amx_test_support::{Random, SplitMix64};
@@ -305,6 +305,8 @@ pub struct Case {
     pub backend: Option<Backend>,
     /// Overwrite or accumulate.
     pub mode: Mode,
+    /// How C is written ([`Gemm::c_stores`]).
+    pub c_stores: CStores,
 }
 
 impl Case {
@@ -522,6 +524,7 @@ struct Record<'a> {
     threads: usize,
     backend: String,
     mode: &'static str,
+    c_stores: &'static str,
     reps: usize,
     median_s: f64,
     min_s: f64,
@@ -594,6 +597,7 @@ impl Serialize for Report {
             threads: self.threads,
             backend: self.backend.to_string(),
             mode: mode_name(c.mode),
+            c_stores: c_stores_name(c.c_stores),
             reps: c.reps,
             median_s: self.median_s,
             min_s: self.min_s,
@@ -835,7 +839,9 @@ impl Harness {
         P::C: Random,
     {
         let Case { m, n, k, .. } = *case;
-        let gemm = options(case.threads, case.backend).mode(case.mode);
+        let gemm = options(case.threads, case.backend)
+            .mode(case.mode)
+            .c_stores(case.c_stores);
         let threads = thread_count(case.threads)?;
         let backend = gemm.resolved_backend()?;
         let mut inputs = Inputs::<P>::new(case, threads)?;
@@ -987,8 +993,12 @@ impl Harness {
         P::C: Random,
     {
         let Case { m, n, k, .. } = *case;
-        let one = options(1, case.backend).mode(case.mode);
-        let many = options(case.threads, case.backend).mode(case.mode);
+        let one = options(1, case.backend)
+            .mode(case.mode)
+            .c_stores(case.c_stores);
+        let many = options(case.threads, case.backend)
+            .mode(case.mode)
+            .c_stores(case.c_stores);
         let threads = thread_count(case.threads)?;
         let backend = many.resolved_backend()?;
         // The calling thread's 1-thread runs keep one packed-A block more than the others'.
@@ -1081,6 +1091,7 @@ struct ScalingRecord<'a> {
     threads: usize,
     backend: String,
     mode: &'static str,
+    c_stores: &'static str,
     reps: usize,
     one_thread_median_s: f64,
     median_s: f64,
@@ -1104,6 +1115,7 @@ impl Serialize for Scaling {
             threads: self.threads,
             backend: self.backend.to_string(),
             mode: mode_name(c.mode),
+            c_stores: c_stores_name(c.c_stores),
             reps: c.reps,
             one_thread_median_s: self.one_median_s,
             median_s: self.median_s,
@@ -1118,6 +1130,15 @@ impl Serialize for Scaling {
 }
 
 /// The JSON name of a mode.
+fn c_stores_name(c_stores: CStores) -> &'static str {
+    match c_stores {
+        CStores::Cached => "cached",
+        CStores::Streaming => "streaming",
+        CStores::Auto => "auto",
+        _ => "other",
+    }
+}
+
 fn mode_name(mode: Mode) -> &'static str {
     match mode {
         Mode::Overwrite => "overwrite",
@@ -1668,6 +1689,7 @@ mod tests {
             reps: 3,
             backend: Some(Backend::Emulated),
             mode: Mode::Overwrite,
+            c_stores: CStores::Auto,
         };
         let s = harness.scaling(&case).unwrap();
         assert_eq!((s.threads, s.backend), (2, Backend::Emulated));
@@ -1730,6 +1752,7 @@ mod tests {
             reps: 2,
             backend: Some(Backend::Emulated),
             mode: Mode::Accumulate,
+            c_stores: CStores::Auto,
         };
         let report = harness.run(&case).unwrap();
         let json: serde_json::Value = serde_json::to_value(&report).unwrap();

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use amx_gemm::{Backend, Mode, PrecisionKind};
+use amx_gemm::{Backend, CStores, Mode, PrecisionKind};
 use amx_tools::measure::{Case, Harness, MeasureError};
 
 /// Bytes allocated now, and the most at any time since the last reset.
@@ -61,6 +61,7 @@ fn case(dtype: PrecisionKind, m: usize, n: usize, k: usize, threads: usize) -> C
         reps: 1,
         backend: Some(Backend::Emulated),
         mode: Mode::Accumulate,
+        c_stores: CStores::Auto,
     }
 }
 

@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use amx_gemm::{Backend, Gemm, Mode, Operand, PrecisionKind};
+use amx_gemm::{Backend, CStores, Gemm, Mode, Operand, PrecisionKind};
 use amx_tools::measure::{Case, Harness, MeasureError};
 
 /// The largest single allocation this test binary allows.
@@ -71,6 +71,7 @@ fn case(m: usize, n: usize, k: usize) -> Case {
         reps: usize::MAX,
         backend: Some(Backend::Emulated),
         mode: Mode::Accumulate,
+        c_stores: CStores::Auto,
     }
 }
 

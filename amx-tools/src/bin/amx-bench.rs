@@ -32,6 +32,7 @@
 //! --reps R                 timed repetitions (default 5 on the silicon, 3 on the emulator)
 //! --backend hardware|emulated|trapped|auto   (default: AMX_BACKEND, else auto)
 //! --accumulate             C += A x B instead of C = A x B
+//! --c-stores auto|cached|streaming   how C is written (`Gemm::c_stores`; default auto)
 //! --scaling                time 1 thread against --threads, repetitions alternating, and
 //!                          report the median of the per-pair speed-ups instead of the table
 //! --onednn PATH            also time oneDNN's matmul (PATH: its libdnnl.so) in this process,
@@ -44,7 +45,7 @@
 
 use std::process::ExitCode;
 
-use amx_gemm::{Backend, Gemm, Mode, PrecisionKind};
+use amx_gemm::{Backend, CStores, Gemm, Mode, PrecisionKind};
 use amx_runtime::BackendChoice;
 use amx_tools::measure::{Case, Harness, Report, Scaling, PAIRED_PEAK_TIME};
 
@@ -58,6 +59,7 @@ struct Args {
     reps: Option<usize>,
     backend: Option<BackendChoice>,
     accumulate: bool,
+    c_stores: CStores,
     scaling: bool,
     onednn: Option<std::path::PathBuf>,
     json: bool,
@@ -67,7 +69,8 @@ struct Args {
 const USAGE: &str =
     "usage: amx-bench [--dtype int8|u8s8|s8u8|u8u8|bf16|fp16|bf8|hf8|bf8hf8|hf8bf8] [--m M] [--n N] [--k K] \
                      [--threads T] [--reps R] [--backend hardware|emulated|trapped|auto] \
-                     [--accumulate] [--scaling] [--onednn PATH] [--json]";
+                     [--accumulate] [--c-stores auto|cached|streaming] [--scaling] \
+                     [--onednn PATH] [--json]";
 
 /// `--help`: the usage, and what the two paired figures are.
 fn help() -> String {
@@ -114,6 +117,18 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
                     Some(BackendChoice::parse(&value("a backend")?).map_err(|e| e.to_string())?)
             }
             "--accumulate" => args.accumulate = true,
+            "--c-stores" => {
+                args.c_stores = match value("auto, cached or streaming")?.as_str() {
+                    "auto" => CStores::Auto,
+                    "cached" => CStores::Cached,
+                    "streaming" => CStores::Streaming,
+                    other => {
+                        return Err(format!(
+                            "--c-stores: {other:?} is not auto, cached or streaming"
+                        ))
+                    }
+                }
+            }
             "--scaling" => args.scaling = true,
             "--onednn" => args.onednn = Some(value("the path of libdnnl.so")?.into()),
             "--json" => args.json = true,
@@ -177,6 +192,7 @@ fn cases(args: &Args, backend: Backend) -> Vec<Case> {
                 reps,
                 backend: Some(backend),
                 mode,
+                c_stores: args.c_stores,
             });
         }
     }
@@ -553,6 +569,17 @@ mod tests {
         assert_eq!((a.threads, a.reps), (2, Some(9)));
         assert_eq!(a.backend, Some(BackendChoice::Emulated));
         assert!(a.json && a.accumulate);
+        assert_eq!(a.c_stores, CStores::Auto);
+        for (name, stores) in [
+            ("auto", CStores::Auto),
+            ("cached", CStores::Cached),
+            ("streaming", CStores::Streaming),
+        ] {
+            assert_eq!(
+                args(&format!("--c-stores {name}")).unwrap().c_stores,
+                stores
+            );
+        }
         for (name, kind) in [
             ("bf8", PrecisionKind::Bf8Bf8),
             ("hf8", PrecisionKind::Hf8Hf8),
@@ -569,6 +596,8 @@ mod tests {
         assert!(args("--m -3").is_err());
         assert!(args("--dtype fp8").is_err());
         assert!(args("--frobnicate").is_err());
+        assert!(args("--c-stores nt").is_err());
+        assert!(args("--c-stores").is_err());
     }
 
     #[test]
@@ -588,6 +617,7 @@ mod tests {
                 reps: 1,
                 backend: Some(backend),
                 mode: Mode::Overwrite,
+                c_stores: CStores::Auto,
             },
             threads: 1,
             backend,
