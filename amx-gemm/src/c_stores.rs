@@ -33,7 +33,7 @@ pub enum CStores {
     /// fits in the caches it shares.
     Cached,
     /// Streaming wherever the product allows it, whatever the size of C: for a caller that
-    /// reads C much later, or not through this core's caches.
+    /// reads C much later, or on other cores than the ones that wrote it.
     ///
     /// In a plain product a row of a micro-tile is streamed when the call overwrites C
     /// ([`Mode::Overwrite`]), the backend runs the tile instructions (the silicon code path:
