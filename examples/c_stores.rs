@@ -21,7 +21,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use amx_examples::values;
+use amx_examples::{values, Flags};
 use amx_gemm::{
     bf16, Activation, Backend, Bf16, CStores, Epilogue, Gemm, MatMut, MatRef, PackedB, Scalar,
     WeightScale, U8S8,
@@ -51,7 +51,7 @@ const USAGE: &str = "usage: c_stores [--m M] [--n N] [--k K] [--what u8s8|bf16|l
                      [--stores auto|streaming] [--read-back] [--threads T] [--rounds R] \
                      [--backend hardware|emulated|trapped|auto]";
 
-fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
+fn parse(words: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args = Args {
         shape: (2048, 2048, 2048),
         what: What::U8s8,
@@ -62,17 +62,9 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
         backend: None,
         help: false,
     };
-    while let Some(flag) = words.next() {
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (flag.clone(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| words.next())
-                .ok_or_else(|| format!("{name} needs {what}"))
-        };
+    let mut flags = Flags::new(words);
+    while let Some((name, inline)) = flags.next_flag() {
+        let mut value = |what: &str| flags.value(&name, &inline, what);
         let number = |text: String| {
             text.parse::<usize>()
                 .ok()
@@ -106,7 +98,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
                     Some(BackendChoice::parse(&value("a backend")?).map_err(|e| e.to_string())?)
             }
             "-h" | "--help" => args.help = true,
-            _ => return Err(format!("unknown option {flag:?}\n{USAGE}")),
+            _ => return Err(format!("unknown option {name:?}\n{USAGE}")),
         }
     }
     Ok(args)

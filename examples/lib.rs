@@ -1,4 +1,5 @@
-//! What the examples share: deterministic input data and best-of timing. The examples live in
+//! What the examples share: deterministic input data, best-of timing and the reading of
+//! their options. The examples live in
 //! a package of their own so that `cargo run --example` builds `amx-runtime`, `amx-gemm` and
 //! these few lines, not the workspace's test and measuring tools.
 
@@ -40,6 +41,42 @@ pub fn best_of_interleaved<E>(
     Ok((best_a, best_b))
 }
 
+/// An example's command-line words read as options: `--name value`, `--name=value`, or a bare
+/// `--flag`.
+pub struct Flags<I> {
+    words: I,
+}
+
+impl<I: Iterator<Item = String>> Flags<I> {
+    /// The options in `words` (the program's name left out).
+    pub fn new(words: I) -> Flags<I> {
+        Flags { words }
+    }
+
+    /// The next option's name and the value written inside it (`--name=value`), if any.
+    pub fn next_flag(&mut self) -> Option<(String, Option<String>)> {
+        let flag = self.words.next()?;
+        Some(match flag.split_once('=') {
+            Some((name, value)) => (name.to_owned(), Some(value.to_owned())),
+            None => (flag, None),
+        })
+    }
+
+    /// Option `name`'s value: `inline` (from [`Flags::next_flag`]) or else the next word; an
+    /// error saying the option needs `what` when there is neither.
+    pub fn value(
+        &mut self,
+        name: &str,
+        inline: &Option<String>,
+        what: &str,
+    ) -> Result<String, String> {
+        inline
+            .clone()
+            .or_else(|| self.words.next())
+            .ok_or_else(|| format!("{name} needs {what}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +88,28 @@ mod tests {
         assert!(v.iter().any(|&x| x < 0) && v.iter().any(|&x| x > 0));
         assert_eq!(v, values::<i8>(1000, 3, (-8.0, 8.0)));
         assert_ne!(v, values::<i8>(1000, 4, (-8.0, 8.0)));
+    }
+
+    #[test]
+    fn flags_take_inline_and_separate_values() {
+        let words = ["--a=1", "--b", "2", "--c"].map(str::to_owned);
+        let mut flags = Flags::new(words.into_iter());
+        let (name, inline) = flags.next_flag().unwrap();
+        assert_eq!(
+            (name.as_str(), flags.value(&name, &inline, "x")),
+            ("--a", Ok("1".into()))
+        );
+        let (name, inline) = flags.next_flag().unwrap();
+        assert_eq!(
+            (name.as_str(), flags.value(&name, &inline, "x")),
+            ("--b", Ok("2".into()))
+        );
+        let (name, inline) = flags.next_flag().unwrap();
+        assert_eq!(
+            flags.value(&name, &inline, "a value"),
+            Err("--c needs a value".into())
+        );
+        assert!(flags.next_flag().is_none());
     }
 
     #[test]

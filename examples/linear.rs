@@ -22,7 +22,7 @@
 
 use std::process::ExitCode;
 
-use amx_examples::{best_of_interleaved, values};
+use amx_examples::{best_of_interleaved, values, Flags};
 use amx_gemm::epilogue::Output;
 use amx_gemm::reference::{verify_linear, VerifyError};
 use amx_gemm::{
@@ -45,19 +45,11 @@ struct Args {
 const USAGE: &str = "usage: linear [--backend hardware|emulated|trapped|auto] [--threads T] \
                      [--reps R] [--quick] [--json]";
 
-fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
+fn parse(words: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args = Args::default();
-    while let Some(flag) = words.next() {
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (flag.clone(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| words.next())
-                .ok_or_else(|| format!("{name} needs {what}"))
-        };
+    let mut flags = Flags::new(words);
+    while let Some((name, inline)) = flags.next_flag() {
+        let mut value = |what: &str| flags.value(&name, &inline, what);
         let number = |text: String| {
             text.parse::<usize>()
                 .map_err(|_| format!("{name}: {text:?} is not a non-negative integer"))
@@ -72,7 +64,7 @@ fn parse(mut words: impl Iterator<Item = String>) -> Result<Args, String> {
             "--quick" => args.quick = true,
             "--json" => args.json = true,
             "-h" | "--help" => args.help = true,
-            _ => return Err(format!("unknown option {flag}\n{USAGE}")),
+            _ => return Err(format!("unknown option {name}\n{USAGE}")),
         }
     }
     Ok(args)
