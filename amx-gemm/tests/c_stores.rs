@@ -12,34 +12,7 @@ use amx_gemm::{
     Precision, Residual, WeightScale, U8S8,
 };
 use amx_test_support::random;
-use common::{backends, canary};
-
-/// `len` elements of C inside a buffer, starting `shift` elements past a 64-byte boundary.
-struct Placed<T> {
-    buf: Vec<T>,
-    at: usize,
-    len: usize,
-}
-
-impl<T: Copy> Placed<T> {
-    fn new(init: &[T], shift: usize) -> Placed<T> {
-        let mut buf = init.to_vec();
-        buf.extend_from_slice(&init[..64.min(init.len())]);
-        buf.extend(std::iter::repeat_n(init[0], 64));
-        let at = buf.as_ptr().align_offset(64) + shift;
-        let mut placed = Placed {
-            buf,
-            at,
-            len: init.len(),
-        };
-        placed.get_mut().copy_from_slice(init);
-        placed
-    }
-
-    fn get_mut(&mut self) -> &mut [T] {
-        &mut self.buf[self.at..self.at + self.len]
-    }
-}
+use common::{backends, check_with, Placed};
 
 fn case<P: Precision>(test: &str)
 where
@@ -63,35 +36,16 @@ where
                 (Mode::Overwrite, 2),
                 (Mode::Accumulate, 2),
             ] {
-                let seed = 500 + 10 * i as u64;
                 let what = format!(
                     "{} {m}x{n}x{k} ldc {ldc} shift {shift} {mode:?} threads {threads} on {backend}",
                     P::KIND
                 );
-                let a: Vec<P::A> = random(m * k, seed);
-                let b: Vec<P::B> = random(k * n, seed + 1);
-                let mut c0: Vec<P::C> = random(m * ldc, seed + 2);
-                for row in c0.chunks_mut(ldc) {
-                    row[n..].fill(canary());
-                }
-                let packed = PackedB::<P>::pack(&b, k, n, n).unwrap();
-                let mut c = Placed::new(&c0, shift);
-                Gemm::new()
+                let gemm = Gemm::new()
                     .threads(threads)
-                    .mode(mode)
                     .backend(backend)
-                    .c_stores(CStores::Streaming)
-                    .run(m, &a, k, &packed, c.get_mut(), ldc)
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-                verify::<P>(m, n, k, &a, k, &b, n, start, c.get_mut(), ldc, Outputs::All)
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
-                for (r, row) in c.get_mut().chunks(ldc).enumerate() {
-                    assert!(
-                        row[n..].iter().all(|&x| x == canary()),
-                        "{what}: row {r} of C was written past N"
-                    );
-                }
+                    .c_stores(CStores::Streaming);
+                let (pad, seed) = (ldc - n, 500 + 10 * i as u64);
+                check_with::<P>(gemm, mode, (m, n, k), pad, Some(shift), seed, &what);
             }
         }
     }

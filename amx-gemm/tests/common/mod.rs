@@ -3,7 +3,7 @@
 #![allow(dead_code)] // Each test binary uses a different part.
 
 use amx_gemm::reference::{verify, Outputs};
-use amx_gemm::{Backend, Gemm, Mode, PackedB, Precision, Scalar};
+use amx_gemm::{Backend, Gemm, Mode, PackedB, Precision, RunStats, Scalar};
 use amx_test_support::{random, Kind};
 
 /// The backends every correctness test runs on: the emulator always, the silicon code path
@@ -48,11 +48,60 @@ pub fn check<P: Precision>(
     P::B: amx_test_support::Random,
     P::C: amx_test_support::Random,
 {
-    let (lda, ldb, ldc) = (k + pad, n + pad, n + pad);
     let what = format!(
         "{} {m}x{n}x{k} threads {threads} {mode:?} pad {pad} on {backend}",
         P::KIND
     );
+    let gemm = Gemm::new().threads(threads).backend(backend);
+    let stats = check_with::<P>(gemm, mode, (m, n, k), pad, None, seed, &what);
+    assert_eq!(stats.backend, backend, "{what}");
+}
+
+/// `len` elements inside an owned buffer, starting `shift` elements past a 64-byte boundary.
+pub struct Placed<T> {
+    buf: Vec<T>,
+    at: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Placed<T> {
+    /// A copy of `init` placed so.
+    pub fn new(init: &[T], shift: usize) -> Placed<T> {
+        // A boundary lies within 64 elements of any start (elements are at least 1 byte).
+        let mut buf = vec![T::default(); init.len() + 64 + shift];
+        let at = buf.as_ptr().align_offset(64) + shift;
+        buf[at..at + init.len()].copy_from_slice(init);
+        Placed {
+            buf,
+            at,
+            len: init.len(),
+        }
+    }
+
+    /// The placed elements.
+    pub fn get_mut(&mut self) -> &mut [T] {
+        &mut self.buf[self.at..self.at + self.len]
+    }
+}
+
+/// [`check`] with the call's other options in `gemm` (threads, backend, C's stores...), the
+/// leading dimensions `k + pad` and `n + pad`, and C placed `shift` elements past a 64-byte
+/// boundary (`None`: where the allocator put it). Returns the call's statistics.
+pub fn check_with<P: Precision>(
+    gemm: Gemm,
+    mode: Mode,
+    (m, n, k): (usize, usize, usize),
+    pad: usize,
+    shift: Option<usize>,
+    seed: u64,
+    what: &str,
+) -> RunStats
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    let (lda, ldb, ldc) = (k + pad, n + pad, n + pad);
     let a: Vec<P::A> = random(m * lda, seed);
     let b: Vec<P::B> = random(k * ldb, seed + 1);
     let mut c0: Vec<P::C> = random(m * ldc, seed + 2);
@@ -62,14 +111,18 @@ pub fn check<P: Precision>(
         }
     }
     let packed = PackedB::<P>::pack(&b, k, n, ldb).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut c = c0.clone();
-    let gemm = Gemm::new().threads(threads).mode(mode).backend(backend);
+    let mut placed = shift.map(|s| Placed::new(&c0, s));
+    let mut plain = c0.clone();
+    let c: &mut [P::C] = match &mut placed {
+        Some(p) => p.get_mut(),
+        None => &mut plain,
+    };
     let stats = gemm
-        .run(m, &a, lda, &packed, &mut c, ldc)
+        .mode(mode)
+        .run(m, &a, lda, &packed, c, ldc)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_eq!(stats.backend, backend, "{what}");
     let start = (mode == Mode::Accumulate).then_some(&c0[..]);
-    verify::<P>(m, n, k, &a, lda, &b, ldb, start, &c, ldc, Outputs::All)
+    verify::<P>(m, n, k, &a, lda, &b, ldb, start, c, ldc, Outputs::All)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     for i in 0..m {
         for j in n..ldc {
@@ -80,4 +133,5 @@ pub fn check<P: Precision>(
             );
         }
     }
+    stats
 }
