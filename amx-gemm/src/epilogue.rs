@@ -53,17 +53,16 @@
 //! On the tile instructions (the silicon and the trap engine) the common layer's epilogue runs
 //! during the next micro-kernel call, two rows per k-step for a K block of 16 k-steps, while
 //! the tile unit computes the dot products and the vector units would otherwise wait: weight
-//! scales per tensor or per channel, activation parameters per tensor or per row, bias,
-//! any activation, a residual, any output type, on
-//! a full panel of 32 columns, on a CPU with AVX-512 F, BW, DQ and BF16 (every CPU
-//! with AMX). On AMX
-//! silicon this took the epilogue of a u8s8 1024^3 GELU layer from +41-75% of the plain GEMM's
-//! time to +15-24%, and a bf16 one from +53-66% to +0-6% (BENCHMARKS.md). The emulator's block
+//! scales per tensor or per channel, activation parameters per tensor or per row, bias, any
+//! activation, a residual, any output type, on a full panel of 32 columns, on a CPU with
+//! AVX-512 F, BW, DQ and BF16 (every CPU with AMX). On AMX silicon this took the epilogue of a
+//! u8s8 1024^3 GELU layer from +41-75% of the plain GEMM's time to +15-24%, and a bf16 one from
+//! +53-66% to +0-6% (BENCHMARKS.md). The emulator's block
 //! kernels run the same rows right after each call; per-row (per-token) activation scales went
 //! from +235-253% to +40-45% at 1024^3 and from +19-22% to +4-7% at 16 x 4096 x 4096, and a
 //! SiLU layer from +89-94% to +25-27% at 1024^3. The rest (per-group scales, the edge panels,
-//! CPUs without AVX512_BF16) runs after each call as described below. Both paths compute the same operations in the same order, so they
-//! write the same bits.
+//! CPUs without AVX512_BF16) runs after each call as described below. Both paths compute the
+//! same operations in the same order, so they write the same bits.
 //!
 //! Each step runs over whole rows of 32 values, step 5 over the whole micro-tile at once (so
 //! 32 rows of independent vectors hide the latency of the activations' long chains), compiled
@@ -535,8 +534,11 @@ pub(crate) struct Prepared<'a> {
     rows: Option<Box<RowParams<'a>>>,
     /// The compiled variant of the stages that runs (the widest this CPU supports).
     isa: VectorIsa,
-    /// Where the one-pass rows (deferred.rs) may run for this call: the epilogue has no
-    /// per-group parameters, the stages run on AVX-512, and the CPU has the rest.
+    /// The stages run on AVX-512 and the CPU has the rest of what [`Support`] proves (the
+    /// one-instruction bf16 conversion): detected once per call.
+    support: Option<Support>,
+    /// Where the one-pass rows (deferred.rs) may run for this call: `support`, and the
+    /// epilogue has no per-group parameters.
     one_pass: Option<Support>,
     /// Every entry of `offset` is 0.
     no_offset: bool,
@@ -794,11 +796,12 @@ impl<'a> Prepared<'a> {
         };
         let out_len = out.len();
         let isa = VectorIsa::detect();
-        let one_pass = if grouped.is_none() && isa == VectorIsa::Avx512 {
+        let support = if isa == VectorIsa::Avx512 {
             Support::detect()
         } else {
             None
         };
+        let one_pass = support.filter(|_| grouped.is_none());
         let no_offset = offset.iter().all(|&o| o == 0);
         Ok(Prepared {
             offset,
@@ -816,6 +819,7 @@ impl<'a> Prepared<'a> {
             grouped,
             rows,
             isa,
+            support,
             one_pass,
             no_offset,
             stream: false,
@@ -1134,9 +1138,8 @@ impl<'a> Prepared<'a> {
         if O::CODE == bf16::CODE
             && std::mem::size_of::<O>() == 2
             && matches!(residual, ResidualRows::None)
-            && self.isa == VectorIsa::Avx512
         {
-            if let Some(support) = Support::detect() {
+            if let Some(support) = self.support {
                 // SAFETY: `O` is bf16 (its code and size), so each destination row is `len`
                 // 16-bit slots, and `dst` holds this worker's disjoint output rows (as above).
                 unsafe { bf16_rows_native(support, block, &mut dst[..rows]) };
