@@ -13,11 +13,13 @@
 //!   (`super::daz_ftz_self_check`) shows the CPU's DAZ/FTZ behave as section 10 needs.
 //!
 //! Register blocking: two rows of C per pass for single integer products, four for integer
-//! blocks and floating-point products, so each B vector loaded for a k step serves them all,
-//! and 8 independent accumulators per pass (the FMA chains: 2 ports x 4 cycles of latency;
-//! the integer chains are VPADDD with a latency of 1, so for them the blocking only keeps
-//! loads below the multiply rate). The floating-point kernel runs a group's even and
-//! odd sums as two passes, so that its 8 accumulators cover 4 rows (see `float_kernel`).
+//! blocks, so each B vector loaded for a k step serves them all, with 8 independent
+//! accumulators per pass (the integer chains are VPADDD with a latency of 1, so for them the
+//! blocking only keeps loads below the multiply rate). The floating-point kernel runs a group
+//! of rows' even and odd sums as two passes, so that its accumulators cover 4 to 6 rows: 6, 5
+//! and 5 rows for a whole tile, 10 to 12 FMA chains where 2 ports x 4 cycles of latency need
+//! 8 (see `float_kernel`); a block of products widens each step's operands to fp32 inside the
+//! kernel during the step before (see `Job`).
 
 use core::arch::asm;
 use core::arch::x86_64::{
@@ -33,7 +35,7 @@ use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use super::{exact, get_dword, Half, Widened, DWORDS, ROWS};
+use super::{exact, get_dword, set_dword, Half, Widened, DWORDS, ROWS};
 
 /// Whether [`dot_int8`] may run on this CPU.
 #[inline]
@@ -58,12 +60,41 @@ pub(super) fn float_available() -> bool {
                     // SAFETY: AVX2, FMA and F16C were detected just before (`&&`
                     // short-circuits).
                     unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
-                });
+                })
+                // SAFETY: as above.
+                && unsafe { fp16_widened_under_daz() };
             // Racing threads compute the same answer; storing it twice is harmless.
             STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
             ok
         }
     }
+}
+
+/// Whether the block kernel's own fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),
+/// keeps fp16 denormals: a block of two steps whose second step the kernel widens (the first
+/// is widened before it), each multiplying the fp16 denormal 2^-24 by 2^15, against the exact
+/// model. VCVTPH2PS ignores DAZ on the CPUs documented to date; a CPU that flushed would get
+/// 2^-9 instead of 2^-8 and run the portable kernels.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[cold]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fp16_widened_under_daz() -> bool {
+    let (mut a, mut b) = ([0u8; 2048], [0u8; 2048]);
+    let (mut a0, mut b0) = ([0u8; 1024], [0u8; 1024]);
+    set_dword(&mut a0, 0, 0, 0x0001); // fp16 2^-24 (denormal), odd element 0
+    set_dword(&mut b0, 0, 0, 0x7800); // fp16 2^15
+    a[..1024].copy_from_slice(&a0);
+    b[..1024].copy_from_slice(&b0);
+    let mut want = 0;
+    for _ in 0..2 {
+        want = exact::dot_element(want, &a0, &b0, 0, 0, 16, Half::Fp16);
+    }
+    let mut c = [[0u8; 1024]; 4];
+    // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
+    let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16) };
+    done && get_dword(&c[0], 0, 0) == want && want != 0
 }
 
 /// One tile's rows as 256-bit vectors: row `r` is `[r][0]` and `[r][1]` (16 fp32 or i32
@@ -366,13 +397,14 @@ pub(super) unsafe fn dot_half_widened(
         b: (bw as *const Widened).cast(),
         c: c.as_ptr(),
         out: out.as_mut_ptr().cast(),
+        ..NO_JOB
     };
     // SAFETY: the kernel reads `aw` (rows < 4 * groups <= 16 at dword offsets < k_dwords <= 16),
     // `bw` (rows < k_dwords), c rows < 4 * groups and writes `out` rows < 4 * groups, all in
     // bounds and 32-byte aligned where it loads aligned (`Widened` is 64-byte aligned);
     // nothing else touches them during the call. The CPU supports AVX2 and FMA (this
     // function's contract).
-    unsafe { float_kernel(&[job], k_dwords, groups) };
+    unsafe { float_kernel(&[job], k_dwords, groups, half) };
     let wanted = (1u32 << n_dwords) - 1;
     for m in 0..m_rows {
         // SAFETY: the kernel wrote rows 0..4 * groups, which include m < m_rows.
@@ -385,19 +417,19 @@ pub(super) unsafe fn dot_half_widened(
     }
 }
 
-/// Steps of a floating-point block widened at a time in [`dot_2x2_half`], then run by one
-/// [`float_kernel`] call (one MXCSR switch). Two steps of widened operands are 16 KiB.
-const FLOAT_CHUNK: usize = 2;
+/// Steps of a floating-point block per [`float_kernel`] call (one MXCSR switch): 32 jobs of
+/// 64 bytes on the stack.
+const FLOAT_CHUNK: usize = 8;
 
 /// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), when no
 /// lane of C is a NaN at the end: per step, A0, A1, B0 and B1 widened once each (the
-/// instruction by instruction path widens each twice), and the products of a chunk of
-/// [`FLOAT_CHUNK`] steps run by one kernel call, under one MXCSR switch, with C updated in
-/// place and no NaN test per row. Returns `false`, with `c` untouched, when a lane ends in a
-/// NaN (or a step lies outside the operands): the caller then runs the instructions one by
-/// one, whose NaN lanes the exact model recomputes. One test at the end suffices: a NaN lane
-/// stays one through every later step, and on the other lanes the kernel is exact (see
-/// [`dot_half`]).
+/// instruction by instruction path widens each twice), by the kernel itself while it computes
+/// the step before (see [`Job`]), and the products of [`FLOAT_CHUNK`] steps run by one kernel
+/// call, under one MXCSR switch, with C updated in place and no NaN test per row. Returns
+/// `false`, with `c` untouched, when a lane ends in a NaN (or a step lies outside the
+/// operands): the caller then runs the instructions one by one, whose NaN lanes the exact
+/// model recomputes. One test at the end suffices: a NaN lane stays one through every later
+/// step, and on the other lanes the kernel is exact (see [`dot_half`]).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -450,58 +482,74 @@ unsafe fn half_block(
     let mut out = [[0u8; 1024]; 4];
     out[..tiles].copy_from_slice(&c[..tiles]);
     let base = out.as_mut_ptr().cast::<u8>();
-    // Widened operands of a chunk: slot `2 * j + h` is tile h of the chunk's step j.
-    let mut wa = MaybeUninit::<[Widened; 2 * FLOAT_CHUNK]>::uninit();
-    let mut wb = MaybeUninit::<[Widened; 2 * FLOAT_CHUNK]>::uninit();
-    let (wa_p, wb_p) = (
-        wa.as_mut_ptr().cast::<Widened>(),
-        wb.as_mut_ptr().cast::<Widened>(),
-    );
-    let null = Job {
-        a: core::ptr::null(),
-        b: core::ptr::null(),
-        c: core::ptr::null(),
-        out: core::ptr::null_mut(),
+    // A step's operand tiles: A's `heights` tiles, then B0 and B1 (`None` past the operands).
+    let step_tiles = |s: usize| -> Option<[Option<&[u8; 1024]>; 4]> {
+        let mut t = [None; 4];
+        for (h, slot) in t.iter_mut().take(heights).enumerate() {
+            *slot = Some(super::block::tile(a, a_step, s, h)?);
+        }
+        for w in 0..2 {
+            t[heights + w] = Some(super::block::tile(b, b_step, s, w)?);
+        }
+        Some(t)
     };
-    let mut jobs = [null; 4 * FLOAT_CHUNK];
+    if steps == 0 {
+        return true;
+    }
+    // The widened tiles of two steps: slot `4 * (s % 2) + i` holds tile i of step s's
+    // `step_tiles`. The kernel reads step s's slots and widens step s + 1 into the others.
+    let mut ring = MaybeUninit::<[Widened; 8]>::uninit();
+    let ring = ring.as_mut_ptr().cast::<Widened>();
+    let slot = |s: usize, i: usize| ring.wrapping_add(4 * (s % 2) + i);
+    let Some(first) = step_tiles(0) else {
+        return false;
+    };
+    for (i, t) in first.iter().enumerate() {
+        if let Some(t) = t {
+            // SAFETY: slot i < 4 of parity 0 lies in `ring`; the CPU supports AVX2 and F16C
+            // (this function's contract).
+            unsafe { widen_into(t, half, slot(0, i)) };
+        }
+    }
+    let mut jobs = [NO_JOB; 4 * FLOAT_CHUNK];
     for s0 in (0..steps).step_by(FLOAT_CHUNK) {
         let chunk = FLOAT_CHUNK.min(steps - s0);
         for j in 0..chunk {
             let s = s0 + j;
-            for h in 0..2 {
-                let (Some(bt), at) = (
-                    super::block::tile(b, b_step, s, h),
-                    super::block::tile(a, a_step, s, h),
-                ) else {
-                    return false;
-                };
-                // SAFETY: slot 2j + h < 2 * FLOAT_CHUNK of the buffers; the CPU supports AVX2
-                // and F16C (this function's contract).
-                unsafe {
-                    if h < heights {
-                        let Some(at) = at else {
-                            return false;
-                        };
-                        widen_into(at, half, wa_p.add(2 * j + h));
-                    }
-                    widen_into(bt, half, wb_p.add(2 * j + h));
-                }
-            }
+            let next = match s + 1 < steps {
+                true => match step_tiles(s + 1) {
+                    Some(next) => next,
+                    None => return false,
+                },
+                false => [None; 4],
+            };
+            // The next step's tiles, one per job (the row block's third on its first job).
+            let widen = |i: usize| match next.get(i).copied().flatten() {
+                Some(t) => ToWiden {
+                    tile: t.as_ptr(),
+                    into: slot(s + 1, i).cast(),
+                },
+                None => NOTHING,
+            };
             for t in 0..tiles {
                 // In step order for each tile of C, as the instructions run.
+                let second = if t == 0 && tiles == 2 { 2 } else { 4 };
                 jobs[tiles * j + t] = Job {
-                    a: wa_p.wrapping_add(2 * j + t / 2).cast(),
-                    b: wb_p.wrapping_add(2 * j + t % 2).cast(),
+                    a: slot(s, t / 2).cast(),
+                    b: slot(s, heights + t % 2).cast(),
                     c: base.wrapping_add(t * 1024),
                     out: base.wrapping_add(t * 1024),
+                    widen: [widen(t), widen(second)],
                 };
             }
         }
-        // SAFETY: every job of the chunk names two widened operands written above (slots below
-        // 2 * chunk, A's only for its rows of tiles) and a tile of `out`, read then written in
-        // place (allowed), 16 rows and 16 k steps; nothing else touches them during the call.
-        // The CPU supports AVX2 and FMA (this function's contract).
-        unsafe { float_kernel(&jobs[..tiles * chunk], ROWS, ROWS / FLOAT_GROUP) };
+        // SAFETY: every job of the chunk names two widened operands of its step, written by
+        // `widen_into` (step 0) or by the jobs of the step before, and a tile of `out`, read
+        // then written in place (allowed), 16 rows and 16 k steps; it widens tiles of the next
+        // step, inside `a` and `b` (`step_tiles` checked them), into that step's slots, which
+        // no job of its own step reads; nothing else touches them during the call. The CPU
+        // supports AVX2, FMA and F16C (this function's contract).
+        unsafe { float_kernel(&jobs[..tiles * chunk], ROWS, ROWS / FLOAT_GROUP, half) };
     }
     let any_nan = out[..tiles].iter().any(|t| {
         (0..ROWS).any(|r| nan_lanes([load_half_row(t, r, 0), load_half_row(t, r, 1)]) != 0)
@@ -560,8 +608,17 @@ fn fix_nan_lanes(
     }
 }
 
-/// One product for [`float_kernel`]: A and B widened ([`Widened`], 64-byte aligned), and the
-/// rows of C it reads and of the result it writes (`out` may be `c`).
+/// One product for [`float_kernel`]: A and B widened ([`Widened`], 64-byte aligned), the rows
+/// of C it reads and of the result it writes (`out` may be `c`), and up to two tiles to widen
+/// meanwhile, `(tile, into)` (the tile's 1024 bytes, a [`Widened`] to write; a null tile for
+/// none).
+///
+/// A block kernel widens each step's operand tiles during the step before: each job widens
+/// one (the third of a row block's three on its first job), a third of its rows after each
+/// group of rows of its product, so that the conversion's stores overlap the FMAs. Widened
+/// apart, between kernel calls, they did not: on a Zen 4-class core the bf16 GEMM spent 15%
+/// of its time in the conversion, and the emulated bf16 and fp16 GEMMs run 4-5% faster with
+/// it inside the kernel (1024^3, both ways alternating in one process).
 #[derive(Clone, Copy)]
 #[repr(C)]
 struct Job {
@@ -569,11 +626,35 @@ struct Job {
     b: *const u8,
     c: *const u8,
     out: *mut u8,
+    widen: [ToWiden; 2],
 }
+
+/// A tile for a [`Job`] to widen (none when `tile` is null) and the [`Widened`] it goes to.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct ToWiden {
+    tile: *const u8,
+    into: *mut u8,
+}
+
+/// No tile to widen.
+const NOTHING: ToWiden = ToWiden {
+    tile: core::ptr::null(),
+    into: core::ptr::null_mut(),
+};
+
+/// A job with nothing in it, for the unused entries of an array of jobs.
+const NO_JOB: Job = Job {
+    a: core::ptr::null(),
+    b: core::ptr::null(),
+    c: core::ptr::null(),
+    out: core::ptr::null_mut(),
+    widen: [NOTHING; 2],
+};
 
 /// What [`float_kernel`]'s asm block reads and writes beside the jobs: MXCSR's save slot, the
 /// value it runs under, k, the groups of rows, and where a group's even sums wait for the odd
-/// ones.
+/// ones (up to 6 rows of 64 bytes).
 #[repr(C, align(32))]
 struct Frame {
     saved: u32,
@@ -581,106 +662,195 @@ struct Frame {
     k: usize,
     groups: usize,
     _pad: usize,
-    te: [[u8; 32]; 8],
+    te: [[u8; 64]; 6],
 }
 
-/// Rows of C per pass of [`float_kernel`].
+/// Rows of C per group of [`float_kernel`] for a part of a tile; a whole tile runs as groups
+/// of 6, 5 and 5 rows.
 const FLOAT_GROUP: usize = 4;
 
-/// One pass of [`float_kernel`] over k (asm text, used twice): ymm0..ymm7 (4 rows of 16
-/// lanes) zeroed, then per k step 2 vectors of B at `pb` (the 16 columns) and the broadcast
-/// dwords of 4 rows of A at `pa`, 64 bytes apart, into 8 FMAs; `pa` += 4, `pb` += 64 per step.
-/// `$l` is the labels' first digit (distinct per use).
-macro_rules! float_pass {
-    ($l:literal) => {
+/// One group of rows of [`float_kernel`] (asm text): the group's bytes (64 per row), then for
+/// each row `(offset, acc0, acc1)`, its byte offset from the group's first row and the two
+/// accumulators (ymm numbers) of its 16 lanes.
+///
+/// The even sums run first: the accumulators zeroed, then per k step 2 vectors of B at `pb`
+/// (ymm12, ymm13: the 16 columns) and each row's broadcast dword of A (ymm14) into 2 FMAs; `pa`
+/// += 4, `pb` += 64 per step. They are set aside in `Frame::te` while the odd sums run the
+/// same way, 1 KiB further into both widened operands; then `out = c + (to + te)` row by row,
+/// and `a`, `c` and `out` move past the group's rows.
+///
+/// Per k step that is 2 + rows loads for 2 * rows FMAs. The FMAs of one accumulator depend on
+/// each other (4 cycles apart on current cores, at 2 FMAs per cycle), so the 8 chains of 4 rows
+/// exactly cover the latency and any late operand stalls the pipe; 10 or 12 chains leave room.
+/// On a Zen 4-class core a 2x2 block runs 8-12% faster as 6 + 5 + 5 rows than as 4 x 4 while
+/// another thread shares the core, and 1-2% faster when none does (alternating in one
+/// process).
+macro_rules! float_group {
+    ($bytes:literal; $(($off:literal, $c0:literal, $c1:literal)),+) => {
         concat!(
-            "vxorps xmm0, xmm0, xmm0\n",
-            "vxorps xmm1, xmm1, xmm1\n",
-            "vxorps xmm2, xmm2, xmm2\n",
-            "vxorps xmm3, xmm3, xmm3\n",
-            "vxorps xmm4, xmm4, xmm4\n",
-            "vxorps xmm5, xmm5, xmm5\n",
-            "vxorps xmm6, xmm6, xmm6\n",
-            "vxorps xmm7, xmm7, xmm7\n",
+            "mov {pa}, {a}\n",
+            "mov {pb}, {b}\n",
+            float_group!(@pass $(($off, $c0, $c1)),+),
+            $(
+                "vmovaps ymmword ptr [{f} + 32 + ", $off, "], ymm", $c0, "\n",
+                "vmovaps ymmword ptr [{f} + 32 + ", $off, " + 32], ymm", $c1, "\n",
+            )+
+            "lea {pa}, [{a} + 1024]\n",
+            "lea {pb}, [{b} + 1024]\n",
+            float_group!(@pass $(($off, $c0, $c1)),+),
+            $(
+                "vaddps ymm", $c0, ", ymm", $c0, ", ymmword ptr [{f} + 32 + ", $off, "]\n",
+                "vaddps ymm", $c0, ", ymm", $c0, ", ymmword ptr [{c} + ", $off, "]\n",
+                "vmovups ymmword ptr [{out} + ", $off, "], ymm", $c0, "\n",
+                "vaddps ymm", $c1, ", ymm", $c1, ", ymmword ptr [{f} + 32 + ", $off, " + 32]\n",
+                "vaddps ymm", $c1, ", ymm", $c1, ", ymmword ptr [{c} + ", $off, " + 32]\n",
+                "vmovups ymmword ptr [{out} + ", $off, " + 32], ymm", $c1, "\n",
+            )+
+            "add {a}, ", $bytes, "\n",
+            "add {c}, ", $bytes, "\n",
+            "add {out}, ", $bytes, "\n",
+        )
+    };
+    (@pass $(($off:literal, $c0:literal, $c1:literal)),+) => {
+        concat!(
+            $(
+                "vxorps xmm", $c0, ", xmm", $c0, ", xmm", $c0, "\n",
+                "vxorps xmm", $c1, ", xmm", $c1, ", xmm", $c1, "\n",
+            )+
             "mov {kk}, qword ptr [{f} + 8]\n",
             "test {kk}, {kk}\n",
-            "jz ",
-            $l,
-            "3f\n",
-            $l,
+            "jz 3f\n",
             "2:\n",
-            "vmovaps ymm8, ymmword ptr [{pb}]\n",
-            "vmovaps ymm9, ymmword ptr [{pb} + 32]\n",
-            "vbroadcastss ymm10, dword ptr [{pa}]\n",
-            "vfmadd231ps ymm0, ymm10, ymm8\n",
-            "vfmadd231ps ymm1, ymm10, ymm9\n",
-            "vbroadcastss ymm11, dword ptr [{pa} + 64]\n",
-            "vfmadd231ps ymm2, ymm11, ymm8\n",
-            "vfmadd231ps ymm3, ymm11, ymm9\n",
-            "vbroadcastss ymm12, dword ptr [{pa} + 128]\n",
-            "vfmadd231ps ymm4, ymm12, ymm8\n",
-            "vfmadd231ps ymm5, ymm12, ymm9\n",
-            "vbroadcastss ymm13, dword ptr [{pa} + 192]\n",
-            "vfmadd231ps ymm6, ymm13, ymm8\n",
-            "vfmadd231ps ymm7, ymm13, ymm9\n",
+            "vmovaps ymm12, ymmword ptr [{pb}]\n",
+            "vmovaps ymm13, ymmword ptr [{pb} + 32]\n",
+            $(
+                "vbroadcastss ymm14, dword ptr [{pa} + ", $off, "]\n",
+                "vfmadd231ps ymm", $c0, ", ymm14, ymm12\n",
+                "vfmadd231ps ymm", $c1, ", ymm14, ymm13\n",
+            )+
             "add {pb}, 64\n",
             "add {pa}, 4\n",
             "dec {kk}\n",
-            "jnz ",
-            $l,
-            "2b\n",
-            $l,
+            "jnz 2b\n",
             "3:\n",
         )
     };
 }
 
-/// For each job in order, `groups` groups of [`FLOAT_GROUP`] rows of C:
-/// `out[r] = c[r] + (te[r] + to[r])` with `te[r] = sum_{k' < k} fma(ae[r][k'], be[k'])` and
-/// likewise for `to`, all under [`MXCSR_AMX`].
-///
-/// A group's even sums (`te`, 8 accumulators: 4 rows of 16 lanes) run first, over B's even
-/// rows, then its odd sums in the same registers, the even ones set aside in `Frame::te`. Per
-/// k step that is 2 B vectors and 4 A broadcasts for 8 FMAs: 0.75 loads per FMA, where
-/// computing both sums in one pass over 2 rows needs one load per FMA, as many as some AVX2
-/// cores sustain beside their two FMAs per cycle. `te + to` is computed as `to + te`: the same
-/// value (addition is commutative; the order only matters for NaNs, which the callers
-/// recompute).
-///
-/// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
-/// never sees a floating-point operation while MXCSR differs from its default, and the
-/// caller's MXCSR (control bits and sticky flags) is restored before the block ends. A block
-/// of products passes all the jobs of a chunk at once: each switch of MXCSR waits for the
-/// floating-point work before it, and a switch per product cost the block kernel several
-/// percent of its time.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA. `groups <= 4`, `k <= 16`; for each job, `a` and `b`
-/// point to live [`Widened`] (64-byte aligned), `c` to `4 * groups` rows of 64 readable bytes
-/// and `out` to as many writable ones, not overlapping any job's `a` or `b`; `out` may be `c`
-/// itself (each row of C is read before the same row of `out` is written, and never after),
-/// and a later job may read what an earlier one wrote.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize) {
-    let mut frame = Frame {
-        saved: 0,
-        amx: MXCSR_AMX,
-        k,
-        groups,
-        _pad: 0,
-        te: [[0; 32]; 8],
+/// The conversion of [`widen_into`] for the rows at byte offsets `$off` of a job's tiles to
+/// widen (asm text): for each of the job's two `(tile, into)` pairs whose tile is not null,
+/// each row's 16 dwords split into even and odd elements as fp32, stored at the same offset
+/// of `into`'s `even` and 1 KiB further (`odd`). `$row` converts one row (`widen_bf16_row!`
+/// or `widen_fp16_row!`, with ymm15 holding the mask they need); ymm0-3 and `pa`, `pb` are
+/// scratch (free between groups).
+macro_rules! widen_rows {
+    ($row:ident; $($off:literal),+) => {
+        concat!(
+            widen_rows!(@tile $row; 32; $($off),+),
+            widen_rows!(@tile $row; 48; $($off),+),
+        )
     };
-    // SAFETY: the memory operands are within the jobs' operands as the caller guarantees
-    // (`pa` walks dwords < k of ae rows 4g..4g + 4, then of the same ao rows 1 KiB further;
-    // `pb` walks the first k rows of be, then of bo 1 KiB further, 32-byte aligned), and
-    // within `frame` (`te` at offset 32, 32-byte aligned); `c == out` is sound as the
-    // contract says; the block saves MXCSR into `frame` and restores it from there before
-    // exiting; `jobs` is read only, `jobs.len()` entries of 32 bytes; ymm0-15 are declared
-    // clobbered, the pointer and counter registers are outputs; no stack is used.
-    unsafe {
+    (@tile $row:ident; $at:literal; $($off:literal),+) => {
+        concat!(
+            "mov {pa}, qword ptr [{jobs} + ", $at, "]\n",
+            "test {pa}, {pa}\n",
+            "jz 8f\n",
+            "mov {pb}, qword ptr [{jobs} + ", $at, " + 8]\n",
+            $($row!($off),)+
+            "8:\n",
+        )
+    };
+}
+
+/// One bf16 row of [`widen_rows!`]: even elements shifted into the high half of their dword
+/// (VPSLLD), odd ones kept there with the low half cleared (VPAND with ymm15 = `0xFFFF0000`
+/// per dword), as `split_row` does.
+macro_rules! widen_bf16_row {
+    ($off:literal) => {
+        concat!(
+            "vpslld ymm0, ymmword ptr [{pa} + ",
+            $off,
+            "], 16\n",
+            "vpslld ymm1, ymmword ptr [{pa} + ",
+            $off,
+            " + 32], 16\n",
+            "vpand ymm2, ymm15, ymmword ptr [{pa} + ",
+            $off,
+            "]\n",
+            "vpand ymm3, ymm15, ymmword ptr [{pa} + ",
+            $off,
+            " + 32]\n",
+            "vmovaps ymmword ptr [{pb} + ",
+            $off,
+            "], ymm0\n",
+            "vmovaps ymmword ptr [{pb} + ",
+            $off,
+            " + 32], ymm1\n",
+            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            $off,
+            "], ymm2\n",
+            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            $off,
+            " + 32], ymm3\n",
+        )
+    };
+}
+
+/// One fp16 row of [`widen_rows!`], as `split_row` does it: the 16 even (low half, VPAND with
+/// ymm15 = `0x0000FFFF` per dword) and odd (high half, VPSRLD) elements packed into words in
+/// order (VPACKUSDW works per 128-bit lane; VPERMQ puts the quadwords back in order) and
+/// converted by VCVTPH2PS, which is exact and which DAZ does not affect (it applies to fp32
+/// operands; the start-up self-check runs this code on fp16 denormals under the kernel's
+/// MXCSR, see `super::daz_ftz_self_check`).
+macro_rules! widen_fp16_row {
+    ($off:literal) => {
+        concat!(
+            "vmovdqu ymm0, ymmword ptr [{pa} + ",
+            $off,
+            "]\n",
+            "vmovdqu ymm1, ymmword ptr [{pa} + ",
+            $off,
+            " + 32]\n",
+            "vpand ymm2, ymm0, ymm15\n",
+            "vpand ymm3, ymm1, ymm15\n",
+            "vpackusdw ymm2, ymm2, ymm3\n",
+            "vpermq ymm2, ymm2, 0xD8\n",
+            "vcvtph2ps ymm3, xmm2\n",
+            "vmovaps ymmword ptr [{pb} + ",
+            $off,
+            "], ymm3\n",
+            "vextracti128 xmm2, ymm2, 1\n",
+            "vcvtph2ps ymm2, xmm2\n",
+            "vmovaps ymmword ptr [{pb} + ",
+            $off,
+            " + 32], ymm2\n",
+            "vpsrld ymm0, ymm0, 16\n",
+            "vpsrld ymm1, ymm1, 16\n",
+            "vpackusdw ymm0, ymm0, ymm1\n",
+            "vpermq ymm0, ymm0, 0xD8\n",
+            "vcvtph2ps ymm1, xmm0\n",
+            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            $off,
+            "], ymm1\n",
+            "vextracti128 xmm0, ymm0, 1\n",
+            "vcvtph2ps ymm0, xmm0\n",
+            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            $off,
+            " + 32], ymm0\n",
+        )
+    };
+}
+
+/// The asm block of [`float_kernel`] for one half-precision format: `$row` is its
+/// [`widen_rows!`] row and `$mask` the instruction that turns ymm15's all-ones into that row's
+/// mask.
+macro_rules! float_kernel_asm {
+    ($frame:expr, $jobs:expr, $row:ident, $mask:literal) => {
         asm!(
             "vstmxcsr dword ptr [{f}]",
             "vldmxcsr dword ptr [{f} + 4]",
+            "vpcmpeqd ymm15, ymm15, ymm15",
+            $mask,
             "test {nj}, {nj}",
             "jz 9f",
             "6:",
@@ -689,64 +859,35 @@ unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize) {
             "mov {c}, qword ptr [{jobs} + 16]",
             "mov {out}, qword ptr [{jobs} + 24]",
             "mov {g}, qword ptr [{f} + 16]",
+            "cmp {g}, 4",
+            "jne 5f",
+            // A whole tile: rows 0-5, 6-10 and 11-15, each group followed by the same rows of
+            // the tiles to widen.
+            float_group!(384; (0, 0, 1), (64, 2, 3), (128, 4, 5), (192, 6, 7), (256, 8, 9), (320, 10, 11)),
+            widen_rows!($row; 0, 64, 128, 192, 256, 320),
+            float_group!(320; (0, 0, 1), (64, 2, 3), (128, 4, 5), (192, 6, 7), (256, 8, 9)),
+            widen_rows!($row; 384, 448, 512, 576, 640),
+            float_group!(320; (0, 0, 1), (64, 2, 3), (128, 4, 5), (192, 6, 7), (256, 8, 9)),
+            widen_rows!($row; 704, 768, 832, 896, 960),
+            "jmp 7f",
+            // Part of a tile (a single product, never with tiles to widen): `groups` groups
+            // of 4 rows.
+            "5:",
             "test {g}, {g}",
             "jz 7f",
             "4:",
-            // The even sums of the group's 4 rows, set aside.
-            "mov {pa}, {a}",
-            "mov {pb}, {b}",
-            float_pass!("2"),
-            "vmovaps ymmword ptr [{f} + 32], ymm0",
-            "vmovaps ymmword ptr [{f} + 64], ymm1",
-            "vmovaps ymmword ptr [{f} + 96], ymm2",
-            "vmovaps ymmword ptr [{f} + 128], ymm3",
-            "vmovaps ymmword ptr [{f} + 160], ymm4",
-            "vmovaps ymmword ptr [{f} + 192], ymm5",
-            "vmovaps ymmword ptr [{f} + 224], ymm6",
-            "vmovaps ymmword ptr [{f} + 256], ymm7",
-            // The odd sums: the same rows 1 KiB further in both operands.
-            "lea {pa}, [{a} + 1024]",
-            "lea {pb}, [{b} + 1024]",
-            float_pass!("3"),
-            // C + (to + te), row by row.
-            "vaddps ymm0, ymm0, ymmword ptr [{f} + 32]",
-            "vaddps ymm0, ymm0, ymmword ptr [{c}]",
-            "vmovups ymmword ptr [{out}], ymm0",
-            "vaddps ymm1, ymm1, ymmword ptr [{f} + 64]",
-            "vaddps ymm1, ymm1, ymmword ptr [{c} + 32]",
-            "vmovups ymmword ptr [{out} + 32], ymm1",
-            "vaddps ymm2, ymm2, ymmword ptr [{f} + 96]",
-            "vaddps ymm2, ymm2, ymmword ptr [{c} + 64]",
-            "vmovups ymmword ptr [{out} + 64], ymm2",
-            "vaddps ymm3, ymm3, ymmword ptr [{f} + 128]",
-            "vaddps ymm3, ymm3, ymmword ptr [{c} + 96]",
-            "vmovups ymmword ptr [{out} + 96], ymm3",
-            "vaddps ymm4, ymm4, ymmword ptr [{f} + 160]",
-            "vaddps ymm4, ymm4, ymmword ptr [{c} + 128]",
-            "vmovups ymmword ptr [{out} + 128], ymm4",
-            "vaddps ymm5, ymm5, ymmword ptr [{f} + 192]",
-            "vaddps ymm5, ymm5, ymmword ptr [{c} + 160]",
-            "vmovups ymmword ptr [{out} + 160], ymm5",
-            "vaddps ymm6, ymm6, ymmword ptr [{f} + 224]",
-            "vaddps ymm6, ymm6, ymmword ptr [{c} + 192]",
-            "vmovups ymmword ptr [{out} + 192], ymm6",
-            "vaddps ymm7, ymm7, ymmword ptr [{f} + 256]",
-            "vaddps ymm7, ymm7, ymmword ptr [{c} + 224]",
-            "vmovups ymmword ptr [{out} + 224], ymm7",
-            "add {a}, 256",
-            "add {c}, 256",
-            "add {out}, 256",
+            float_group!(256; (0, 0, 1), (64, 2, 3), (128, 4, 5), (192, 6, 7)),
             "dec {g}",
             "jnz 4b",
             "7:",
-            "add {jobs}, 32",
+            "add {jobs}, 64",
             "dec {nj}",
             "jnz 6b",
             "9:",
             "vldmxcsr dword ptr [{f}]",
-            f = in(reg) &mut frame as *mut Frame,
-            jobs = inout(reg) jobs.as_ptr() => _,
-            nj = inout(reg) jobs.len() => _,
+            f = in(reg) $frame,
+            jobs = inout(reg) $jobs.as_ptr() => _,
+            nj = inout(reg) $jobs.len() => _,
             a = out(reg) _,
             b = out(reg) _,
             c = out(reg) _,
@@ -772,7 +913,66 @@ unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize) {
             out("ymm14") _,
             out("ymm15") _,
             options(nostack),
-        );
+        )
+    };
+}
+
+/// For each job in order, its rows of C: `out[r] = c[r] + (te[r] + to[r])` with
+/// `te[r] = sum_{k' < k} fma(ae[r][k'], be[k'])` and likewise for `to`, all under
+/// [`MXCSR_AMX`], and the job's tiles to widen (see [`Job`]) widened as `half`. `groups` is
+/// the number of 4-row groups the jobs' rows need; at 4 (whole tiles) the rows run as groups
+/// of 6, 5 and 5 instead (see [`float_group!`]), and only then are tiles widened.
+///
+/// Each group's even sums run first, then its odd sums in the same registers, the even ones
+/// set aside in `Frame::te`. Per k step that is 2 B vectors and one A broadcast per row for 2
+/// FMAs per row: at most 0.75 loads per FMA, where computing both sums in one pass needs one
+/// load per FMA, as many as some AVX2 cores sustain beside their two FMAs per cycle. `te + to`
+/// is computed as `to + te`: the same value (addition is commutative; the order only matters
+/// for NaNs, which the callers recompute).
+///
+/// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
+/// never sees a floating-point operation while MXCSR differs from its default, and the
+/// caller's MXCSR (control bits and sticky flags) is restored before the block ends. A block
+/// of products passes all the jobs of several steps at once: each switch of MXCSR waits for
+/// the floating-point work before it, and a switch per product cost the block kernel several
+/// percent of its time.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C. `groups <= 4`, `k <= 16`; for each job, `a` and
+/// `b` point to live [`Widened`] (64-byte aligned), `c` to `4 * groups` rows of 64 readable
+/// bytes and `out` to as many writable ones, not overlapping any job's `a` or `b`; `out` may
+/// be `c` itself (each row of C is read before the same row of `out` is written, and never
+/// after), and a later job may read what an earlier one wrote. With `groups == 4`, each
+/// non-null tile of a job's `widen` is 1024 readable bytes and its `into` a writable
+/// [`Widened`] (64-byte aligned) that no job reads or writes before the job that widens it
+/// has ended, and that is not `c` or `out` of any job; with `groups < 4`, `widen` is ignored.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize, half: Half) {
+    let mut frame = Frame {
+        saved: 0,
+        amx: MXCSR_AMX,
+        k,
+        groups,
+        _pad: 0,
+        te: [[0; 64]; 6],
+    };
+    let frame = &mut frame as *mut Frame;
+    // SAFETY: the memory operands are within the jobs' operands as the caller guarantees
+    // (`pa` walks dwords < k of ae rows 4g..4g + 4 or those of a group of 6 or 5 rows of a
+    // whole tile, then of the same ao rows 1 KiB further; `pb` walks the first k rows of be,
+    // then of bo 1 KiB further, 32-byte aligned; C and `out` rows below 4 * groups, or all 16
+    // of a whole tile; the 16 rows of each tile to widen, 64 bytes each, unaligned loads, and
+    // of its `Widened`, aligned stores), and within `frame` (`te`, 6 rows of 64 bytes at
+    // offset 32, 32-byte aligned); `c == out` is sound as the contract says; the block saves
+    // MXCSR into `frame` and restores it from there before exiting; `jobs` is read only,
+    // `jobs.len()` entries of 64 bytes; ymm0-15 are declared clobbered, the pointer and
+    // counter registers are outputs; no stack is used. The CPU has AVX2, FMA and F16C (this
+    // function's contract).
+    unsafe {
+        match half {
+            Half::Bf16 => float_kernel_asm!(frame, jobs, widen_bf16_row, "vpslld ymm15, ymm15, 16"),
+            Half::Fp16 => float_kernel_asm!(frame, jobs, widen_fp16_row, "vpsrld ymm15, ymm15, 16"),
+        }
     }
 }
 
