@@ -3,7 +3,7 @@
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
 use super::numerics::row::RowOp;
-use super::numerics::{Half, RowCorrections, Widened};
+use super::numerics::{Form, Half, RowCorrections, Widened};
 use super::{check, numerics, Product, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
@@ -44,12 +44,12 @@ pub struct Emulator {
     /// depend on nothing but the configuration (start_row plays no part in them).
     checked_dot: Option<CheckedDot>,
     tiles: [[u8; TILE_BYTES]; TILES],
-    /// Per tile, its bf16 or fp16 pairs widened to fp32, valid where `widened_as` names the
-    /// format: computed by the first floating-point product that reads the tile (where the
-    /// kernel reads widened operands) and dropped by every write to the tile, so a tile used
-    /// in several products (A of a row of C tiles, B of a column) is converted once.
+    /// Per tile, its bf16 or fp16 pairs widened to fp32, or its bytes extended to i16, valid
+    /// where `widened_as` names the form: computed by the first product that reads the tile
+    /// (where the kernel reads such operands) and dropped by every write to the tile, so a
+    /// tile used in several products (A of a row of C tiles, B of a column) is converted once.
     widened: [Widened; TILES],
-    widened_as: [Option<Half>; TILES],
+    widened_as: [Option<Form>; TILES],
     /// Per tile, the row sums a TDPBSSD with it as A subtracts (where the integer kernel reads
     /// them), kept like `widened` until the tile is written: a tile that is A of several
     /// products, or of one repeated, has them computed once.
@@ -304,18 +304,21 @@ impl Emulator {
         }
     }
 
-    /// Tile `t` widened as `half`, computed now unless the tile is unchanged since the last
-    /// time; `None` for `t >= 8`.
+    /// Tile `t` in `form`, computed now unless the tile is unchanged since the last time it
+    /// was; `None` for `t >= 8`.
     #[inline(always)]
-    fn widened(&mut self, t: u8, half: Half) -> Option<&Widened> {
+    fn widened(&mut self, t: u8, form: Form) -> Option<&Widened> {
         let (tile, widened, widened_as) = (
             self.tiles.get(t as usize)?,
             self.widened.get_mut(t as usize)?,
             self.widened_as.get_mut(t as usize)?,
         );
-        if *widened_as != Some(half) {
-            numerics::widen(tile, half, widened);
-            *widened_as = Some(half);
+        if *widened_as != Some(form) {
+            match form {
+                Form::Half(half) => numerics::widen(tile, half, widened),
+                Form::Bytes { signed } => numerics::extend(tile, signed, widened),
+            }
+            *widened_as = Some(form);
         }
         Some(widened)
     }
@@ -497,7 +500,23 @@ impl Emulator {
             _ => None,
         };
         if let Some(half) = half.filter(|_| numerics::reads_widened()) {
-            return self.dot_widened((c, a, b), kind, (m, n, k), half);
+            return self.dot_widened(
+                (c, a, b),
+                kind,
+                (m, n, k),
+                (Form::Half(half), Form::Half(half)),
+            );
+        }
+        let signs = match kind {
+            DotKind::Tdpbssd => Some((true, true)),
+            DotKind::Tdpbsud => Some((true, false)),
+            DotKind::Tdpbusd => Some((false, true)),
+            DotKind::Tdpbuud => Some((false, false)),
+            _ => None,
+        };
+        if let Some((sa, sb)) = signs.filter(|_| numerics::reads_extended()) {
+            let forms = (Form::Bytes { signed: sa }, Form::Bytes { signed: sb });
+            return self.dot_widened((c, a, b), kind, (m, n, k), forms);
         }
         // Before C's derived forms are dropped: C may be A only in a call that fails below.
         let corrected = kind == DotKind::Tdpbssd && self.update_row_corrections(a, k);
@@ -517,14 +536,16 @@ impl Emulator {
         Ok(())
     }
 
-    /// A floating-point product on the widened forms of A and B (see `widened`).
+    /// A product on the kept forms of A and B (see `widened`): both widened as the same
+    /// `Form::Half` for a floating-point product, each extended with its signedness
+    /// (`Form::Bytes`) for an integer one.
     #[inline(always)]
     fn dot_widened(
         &mut self,
         (c, a, b): (u8, u8, u8),
         kind: DotKind,
         (m, n, k): (usize, usize, usize),
-        half: Half,
+        (a_form, b_form): (Form, Form),
     ) -> Result<(), Fault> {
         let aliased = || aliased(kind, c);
         if c == a || c == b || a == b {
@@ -532,8 +553,8 @@ impl Emulator {
         }
         self.written(c);
         // Computed first (they need `&mut self`), then borrowed beside the tiles.
-        self.widened(a, half).ok_or_else(aliased)?;
-        self.widened(b, half).ok_or_else(aliased)?;
+        self.widened(a, a_form).ok_or_else(aliased)?;
+        self.widened(b, b_form).ok_or_else(aliased)?;
         let [ct, at, bt] = self
             .tiles
             .get_disjoint_mut([c as usize, a as usize, b as usize])
@@ -542,7 +563,16 @@ impl Emulator {
         else {
             return Err(aliased());
         };
-        numerics::dot_half_widened(ct, (at, aw), (bt, bw), m, n, k, half);
+        match (a_form, b_form) {
+            (Form::Half(half), _) => {
+                numerics::dot_half_widened(ct, (at, aw), (bt, bw), m, n, k, half)
+            }
+            (Form::Bytes { signed: sa }, Form::Bytes { signed: sb }) => {
+                numerics::dot_int8_extended(ct, (at, aw), (bt, bw), (m, n, k), (sa, sb))
+            }
+            // Never asked for (dot_shaped pairs the forms); computed on the tiles themselves.
+            (Form::Bytes { .. }, Form::Half(_)) => Self::compute(ct, at, bt, kind, (m, n, k)),
+        }
         Self::zero_past_shape(ct, m, n);
         self.clear_start_row();
         Ok(())
@@ -1001,6 +1031,36 @@ mod tests {
                 assert!(e.tiles[0] == want, "{what}, {kind:?}");
             }
         }
+    }
+
+    /// A tile extended for one signedness and then read with the other is extended again, as A
+    /// and as B (where the integer kernel reads extended operands; the plain kernel elsewhere).
+    #[test]
+    fn a_tile_read_with_the_other_signedness_is_extended_again() {
+        let mut e = Emulator::new();
+        e.ldtilecfg(&config(64)).unwrap();
+        for t in 0..4 {
+            e.set_tile_bytes(t, &data(t as usize));
+        }
+        type Product = fn(&mut Emulator, u8, u8, u8) -> Result<(), Fault>;
+        let kinds: [(Product, (bool, bool)); 4] = [
+            (Emulator::tdpbssd, (true, true)),
+            (Emulator::tdpbusd, (false, true)),
+            (Emulator::tdpbsud, (true, false)),
+            (Emulator::tdpbuud, (false, false)),
+        ];
+        // Tiles 1 and 2 read in every order of signedness, into C tile 0.
+        for (product, (sa, sb)) in kinds {
+            let (mut want, a, b) = (e.tiles[0], e.tiles[1], e.tiles[2]);
+            numerics::dot_int8(&mut want, &a, &b, 16, 16, 16, sa, sb);
+            product(&mut e, 0, 1, 2).unwrap();
+            assert!(e.tiles[0] == want, "signs {sa} {sb}");
+        }
+        // Tile 1 as B after being A (signed A, then unsigned B).
+        let (mut want, a, b) = (e.tiles[3], e.tiles[2], e.tiles[1]);
+        numerics::dot_int8(&mut want, &a, &b, 16, 16, 16, true, false);
+        e.tdpbsud(3, 2, 1).unwrap();
+        assert!(e.tiles[3] == want, "tile 1 as an unsigned B");
     }
 
     /// A tile widened as bf16 and then read as fp16 is widened again.

@@ -195,6 +195,63 @@ fn int8_kernel<const SA: bool, const SB: bool>(
     widen_tile::<SB>(b, &mut b_wide);
     // SAFETY: widen_tile wrote every row.
     let (a_wide, b_wide) = unsafe { (a_wide.assume_init_ref(), b_wide.assume_init_ref()) };
+    int8_products(c, a_wide, b_wide, (m_rows, n_dwords, k_dwords));
+}
+
+/// Writes `tile`'s bytes extended to i16 (sign-extended where `signed`) into `out`, as
+/// [`dot_int8`] extends its operands: the form [`dot_int8_extended`] reads, which the emulator
+/// keeps per tile while the tile is unchanged (`super::extend`).
+#[target_feature(enable = "avx2")]
+pub(super) fn extend(tile: &[u8; 1024], signed: bool, out: &mut Widened) {
+    // SAFETY: a `Widened` is 2048 bytes aligned to 64, room for a `Rows4` (2048 bytes, aligned
+    // to 32) of plain integers, which `widen_tile` writes in full.
+    let rows = unsafe { &mut *(out as *mut Widened).cast::<MaybeUninit<Rows4>>() };
+    match signed {
+        true => widen_tile::<true>(tile, rows),
+        false => widen_tile::<false>(tile, rows),
+    }
+}
+
+/// [`dot_int8`] on operands already extended (`aw`, `bw`, from [`extend`] of A and B with
+/// their signedness): the arithmetic without the extension, for operands the emulator keeps
+/// extended while their tiles are unchanged.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot_int8_extended(
+    c: &mut [u8; 1024],
+    aw: &Widened,
+    bw: &Widened,
+    m_rows: usize,
+    n_dwords: usize,
+    k_dwords: usize,
+) {
+    let shape = super::clamp(m_rows, n_dwords, k_dwords);
+    if shape.0 == 0 || shape.1 == 0 {
+        return;
+    }
+    // SAFETY: each `Widened` holds a `Rows4` that `extend` wrote (the contract of the kept
+    // forms): 2048 bytes of integers, aligned to 64.
+    let (a_wide, b_wide) = unsafe {
+        (
+            &*(aw as *const Widened).cast::<Rows4>(),
+            &*(bw as *const Widened).cast::<Rows4>(),
+        )
+    };
+    int8_products(c, a_wide, b_wide, shape);
+}
+
+/// The products of [`dot_int8`] on the extended operands; `(m_rows, n_dwords, k_dwords)`
+/// clamped and nonempty.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn int8_products(
+    c: &mut [u8; 1024],
+    a_wide: &Rows4,
+    b_wide: &Rows4,
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+) {
     // A viewed as 16 x 16 quadwords: quadword k of row m is dword A[m][k], extended.
     // SAFETY: [[__m256i; 4]; 16] is 2 KiB of plain integers, readable as 256 u64 (whose
     // alignment it exceeds).

@@ -521,7 +521,8 @@ fn dot_half(
 /// A tile's bf16 or fp16 pairs widened to fp32: row `r` of `even` holds the fp32 values of
 /// the even elements of row `r`'s 16 dwords, `odd` those of the odd elements. It is what the
 /// AVX-512 and AVX2 floating-point kernels read, for A as for B, so the emulator can keep a
-/// tile's widened form while the tile is unchanged ([`reads_widened`]).
+/// tile's widened form while the tile is unchanged ([`reads_widened`]). The same 2 KiB hold
+/// a tile's bytes extended to i16 for the AVX2 integer kernel ([`extend`]): see [`Form`].
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(crate) struct Widened {
@@ -534,6 +535,61 @@ impl Widened {
         even: [0; 1024],
         odd: [0; 1024],
     };
+}
+
+/// What a tile's kept [`Widened`] holds: its pairs widened as `Half`, or its bytes extended to
+/// i16, sign-extended where `signed` ([`extend`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// [`widen`] as bf16 or fp16.
+    Half(Half),
+    /// [`extend`], signed or unsigned.
+    Bytes {
+        /// Sign- rather than zero-extended.
+        signed: bool,
+    },
+}
+
+/// Whether the selected integer kernel reads operands extended to i16 (the AVX2 one), so that
+/// extending a tile once for several products pays ([`extend`], [`dot_int8_extended`]).
+#[inline(always)]
+pub(crate) fn reads_extended() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return int8_path() == KernelPath::Avx2;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Extends `tile`'s bytes to i16 into `out` where [`reads_extended`]; elsewhere leaves `out`
+/// as it is (nothing reads it there).
+pub(crate) fn extend(tile: &[u8; 1024], signed: bool, out: &mut Widened) {
+    #[cfg(target_arch = "x86_64")]
+    if int8_path() == KernelPath::Avx2 {
+        // SAFETY: the AVX2 integer path was selected, so the CPU has AVX2.
+        unsafe { avx2::extend(tile, signed, out) };
+    }
+    let _ = (tile, signed, out);
+}
+
+/// [`dot_int8`] with `aw` and `bw` the extended forms of A and B ([`extend`], with the
+/// signedness the instruction gives each): the same result, without extending the operands,
+/// where [`reads_extended`]; elsewhere the ordinary kernel on `a` and `b` with `signs`.
+#[inline(always)]
+pub(crate) fn dot_int8_extended(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    signs: (bool, bool),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if int8_path() == KernelPath::Avx2 {
+        // SAFETY: the AVX2 integer path was selected, so the CPU has AVX2.
+        unsafe { avx2::dot_int8_extended(c, aw, bw, m_rows, n_dwords, k_dwords) };
+        return;
+    }
+    let _ = (aw, bw);
+    dot_int8(c, a, b, m_rows, n_dwords, k_dwords, signs.0, signs.1);
 }
 
 /// Whether the selected floating-point kernel reads widened operands, so that widening a tile

@@ -196,7 +196,20 @@ fn run_int8(
     match kernel {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: int8_missing() just confirmed AVX2.
-        Kernel::Avx2 => unsafe { avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
+        Kernel::Avx2 => unsafe {
+            // The same product on operands extended beforehand, as the emulator keeps them
+            // (`Form::Bytes`), must give the same bits.
+            let (mut aw, mut bw) = (Widened::ZERO, Widened::ZERO);
+            avx2::extend(a, a_signed, &mut aw);
+            avx2::extend(b, b_signed, &mut bw);
+            let mut kept = *c;
+            avx2::dot_int8_extended(&mut kept, &aw, &bw, m, n, k);
+            avx2::dot_int8(c, a, b, m, n, k, a_signed, b_signed);
+            assert!(
+                kept == *c,
+                "AVX2 on extended operands, {m}x{n}x{k}, signs {a_signed} {b_signed}"
+            );
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: int8_missing() just confirmed AVX2 and AVX-VNNI.
         Kernel::AvxVnni => unsafe { avx_vnni::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
