@@ -57,7 +57,8 @@ pub struct Gemm {
     mode: Mode,
     a_transposed: bool,
     backend: Option<Backend>,
-    blocking: Blocking,
+    /// `None`: the backend's default ([`Blocking::for_backend`]).
+    blocking: Option<Blocking>,
     c_stores: CStores,
     pool: Option<CallerPool>,
 }
@@ -124,14 +125,15 @@ impl Gemm {
     /// and no machine with AMX has this many cores).
     pub const MAX_THREADS: usize = 1024;
 
-    /// All cores, [`Mode::Overwrite`], the process's backend, [`Blocking::DEFAULT`].
+    /// All cores, [`Mode::Overwrite`], the process's backend, the backend's blocking
+    /// ([`Blocking::for_backend`]).
     pub fn new() -> Gemm {
         Gemm {
             threads: 0,
             mode: Mode::Overwrite,
             a_transposed: false,
             backend: None,
-            blocking: Blocking::DEFAULT,
+            blocking: None,
             c_stores: CStores::Auto,
             pool: None,
         }
@@ -214,9 +216,10 @@ impl Gemm {
         self
     }
 
-    /// Uses this cache blocking (e.g. to tune for another cache hierarchy).
+    /// Uses this cache blocking (e.g. to tune for another cache hierarchy) whatever the
+    /// backend, instead of the backend's default ([`Blocking::for_backend`]).
     pub fn blocking(mut self, blocking: Blocking) -> Gemm {
-        self.blocking = blocking;
+        self.blocking = Some(blocking);
         self
     }
 
@@ -470,6 +473,10 @@ impl Gemm {
         }
         let a_size = P::KIND.input_bytes();
         let (mb, nb) = (m.div_ceil(MR), n.div_ceil(NR));
+        let blocking = self
+            .blocking
+            .unwrap_or(Blocking::for_backend(backend))
+            .normalized();
         let problem = Problem {
             m,
             n,
@@ -487,8 +494,8 @@ impl Gemm {
             b,
             target,
             backend,
-            blocking: self.blocking.normalized(),
-            grid: grid(threads, mb, nb, self.blocking.normalized().mc / MR),
+            blocking,
+            grid: grid(threads, mb, nb, blocking.mc / MR),
             mb,
             nb,
         };

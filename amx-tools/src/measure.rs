@@ -361,9 +361,13 @@ impl Case {
         let bandwidth = (b.max(MIN_BANDWIDTH_BYTES as u128) / 8) * 8;
         // Each GEMM worker's packed-A block: `mc` rows of all of K, or of as many `kc` blocks
         // as fit 1 MiB (at least one), for its full micro-rows, and one micro-panel (MR rows)
-        // of all of K for a last micro-row of its own. Calls use the default blocking.
-        // `tests/footprint.rs` holds the GEMM to this.
-        let blocking = Blocking::DEFAULT;
+        // of all of K for a last micro-row of its own. Calls use the backend's blocking (the
+        // process's backend when the case names none). `tests/footprint.rs` holds the GEMM to
+        // this.
+        let blocking = self
+            .backend
+            .or_else(|| amx_runtime::backend().ok())
+            .map_or(Blocking::DEFAULT, Blocking::for_backend);
         let steps = self.k.div_ceil(P::KIND.k_per_step()) as u128;
         let rows = m.min(blocking.mc as u128);
         let row_bytes = ROW_BYTES as u128;
