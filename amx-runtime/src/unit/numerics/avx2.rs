@@ -1,8 +1,9 @@
 //! AVX2 kernels (x86-64 only), selected at run time by the dispatchers in `super` on CPUs
 //! without the AVX-512 ones.
 //!
-//! * `TDPB[SU][SU]D`: both operands sign- or zero-extended to i16 once per call (once per
-//!   block step for a block of products, in another layout: see `dot_2x2_int8`), then
+//! * `TDPB[SU][SU]D`: both operands sign- or zero-extended to i16 once per call, or once per
+//!   tile while it is unchanged where the emulator keeps the extended form (`extend`), or once
+//!   per block step for a block of products, in another layout (see `dot_2x2_int8`); then
 //!   VPMADDWD (16 exact byte products per instruction, summed in pairs into i32) and VPADDD.
 //!   Every extended product fits an i16 x i16 -> i32 multiply, so all four signedness
 //!   combinations are the same code with no correction term; the sums wrap mod 2^32.
