@@ -507,13 +507,7 @@ impl Emulator {
                 (Form::Half(half), Form::Half(half)),
             );
         }
-        let signs = match kind {
-            DotKind::Tdpbssd => Some((true, true)),
-            DotKind::Tdpbsud => Some((true, false)),
-            DotKind::Tdpbusd => Some((false, true)),
-            DotKind::Tdpbuud => Some((false, false)),
-            _ => None,
-        };
+        let signs = numerics::block::int8_signs(kind);
         if let Some((sa, sb)) = signs.filter(|_| numerics::reads_extended()) {
             let forms = (Form::Bytes { signed: sa }, Form::Bytes { signed: sb });
             return self.dot_widened((c, a, b), kind, (m, n, k), forms);
@@ -564,14 +558,15 @@ impl Emulator {
             return Err(aliased());
         };
         match (a_form, b_form) {
-            (Form::Half(half), _) => {
+            (Form::Half(half), Form::Half(_)) => {
                 numerics::dot_half_widened(ct, (at, aw), (bt, bw), m, n, k, half)
             }
             (Form::Bytes { signed: sa }, Form::Bytes { signed: sb }) => {
                 numerics::dot_int8_extended(ct, (at, aw), (bt, bw), (m, n, k), (sa, sb))
             }
-            // Never asked for (dot_shaped pairs the forms); computed on the tiles themselves.
-            (Form::Bytes { .. }, Form::Half(_)) => Self::compute(ct, at, bt, kind, (m, n, k)),
+            // Mixed forms are never asked for (`dot_shaped` pairs them); the tiles themselves
+            // give the right bits whatever the kept forms hold.
+            _ => Self::compute(ct, at, bt, kind, (m, n, k)),
         }
         Self::zero_past_shape(ct, m, n);
         self.clear_start_row();

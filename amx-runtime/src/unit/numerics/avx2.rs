@@ -232,8 +232,9 @@ pub(super) unsafe fn dot_int8_extended(
     if shape.0 == 0 || shape.1 == 0 {
         return;
     }
-    // SAFETY: each `Widened` holds a `Rows4` that `extend` wrote (the contract of the kept
-    // forms): 2048 bytes of integers, aligned to 64.
+    // SAFETY: a `Widened` is 2048 bytes of plain data aligned to 64, and every bit pattern is
+    // a valid `Rows4` (2048 bytes of integers, aligned to 32). (That they hold the extended
+    // tiles, from `extend`, is what makes the result right, not what makes the read sound.)
     let (a_wide, b_wide) = unsafe {
         (
             &*(aw as *const Widened).cast::<Rows4>(),

@@ -68,7 +68,7 @@ pub(super) fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 10
 }
 
 /// The signedness of A and B of an AMX-INT8 product, `None` for a floating-point one.
-fn int8_signs(kind: DotKind) -> Option<(bool, bool)> {
+pub(crate) fn int8_signs(kind: DotKind) -> Option<(bool, bool)> {
     match kind {
         DotKind::Tdpbssd => Some((true, true)),
         DotKind::Tdpbsud => Some((true, false)),
