@@ -202,6 +202,14 @@ fn clobber_tiles() {
         _tile_loadd::<7>(data, 64);
         _tile_dpbssd::<0, 1, 2>();
     }
+    // A product of each kind on the kernel's operand tiles, so that whichever the handler
+    // interrupted, it runs one like it: an emulator keeps forms derived from its A and B tiles,
+    // and the interrupted product must not see the handler's.
+    if amx_runtime::detect().amx_bf16 {
+        // SAFETY: as above; the CPU (or the engine) has AMX-BF16 (checked just before), and
+        // t3, t1, t2 are distinct 16 x 64 tiles TDPBF16PS accepts.
+        unsafe { _tile_dpbf16ps::<3, 1, 2>() };
+    }
 }
 
 /// Installs the handler once per process.

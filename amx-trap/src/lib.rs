@@ -412,6 +412,10 @@ pub fn hardware() -> Result<Hardware, Unavailable> {
 /// preload, and the engine's own deliveries, give every handler this already). Does nothing
 /// while the engine is inactive. A handler left by `siglongjmp` keeps the state it left, as
 /// on the silicon.
+///
+/// The scope gives the handler an emulated unit of its own, and the interrupted code's unit
+/// is not touched: the kernel may call the handler while a patched site is in the middle of
+/// an instruction on that unit, and the instruction then finishes on what it started with.
 #[derive(Debug)]
 #[must_use = "the interrupted state comes back when the scope drops"]
 pub struct HandlerScope {
@@ -483,7 +487,7 @@ mod linux {
     use std::sync::atomic::Ordering;
     use std::sync::Mutex;
 
-    use amx_runtime::{TileUnit, TILE_BYTES};
+    use amx_runtime::Emulator;
 
     use super::{assist, cpuid, mode, signals, InstallError, Model, ACTIVE, MODE, MODEL};
 
@@ -557,17 +561,23 @@ mod linux {
         }
     }
 
-    /// A saved tile state.
+    /// A handler scope's unit, and the one it stands in for (null: the slot's own).
     #[repr(C)]
-    struct Saved {
-        config: [u8; 64],
-        tiles: [[u8; TILE_BYTES]; 8],
+    struct Scoped {
+        unit: Emulator,
+        replaced: *mut Emulator,
     }
 
-    const SAVED: usize = std::mem::size_of::<Saved>();
+    const SCOPED: usize = std::mem::size_of::<Scoped>();
 
-    /// Saves this thread's tile state into a fresh mapping and leaves the INIT state; the
-    /// mapping's address (0: nothing saved).
+    /// Gives this thread a fresh unit in the INIT state, in a fresh mapping, for a signal
+    /// handler; the mapping's address (0: none, the handler shares the interrupted unit).
+    ///
+    /// The interrupted code's unit is left as it is: the kernel calls the handler wherever the
+    /// thread was, possibly inside the engine's emulation of an instruction on that unit (a
+    /// patched site runs it in the program's own context), whose operands the unit holds in
+    /// forms derived from its tiles. A handler that ran on the same unit and then put its
+    /// tiles back would leave those forms changed under the instruction.
     pub(super) fn save_scope() -> usize {
         let Ok(slot) = crate::slot::get() else {
             return 0;
@@ -575,43 +585,37 @@ mod linux {
         // A signal arriving meanwhile may itself run AMX on this thread's state.
         let mask = signals::set_mask(!0);
         let mut saved = 0;
-        if let Ok(map) = crate::sys::mmap_anon(0, SAVED, libc::PROT_READ | libc::PROT_WRITE, 0) {
-            // SAFETY: the mapping is SAVED bytes, page-aligned, zeroed, ours alone; any bytes
-            // are a valid `Saved`.
-            let saved_state = unsafe { &mut *(map as usize as *mut Saved) };
-            let unit = slot.unit();
-            saved_state.config = unit.loaded_config();
-            for (t, tile) in (0u8..).zip(saved_state.tiles.iter_mut()) {
-                if let Some(bytes) = unit.tile_bytes(t) {
-                    *tile = *bytes;
-                }
+        if let Ok(map) = crate::sys::mmap_anon(0, SCOPED, libc::PROT_READ | libc::PROT_WRITE, 0) {
+            let scoped = map as usize as *mut Scoped;
+            // SAFETY: the mapping is SCOPED bytes, page-aligned (so aligned for `Scoped`),
+            // ours alone; both fields are written in place before the unit is published.
+            unsafe {
+                amx_runtime::engine::init_emulator(std::ptr::addr_of_mut!((*scoped).unit));
+                std::ptr::addr_of_mut!((*scoped).replaced)
+                    .write(slot.scoped.load(Ordering::Acquire));
+                slot.scoped
+                    .store(std::ptr::addr_of_mut!((*scoped).unit), Ordering::Release);
             }
-            unit.tilerelease();
             saved = map as usize;
         }
         signals::set_mask(mask);
         saved
     }
 
-    /// Puts back a state [`save_scope`] saved and unmaps it.
+    /// Closes a scope [`save_scope`] opened: the unit it stood in for serves again, and its
+    /// mapping is unmapped.
     pub(super) fn restore_scope(saved: usize) {
         let Some(slot) = crate::slot::current() else {
             return;
         };
         let mask = signals::set_mask(!0);
-        slot.prepare_unit();
-        // SAFETY: `saved` is the `Saved` mapping `save_scope` made, which nobody else uses.
-        let saved_state = unsafe { &*(saved as *const Saved) };
-        let unit = slot.unit();
-        if unit.ldtilecfg(&saved_state.config).is_ok() {
-            for (t, tile) in (0u8..).zip(saved_state.tiles.iter()) {
-                unit.set_tile_bytes(t, tile);
-            }
-        } else {
-            unit.tilerelease();
+        let scoped = saved as *mut Scoped;
+        // SAFETY: `saved` is the `Scoped` mapping `save_scope` made on this thread, which
+        // nobody else uses; the unit it replaced is published again before the unmap.
+        unsafe {
+            slot.scoped.store((*scoped).replaced, Ordering::Release);
+            let _ = crate::sys::munmap(saved as u64, SCOPED);
         }
-        // SAFETY: the mapping is no longer used.
-        let _ = unsafe { crate::sys::munmap(saved as u64, SAVED) };
         signals::set_mask(mask);
     }
 }

@@ -63,6 +63,11 @@ pub(crate) struct Slot {
     ready: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
+    /// The unit a [`crate::HandlerScope`] gave the signal handler running on this thread (null:
+    /// none, `unit` serves): [`Slot::unit`] is this one while it is set, so that the handler's
+    /// instructions never touch the unit of the code it interrupted, which may be in the middle
+    /// of an instruction (the kernel calls such a handler directly, anywhere).
+    pub(crate) scoped: AtomicPtr<Emulator>,
 }
 
 /// Field offsets the assembly uses.
@@ -104,11 +109,20 @@ impl Slot {
         }
     }
 
-    /// The emulated unit. The caller is the thread's one engine activation (the engine holds
-    /// back every signal that could start another while it runs: see entry.rs), after
+    /// The emulated unit: the one a handler scope opened ([`Slot::scoped`]), else the slot's
+    /// own. The caller is the thread's one engine activation on that unit (the engine holds
+    /// back every signal that could start another while it runs: see entry.rs; a handler the
+    /// kernel calls directly gets a unit of its own through its scope), after
     /// [`Slot::prepare_unit`] (which [`get`] and the engine's dispatch call).
     #[allow(clippy::mut_from_ref)]
     pub(crate) fn unit(&self) -> &mut Emulator {
+        let scoped = self.scoped.load(Ordering::Acquire);
+        if !scoped.is_null() {
+            // SAFETY: a scope's unit, written in full before it was published and alive until
+            // the scope closes (which unpublishes it first); used by one activation at a time
+            // (as the slot's own, below).
+            return unsafe { &mut *scoped };
+        }
         // SAFETY: one activation per thread uses the unit at a time (the caller's contract),
         // and no other thread reaches this slot while its owner lives.
         unsafe { &mut *self.unit.get() }
@@ -286,6 +300,7 @@ fn reset(slot: &Slot) {
     slot.deferred.store(0, Ordering::Relaxed);
     slot.held_back.store(0, Ordering::Relaxed);
     slot.primed.store(0, Ordering::Relaxed);
+    slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
     slot.ready.store(false, Ordering::Relaxed);
 }
