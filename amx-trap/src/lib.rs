@@ -419,7 +419,7 @@ pub fn hardware() -> Result<Hardware, Unavailable> {
 #[derive(Debug)]
 #[must_use = "the interrupted state comes back when the scope drops"]
 pub struct HandlerScope {
-    /// The saved state (an anonymous mapping), 0 when nothing was saved.
+    /// The handler's unit (an anonymous mapping, see `save_scope`), 0 when none was made.
     saved: usize,
     _thread_bound: std::marker::PhantomData<*const ()>,
 }
