@@ -55,22 +55,27 @@ static int many(long n) {
     return 0;
 }
 
-static pthread_barrier_t barrier;
+static pthread_barrier_t started, limited;
 
 static void *late_thread(void *arg) {
-    pthread_barrier_wait(&barrier);
+    /* Running: whatever the thread's start mapped (the C library's arena for it reserves and
+     * then trims 128 MiB) is in place before the limit is read. */
+    pthread_barrier_wait(&started);
+    pthread_barrier_wait(&limited);
     return amx_thread(arg);
 }
 
 static int oom(void) {
     static uint8_t out[1024];
     pthread_t t;
-    pthread_barrier_init(&barrier, NULL, 2);
+    pthread_barrier_init(&started, NULL, 2);
+    pthread_barrier_init(&limited, NULL, 2);
     pthread_create(&t, NULL, late_thread, out);
+    pthread_barrier_wait(&started);
     /* No more address space: the thread's first AMX instruction finds none for its state. */
     struct rlimit rl = {vm_size(), RLIM_INFINITY};
     setrlimit(RLIMIT_AS, &rl);
-    pthread_barrier_wait(&barrier);
+    pthread_barrier_wait(&limited);
     pthread_join(t, NULL);
     printf("the thread ran\n");
     return 0;
