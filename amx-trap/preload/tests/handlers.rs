@@ -65,3 +65,29 @@ fn a_stack_overflow_is_caught_on_a_small_alternate_stack() {
         }
     }
 }
+
+/// A handler that runs AMX products on the operand tiles of the loop it interrupts, about every
+/// 200 us of a loop of 20 000 trapped products: the loop ends with the result it has without
+/// the timer, for TDPBSSD and for TDPBF16PS (the engine delivers the signal between two
+/// instructions, with the tile state in the frame, and puts the state back on return, the
+/// forms its emulator derives from the tiles included).
+#[test]
+fn a_handler_using_amx_leaves_the_interrupted_products_alone() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("handlers.c", &[]) else {
+        return;
+    };
+    for kind in ["int8", "bf16"] {
+        let limit = Duration::from_secs_f64(60.0 * slowness());
+        let run = Program::preloaded(&prog, &["amx", kind]).limit(limit).run();
+        assert!(run.ok(), "{run}");
+        assert_eq!(run.line("handler runs:"), "some", "{run}");
+        assert_eq!(
+            run.line(&format!("amx {kind}:")),
+            "same as without the timer",
+            "{run}"
+        );
+    }
+}

@@ -6,11 +6,16 @@
  *              preload
  *   overflow <bytes>  a stack overflow caught by a SIGSEGV handler on an alternate stack of
  *              that size; "+n" is n bytes more than AT_MINSIGSTKSZ
+ *   amx <int8|bf16>  a loop of products, interrupted by a timer whose handler runs its own
+ *              products on the loop's operand tiles; the loop's result must be the one it has
+ *              without the timer (the kernel gives a handler the INIT tile state and the
+ *              interrupted state back)
  */
 #include "hostile.h"
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 
 #ifndef SS_AUTODISARM
 #define SS_AUTODISARM (1U << 31)
@@ -167,6 +172,72 @@ static int overflow(size_t bytes) {
     return recurse(0);
 }
 
+/* Operands of the loop (moderate bf16 values whichever way they are read) and the handler's. */
+static uint8_t loop_a[8][1024], loop_b[8][1024], handler_data[1024];
+static volatile int handler_runs;
+
+static void on_amx_alarm(int sig) {
+    (void)sig;
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    tileload0(handler_data, 64);
+    tileload1(handler_data, 64);
+    /* One product of each kind on tiles 0 and 1, the loop's operand tiles: an emulator keeps
+     * forms derived from its operands, and the loop's product must see its own. */
+    tdpbssd201();
+    tdpbf16ps201();
+    /* No TILERELEASE: the return puts the interrupted state back whatever the handler left. */
+    handler_runs++;
+}
+
+/* `n` products into tmm2 from zero; C stored into `out`. */
+static void amx_loop(uint8_t *out, long n, int bf16) {
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    for (long i = 0; i < n; i++) {
+        tileload0(loop_a[i % 8], 64);
+        tileload1(loop_b[i % 8], 64);
+        if (bf16)
+            tdpbf16ps201();
+        else
+            tdpbssd201();
+    }
+    tilestore2(out, 64);
+    tilerelease();
+}
+
+static int amx(int bf16) {
+    if (request_amx() != 0) {
+        printf("no permission\n");
+        return 0;
+    }
+    for (int p = 0; p < 8; p++)
+        for (int i = 0; i < 1024; i++) {
+            /* Odd bytes 0x3C..0x3E: bf16 values near 2^-7, far from overflow over the loop. */
+            loop_a[p][i] = i % 2 ? (uint8_t)(0x3C + (i / 2 + p) % 3) : (uint8_t)(i * 31 + p * 17);
+            loop_b[p][i] = i % 2 ? (uint8_t)(0x3C + (i / 2 + 2 * p) % 3) : (uint8_t)(i * 13 + p * 29);
+        }
+    memset(handler_data, 0x7B, sizeof handler_data);
+    enum { N = 20000 };
+    static uint8_t quiet[1024], loud[1024];
+    amx_loop(quiet, N, bf16);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_amx_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval every = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &every, NULL);
+    amx_loop(loud, N, bf16);
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("handler runs: %s\n", handler_runs > 0 ? "some" : "none");
+    printf("amx %s: %s\n", bf16 ? "bf16" : "int8",
+           memcmp(quiet, loud, sizeof quiet) ? "differs" : "same as without the timer");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "semantics";
@@ -179,5 +250,7 @@ int main(int argc, char **argv) {
             bytes += getauxval(AT_MINSIGSTKSZ);
         return overflow(bytes);
     }
+    if (!strcmp(mode, "amx") && argc > 2)
+        return amx(!strcmp(argv[2], "bf16"));
     return 2;
 }

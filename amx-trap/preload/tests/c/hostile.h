@@ -65,8 +65,14 @@ static inline void tilestore0(void *p, long stride) {
 static inline void tilestore1(void *p, long stride) {
     __asm__ volatile(".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x0c, 0x37" ::"D"(p), "S"(stride) : "memory");
 }
+/* tilestored [rdi + rsi*1], tmm2 */
+static inline void tilestore2(void *p, long stride) {
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x14, 0x37" ::"D"(p), "S"(stride) : "memory");
+}
 /* tdpbssd tmm2, tmm0, tmm1 */
 static inline void tdpbssd201(void) { __asm__ volatile(".byte 0xc4, 0xe2, 0x73, 0x5e, 0xd0" ::: "memory"); }
+/* tdpbf16ps tmm2, tmm0, tmm1 */
+static inline void tdpbf16ps201(void) { __asm__ volatile(".byte 0xc4, 0xe2, 0x72, 0x5c, 0xd0" ::: "memory"); }
 
 /* Asks Linux (or the engine) for tile data. */
 static inline long request_amx(void) {
