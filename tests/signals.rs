@@ -59,6 +59,8 @@ static SINK: AtomicU64 = AtomicU64::new(0);
 /// The vector extensions the handler uses, decided before the timer starts.
 static HAS_AVX2: AtomicBool = AtomicBool::new(false);
 static HAS_AVX512: AtomicBool = AtomicBool::new(false);
+/// Whether the handler's tile products include a TDPBF16PS (AMX-BF16 present, or emulated).
+static HAS_AMX_BF16: AtomicBool = AtomicBool::new(false);
 
 /// One test at a time: the timer and the counters are per process.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -205,9 +207,9 @@ fn clobber_tiles() {
     // A product of each kind on the kernel's operand tiles, so that whichever the handler
     // interrupted, it runs one like it: an emulator keeps forms derived from its A and B tiles,
     // and the interrupted product must not see the handler's.
-    if amx_runtime::detect().amx_bf16 {
-        // SAFETY: as above; the CPU (or the engine) has AMX-BF16 (checked just before), and
-        // t3, t1, t2 are distinct 16 x 64 tiles TDPBF16PS accepts.
+    if HAS_AMX_BF16.load(Ordering::Relaxed) {
+        // SAFETY: as above; the CPU (or the engine) has AMX-BF16 (checked before the timer
+        // started), and t3, t1, t2 are distinct 16 x 64 tiles TDPBF16PS accepts.
         unsafe { _tile_dpbf16ps::<3, 1, 2>() };
     }
 }
@@ -438,6 +440,8 @@ fn check(backend: Backend, dot: Dot) {
         (_, Dot::Bf16) if trapped => Duration::from_micros(30),
         (_, Dot::Bf16) => Duration::from_micros(5),
     };
+    // Decided now, with the silicon's code path in place (the engine's, where it runs it).
+    HAS_AMX_BF16.store(amx_runtime::detect().amx_bf16, Ordering::Relaxed);
     CLOBBER_TILES.store(backend == Backend::Hardware, Ordering::Relaxed);
 
     let config = kernel_config();
