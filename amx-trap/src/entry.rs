@@ -130,7 +130,19 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
     if let Some(slot) = slot {
         let in_fast = crate::fastpath::holds_back(slot);
         let restoring = crate::deliver::in_restorer(rip) == Some(false);
-        if nested > 0 || in_fast || restoring || in_entry_head(rip) {
+        let engine_busy = nested > 0 || in_fast || restoring || in_entry_head(rip);
+        // With only a patched site's instruction under way, an AMX instruction of the program's
+        // own that traps is not the engine's: a handler the kernel called directly (the engine
+        // installed in-process takes no signal but its own) interrupted the site, and runs
+        // AMX. It is taken as any trap, on the work stack, which the site does not use (it
+        // runs on the program's stack). The engine's code holds no AMX instruction.
+        let handlers_amx = in_fast
+            && nested == 0
+            && !restoring
+            && !in_entry_head(rip)
+            && sig == libc::SIGILL
+            && amx_at(rip);
+        if engine_busy && !handlers_amx {
             if synchronous(sig, code) {
                 crate::fatal::engine_fault(sig, rip);
             }
@@ -152,6 +164,17 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         }
         Err(errno) => crate::fatal::no_memory(errno),
     }
+}
+
+/// Whether the bytes at `rip` are an AMX instruction (a fault reading them: no).
+fn amx_at(rip: u64) -> bool {
+    use amx_tilecfg::decode::{self, Decoded, MAX_LEN};
+    let mut buf = [0u8; MAX_LEN];
+    let n = access::fetch(rip, &mut buf);
+    matches!(
+        decode::decode(buf.get(..n).unwrap_or_default()),
+        Decoded::Amx(_) | Decoded::Invalid
+    )
 }
 
 /// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
