@@ -9,7 +9,9 @@
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
 //!    signal blocked in the interrupted context, so that the engine's work finishes first and
 //!    the program sees the signal at an instruction boundary. The engine raises it again when
-//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal.)
+//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal; but for
+//!    an AMX instruction that traps while only a patched site's instruction is under way,
+//!    which is a program handler's that the kernel called directly, and is taken as in 3.)
 //! 3. Otherwise the work starts: on the thread's work stack (the slot's), [`dispatch`] copies
 //!    the kernel's frame, does what the signal asks (emulate an instruction, deliver to the
 //!    program's handler, ...), raises the held-back signals again, and leaves through
