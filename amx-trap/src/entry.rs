@@ -144,6 +144,12 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             && !in_entry_head(rip)
             && sig == libc::SIGILL
             && amx_at(rip);
+        if handlers_amx {
+            // The site's held-back signals stay the site's (see `raise_held_back`).
+            slot.set_aside[0].fetch_or(slot.deferred.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+            slot.set_aside[1]
+                .fetch_or(slot.held_back.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        }
         if engine_busy && !handlers_amx {
             if synchronous(sig, code) {
                 crate::fatal::engine_fault(sig, rip);
@@ -348,6 +354,16 @@ pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
     signals::block(signals::bit(libc::SIGSEGV) | signals::bit(libc::SIGBUS));
     let held = slot.held_back.swap(0, Ordering::Relaxed);
     let deferred = slot.deferred.swap(0, Ordering::Relaxed);
+    // Those of a patched site a program handler interrupted (set aside in `entry_rust`) wait
+    // for the site's instruction again, which raises them at its boundary.
+    slot.deferred.fetch_or(
+        slot.set_aside[0].swap(0, Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
+    slot.held_back.fetch_or(
+        slot.set_aside[1].swap(0, Ordering::Relaxed),
+        Ordering::Relaxed,
+    );
     slot.nest.store(0, Ordering::Relaxed);
     for sig in 1..=64 {
         if deferred & signals::bit(sig) != 0 {

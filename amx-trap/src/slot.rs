@@ -51,6 +51,11 @@ pub(crate) struct Slot {
     pub(crate) deferred: AtomicU64,
     /// Signals the engine blocked in the interrupted context to hold them back.
     pub(crate) held_back: AtomicU64,
+    /// [`Slot::deferred`] and [`Slot::held_back`] of a patched site's instruction that a
+    /// program handler interrupted, set aside while the engine runs a trapped instruction of
+    /// that handler (entry.rs): they are the site's to raise when its instruction is done, and
+    /// come back when the handler's work ends.
+    pub(crate) set_aside: [AtomicU64; 2],
     /// The siginfo of each deferred signal.
     deferred_info: UnsafeCell<[[u8; 128]; 64]>,
     /// Where the engine last enabled this thread's tile data to assist an instruction (0:
@@ -299,6 +304,9 @@ fn reset(slot: &Slot) {
     slot.fast_area.store(0, Ordering::Relaxed);
     slot.deferred.store(0, Ordering::Relaxed);
     slot.held_back.store(0, Ordering::Relaxed);
+    for word in &slot.set_aside {
+        word.store(0, Ordering::Relaxed);
+    }
     slot.primed.store(0, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
