@@ -9,9 +9,9 @@
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
 //!    signal blocked in the interrupted context, so that the engine's work finishes first and
 //!    the program sees the signal at an instruction boundary. The engine raises it again when
-//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal; but for
-//!    an AMX instruction that traps while only a patched site's instruction is under way,
-//!    which is a program handler's that the kernel called directly, and is taken as in 3.)
+//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal. But one
+//!    that comes while only a patched site's instruction is under way is a program handler's
+//!    that the kernel called directly in its middle, and is taken as in 3.)
 //! 3. Otherwise the work starts: on the thread's work stack (the slot's), [`dispatch`] copies
 //!    the kernel's frame, does what the signal asks (emulate an instruction, deliver to the
 //!    program's handler, ...), raises the held-back signals again, and leaves through
@@ -130,27 +130,21 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         return 0;
     }
     if let Some(slot) = slot {
-        let in_fast = crate::fastpath::holds_back(slot);
         let restoring = crate::deliver::in_restorer(rip) == Some(false);
-        let engine_busy = nested > 0 || in_fast || restoring || in_entry_head(rip);
-        // With only a patched site's instruction under way, an AMX instruction of the program's
-        // own that traps is not the engine's: a handler the kernel called directly (the engine
-        // installed in-process takes no signal but its own) interrupted the site, and runs
-        // AMX. It is taken as any trap, on the work stack, which the site does not use (it
-        // runs on the program's stack). The engine's code holds no AMX instruction.
-        let handlers_amx = in_fast
-            && nested == 0
-            && !restoring
-            && !in_entry_head(rip)
-            && sig == libc::SIGILL
-            && amx_at(rip);
-        if handlers_amx {
-            // The site's held-back signals stay the site's (see `raise_held_back`).
-            slot.set_aside[0].fetch_or(slot.deferred.swap(0, Ordering::Relaxed), Ordering::Relaxed);
-            slot.set_aside[1]
-                .fetch_or(slot.held_back.swap(0, Ordering::Relaxed), Ordering::Relaxed);
+        // The program's own context, not the engine's.
+        let program = nested == 0 && !restoring && !in_entry_head(rip);
+        if program {
+            crate::fastpath::forget_if_left(slot, uc);
         }
-        if engine_busy && !handlers_amx {
+        let in_fast = crate::fastpath::holds_back(slot);
+        // A fault of the program's while a patched site's instruction is under way: a handler
+        // the kernel called directly (the engine installed in-process takes no signal but its
+        // own) interrupted the site, and faulted, or trapped an AMX instruction, or took a
+        // site's slow path. It is taken as any, on the work stack, which the site does not use
+        // (it runs on the program's stack). The engine's own code there faults only in the
+        // copy routine (above).
+        let handlers = program && in_fast && synchronous(sig, code);
+        if (!program || in_fast) && !handlers {
             if synchronous(sig, code) {
                 crate::fatal::engine_fault(sig, rip);
             }
@@ -172,17 +166,6 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         }
         Err(errno) => crate::fatal::no_memory(errno),
     }
-}
-
-/// Whether the bytes at `rip` are an AMX instruction (a fault reading them: no).
-fn amx_at(rip: u64) -> bool {
-    use amx_tilecfg::decode::{self, Decoded, MAX_LEN};
-    let mut buf = [0u8; MAX_LEN];
-    let n = access::fetch(rip, &mut buf);
-    matches!(
-        decode::decode(buf.get(..n).unwrap_or_default()),
-        Decoded::Amx(_) | Decoded::Invalid
-    )
 }
 
 /// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
@@ -349,21 +332,20 @@ pub(crate) enum Resume<'a> {
 /// leaves it (the others are blocked already, by the entry's or the restorer's mask; the copy
 /// routine is done with), and the held-back signals are raised again, blocked until the
 /// context the thread leaves to unblocks them: the program meets them at the instruction
-/// boundary it resumes at. Returns the signals the engine blocked in the program's context.
+/// boundary it resumes at. Returns the signals the engine blocked in the program's context,
+/// which that context unblocks.
+///
+/// While a patched site's instruction is still under way (the work is a handler's that the
+/// kernel called in its middle), the signals blocked in the site's context stay for the site,
+/// whose exit unblocks them there (the fast path's held-back exit): the work returns none.
 pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
     signals::block(signals::bit(libc::SIGSEGV) | signals::bit(libc::SIGBUS));
-    let held = slot.held_back.swap(0, Ordering::Relaxed);
+    let held = if slot.fast_frame.load(Ordering::Acquire) == 0 {
+        slot.held_back.swap(0, Ordering::Relaxed)
+    } else {
+        0
+    };
     let deferred = slot.deferred.swap(0, Ordering::Relaxed);
-    // Those of a patched site a program handler interrupted (set aside in `entry_rust`) wait
-    // for the site's instruction again, which raises them at its boundary.
-    slot.deferred.fetch_or(
-        slot.set_aside[0].swap(0, Ordering::Relaxed),
-        Ordering::Relaxed,
-    );
-    slot.held_back.fetch_or(
-        slot.set_aside[1].swap(0, Ordering::Relaxed),
-        Ordering::Relaxed,
-    );
     slot.nest.store(0, Ordering::Relaxed);
     for sig in 1..=64 {
         if deferred & signals::bit(sig) != 0 {

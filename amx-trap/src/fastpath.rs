@@ -30,11 +30,22 @@
 //!   context is rolled back to the site (registers from the frame, RSP as at the site) and the
 //!   signal delivered there;
 //! - marked, the instruction under way: the signal is held back (blocked, its siginfo kept);
-//!   [`fast`] then leaves through the held-back exit, whose SIGILL makes the engine raise it
+//!   the entry then leaves through the held-back exit, whose SIGILL makes the engine raise it
 //!   again at the boundary past the instruction;
-//! - marked, the instruction done (`fast_commit`), or in the entry's last instructions after
-//!   the mark: the context is rolled forward to past the instruction (registers from the
-//!   frame, vector state from its save area) and the signal delivered there.
+//! - marked, the instruction done (`fast_commit`, which the entry sets when [`fast`]
+//!   returns), or in the entry's last instructions after the mark: the context is rolled
+//!   forward to past the instruction (registers from the frame, vector state from its save
+//!   area) and the signal delivered there.
+//!
+//! **Handlers in the middle.** A program that installed the engine itself has its own
+//! handlers called by the kernel directly, also while [`fast`] runs. The marks stay the
+//! interrupted instruction's: a site such a handler reaches meanwhile takes the slow path
+//! (the entry leaves through the fault exit without marking), a fault of the handler's is
+//! its own (not the engine's), a signal the engine takes in the handler waits for the
+//! instruction's boundary, and the held-back exit finds where to resume from the site, not
+//! from marks a handler at that exit could have changed. A handler that leaves by
+//! `siglongjmp` leaves marks whose context is gone: the engine forgets them when it next
+//! meets the thread above their frame ([`forget_if_left`]).
 //!
 //! The program's stack holds the frame, the vector save area and [`fast`]'s own frames: about
 //! 2.5 KiB (4 KiB with `XSAVE`) below the interrupted RSP and its red zone.
@@ -127,6 +138,11 @@ macro_rules! entry_asm {
             "    test rax, rax",
             // No slot yet: leave through the fault exit; the slow path makes one.
             concat!("    jz ", $name, "_pops"),
+            // Another site's instruction under way: this is a site of a handler the kernel
+            // called in its middle (the engine installed in-process). The slow path runs it,
+            // and the marks stay those of the instruction the handler interrupted.
+            "    cmp qword ptr [rax + {frame}], 0",
+            concat!("    jne ", $name, "_pops"),
             "    mov qword ptr [rax + {commit}], 0",
             "    mov qword ptr [rax + {frame}], rsp",
             concat!(".hidden ", $name, "_marked"),
@@ -140,6 +156,23 @@ macro_rules! entry_asm {
             "    mov qword ptr [rbx + {area}], rsp",
             "    mov rdi, rbp",
             "    call {fast}",
+            // 0: not done, the frame's return address stays the fault exit.
+            "    test rax, rax",
+            "    jz 9f",
+            "    mov qword ptr [rbx + {commit}], rax",
+            concat!(".hidden ", $name, "_committed"),
+            concat!(".globl ", $name, "_committed"),
+            concat!($name, "_committed:"),
+            // Done: signals held back meanwhile are raised past it, and unblocked there,
+            // through the held-back exit.
+            "    mov rcx, qword ptr [rbx + {deferred}]",
+            "    or rcx, qword ptr [rbx + {held_back}]",
+            "    jz 8f",
+            "    add qword ptr [rbp + {ret}], {to_defer}",
+            "    jmp 9f",
+            "8:",
+            "    mov qword ptr [rbp + {ret}], rax",
+            "9:",
             $($restore,)*
             "    mov qword ptr [rbx + {frame}], 0",
             concat!(".hidden ", $name, "_tail"),
@@ -175,6 +208,10 @@ macro_rules! entry_asm {
             commit = const offsets::FAST_COMMIT,
             frame = const offsets::FAST_FRAME,
             area = const offsets::FAST_AREA,
+            deferred = const offsets::DEFERRED,
+            held_back = const offsets::HELD_BACK,
+            ret = const std::mem::offset_of!(Frame, slot),
+            to_defer = const DEFER_EXIT - FAULT_EXIT,
         );
     };
 }
@@ -275,12 +312,14 @@ extern "C" {
     fn amx_trap_fast_ymm();
     fn amx_trap_fast_ymm_pushed();
     fn amx_trap_fast_ymm_marked();
+    fn amx_trap_fast_ymm_committed();
     fn amx_trap_fast_ymm_tail();
     fn amx_trap_fast_ymm_pops();
     fn amx_trap_fast_ymm_end();
     fn amx_trap_fast_xsave();
     fn amx_trap_fast_xsave_pushed();
     fn amx_trap_fast_xsave_marked();
+    fn amx_trap_fast_xsave_committed();
     fn amx_trap_fast_xsave_tail();
     fn amx_trap_fast_xsave_pops();
     fn amx_trap_fast_xsave_end();
@@ -292,6 +331,7 @@ struct Landmarks {
     start: u64,
     pushed: u64,
     marked: u64,
+    committed: u64,
     tail: u64,
     pops: u64,
     end: u64,
@@ -306,6 +346,7 @@ fn landmarks(xsave: bool) -> Landmarks {
             start: a(amx_trap_fast_xsave),
             pushed: a(amx_trap_fast_xsave_pushed),
             marked: a(amx_trap_fast_xsave_marked),
+            committed: a(amx_trap_fast_xsave_committed),
             tail: a(amx_trap_fast_xsave_tail),
             pops: a(amx_trap_fast_xsave_pops),
             end: a(amx_trap_fast_xsave_end),
@@ -316,6 +357,7 @@ fn landmarks(xsave: bool) -> Landmarks {
             start: a(amx_trap_fast_ymm),
             pushed: a(amx_trap_fast_ymm_pushed),
             marked: a(amx_trap_fast_ymm_marked),
+            committed: a(amx_trap_fast_ymm_committed),
             tail: a(amx_trap_fast_ymm_tail),
             pops: a(amx_trap_fast_ymm_pops),
             end: a(amx_trap_fast_ymm_end),
@@ -582,42 +624,36 @@ pub(crate) enum Exit {
 }
 
 /// The exit of a stub at `rip`, if `rip` is one.
-pub(crate) fn exit(slot: &Slot, rip: u64) -> Option<Exit> {
+pub(crate) fn exit(rip: u64) -> Option<Exit> {
     let (stub, off) = stub_of(rip)?;
     match off {
         FAULT_EXIT => site_of_stub(stub).map(Exit::Fault),
-        DEFER_EXIT => Some(Exit::Deferred(slot.fast_commit.load(Ordering::Acquire))),
+        DEFER_EXIT => site_of_stub(stub).and_then(past).map(Exit::Deferred),
         _ => None,
     }
 }
 
-/// The fast path: called by the common entry with its frame; runs the site's instruction and
-/// sets the address the entry returns to.
-extern "C" fn fast(frame: *mut Frame) {
+/// The fast path: called by the common entry with its frame; runs the site's instruction.
+/// Returns the address past it, or 0 where it did not complete (the entry then leaves through
+/// the fault exit, and the slow path runs what is at the site or raises its exception there).
+extern "C" fn fast(frame: *mut Frame) -> u64 {
     // SAFETY: the entry passes the frame it pushed, exclusively ours until we return.
-    let f = unsafe { &mut *frame };
-    run(f, frame as u64);
+    let f = unsafe { &*frame };
+    run(f, frame as u64).unwrap_or(0)
 }
 
-fn run(f: &mut Frame, frame: u64) {
+fn run(f: &Frame, frame: u64) -> Option<u64> {
     let stub = f.slot.wrapping_sub(FAULT_EXIT);
-    let (Some(slot), Some(site)) = (slot::current(), site_of_stub(stub)) else {
-        return;
-    };
+    let slot = slot::current()?;
+    let site = site_of_stub(stub)?;
     slot.prepare_unit();
-    let Some((insn, bytes)) = site.published() else {
-        return;
-    };
+    let (insn, bytes) = site.published()?;
     let addr = site.addr();
     // The program may have rewritten the instruction's other bytes in place: then the slow
     // path runs what it wrote.
-    let Some(tail) = bytes.get(5..usize::from(insn.len)) else {
-        return;
-    };
+    let tail = bytes.get(5..usize::from(insn.len))?;
     let mut now = [0u8; MAX_LEN];
-    let Some(now) = now.get_mut(..tail.len()) else {
-        return;
-    };
+    let now = now.get_mut(..tail.len())?;
     // Every protection key enabled: the code may be execute-only (a key that denies reads).
     let read = access::with_pkru(0, || {
         // SAFETY: `now` is ours; the code bytes are the program's (a fault is recovered).
@@ -630,7 +666,7 @@ fn run(f: &mut Frame, frame: u64) {
         }
     });
     if read.is_err() || now != tail {
-        return;
+        return None;
     }
     let mut regs = Regs {
         gpr: [
@@ -657,28 +693,58 @@ fn run(f: &mut Frame, frame: u64) {
     // A zmm destination lies in the program's own registers here, not in a signal frame: such
     // instructions are never patched (patch.rs), and take the slow path if one shows up.
     if matches!(insn.op, Operation::RowMove { .. }) {
-        return;
+        return None;
     }
+    // The entry marks the instruction done (`fast_commit`) once this returns: from there a
+    // signal is delivered past it (see `settle`), and the ones held back meanwhile are raised
+    // there through the held-back exit.
     match exec::execute(&insn, &mut regs, slot.unit(), None) {
-        Outcome::Completed => {
-            // Done: from here a signal is delivered past the instruction (see `settle`)...
-            slot.fast_commit.store(regs.rip, Ordering::Release);
-            f.slot = regs.rip;
-            // ... and the ones held back meanwhile are raised there through the held-back
-            // exit.
-            if slot.deferred.load(Ordering::Acquire) != 0 {
-                f.slot = stub + DEFER_EXIT;
-            }
-        }
+        Outcome::Completed => Some(regs.rip),
         // The slow path raises the exception at the site (the fault exit).
-        Outcome::Fault(_) => {}
+        Outcome::Fault(_) => None,
     }
+}
+
+/// Where the program resumes after the instruction of `site`, once it completed: the next
+/// instruction (the engine's tile instructions never branch). Read from the site rather than
+/// from the slot's marks, which a handler interrupting the exit may have changed since.
+fn past(site: &patch::Site) -> Option<u64> {
+    site.published()
+        .map(|(insn, _)| site.addr().wrapping_add(u64::from(insn.len)))
 }
 
 /// Whether a signal arriving now must be held back: the thread is in a patched site's
 /// instruction, not done yet.
 pub(crate) fn holds_back(slot: &Slot) -> bool {
     slot.fast_frame.load(Ordering::Acquire) != 0 && slot.fast_commit.load(Ordering::Acquire) == 0
+}
+
+/// Forgets the marks of a patched site's instruction whose context is gone, seen from `uc`, a
+/// program context the signal entry interrupted: a handler the kernel called in the middle of
+/// the instruction left by `siglongjmp` (as it may: on the silicon the instruction was
+/// complete). The instruction's context runs below its frame, and a handler nested in it
+/// runs below that on the same stack, or on the alternate stack; a context above the frame on
+/// the frame's stack, or off the alternate stack the frame is on, has left them. The signals
+/// held back in the lost contexts stay deferred (the work raises them); their blocks went with
+/// those contexts.
+pub(crate) fn forget_if_left(slot: &Slot, uc: &kframe::Ucontext) {
+    let frame = slot.fast_frame.load(Ordering::Acquire);
+    if frame == 0 {
+        return;
+    }
+    let alt = &uc.stack;
+    let on_alt = alt.flags & kframe::SS_ONSTACK != 0;
+    let frame_on_alt = alt.flags & kframe::SS_DISABLE == 0
+        && (alt.sp..alt.sp.saturating_add(alt.size)).contains(&frame);
+    let left = match (frame_on_alt, on_alt) {
+        (false, true) => false,
+        (true, false) => true,
+        _ => uc.rsp() > frame,
+    };
+    if left {
+        slot.fast_frame.store(0, Ordering::Release);
+        slot.held_back.store(0, Ordering::Relaxed);
+    }
 }
 
 /// Reads a word of the program's stack (a fault gives `None`).
@@ -781,16 +847,6 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
         }
         return;
     }
-    let marked = slot.fast_frame.load(Ordering::Acquire);
-    if marked != 0 {
-        // Marked and done (held back when not done, so never here): past the instruction.
-        let resume = slot.fast_commit.load(Ordering::Acquire);
-        let area = slot.fast_area.load(Ordering::Acquire);
-        let xsave = chosen().is_some_and(|l| l.xsave);
-        forward(ctx, marked, resume, Some((area, xsave)));
-        slot.fast_frame.store(0, Ordering::Release);
-        return;
-    }
     if let Some((stub, off)) = stub_of(rip) {
         let Some(site) = site_of_stub(stub) else {
             return;
@@ -805,7 +861,11 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
                 }
             }
             FAULT_EXIT => uc.gregs[reg::RIP] = site.addr(),
-            DEFER_EXIT => uc.gregs[reg::RIP] = slot.fast_commit.load(Ordering::Acquire),
+            DEFER_EXIT => {
+                if let Some(resume) = past(site) {
+                    uc.gregs[reg::RIP] = resume;
+                }
+            }
             _ => {}
         }
         return;
@@ -826,6 +886,17 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
         let frame = uc.rsp();
         if frame_into(frame, uc).is_some() {
             back(uc, frame.wrapping_add(FRAME_TO_RSP - 128 - 8));
+        }
+    } else if (l.committed..l.tail).contains(&rip) {
+        // Marked and done (held back when not done, so never here): past the instruction.
+        // The marks are this entry's: a handler's site that interrupts another's instruction
+        // never marks (it takes the slow path).
+        let marked = slot.fast_frame.load(Ordering::Acquire);
+        let resume = slot.fast_commit.load(Ordering::Acquire);
+        if marked != 0 && resume != 0 {
+            let area = slot.fast_area.load(Ordering::Acquire);
+            forward(ctx, marked, resume, Some((area, l.xsave)));
+            slot.fast_frame.store(0, Ordering::Release);
         }
     } else if (l.tail..l.end).contains(&rip) {
         // Restoring: the vector state is the program's again; the frame has every register.

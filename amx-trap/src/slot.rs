@@ -40,22 +40,18 @@ pub(crate) struct Slot {
     pub(crate) fast_commit: AtomicU64,
     /// While a patched site runs its instruction: where the stub saved the vector registers.
     pub(crate) fast_area: AtomicU64,
+    /// Signals that arrived while the engine was working on this thread and wait for it to
+    /// finish (bit `n - 1` is signal `n`).
+    pub(crate) deferred: AtomicU64,
+    /// Signals the engine blocked in the interrupted program context to hold them back (the
+    /// engine unblocks them there when it raises them again).
+    pub(crate) held_back: AtomicU64,
     /// The thread owning the slot (0: free).
     owner_tid: AtomicI32,
     /// The process the owner belongs to (a `fork` child's copies belong to its parent).
     owner_pid: AtomicI32,
     /// The next slot of the process's list (set once, before the slot is published).
     next: AtomicPtr<Slot>,
-    /// Signals that arrived while the engine was working on this thread and wait for it to
-    /// finish (bit `n - 1` is signal `n`).
-    pub(crate) deferred: AtomicU64,
-    /// Signals the engine blocked in the interrupted context to hold them back.
-    pub(crate) held_back: AtomicU64,
-    /// [`Slot::deferred`] and [`Slot::held_back`] of a patched site's instruction that a
-    /// program handler interrupted, set aside while the engine runs a trapped instruction of
-    /// that handler (entry.rs): they are the site's to raise when its instruction is done, and
-    /// come back when the handler's work ends.
-    pub(crate) set_aside: [AtomicU64; 2],
     /// The siginfo of each deferred signal.
     deferred_info: UnsafeCell<[[u8; 128]; 64]>,
     /// Where the engine last enabled this thread's tile data to assist an instruction (0:
@@ -85,6 +81,10 @@ pub(crate) mod offsets {
     pub(crate) const FAST_COMMIT: usize = 16;
     /// [`Slot::fast_area`](super::Slot::fast_area).
     pub(crate) const FAST_AREA: usize = 24;
+    /// [`Slot::deferred`](super::Slot::deferred).
+    pub(crate) const DEFERRED: usize = 32;
+    /// [`Slot::held_back`](super::Slot::held_back).
+    pub(crate) const HELD_BACK: usize = 40;
 }
 
 const _: () = {
@@ -92,6 +92,8 @@ const _: () = {
     assert!(std::mem::offset_of!(Slot, fast_frame) == offsets::FAST_FRAME);
     assert!(std::mem::offset_of!(Slot, fast_commit) == offsets::FAST_COMMIT);
     assert!(std::mem::offset_of!(Slot, fast_area) == offsets::FAST_AREA);
+    assert!(std::mem::offset_of!(Slot, deferred) == offsets::DEFERRED);
+    assert!(std::mem::offset_of!(Slot, held_back) == offsets::HELD_BACK);
 };
 
 /// The process's slots, newest first.
@@ -304,9 +306,6 @@ fn reset(slot: &Slot) {
     slot.fast_area.store(0, Ordering::Relaxed);
     slot.deferred.store(0, Ordering::Relaxed);
     slot.held_back.store(0, Ordering::Relaxed);
-    for word in &slot.set_aside {
-        word.store(0, Ordering::Relaxed);
-    }
     slot.primed.store(0, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
