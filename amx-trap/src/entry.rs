@@ -142,8 +142,9 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         // own) interrupted the site, and faulted, or trapped an AMX instruction, or took a
         // site's slow path. It is taken as any, on the work stack, which the site does not use
         // (it runs on the program's stack). The engine's own code there faults only in the
-        // copy routine (above).
-        let handlers = program && in_fast && synchronous(sig, code);
+        // copy routine (above); under the preload every handler goes through the engine, so
+        // there such a fault is the engine's.
+        let handlers = program && in_fast && synchronous(sig, code) && !signals::virtualized();
         if (!program || in_fast) && !handlers {
             if synchronous(sig, code) {
                 crate::fatal::engine_fault(sig, rip);
