@@ -24,13 +24,13 @@
 
 use core::arch::asm;
 use core::arch::x86_64::{
-    __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_castps_si256, _mm256_castsi256_ps,
-    _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cvtepi8_epi16, _mm256_cvtepu8_epi16,
-    _mm256_cvtph_ps, _mm256_extracti128_si256, _mm256_hadd_epi32, _mm256_loadu_si256,
-    _mm256_madd_epi16, _mm256_movemask_ps, _mm256_packus_epi32, _mm256_permute4x64_epi64,
-    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_shuffle_ps,
-    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_store_si256, _mm256_storeu_si256, _mm_loadu_si128,
-    _mm_set1_epi8, _mm_xor_si128, _CMP_UNORD_Q,
+    __m256i, _mm256_add_epi32, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_castps_si256,
+    _mm256_castsi256_ps, _mm256_castsi256_si128, _mm256_cmp_ps, _mm256_cvtepi8_epi16,
+    _mm256_cvtepu8_epi16, _mm256_cvtph_ps, _mm256_extracti128_si256, _mm256_hadd_epi32,
+    _mm256_loadu_si256, _mm256_madd_epi16, _mm256_movemask_ps, _mm256_permute4x64_epi64,
+    _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256, _mm256_shuffle_epi8,
+    _mm256_shuffle_ps, _mm256_slli_epi32, _mm256_store_si256, _mm256_storeu_si256, _mm_loadu_si128,
+    _mm_set1_epi8, _mm_setr_epi8, _mm_xor_si128, _CMP_UNORD_Q,
 };
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
@@ -332,17 +332,14 @@ fn split_row(t: &[u8; 1024], r: usize, half: Half) -> ([__m256i; 2], [__m256i; 2
         // applies to fp32 operands). It quiets signalling NaNs, which does not matter: NaN
         // lanes are recomputed exactly.
         Half::Fp16 => {
-            let lo = _mm256_set1_epi32(0xFFFF);
-            // packus (per 128-bit lane) then quadwords (0, 2, 1, 3): the 16 halves in order.
-            let even = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(
-                _mm256_and_si256(x0, lo),
-                _mm256_and_si256(x1, lo),
+            // Per 128-bit lane the even halves, then the odd ones ([`FP16_SPLIT`]); then
+            // quadwords (0, 2, 1, 3): a half row's 8 even halves low, its 8 odd ones high.
+            let split = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+                0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
             ));
-            let odd = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(
-                _mm256_srli_epi32::<16>(x0),
-                _mm256_srli_epi32::<16>(x1),
-            ));
-            (halves_to_f32(even), halves_to_f32(odd))
+            let sort = |x| _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(x, split));
+            let ([e0, o0], [e1, o1]) = (halves_to_f32(sort(x0)), halves_to_f32(sort(x1)));
+            ([e0, e1], [o0, o1])
         }
     }
 }
@@ -855,12 +852,13 @@ macro_rules! widen_bf16_row {
     };
 }
 
-/// One fp16 row of [`widen_rows!`], as `split_row` does it: the 16 even (low half, VPAND with
-/// ymm15 = `0x0000FFFF` per dword) and odd (high half, VPSRLD) elements packed into words in
-/// order (VPACKUSDW works per 128-bit lane; VPERMQ puts the quadwords back in order) and
-/// converted by VCVTPH2PS, which is exact and which DAZ does not affect (it applies to fp32
-/// operands; the start-up self-check runs this code on fp16 denormals under the kernel's
-/// MXCSR, see `super::daz_ftz_self_check`).
+/// One fp16 row of [`widen_rows!`], as `split_row` does it: in each half row (8 dwords), the
+/// 8 even (low) and 8 odd (high) halves gathered per 128-bit lane (VPSHUFB with ymm15 =
+/// [`FP16_SPLIT`] in both lanes), the lanes' quadwords put in order (VPERMQ: the 8 even halves
+/// in the low 128 bits, the 8 odd ones in the high), and each 8 converted by VCVTPH2PS, which
+/// is exact and which DAZ does not affect (it applies to fp32 operands; the start-up self-check
+/// runs this code on fp16 denormals under the kernel's MXCSR, see
+/// `super::daz_ftz_self_check`).
 macro_rules! widen_fp16_row {
     ($off:literal) => {
         concat!(
@@ -870,41 +868,43 @@ macro_rules! widen_fp16_row {
             "vmovdqu ymm1, ymmword ptr [{pa} + ",
             $off,
             " + 32]\n",
-            "vpand ymm2, ymm0, ymm15\n",
-            "vpand ymm3, ymm1, ymm15\n",
-            "vpackusdw ymm2, ymm2, ymm3\n",
-            "vpermq ymm2, ymm2, 0xD8\n",
-            "vcvtph2ps ymm3, xmm2\n",
-            "vmovaps ymmword ptr [{pb} + ",
-            $off,
-            "], ymm3\n",
-            "vextracti128 xmm2, ymm2, 1\n",
-            "vcvtph2ps ymm2, xmm2\n",
-            "vmovaps ymmword ptr [{pb} + ",
-            $off,
-            " + 32], ymm2\n",
-            "vpsrld ymm0, ymm0, 16\n",
-            "vpsrld ymm1, ymm1, 16\n",
-            "vpackusdw ymm0, ymm0, ymm1\n",
+            "vpshufb ymm0, ymm0, ymm15\n",
+            "vpshufb ymm1, ymm1, ymm15\n",
             "vpermq ymm0, ymm0, 0xD8\n",
-            "vcvtph2ps ymm1, xmm0\n",
-            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            "vpermq ymm1, ymm1, 0xD8\n",
+            "vcvtph2ps ymm2, xmm0\n",
+            "vcvtph2ps ymm3, xmm1\n",
+            "vmovaps ymmword ptr [{pb} + ",
             $off,
-            "], ymm1\n",
+            "], ymm2\n",
+            "vmovaps ymmword ptr [{pb} + ",
+            $off,
+            " + 32], ymm3\n",
             "vextracti128 xmm0, ymm0, 1\n",
+            "vextracti128 xmm1, ymm1, 1\n",
             "vcvtph2ps ymm0, xmm0\n",
+            "vcvtph2ps ymm1, xmm1\n",
             "vmovaps ymmword ptr [{pb} + 1024 + ",
             $off,
-            " + 32], ymm0\n",
+            "], ymm0\n",
+            "vmovaps ymmword ptr [{pb} + 1024 + ",
+            $off,
+            " + 32], ymm1\n",
         )
     };
 }
+
+/// The VPSHUFB control of an fp16 row's 128-bit lane (4 dwords): the low halves (even
+/// elements) to the low 8 bytes, the high halves (odd elements) to the high 8, in order.
+#[repr(C, align(16))]
+struct Split([u8; 16]);
+static FP16_SPLIT: Split = Split([0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15]);
 
 /// The asm block of [`float_kernel`] for one half-precision format: `$row` is its
 /// [`widen_rows!`] row and `$mask` the instruction that turns ymm15's all-ones into that row's
 /// mask.
 macro_rules! float_kernel_asm {
-    ($frame:expr, $jobs:expr, $row:ident, $mask:literal) => {
+    ($frame:expr, $jobs:expr, $row:ident, $mask:literal $(, $name:ident = sym $sym:path)?) => {
         asm!(
             "vstmxcsr dword ptr [{f}]",
             "vldmxcsr dword ptr [{f} + 4]",
@@ -971,6 +971,7 @@ macro_rules! float_kernel_asm {
             out("ymm13") _,
             out("ymm14") _,
             out("ymm15") _,
+            $($name = sym $sym,)?
             options(nostack),
         )
     };
@@ -1030,7 +1031,13 @@ unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize, half: Half) {
     unsafe {
         match half {
             Half::Bf16 => float_kernel_asm!(frame, jobs, widen_bf16_row, "vpslld ymm15, ymm15, 16"),
-            Half::Fp16 => float_kernel_asm!(frame, jobs, widen_fp16_row, "vpsrld ymm15, ymm15, 16"),
+            Half::Fp16 => float_kernel_asm!(
+                frame,
+                jobs,
+                widen_fp16_row,
+                "vbroadcasti128 ymm15, xmmword ptr [rip + {split}]",
+                split = sym FP16_SPLIT
+            ),
         }
     }
 }
