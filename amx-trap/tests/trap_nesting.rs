@@ -225,7 +225,13 @@ fn install_handlers() {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_bus as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO;
+        // SIGALRM waits for the SIGBUS handler (and the engine's return from it): an alarm
+        // handler that left that one would abandon the tile state the engine saved for the
+        // loop in its frame, as a handler leaving a handler does on the silicon.
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaddset(&mut sa.sa_mask, libc::SIGALRM);
         assert_eq!(libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()), 0);
+        libc::sigemptyset(&mut sa.sa_mask);
         sa.sa_sigaction = on_ill as *const () as usize;
         assert_eq!(libc::sigaction(libc::SIGILL, &sa, std::ptr::null_mut()), 0);
         let mut sa: libc::sigaction = std::mem::zeroed();
