@@ -8,10 +8,13 @@
 //! - none is lost, and the nested handler's products and the interrupted ones are right.
 //!
 //! The test's loop runs one patched TDPBSSD site; another thread sends it SIGALRM, whose
-//! handler (sa_mask: SIGBUS) runs patched tile sites and then sends its thread a SIGBUS,
-//! which the kernel delivers when the handler returns: into the interrupted instruction.
-//! The engine takes SIGBUS (its own signal) and must hold it back to the boundary past the
-//! instruction; the program's SIGBUS handler checks where it landed.
+//! handler (sa_mask: SIGBUS) runs patched tile sites (which must take the slow path while the
+//! loop's instruction is under way), meets a `ud2` of its own (the program's SIGILL handler
+//! skips it), and then sends its thread a SIGBUS, which the kernel delivers when the handler
+//! returns: into the interrupted instruction. The engine takes SIGBUS (its own signal) and
+//! must hold it back to the boundary past the instruction; the program's SIGBUS handler
+//! checks where it landed. A second run has the handler leave the code it interrupted inside
+//! the engine, as `siglongjmp` would: the engine must forget that instruction.
 //!
 //! Where the CPU has AMX the engine does not install and the test says so and passes.
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
