@@ -12,7 +12,8 @@
 use std::marker::PhantomData;
 
 use amx_runtime::block::{
-    bias_a, dot_1x2, dot_2x2, dot_tile, product_tile, tdpbssd_2x2_a_biased, Block, BlockError,
+    bias_a, dot_1x2, dot_2x2_prepared, dot_tile, product_tile, tdpbssd_2x2_a_biased, Block,
+    BlockError, PreparedA,
 };
 use amx_runtime::rules::decode::ProductKind;
 use amx_runtime::rules::DotKind;
@@ -30,12 +31,16 @@ const ROWS: usize = 16;
 
 /// The 32 x 32 micro-kernel as one block product per task (see the module docs).
 pub(crate) struct Block2x2<P> {
+    /// The current block of A in the form the emulator's float kernel reads, where it has
+    /// one (see [`PreparedA`]): made once per packed block, read by every task on it.
+    prepared: PreparedA,
     _precision: PhantomData<P>,
 }
 
 impl<P: Precision> Block2x2<P> {
     pub(crate) fn new() -> Self {
         Block2x2 {
+            prepared: PreparedA::new(),
             _precision: PhantomData,
         }
     }
@@ -68,10 +73,15 @@ fn out_of_bounds(e: BlockError) -> GemmError {
 
 impl<P: Precision> MicroKernel for Block2x2<P> {
     /// TDPBSSD's A biased once per packed block (see `tdpbssd_2x2_a_biased`) rather than once
-    /// per task: each block of A is reused by `nc / 32` tasks.
+    /// per task, and the floating-point products' A widened once per block where the emulator
+    /// reads it widened ([`PreparedA`]): each block of A is reused by every task of its rows.
     fn prepare_a(&mut self, block: &mut [u8]) {
-        if P::KIND.dot_kind() == Some(DotKind::Tdpbssd) {
-            bias_a(block);
+        match P::KIND.dot_kind() {
+            Some(DotKind::Tdpbssd) => bias_a(block),
+            Some(kind @ (DotKind::Tdpbf16ps | DotKind::Tdpfp16ps)) => {
+                self.prepared.prepare(kind, block);
+            }
+            _ => {}
         }
     }
 
@@ -101,8 +111,8 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
         }
         // SAFETY: the packed A block (this worker's own) and the packed B panel (shared
         // read-only) are alive and unchanged during the call (the micro-kernel contract).
-        let (a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
-        let a = a.get(t.a_offset..).unwrap_or(&[]);
+        let (block_a, b) = unsafe { (t.a.as_slice(), t.b.as_slice()) };
+        let a = block_a.get(t.a_offset..).unwrap_or(&[]);
         let b = b.get(t.b_offset..).unwrap_or(&[]);
         // The driver runs this kernel only for the instructions `DotKind` lists.
         let Some(kind) = P::KIND.dot_kind() else {
@@ -115,7 +125,15 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
             // `prepare_a` biased the block.
             tdpbssd_2x2_a_biased(&mut block, (a, t.a_step), (b, STEP), t.steps)
         } else {
-            dot_2x2(kind, &mut block, (a, t.a_step), (b, STEP), t.steps)
+            // The prepared A where `prepare_a` made it from this block, else `dot_2x2`.
+            dot_2x2_prepared(
+                kind,
+                &mut block,
+                (block_a, t.a_offset, t.a_step),
+                &self.prepared,
+                (b, STEP),
+                t.steps,
+            )
         }
         .map_err(out_of_bounds)?;
         #[cfg(test)]

@@ -17,7 +17,10 @@
 //! AVX-512 VNNI the integer products run in one fused kernel whose accumulators stay in
 //! registers for a whole k sweep. It is what a GEMM on the emulator runs for a full micro-tile,
 //! and it is API for any kernel written for the emulator (a software GEMM, a simulator of a
-//! micro-kernel), covered by the crate's version like the rest.
+//! micro-kernel), covered by the crate's version like the rest. A caller that reuses one
+//! buffer of A for many blocks (a GEMM's packed block) can prepare it once
+//! ([`PreparedA`], [`dot_2x2_prepared`]): the AVX2 floating-point kernel then skips widening
+//! A's bf16 or fp16 tiles to f32 per block.
 //!
 //! ```
 //! use amx_runtime::block::{dot_2x2, Block};
@@ -139,6 +142,111 @@ pub fn dot_2x2(
 ) -> Result<(), BlockError> {
     let ops = operands((a, a_step), (b, b_step), steps)?;
     block::dot_2x2(kind, &mut c.tiles, &ops);
+    Ok(())
+}
+
+/// The A operand of many [`dot_2x2`] calls, put once into the form the emulator's
+/// floating-point block kernel reads: a GEMM reuses each packed block of A for every panel of
+/// B, and the AVX2 kernel otherwise widens A's bf16 or fp16 tiles to f32 again for each. Made
+/// by [`PreparedA::prepare`] from a buffer of whole tiles, read by [`dot_2x2_prepared`]. On
+/// other kernel paths, and for the integer products, it holds nothing and costs nothing.
+///
+/// ```
+/// use amx_runtime::block::{dot_2x2, dot_2x2_prepared, Block, PreparedA};
+/// use amx_runtime::rules::DotKind;
+///
+/// // A block of A: 3 k-steps of two tiles; B: 3 steps of two tiles (bf16 1.0 and 2.0).
+/// let a: Vec<u8> = [0x80, 0x3F].repeat(3 * 1024);
+/// let b: Vec<u8> = [0x00, 0x40].repeat(3 * 1024);
+/// let mut prepared = PreparedA::new();
+/// prepared.prepare(DotKind::Tdpbf16ps, &a);
+/// let (mut plain, mut fast) = (Block::zeroed(), Block::zeroed());
+/// dot_2x2(DotKind::Tdpbf16ps, &mut plain, (&a, 2048), (&b, 2048), 3).unwrap();
+/// dot_2x2_prepared(DotKind::Tdpbf16ps, &mut fast, (&a, 0, 2048), &prepared, (&b, 2048), 3)
+///     .unwrap();
+/// assert!(plain == fast);
+/// ```
+#[derive(Default)]
+pub struct PreparedA {
+    /// Each whole tile of the buffer, widened; empty when nothing is prepared.
+    tiles: Vec<crate::unit::numerics::Widened>,
+    /// The product kind and the buffer (address, length) the tiles were made from.
+    from: Option<(DotKind, usize, usize)>,
+}
+
+impl fmt::Debug for PreparedA {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedA")
+            .field("tiles", &self.tiles.len())
+            .field("from", &self.from)
+            .finish()
+    }
+}
+
+impl PreparedA {
+    /// Nothing prepared.
+    pub fn new() -> PreparedA {
+        PreparedA::default()
+    }
+
+    /// Prepares every whole tile of `a` (tile `i` is bytes `1024 i..1024 (i + 1)`) for the
+    /// products `kind`, reusing the buffer of an earlier call. Returns whether the emulator's
+    /// kernels on this CPU read the prepared form: `false` (nothing kept) for the integer
+    /// products, off the AVX2 float path, or when the memory for it could not be had.
+    pub fn prepare(&mut self, kind: DotKind, a: &[u8]) -> bool {
+        self.from = None;
+        let Some(half) = block::prepared_half(kind) else {
+            return false;
+        };
+        let n = a.len() / TILE_BYTES;
+        self.tiles.clear();
+        if self.tiles.try_reserve_exact(n).is_err() {
+            return false;
+        }
+        self.tiles.resize(n, crate::unit::numerics::Widened::ZERO);
+        for (tile, out) in a.chunks_exact(TILE_BYTES).zip(self.tiles.iter_mut()) {
+            if let Ok(tile) = <&[u8; TILE_BYTES]>::try_from(tile) {
+                crate::unit::numerics::widen(tile, half, out);
+            }
+        }
+        self.from = Some((kind, a.as_ptr() as usize, a.len()));
+        true
+    }
+}
+
+/// [`dot_2x2`] with A's tiles at `a_offset + s * a_step` (and 1024 bytes further) of `a`, read
+/// from `prepared` where it was made by [`PreparedA::prepare`] for `kind` from this very
+/// buffer (same address and length) and the tiles lie at multiples of 1024 bytes: the same
+/// bits as [`dot_2x2`] on `(&a[a_offset..], a_step)`, without widening A again. Otherwise
+/// (another buffer, another kind, nothing prepared) it is exactly that [`dot_2x2`]. If the
+/// bytes of `a` changed since it was prepared, prepare it again: the prepared tiles are what
+/// the products read.
+///
+/// # Errors
+/// As [`dot_2x2`]; `c` is then unchanged.
+pub fn dot_2x2_prepared(
+    kind: DotKind,
+    c: &mut Block,
+    (a, a_offset, a_step): (&[u8], usize, usize),
+    prepared: &PreparedA,
+    (b, b_step): (&[u8], usize),
+    steps: usize,
+) -> Result<(), BlockError> {
+    let a_at = a.get(a_offset..).unwrap_or(&[]);
+    let ops = operands((a_at, a_step), (b, b_step), steps)?;
+    let usable = prepared.from == Some((kind, a.as_ptr() as usize, a.len()))
+        && a_offset.is_multiple_of(TILE_BYTES)
+        && a_step.is_multiple_of(TILE_BYTES);
+    if usable {
+        let tiles = block::PreparedTiles {
+            tiles: &prepared.tiles,
+            first: a_offset / TILE_BYTES,
+            stride: a_step / TILE_BYTES,
+        };
+        block::dot_2x2_prepared(kind, &mut c.tiles, &ops, tiles);
+    } else {
+        block::dot_2x2(kind, &mut c.tiles, &ops);
+    }
     Ok(())
 }
 

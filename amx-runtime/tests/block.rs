@@ -1,7 +1,7 @@
-//! `amx_runtime::block::dot_2x2` against the same instructions issued one by one on the
-//! emulator, for every dot-product instruction, and its refusals.
+//! `amx_runtime::block::dot_2x2` (and `dot_2x2_prepared`) against the same instructions
+//! issued one by one on the emulator, for every dot-product instruction, and their refusals.
 
-use amx_runtime::block::{dot_2x2, Block, BlockError};
+use amx_runtime::block::{dot_2x2, dot_2x2_prepared, Block, BlockError, PreparedA};
 use amx_runtime::rules::DotKind;
 use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
 use amx_test_support::SplitMix64 as Rng;
@@ -99,6 +99,66 @@ fn blocks_equal_their_instruction_sequences() {
             );
         }
     }
+}
+
+/// A block of A prepared once serves many blocks at different offsets, bit for bit as the
+/// instructions; a `PreparedA` made from another buffer, for another kind, or read at an
+/// offset off the tiles is not used, and the result is still the instructions'.
+#[test]
+fn prepared_blocks_equal_their_instruction_sequences() {
+    let mut rng = Rng::new(0x9EE9_A4ED);
+    let mut prepared = PreparedA::new();
+    for iter in 0..120 {
+        let kind = DotKind::ALL[iter % DotKind::ALL.len()];
+        // A packed block of 4 micro-panels of `steps` steps, as a GEMM packs it.
+        let steps = 1 + rng.below(6) as usize;
+        let panel = steps * 2048;
+        let block = bytes(&mut rng, 4 * panel + 1024);
+        let copy = block.clone();
+        let b = bytes(&mut rng, steps * 2048);
+        let fresh = prepared.prepare(kind, &block);
+        let float = matches!(kind, DotKind::Tdpbf16ps | DotKind::Tdpfp16ps);
+        assert!(!fresh || float, "{}: prepared", kind.mnemonic());
+        // The cases: each panel; a panel read half a tile off; another buffer with the same
+        // bytes; the right buffer for another kind.
+        let other = DotKind::ALL[(iter + 1) % DotKind::ALL.len()];
+        let mut cases: Vec<(DotKind, &[u8], usize)> =
+            (0..4).map(|q| (kind, &block[..], q * panel)).collect();
+        cases.push((kind, &block[..], 512));
+        cases.push((kind, &copy[..], panel));
+        cases.push((other, &block[..], 0));
+        for (k, a, at) in cases {
+            let mut c = Block::zeroed();
+            for tile in c.tiles.iter_mut() {
+                tile.copy_from_slice(&bytes(&mut rng, 1024));
+            }
+            let want = by_instructions(k, &c, (&a[at..], 2048), (&b, 2048), steps);
+            dot_2x2_prepared(k, &mut c, (a, at, 2048), &prepared, (&b, 2048), steps).unwrap();
+            for t in 0..4 {
+                assert!(
+                    c.tiles[t] == want.tiles[t],
+                    "{} prepared for {}, tile {t}, offset {at}, {steps} steps",
+                    k.mnemonic(),
+                    kind.mnemonic()
+                );
+            }
+        }
+    }
+    // Refusals as dot_2x2's, C unchanged, also for an offset past the buffer.
+    let a = vec![0u8; 2048];
+    prepared.prepare(DotKind::Tdpbf16ps, &a);
+    let mut c = Block::zeroed();
+    let err = dot_2x2_prepared(
+        DotKind::Tdpbf16ps,
+        &mut c,
+        (&a, 4096, 0),
+        &prepared,
+        (&a, 0),
+        1,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("operand A"), "{err}");
+    assert!(c == Block::zeroed());
 }
 
 #[test]

@@ -94,7 +94,7 @@ unsafe fn fp16_widened_under_daz() -> bool {
     }
     let mut c = [[0u8; 1024]; 4];
     // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
-    let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16) };
+    let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16, None) };
     done && get_dword(&c[0], 0, 0) == want && want != 0
 }
 
@@ -498,7 +498,28 @@ pub(super) unsafe fn dot_2x2_half(
     half: Half,
 ) -> bool {
     // SAFETY: forwarded from this function's contract.
-    unsafe { half_block(c, a, b, steps, half) }
+    unsafe { half_block(c, a, b, steps, half, None) }
+}
+
+/// [`dot_2x2_half`] with A's tiles read already widened from `prepared` (tile `h` of step `s`
+/// is `prepared.tile(s, h)`), so that only B's are widened per step. `prepared` must hold
+/// those tiles of `a` widened as `half` (the products are then bit for bit those of
+/// [`dot_2x2_half`]); `a` is read only to recompute NaN lanes. Returns `false`, with `c`
+/// untouched, where [`dot_2x2_half`] does or a prepared tile is missing.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn dot_2x2_half_prepared(
+    c: &mut [[u8; 1024]; 4],
+    a: (&[u8], usize),
+    prepared: super::block::PreparedTiles<'_>,
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) -> bool {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { half_block(c, a, b, steps, half, Some(prepared)) }
 }
 
 /// [`dot_2x2_half`] on one row of tiles: `C[w] += A x Bw` for `w` in 0, 1 and each step in
@@ -517,11 +538,12 @@ pub(super) unsafe fn dot_1x2_half(
     half: Half,
 ) -> bool {
     // SAFETY: forwarded from this function's contract.
-    unsafe { half_block(c, a, b, steps, half) }
+    unsafe { half_block(c, a, b, steps, half, None) }
 }
 
 /// [`dot_2x2_half`] (4 C tiles) or [`dot_1x2_half`] (2): tile `2h + w` of `c` is A's tile h
-/// times B's tile w, for the `c.len() / 2` rows of tiles.
+/// times B's tile w, for the `c.len() / 2` rows of tiles; A's tiles widened here, or read from
+/// `prepared`.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `c.len()` is 2 or 4.
@@ -532,17 +554,28 @@ unsafe fn half_block(
     (b, b_step): (&[u8], usize),
     steps: usize,
     half: Half,
+    prepared: Option<super::block::PreparedTiles<'_>>,
 ) -> bool {
     let tiles = c.len().min(4);
     let heights = tiles / 2;
+    // Every prepared tile the steps read, before anything is computed.
+    if let Some(p) = &prepared {
+        if !(0..steps).all(|s| (0..heights).all(|h| p.tile(s, h).is_some())) {
+            return false;
+        }
+    }
     let mut out = [[0u8; 1024]; 4];
     out[..tiles].copy_from_slice(&c[..tiles]);
     let base = out.as_mut_ptr().cast::<u8>();
-    // A step's operand tiles: A's `heights` tiles, then B0 and B1 (`None` past the operands).
+    // A step's operand tiles to widen: A's `heights` tiles (none when prepared), then B0 and
+    // B1 (`None` past the operands).
     let step_tiles = |s: usize| -> Option<[Option<&[u8; 1024]>; 4]> {
         let mut t = [None; 4];
         for (h, slot) in t.iter_mut().take(heights).enumerate() {
-            *slot = Some(super::block::tile(a, a_step, s, h)?);
+            let tile = super::block::tile(a, a_step, s, h)?;
+            if prepared.is_none() {
+                *slot = Some(tile);
+            }
         }
         for w in 0..2 {
             t[heights + w] = Some(super::block::tile(b, b_step, s, w)?);
@@ -590,8 +623,15 @@ unsafe fn half_block(
             for t in 0..tiles {
                 // In step order for each tile of C, as the instructions run.
                 let second = if t == 0 && tiles == 2 { 2 } else { 4 };
+                let a = match &prepared {
+                    Some(p) => match p.tile(s, t / 2) {
+                        Some(w) => w as *const Widened,
+                        None => return false,
+                    },
+                    None => slot(s, t / 2).cast_const(),
+                };
                 jobs[tiles * j + t] = Job {
-                    a: slot(s, t / 2).cast(),
+                    a: a.cast(),
                     b: slot(s, heights + t % 2).cast(),
                     c: base.wrapping_add(t * 1024),
                     out: base.wrapping_add(t * 1024),
@@ -600,7 +640,8 @@ unsafe fn half_block(
             }
         }
         // SAFETY: every job of the chunk names two widened operands of its step, written by
-        // `widen_into` (step 0) or by the jobs of the step before, and a tile of `out`, read
+        // `widen_into` (step 0) or by the jobs of the step before, or (A) a prepared tile,
+        // borrowed for the call and written by no one, and a tile of `out`, read
         // then written in place (allowed), 16 rows and 16 k steps; it widens tiles of the next
         // step, inside `a` and `b` (`step_tiles` checked them), into that step's slots, which
         // no job of its own step reads; nothing else touches them during the call. The CPU

@@ -67,6 +67,70 @@ pub(super) fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 10
     x.get(at..at.checked_add(1024)?)?.try_into().ok()
 }
 
+/// A block's A tiles widened ahead (see `crate::block::PreparedA`): tile `h` of step `s` is
+/// `tiles[first + s * stride + h]`.
+#[derive(Clone, Copy)]
+pub(crate) struct PreparedTiles<'p> {
+    pub(crate) tiles: &'p [super::Widened],
+    pub(crate) first: usize,
+    pub(crate) stride: usize,
+}
+
+impl<'p> PreparedTiles<'p> {
+    /// Tile `h` of step `s`, if the slice holds it.
+    pub(crate) fn tile(&self, s: usize, h: usize) -> Option<&'p super::Widened> {
+        let at = s
+            .checked_mul(self.stride)?
+            .checked_add(self.first)?
+            .checked_add(h)?;
+        self.tiles.get(at)
+    }
+}
+
+/// The format [`dot_2x2_prepared`] wants A's tiles widened as for `kind`, where its kernel
+/// reads prepared tiles (a floating-point product on the AVX2 float path); `None` elsewhere.
+pub(crate) fn prepared_half(kind: DotKind) -> Option<super::Half> {
+    #[cfg(target_arch = "x86_64")]
+    if int8_signs(kind).is_none() && super::float_path() == KernelPath::Avx2 {
+        return Some(half_of(kind));
+    }
+    let _ = kind;
+    None
+}
+
+/// [`dot_2x2`] for a floating-point `kind` with A's tiles also given widened (`prepared`, the
+/// same tiles as `ops`' A, widened as `kind`'s format): where the float path is AVX2 its block
+/// kernel reads them instead of widening A per step; elsewhere, or where it declines (a NaN,
+/// a missing tile), [`dot_2x2`]. The same bits either way.
+pub(crate) fn dot_2x2_prepared(
+    kind: DotKind,
+    c: &mut [[u8; 1024]; 4],
+    ops: &Operands<'_>,
+    prepared: PreparedTiles<'_>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if int8_signs(kind).is_none() && super::float_path() == KernelPath::Avx2 {
+        // SAFETY: float_path chose AVX2 (AVX2, FMA and F16C present, DAZ/FTZ self-checked);
+        // the kernel reads only whole tiles inside `a` and `b`, through checked slices, and
+        // the prepared tiles through `PreparedTiles::tile`.
+        let done = unsafe {
+            super::avx2::dot_2x2_half_prepared(
+                c,
+                (ops.a, ops.a_step),
+                prepared,
+                (ops.b, ops.b_step),
+                ops.steps,
+                half_of(kind),
+            )
+        };
+        if done {
+            return;
+        }
+    }
+    let _ = prepared;
+    dot_2x2(kind, c, ops);
+}
+
 /// The signedness of A and B of an AMX-INT8 product, `None` for a floating-point one.
 pub(crate) fn int8_signs(kind: DotKind) -> Option<(bool, bool)> {
     match kind {

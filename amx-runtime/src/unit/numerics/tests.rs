@@ -1499,4 +1499,27 @@ fn check_avx2_half_block(
         let ctx = |_: usize, _: usize| format!("AVX2, tile {t}, steps {steps}, {half:?}");
         assert_same("AVX2 half block", &got[t], &want[t], &ctx);
     }
+    // The same block with A's tiles widened ahead (a GEMM's prepared A), where A's tiles lie
+    // at whole tiles of its buffer: the same result, or the same refusal.
+    if a.1.is_multiple_of(1024) {
+        let mut tiles = vec![Widened::ZERO; a.0.len() / 1024];
+        for (tile, w) in a.0.chunks_exact(1024).zip(tiles.iter_mut()) {
+            // SAFETY: as above (AVX2 and F16C present).
+            unsafe { avx2::widen(tile.try_into().unwrap(), half, w) };
+        }
+        let prepared = super::block::PreparedTiles {
+            tiles: &tiles,
+            first: 0,
+            stride: a.1 / 1024,
+        };
+        let mut again = *c;
+        // SAFETY: as above.
+        let done_again =
+            unsafe { avx2::dot_2x2_half_prepared(&mut again, a, prepared, b, steps, half) };
+        assert_eq!(done_again, done, "prepared A: a different refusal");
+        for t in 0..4 {
+            let ctx = |_: usize, _: usize| format!("AVX2 prepared, tile {t}, {half:?}");
+            assert_same("AVX2 half block, prepared A", &again[t], &got[t], &ctx);
+        }
+    }
 }
