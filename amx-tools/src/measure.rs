@@ -375,6 +375,19 @@ impl Case {
         let kc_block = rows * steps.min(blocking.kc_steps as u128) * row_bytes;
         let chunk = (rows * steps * row_bytes).min((1u128 << 20).max(kc_block));
         let per_worker = MR as u128 * steps * row_bytes + chunk;
+        // On the emulator a floating-point product also keeps its packed A widened to f32
+        // (`amx_runtime::block::PreparedA`, where the float kernel reads it): twice the bytes.
+        let float = matches!(
+            P::KIND.dot_kind(),
+            Some(amx_runtime::rules::DotKind::Tdpbf16ps | amx_runtime::rules::DotKind::Tdpfp16ps)
+        );
+        let emulated =
+            self.backend.or_else(|| amx_runtime::backend().ok()) != Some(Backend::Hardware);
+        let per_worker = if float && emulated {
+            3 * per_worker
+        } else {
+            per_worker
+        };
         let scratch = per_worker * workers as u128;
         // A sum past u128 (each part fits, not all of them together) is the largest operand's
         // fault.
