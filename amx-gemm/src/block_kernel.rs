@@ -7,7 +7,10 @@
 //! and moves C between memory and the block with the bounds checks of the typed path. The loop
 //! nest, the packing and the order of the sums are those of the silicon; only the tile
 //! registers are not used, so they hold unspecified data afterwards (as the micro-kernel
-//! contract allows: contents are unspecified on entry).
+//! contract allows: contents are unspecified on entry). Each packed block of A is prepared once
+//! for all its tasks (`prepare_a`): biased for TDPBSSD, widened for the floating-point
+//! products where the emulator's kernel reads them widened
+//! ([`amx_runtime::block::PreparedA`]).
 
 use std::marker::PhantomData;
 
