@@ -91,3 +91,26 @@ fn a_handler_using_amx_leaves_the_interrupted_products_alone() {
         );
     }
 }
+
+/// A timer every 100 us over a loop of one patched product: the engine holds each signal that
+/// comes during the product back to the boundary past it (its fast path and exits), and every
+/// handler must see the loop's code in its context, as on the silicon; the loop's result is
+/// its products'.
+#[test]
+fn signals_meet_a_patched_product_at_its_boundaries() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("handlers.c", &[]) else {
+        return;
+    };
+    let limit = Duration::from_secs_f64(60.0 * slowness());
+    let run = Program::preloaded(&prog, &["boundary"]).limit(limit).run();
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.line("boundary ticks:"), "2000", "{run}");
+    assert!(
+        run.line("boundary outside:").starts_with("0 "),
+        "handlers saw the engine's code: {run}"
+    );
+    assert_eq!(run.line("boundary result:"), "the products'", "{run}");
+}

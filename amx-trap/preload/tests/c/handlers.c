@@ -10,6 +10,10 @@
  *              products on the loop's operand tiles; the loop's result must be the one it has
  *              without the timer (the kernel gives a handler the INIT tile state and the
  *              interrupted state back)
+ *   boundary   a loop of one product, interrupted by a timer every 100 us: each handler must
+ *              see the loop's code in its context (an instruction boundary), never the
+ *              engine's; the loop's result must be its products' (the silicon delivers
+ *              signals between instructions)
  */
 #include "hostile.h"
 #include <sys/mman.h>
@@ -238,6 +242,82 @@ static int amx(int bf16) {
     return 0;
 }
 
+/* boundary: the loop's code, from its first instruction (the product) to past its branch. */
+extern const char boundary_start[], boundary_end[];
+static volatile long boundary_ticks, boundary_outside, boundary_stop, boundary_dots;
+static volatile unsigned long long boundary_last;
+
+static void boundary_tick(int sig, siginfo_t *info, void *ctx) {
+    (void)sig;
+    (void)info;
+    unsigned long long rip = (unsigned long long)((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RIP];
+    if (rip < (unsigned long long)boundary_start || rip >= (unsigned long long)boundary_end) {
+        boundary_outside++;
+        boundary_last = rip;
+    }
+    if (++boundary_ticks >= 2000)
+        boundary_stop = 1;
+}
+
+/* TDPBSSD tmm2, tmm0, tmm1 until boundary_stop, counting into boundary_dots. */
+__attribute__((noinline)) static void boundary_loop(void) {
+    __asm__ volatile(".globl boundary_start\n"
+                     "boundary_start:\n"
+                     ".byte 0xc4, 0xe2, 0x73, 0x5e, 0xd0\n"
+                     "lock incq %0\n"
+                     "cmpq $0, %1\n"
+                     "je boundary_start\n"
+                     ".globl boundary_end\n"
+                     "boundary_end:\n"
+                     : "+m"(boundary_dots)
+                     : "m"(boundary_stop)
+                     : "memory", "cc");
+}
+
+static int boundary(void) {
+    if (request_amx() != 0) {
+        printf("no permission\n");
+        return 1;
+    }
+    static uint8_t a[1024], b[1024], c[1024], once[1024];
+    pattern(a, 3);
+    pattern(b, 4);
+    tilecfg cfg;
+    config(&cfg, 16);
+    ldtilecfg(&cfg);
+    /* The products of one step, for the reference: C = A x B from zero. */
+    tileload0(a, 64);
+    tileload1(b, 64);
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x49, 0xd0" ::: "memory"); /* tilezero tmm2 */
+    tdpbssd201();
+    tilestore2(once, 64);
+    __asm__ volatile(".byte 0xc4, 0xe2, 0x7b, 0x49, 0xd0" ::: "memory");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = boundary_tick;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{0, 100}, {0, 100}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    boundary_loop();
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    tilestore2(c, 64);
+    tilerelease();
+    /* Every product adds the same dwords: C is boundary_dots times them (mod 2^32). */
+    int same = 1;
+    for (int i = 0; i < 256; i++) {
+        uint32_t one, got;
+        memcpy(&one, once + 4 * i, 4);
+        memcpy(&got, c + 4 * i, 4);
+        same &= got == (uint32_t)(one * (uint32_t)boundary_dots);
+    }
+    printf("boundary ticks: %ld\n", boundary_ticks);
+    printf("boundary outside: %ld (last at %#llx)\n", boundary_outside, boundary_last);
+    printf("boundary result: %s\n", same ? "the products'" : "wrong");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "semantics";
@@ -252,5 +332,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(mode, "amx") && argc > 2)
         return amx(!strcmp(argv[2], "bf16"));
+    if (!strcmp(mode, "boundary"))
+        return boundary();
     return 2;
 }
