@@ -558,12 +558,6 @@ unsafe fn half_block(
 ) -> bool {
     let tiles = c.len().min(4);
     let heights = tiles / 2;
-    // Every prepared tile the steps read, before anything is computed.
-    if let Some(p) = &prepared {
-        if !(0..steps).all(|s| (0..heights).all(|h| p.tile(s, h).is_some())) {
-            return false;
-        }
-    }
     let mut out = [[0u8; 1024]; 4];
     out[..tiles].copy_from_slice(&c[..tiles]);
     let base = out.as_mut_ptr().cast::<u8>();
@@ -623,6 +617,7 @@ unsafe fn half_block(
             for t in 0..tiles {
                 // In step order for each tile of C, as the instructions run.
                 let second = if t == 0 && tiles == 2 { 2 } else { 4 };
+                // A missing prepared tile declines the block: `c` is still untouched.
                 let a = match &prepared {
                     Some(p) => match p.tile(s, t / 2) {
                         Some(w) => w as *const Widened,

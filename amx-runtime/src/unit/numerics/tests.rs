@@ -1521,5 +1521,17 @@ fn check_avx2_half_block(
             let ctx = |_: usize, _: usize| format!("AVX2 prepared, tile {t}, {half:?}");
             assert_same("AVX2 half block, prepared A", &again[t], &got[t], &ctx);
         }
+        // Without the last step's second tile the block is declined, C untouched.
+        let last = (steps - 1) * (a.1 / 1024) + 1;
+        let short = super::block::PreparedTiles {
+            tiles: &tiles[..last],
+            ..prepared
+        };
+        let mut declined = *c;
+        // SAFETY: as above.
+        let done_short =
+            unsafe { avx2::dot_2x2_half_prepared(&mut declined, a, short, b, steps, half) };
+        assert!(!done_short, "a missing prepared tile was not noticed");
+        assert!(declined == *c, "a declined block changed C");
     }
 }
