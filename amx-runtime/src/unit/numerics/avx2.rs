@@ -1062,8 +1062,9 @@ unsafe fn float_kernel(jobs: &[Job], k: usize, groups: usize, half: Half) {
     // offset 32, 32-byte aligned); `c == out` is sound as the contract says; the block saves
     // MXCSR into `frame` and restores it from there before exiting; `jobs` is read only,
     // `jobs.len()` entries of 64 bytes; ymm0-15 are declared clobbered, the pointer and
-    // counter registers are outputs; no stack is used. The CPU has AVX2, FMA and F16C (this
-    // function's contract).
+    // counter registers are outputs; no stack is used; the fp16 block also reads the 16
+    // bytes of the static `FP16_SPLIT`. The CPU has AVX2, FMA and F16C (this function's
+    // contract).
     unsafe {
         match half {
             Half::Bf16 => float_kernel_asm!(frame, jobs, widen_bf16_row, "vpslld ymm15, ymm15, 16"),
