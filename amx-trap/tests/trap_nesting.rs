@@ -60,21 +60,11 @@ static mut HANDLER_A: [u8; 1024] = [0; 1024];
 static mut HANDLER_B: [u8; 1024] = [0; 1024];
 static mut HANDLER_C: [u8; 1024] = [0; 1024];
 
-fn gettid() -> i32 {
-    // SAFETY: gettid takes no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
+use trap::sys::{getpid, gettid};
 
+/// Sends `sig` to thread `tid` of this process (the engine's raw, async-signal-safe call).
 fn tgkill(tid: i32, sig: i32) {
-    // SAFETY: sends `sig` to one thread of this process (async-signal-safe).
-    unsafe {
-        libc::syscall(
-            libc::SYS_tgkill,
-            libc::getpid(),
-            libc::c_long::from(tid),
-            libc::c_long::from(sig),
-        );
-    }
+    let _ = trap::sys::tgkill(getpid(), tid, sig);
 }
 
 /// Callee-saved registers and RSP at the loop's start (rbx, rbp, r12-r15, rsp): where a
