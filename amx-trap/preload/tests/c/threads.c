@@ -4,6 +4,10 @@
  *   many <n>   n short-lived threads, one after the other, each running AMX instructions,
  *              under an address-space limit of what the process uses plus 256 MiB
  *   oom        a thread's first AMX instruction when no memory can be mapped any more
+ *   oomhandler the same, the program having a SIGSEGV handler: Linux answers a thread whose AMX
+ *              state it cannot allocate with force_sig(SIGSEGV), which that handler gets
+ *              (SI_KERNEL, no address)
+ *   oomsignal  no AMX at all: a thread's first handled signal when no memory can be mapped
  */
 #include "hostile.h"
 #include <pthread.h>
@@ -81,8 +85,61 @@ static int oom(void) {
     return 0;
 }
 
+static void on_segv(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    char b[96];
+    int n = snprintf(b, sizeof b, "handler: signal %d code %d addr %p\n", sig, si->si_code,
+                     si->si_addr);
+    write(1, b, n);
+    _exit(0);
+}
+
+static int oomhandler(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    return oom();
+}
+
+static volatile int usr1;
+static void on_usr1(int sig) { (void)sig; usr1++; }
+static pthread_barrier_t signalled;
+
+static void *quiet_thread(void *arg) {
+    (void)arg;
+    pthread_barrier_wait(&started);
+    pthread_barrier_wait(&limited);
+    pthread_barrier_wait(&signalled);
+    return NULL;
+}
+
+static int oomsignal(void) {
+    signal(SIGUSR1, on_usr1);
+    pthread_t t;
+    pthread_barrier_init(&started, NULL, 2);
+    pthread_barrier_init(&limited, NULL, 2);
+    pthread_barrier_init(&signalled, NULL, 2);
+    pthread_create(&t, NULL, quiet_thread, NULL);
+    pthread_barrier_wait(&started);
+    struct rlimit rl = {vm_size(), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    pthread_barrier_wait(&limited);
+    /* The thread waits in the barrier: the signal interrupts it there. */
+    pthread_kill(t, SIGUSR1);
+    usleep(100000);
+    pthread_barrier_wait(&signalled);
+    pthread_join(t, NULL);
+    printf("signals handled: %d\n", usr1);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    /* Without AMX instructions: runs without the permission, on any CPU. */
+    if (argc > 1 && !strcmp(argv[1], "oomsignal"))
+        return oomsignal();
     if (request_amx() != 0) {
         printf("no permission\n");
         return 1;
@@ -92,5 +149,7 @@ int main(int argc, char **argv) {
         return many(atol(argv[2]));
     if (!strcmp(mode, "oom"))
         return oom();
+    if (!strcmp(mode, "oomhandler"))
+        return oomhandler();
     return 2;
 }
