@@ -49,22 +49,36 @@ pub(crate) fn deliver<'a>(
     info: &[u8; 128],
     sync: bool,
 ) -> Resume<'a> {
+    let held = slot.held_back.load(Ordering::Relaxed);
+    // The mask the interrupted context gets back.
+    let interrupted = signals::program_mask(ctx.frame.uc.sigmask & !held);
+    let Some((action, effective)) = admit(sig, info, sync, interrupted) else {
+        return Resume::Context(ctx);
+    };
+    match launch(slot, ctx, sig, info, &action, interrupted, effective) {
+        Ok(()) => Resume::Handler(ctx),
+        Err(()) => cannot_deliver(slot, ctx, sig),
+    }
+}
+
+/// What the kernel decides before it enters a handler for `sig`, the interrupted context's
+/// mask being `interrupted` (the program's view): the program's action and the mask in effect
+/// when the signal came (a wait's own, during `sigsuspend`), or `None` where no handler runs
+/// (ignored, made pending, or left to the kernel's default). A synchronous signal that no
+/// handler can take ends the process here.
+fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Action, u64)> {
     signals::catch_up(sig);
     let action = signals::program_action(sig);
-    let held = slot.held_back.load(Ordering::Relaxed);
-    // The mask the interrupted context gets back, and the one in effect when the signal came
-    // (a wait's own, during `sigsuspend`).
-    let interrupted = signals::program_mask(ctx.frame.uc.sigmask & !held);
     let effective = signals::wait_mask().unwrap_or(interrupted);
     if !action.is_handler() {
         if action.handler == libc::SIG_IGN && !sync {
-            return Resume::Context(ctx);
+            return None;
         }
         if !signals::owned(sig) {
             // A wrapped signal whose handler went meanwhile: the kernel's default, once the
             // signal is unblocked again on the way out.
             signals::raise_here(sig, info);
-            return Resume::Context(ctx);
+            return None;
         }
         die_with(sig, info);
     }
@@ -74,15 +88,49 @@ pub(crate) fn deliver<'a>(
         }
         // Sent while the program (its view of the engine's signals) blocks it: pending.
         signals::keep_pending(sig, info, si_code(info) == SI_TKILL);
-        return Resume::Context(ctx);
+        return None;
     }
     if action.flags & libc::SA_RESETHAND as u64 != 0 {
         signals::reset_after_delivery(sig);
     }
-    match launch(slot, ctx, sig, info, &action, interrupted, effective) {
-        Ok(()) => Resume::Handler(ctx),
-        Err(()) => cannot_deliver(slot, ctx, sig),
+    Some((action, effective))
+}
+
+/// Delivers `sig` to the program from the kernel's own frame (`info` and `uc` are its siginfo
+/// and context), for a thread that has no slot and cannot map one: the program's handler is
+/// called here, on the stack the kernel chose for the entry, with the mask the kernel would give
+/// it, and returns into the kernel's frame, whose `rt_sigreturn` resumes the context `uc` then
+/// describes. The kernel entered the entry with the program's own `SA_ONSTACK` for a wrapped
+/// signal; for one of the engine's four it always takes the alternate stack where there is one.
+/// Such a thread has never run an AMX instruction (its first one maps a slot), so there is no
+/// tile state to save or to reset for the handler.
+pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, sync: bool) {
+    let interrupted = signals::program_mask(uc.sigmask);
+    let Some((action, effective)) = admit(sig, info, sync, interrupted) else {
+        return;
+    };
+    let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
+    let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
+    // The handler sees the program's view of the interrupted mask, as in a frame the engine
+    // writes, and may change it for the way back.
+    uc.sigmask = interrupted;
+    uc.gregs[reg::OLDMASK] = interrupted;
+    info[..4].copy_from_slice(&sig.to_le_bytes());
+    signals::set_mask(signals::set_program_view(handler_mask));
+    // SAFETY: the program installed this address as a handler for `sig` (`is_handler`); every
+    // handler, with or without SA_SIGINFO, may be called with the three arguments of the ABI,
+    // which point into the kernel's frame, alive until the entry returns. A handler that
+    // unwinds (a C++ exception) is declared so: the unwinding stops at the entry, which is
+    // `extern "C"`, and ends the process there.
+    unsafe {
+        let handler: extern "C-unwind" fn(i32, *mut [u8; 128], *mut Ucontext) =
+            std::mem::transmute(action.handler);
+        handler(sig, info, uc);
     }
+    // Back: the entry's mask until its return; `rt_sigreturn` loads the kernel's part of the
+    // context's mask and the view keeps the rest.
+    signals::block(signals::ENTRY_MASK);
+    uc.sigmask = signals::set_program_view(uc.sigmask);
 }
 
 /// A handler frame that cannot be written (no stack left, an alternate stack too small): as

@@ -17,6 +17,8 @@
 //!    program's handler, ...), raises the held-back signals again, and leaves through
 //!    `rt_sigreturn` from a frame it prepared. It never returns into the kernel's frame: that
 //!    frame may lie at the top of an alternate stack where another frame is about to go.
+//! 4. A thread that has no slot and cannot map one (no address space left) has no work stack:
+//!    [`crate::slotless`] delivers to the program from the kernel's frame and returns into it.
 //!
 //! The work stack is the slot's own: a signal handler of the program may run on an alternate
 //! stack of a few KiB, and executing an instruction needs more. While the engine works, every
@@ -147,6 +149,9 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
         let handlers = program && in_fast && synchronous(sig, code) && !signals::virtualized();
         if (!program || in_fast) && !handlers {
             if synchronous(sig, code) {
+                if !slot.is_callers() {
+                    crate::fatal::shared_state(sig, rip);
+                }
                 crate::fatal::engine_fault(sig, rip);
             }
             // Blocked in the program's own context (a patched site's), the signal must be
@@ -165,7 +170,11 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             }
             slot.work_top()
         }
-        Err(errno) => crate::fatal::no_memory(errno),
+        // No work stack: what can be done is done on the kernel's frame.
+        Err(errno) => {
+            crate::slotless::take(sig, info, uc, errno);
+            0
+        }
     }
 }
 

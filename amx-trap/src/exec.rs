@@ -21,7 +21,7 @@ use amx_runtime::{Emulator, TileUnit, ROW_BYTES, TILE_BYTES};
 use amx_tilecfg::decode::{
     Address, Extension, Instruction, Operation, ProductKind, RowKind, Segment,
 };
-use amx_tilecfg::{image, DotKind, TileShape};
+use amx_tilecfg::{image, DotKind, TileShape, TmulLimits};
 
 use crate::access::{self, Fault};
 use crate::regs::Regs;
@@ -85,29 +85,7 @@ fn step(
     unit: &mut Emulator,
     pkru: Option<u32>,
 ) -> Result<ZmmWrite, Exception> {
-    // An instruction the modelled CPU does not have is #UD before anything else (N2).
-    if !reported(insn.op.extension()) {
-        return Err(Exception::InvalidOpcode);
-    }
-    let cfg = unit.loaded_config();
-    // The TILECFG-dependent #UD conditions come before XFD (section 12).
-    let shape = match insn.op {
-        Operation::Tilezero(t) => Some(check::tilezero_refusal(&cfg, t).map_err(ud)?),
-        Operation::Tileloadd(t)
-        | Operation::Tileloaddt1(t)
-        | Operation::Tilestored(t)
-        | Operation::Tileloaddrs(t)
-        | Operation::Tileloaddrst1(t) => Some(check::tile_memory_refusal(&cfg, t).map_err(ud)?),
-        Operation::DotProduct { c, a, b, .. } | Operation::Product { c, a, b, .. } => {
-            check::dot_refusal(&cfg, (c, a, b), unit.tmul_limits()).map_err(ud)?;
-            None
-        }
-        Operation::RowMove { tile, .. } => {
-            check::tile_row_refusal(&cfg, tile).map_err(ud)?;
-            None
-        }
-        Operation::Ldtilecfg | Operation::Sttilecfg | Operation::Tilerelease => None,
-    };
+    let shape = refusal(insn, &unit.loaded_config(), unit.tmul_limits())?;
     if insn.op.touches_tile_data() && !permission_granted() {
         return Err(Exception::DeviceNotAvailable);
     }
@@ -131,6 +109,39 @@ fn step(
         return Ok(Some((zmm, value)));
     }
     step_tiles(insn, regs, unit, pkru, shape).map(|()| None)
+}
+
+/// The #UD an instruction raises before XFD, on a unit whose configuration is `cfg`: the
+/// instruction's CPUID feature first (N2), then the conditions that depend on the tile
+/// configuration (section 12). The shape of the tile the instruction names, where it names one
+/// for its memory operand or TILEZERO.
+pub(crate) fn refusal(
+    insn: &Instruction,
+    cfg: &[u8; 64],
+    limits: TmulLimits,
+) -> Result<Option<TileShape>, Exception> {
+    // An instruction the modelled CPU does not have is #UD before anything else (N2).
+    if !reported(insn.op.extension()) {
+        return Err(Exception::InvalidOpcode);
+    }
+    // The TILECFG-dependent #UD conditions come before XFD (section 12).
+    Ok(match insn.op {
+        Operation::Tilezero(t) => Some(check::tilezero_refusal(cfg, t).map_err(ud)?),
+        Operation::Tileloadd(t)
+        | Operation::Tileloaddt1(t)
+        | Operation::Tilestored(t)
+        | Operation::Tileloaddrs(t)
+        | Operation::Tileloaddrst1(t) => Some(check::tile_memory_refusal(cfg, t).map_err(ud)?),
+        Operation::DotProduct { c, a, b, .. } | Operation::Product { c, a, b, .. } => {
+            check::dot_refusal(cfg, (c, a, b), limits).map_err(ud)?;
+            None
+        }
+        Operation::RowMove { tile, .. } => {
+            check::tile_row_refusal(cfg, tile).map_err(ud)?;
+            None
+        }
+        Operation::Ldtilecfg | Operation::Sttilecfg | Operation::Tilerelease => None,
+    })
 }
 
 /// The instructions that change only tile state and memory.

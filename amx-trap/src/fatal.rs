@@ -82,6 +82,22 @@ pub(crate) fn engine_fault(sig: i32, rip: u64) -> ! {
     die_of(sig)
 }
 
+/// A fault inside the engine's own code on a thread that reached another thread's engine
+/// state through a shared thread pointer (see [`crate::slot::Slot::is_callers`]): what the
+/// engine does not support, said as such rather than as a bug of its own.
+pub(crate) fn shared_state(sig: i32, rip: u64) -> ! {
+    let (mut a, mut b) = ([0u8; 20], [0u8; 18]);
+    say(&[
+        b"amx-trap: signal ",
+        decimal(u64::from(sig.unsigned_abs()), &mut a),
+        b" inside the engine at ",
+        hex(rip, &mut b),
+        b" on a thread that shares another thread's thread pointer (a clone without \
+          CLONE_SETTLS, or a vfork child running AMX instructions): not supported\n",
+    ]);
+    die_of(sig)
+}
+
 /// An FP state larger than the engine's buffer (a CPU with more state than any known today).
 pub(crate) fn fp_too_large(bytes: usize) -> ! {
     let mut buf = [0u8; 20];

@@ -76,6 +76,8 @@ mod signals;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod slot;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod slotless;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[doc(hidden)]
 pub mod sys;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

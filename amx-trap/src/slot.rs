@@ -12,8 +12,9 @@
 //! its parent's slots as copies; only the slot of the thread that forked is its own, and the
 //! others, owned by another process, are never reused there.
 //!
-//! Failure to map a slot is not an #UD: the engine reports it on standard error and the thread
-//! gets SIGSEGV, as Linux gives a thread whose AMX state it cannot allocate.
+//! Failure to map a slot is not an #UD: the thread's first AMX instruction gets SIGSEGV, as
+//! Linux gives a thread whose AMX state it cannot allocate, and its other signals are
+//! delivered without a slot ([`crate::slotless`]).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
@@ -195,6 +196,15 @@ impl Slot {
     pub(crate) fn last_fault(&self) -> crate::access::Fault {
         // SAFETY: see `record_fault`.
         unsafe { *self.fault.get() }
+    }
+
+    /// Whether the calling thread is the slot's owner. Another task reaches a slot only through
+    /// its owner's thread pointer: a thread made by `clone` without `CLONE_SETTLS`, a `vfork`
+    /// child (or the child of a `fork` made by the system call itself, whose copy keeps its
+    /// parent's name). Two system calls: for reports, not for the paths that run instructions.
+    pub(crate) fn is_callers(&self) -> bool {
+        self.owner_tid.load(Ordering::Relaxed) == gettid()
+            && self.owner_pid.load(Ordering::Relaxed) == getpid()
     }
 
     /// Gives the slot back while its thread still runs (a thread the preload saw end).

@@ -1,5 +1,6 @@
 /* Promise 9 (amx-trap/README.md): the engine's state of a thread is reused once the thread has
- * ended, and a state that cannot be allocated is reported, never raised as #UD.
+ * ended; a state that cannot be allocated gives the thread's first AMX instruction SIGSEGV, never
+ * #UD, and leaves its other signals as they are without the library.
  *
  *   many <n>   n short-lived threads, one after the other, each running AMX instructions,
  *              under an address-space limit of what the process uses plus 256 MiB
@@ -8,9 +9,19 @@
  *              state it cannot allocate with force_sig(SIGSEGV), which that handler gets
  *              (SI_KERNEL, no address)
  *   oomsignal  no AMX at all: a thread's first handled signal when no memory can be mapped
+ *   oomfaults  no AMX at all, no memory left, on a thread that never ran AMX: a NULL load its
+ *              SIGSEGV handler steps over, SA_RESETHAND | SA_NODEFER with an sa_mask, a
+ *              handler left by siglongjmp, a ud2 whose SIGILL handler steps over it, and the
+ *              wait mask of sigsuspend; every line printed must be the same with and without
+ *              the library
+ *   oomsite    a TILEZERO site the main thread ran until it was patched, then run by a thread
+ *              that never configured tiles and can map no state: #UD (SIGILL, ILL_ILLOPN) at
+ *              the site, as for any unconfigured thread
  */
 #include "hostile.h"
 #include <pthread.h>
+#include <setjmp.h>
+#include <ucontext.h>
 #include <sys/resource.h>
 
 static void *amx_thread(void *arg) {
@@ -135,11 +146,171 @@ static int oomsignal(void) {
     return 0;
 }
 
+static void say(const char *text) { write(1, text, strlen(text)); }
+
+static int blocked(int sig) {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    return sigismember(&now, sig);
+}
+
+/* A NULL load (`mov eax, [rax]`, 2 bytes) and a ud2 (2 bytes), each stepped over by its
+ * handler through the context. */
+static void on_fault(int sig, siginfo_t *si, void *ctx) {
+    ucontext_t *uc = ctx;
+    char b[160];
+    snprintf(b, sizeof b, "fault: signal %d code %d addr %p, %s blocked %d, USR2 blocked %d\n",
+             sig, si->si_code, sig == SIGSEGV ? si->si_addr : NULL,
+             sig == SIGSEGV ? "SEGV" : "ILL", blocked(sig), blocked(SIGUSR2));
+    say(b);
+    uc->uc_mcontext.gregs[REG_RIP] += 2;
+}
+
+static volatile int resets;
+static void on_reset(int sig) {
+    char b[96];
+    snprintf(b, sizeof b, "reset: USR1 blocked %d (nodefer), USR2 blocked %d (sa_mask)\n",
+             blocked(SIGUSR1), blocked(sig == SIGUSR1 ? SIGUSR2 : 0));
+    say(b);
+    resets++;
+}
+
+static sigjmp_buf out;
+static void on_leave(int sig) { siglongjmp(out, sig); }
+
+static volatile int woke;
+static void on_wake(int sig) {
+    char b[64];
+    snprintf(b, sizeof b, "wake: USR2 blocked %d (the wait's mask)\n", blocked(SIGUSR2));
+    say(b);
+    woke = sig;
+}
+
+static void *faulting_thread(void *arg) {
+    (void)arg;
+    pthread_barrier_wait(&started);
+    pthread_barrier_wait(&limited);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigaddset(&sa.sa_mask, SIGUSR2);
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGILL, &sa, NULL);
+    volatile int *null = NULL;
+    int v = 7;
+    __asm__ volatile("mov (%1), %0" : "+a"(v) : "r"(null) : "memory");
+    say(v == 7 ? "after the NULL load: resumed\n" : "after the NULL load: wrong\n");
+    __asm__ volatile("ud2" ::: "memory");
+    say("after the ud2: resumed\n");
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_reset;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigaddset(&sa.sa_mask, SIGUSR2);
+    sigaction(SIGUSR1, &sa, NULL);
+    raise(SIGUSR1);
+    struct sigaction now;
+    sigaction(SIGUSR1, NULL, &now);
+    char b[96];
+    snprintf(b, sizeof b, "after the reset: handled %d, now %s\n", resets,
+             now.sa_handler == SIG_DFL ? "SIG_DFL" : "still the handler");
+    say(b);
+
+    signal(SIGUSR2, on_leave);
+    int got = sigsetjmp(out, 1);
+    if (got == 0) {
+        raise(SIGUSR2);
+        say("siglongjmp: not taken\n");
+    } else {
+        snprintf(b, sizeof b, "siglongjmp: left with %d, USR2 blocked %d\n", got,
+                 blocked(SIGUSR2));
+        say(b);
+    }
+
+    signal(SIGALRM, on_wake);
+    sigset_t hold, wait;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &hold, NULL);
+    sigemptyset(&wait);
+    sigaddset(&wait, SIGUSR2);
+    pthread_kill(pthread_self(), SIGALRM);
+    sigsuspend(&wait);
+    snprintf(b, sizeof b, "after sigsuspend: woke by %d, ALRM blocked %d, USR2 blocked %d\n",
+             woke, blocked(SIGALRM), blocked(SIGUSR2));
+    say(b);
+    return NULL;
+}
+
+__attribute__((noinline)) static void zero_site(void) { tilezero0(); }
+
+static void on_site_ill(int sig, siginfo_t *si, void *ctx) {
+    ucontext_t *uc = ctx;
+    unsigned long rip = uc->uc_mcontext.gregs[REG_RIP], at = (unsigned long)zero_site;
+    char b[128];
+    snprintf(b, sizeof b, "site: signal %d code %d trapno %lld, at the site %d\n", sig,
+             si->si_code, (long long)uc->uc_mcontext.gregs[REG_TRAPNO],
+             rip >= at && rip < at + 16 && (unsigned long)si->si_addr == rip);
+    say(b);
+    uc->uc_mcontext.gregs[REG_RIP] += 5;
+}
+
+static void *site_thread(void *arg) {
+    (void)arg;
+    pthread_barrier_wait(&started);
+    pthread_barrier_wait(&limited);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_site_ill;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGILL, &sa, NULL);
+    zero_site();
+    say("after the site: resumed\n");
+    return NULL;
+}
+
+static int oomsite(void) {
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    for (int i = 0; i < 1000; i++)
+        zero_site();
+    pthread_t t;
+    pthread_barrier_init(&started, NULL, 2);
+    pthread_barrier_init(&limited, NULL, 2);
+    pthread_create(&t, NULL, site_thread, NULL);
+    pthread_barrier_wait(&started);
+    struct rlimit rl = {vm_size(), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    pthread_barrier_wait(&limited);
+    pthread_join(t, NULL);
+    tilerelease();
+    say("done\n");
+    return 0;
+}
+
+static int oomfaults(void) {
+    pthread_t t;
+    pthread_barrier_init(&started, NULL, 2);
+    pthread_barrier_init(&limited, NULL, 2);
+    pthread_create(&t, NULL, faulting_thread, NULL);
+    pthread_barrier_wait(&started);
+    struct rlimit rl = {vm_size(), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    pthread_barrier_wait(&limited);
+    pthread_join(t, NULL);
+    say("done\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     /* Without AMX instructions: runs without the permission, on any CPU. */
     if (argc > 1 && !strcmp(argv[1], "oomsignal"))
         return oomsignal();
+    if (argc > 1 && !strcmp(argv[1], "oomfaults"))
+        return oomfaults();
     if (request_amx() != 0) {
         printf("no permission\n");
         return 1;
@@ -151,5 +322,7 @@ int main(int argc, char **argv) {
         return oom();
     if (!strcmp(mode, "oomhandler"))
         return oomhandler();
+    if (!strcmp(mode, "oomsite"))
+        return oomsite();
     return 2;
 }
