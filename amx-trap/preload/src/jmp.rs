@@ -2,6 +2,8 @@
 //! which never blocks the engine's signals; the program's view of those goes along, kept in
 //! the saved mask's unused words (the kernel's mask is its first 8 of 128 bytes).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use engine::preload as trap;
 
 use crate::active;
@@ -15,48 +17,41 @@ const VIEW: usize = SAVED_MASK + 8;
 /// Marks the engine's word (high half).
 const MARK: u64 = 0x414d_5854 << 32;
 
-// `__sigsetjmp(env, savemask)` (what `sigsetjmp` expands to): the program's view of the
-// engine's signals is written into `env` first, then the C library's function runs with the
-// caller's registers and return address, as if called directly (it returns twice).
-core::arch::global_asm!(
-    ".pushsection .text.amx_trap_jmp,\"ax\",@progbits",
-    ".p2align 4",
-    ".globl __sigsetjmp",
-    ".type __sigsetjmp, @function",
-    "__sigsetjmp:",
-    "    push rdi",
-    "    push rsi",
-    "    sub rsp, 8",
-    "    call {stash}",
-    "    add rsp, 8",
-    "    pop rsi",
-    "    pop rdi",
-    "    jmp qword ptr [rip + amx_trap_real_sigsetjmp]",
-    ".size __sigsetjmp, . - __sigsetjmp",
-    ".popsection",
-    ".pushsection .data.amx_trap_jmp,\"aw\",@progbits",
-    ".p2align 3",
-    ".hidden amx_trap_real_sigsetjmp",
-    "amx_trap_real_sigsetjmp: .quad 0",
-    ".popsection",
-    stash = sym stash,
-);
+/// The C library's `__sigsetjmp` (0 until resolved).
+static REAL_SIGSETJMP: AtomicUsize = AtomicUsize::new(0);
 
-extern "C" {
-    static mut amx_trap_real_sigsetjmp: usize;
+/// `__sigsetjmp(env, savemask)` (what `sigsetjmp` expands to): the program's view of the
+/// engine's signals is written into `env` first, then the C library's function runs with the
+/// caller's registers and return address, as if called directly (it returns twice, so this
+/// function keeps no frame of its own). A Rust function, so that the library exports it.
+///
+/// # Safety
+/// As the C library's `__sigsetjmp`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn __sigsetjmp(env: *mut u8, savemask: libc::c_int) -> libc::c_int {
+    core::arch::naked_asm!(
+        "push rdi",
+        "push rsi",
+        "sub rsp, 8",
+        "call {stash}",
+        "add rsp, 8",
+        "pop rsi",
+        "pop rdi",
+        "jmp qword ptr [rip + {real}]",
+        stash = sym stash,
+        real = sym REAL_SIGSETJMP,
+    )
 }
 
 /// Finds the C library's `__sigsetjmp` (from the constructor, or on the first call, made
 /// before it ran).
 pub(crate) fn resolve() {
-    // SAFETY: written with the address of the C library's function, the same value by every
-    // writer; read by the wrapper.
-    unsafe { amx_trap_real_sigsetjmp = crate::real::__sigsetjmp().unwrap_or(0) };
+    REAL_SIGSETJMP.store(crate::real::__sigsetjmp().unwrap_or(0), Ordering::Relaxed);
 }
 
 extern "C" fn stash(env: *mut u8, savemask: libc::c_int) {
-    // SAFETY: a plain read of the word written by `resolve`.
-    if unsafe { amx_trap_real_sigsetjmp } == 0 {
+    if REAL_SIGSETJMP.load(Ordering::Relaxed) == 0 {
         resolve();
     }
     if savemask != 0 && active() && !env.is_null() {

@@ -108,6 +108,36 @@ static void *thread_mask(void *arg) {
     return NULL;
 }
 
+/* sigsetjmp saves the mask and siglongjmp restores it, the engine's four signals included;
+ * setjmp (no mask saved) leaves the mask as it is at the jump. */
+static void jumps(void) {
+    static sigjmp_buf env;
+    static jmp_buf plain_env;
+    sigset_t four;
+    sigemptyset(&four);
+    sigaddset(&four, SIGSEGV);
+    sigaddset(&four, SIGILL);
+    sigaddset(&four, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &four, NULL);
+    if (sigsetjmp(env, 1) == 0) {
+        sigprocmask(SIG_UNBLOCK, &four, NULL);
+        siglongjmp(env, 1);
+    }
+    printf("siglongjmp back: mask %#llx\n", mask_now());
+    sigprocmask(SIG_UNBLOCK, &four, NULL);
+    if (sigsetjmp(env, 1) == 0) {
+        sigprocmask(SIG_BLOCK, &four, NULL);
+        siglongjmp(env, 1);
+    }
+    printf("siglongjmp back unblocked: mask %#llx\n", mask_now());
+    if (setjmp(plain_env) == 0) {
+        sigprocmask(SIG_BLOCK, &four, NULL);
+        longjmp(plain_env, 1);
+    }
+    printf("longjmp without a saved mask: mask %#llx\n", mask_now());
+    sigprocmask(SIG_UNBLOCK, &four, NULL);
+}
+
 static int plain(void) {
     /* Every disposition as the program starts. */
     for (int sig = 1; sig <= 64; sig++) {
@@ -194,6 +224,7 @@ static int plain(void) {
     int status;
     waitpid(pid, &status, 0);
     printf("fork child status %d\n", WEXITSTATUS(status));
+    jumps();
     pthread_t t;
     pthread_create(&t, NULL, thread_mask, NULL);
     pthread_join(t, NULL);
