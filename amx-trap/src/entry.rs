@@ -111,6 +111,8 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
     // SAFETY: the kernel passes a 128-byte siginfo and its ucontext to an SA_SIGINFO handler;
     // both live in the frame until the handler returns.
     let (info, uc) = unsafe { (&mut *info.cast::<[u8; 128]>(), &mut *uc) };
+    // Inside the preload's `vfork`, the task's thread-local words first.
+    crate::vfork::settle(uc, crate::tls::thread().load(Ordering::Acquire));
     let code = si_code(info);
     let rip = uc.rip();
     let slot = slot::current();

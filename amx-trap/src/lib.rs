@@ -83,6 +83,8 @@ pub mod sys;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod tls;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod vfork;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod zmm;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

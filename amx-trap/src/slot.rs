@@ -302,6 +302,19 @@ fn claim() -> Result<&'static Slot, i32> {
     }
 }
 
+/// Frees the slots of process `pid`, which has left this address space (a `vfork` child that
+/// called `exec` or `_exit`): they are reused as those of exited threads are.
+pub(crate) fn release_process(pid: i32) {
+    let mut at = SLOTS.load(Ordering::Acquire);
+    // SAFETY: every pointer in the list is a mapped, initialized slot that is never unmapped.
+    while let Some(slot) = unsafe { at.as_ref() } {
+        if slot.owner_pid.load(Ordering::Acquire) == pid {
+            slot.owner_tid.store(0, Ordering::Release);
+        }
+        at = slot.next.load(Ordering::Acquire);
+    }
+}
+
 /// Whether thread `tid` of process `pid` still runs.
 fn alive(pid: i32, tid: i32) -> bool {
     // Signal 0 only checks that the thread exists.

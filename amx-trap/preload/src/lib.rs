@@ -16,8 +16,9 @@
 //!   with the INIT tile state, as on the silicon;
 //! - **signal masks** (`sigprocmask`, `pthread_sigmask`, `syscall(SYS_rt_sigprocmask)`,
 //!   `sigsuspend`, `sigpending`, `ppoll`, `pselect`, `epoll_pwait`, `__sigsetjmp` and the
-//!   `longjmp` family, threads, `posix_spawn`, `exec`): the kernel never blocks the engine's four
-//!   signals, and the program sees and inherits the masks it set;
+//!   `longjmp` family, threads, `posix_spawn`, `vfork`, `exec`): the kernel never blocks the
+//!   engine's four signals, and the program sees and inherits the masks it set (a `vfork`
+//!   child, which runs in its parent's memory, gets engine state of its own);
 //! - **memory** (`mprotect`, `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `mmap` over
 //!   existing memory): the engine removes its patches from code before the program changes it;
 //! - **the permission** (`arch_prctl` and `syscall(SYS_arch_prctl)`): `ARCH_REQ_XCOMP_PERM` and

@@ -5,6 +5,28 @@
 
 use crate::{active, sig};
 
+/// `vfork(2)`: the engine's own (`amx-trap`'s vfork.rs), which gives the child, running in the
+/// parent's memory, a slot of its own and gives the parent its thread-local words back. A jump,
+/// so that the wrapper meets the caller's stack as the C library's `vfork` would.
+///
+/// # Safety
+/// As the C library's `vfork`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn vfork() -> libc::pid_t {
+    core::arch::naked_asm!("jmp amx_trap_vfork")
+}
+
+/// `__vfork`, the C library's other name for [`vfork`].
+///
+/// # Safety
+/// As the C library's `vfork`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn __vfork() -> libc::pid_t {
+    core::arch::naked_asm!("jmp amx_trap_vfork")
+}
+
 /// Runs `spawn` with attributes that give the child the program's mask.
 fn with_mask_attr(
     attr: *const libc::posix_spawnattr_t,

@@ -11,6 +11,11 @@
  *   vfork <n>     n rounds of: tmm0 loaded, then vfork, whose child loads another
  *                 configuration and tmm0 and exits; the parent's tmm0 must be its own (the
  *                 child has its own registers, on the silicon and in the kernel's view)
+ *   vforkwindow <n>  n rounds of vfork with SIGSEGV blocked: the child unblocks SIGSEGV, runs
+ *                 AMX instructions (every other round), sends its parent SIGUSR1 and exits; the
+ *                 parent, which handles SIGUSR1, gets it on its way out of vfork. The parent's
+ *                 mask and tiles must be its own after every round, and the address space must
+ *                 not grow with the rounds
  *
  * The new thread calls no C library function (its thread-local words are not its own).
  */
@@ -164,6 +169,74 @@ static int vfork_rounds(long n) {
     return 0;
 }
 
+static volatile long usr1;
+static void on_usr1(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    usr1++;
+}
+
+static long vm_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static int vfork_window(long n) {
+    static uint8_t mine[1024] __attribute__((aligned(64))), other[1024] __attribute__((aligned(64))),
+        out[1024] __attribute__((aligned(64)));
+    pattern(mine, 1);
+    pattern(other, 2);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_usr1;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    sigprocmask(SIG_BLOCK, &segv, NULL);
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    tileload0(mine, 64);
+    long before = vm_kb(), masks = 0, right = 0;
+    for (long i = 0; i < n; i++) {
+        pid_t pid = vfork();
+        if (pid == 0) {
+            sigprocmask(SIG_UNBLOCK, &segv, NULL);
+            if (i % 2) {
+                tilecfg c8;
+                config(&c8, 8);
+                ldtilecfg(&c8);
+                tileload0(other, 64);
+            }
+            kill(getppid(), SIGUSR1);
+            _exit(0);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+            ;
+        sigset_t now;
+        sigprocmask(SIG_BLOCK, NULL, &now);
+        masks += sigismember(&now, SIGSEGV);
+        memset(out, 0, sizeof out);
+        tilestore0(out, 64);
+        right += memcmp(out, mine, sizeof out) == 0;
+    }
+    tilerelease();
+    long grown = (vm_kb() - before) / 1024;
+    printf("vforkwindow: mask right in %ld of %ld, tiles right in %ld of %ld, SIGUSR1 %ld of "
+           "%ld, grown %s\n",
+           masks, n, right, n, usr1, n, grown < 8 ? "< 8 MiB" : "more");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (request_amx() != 0) {
@@ -174,5 +247,7 @@ int main(int argc, char **argv) {
         return 2;
     if (!strcmp(argv[1], "vfork"))
         return vfork_rounds(atol(argv[2]));
+    if (!strcmp(argv[1], "vforkwindow"))
+        return vfork_window(atol(argv[2]));
     return run(argv[1], atol(argv[2]));
 }
