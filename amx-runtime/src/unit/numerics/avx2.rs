@@ -597,6 +597,14 @@ unsafe fn half_block(
     let mut jobs = [NO_JOB; 4 * FLOAT_CHUNK];
     for s0 in (0..steps).step_by(FLOAT_CHUNK) {
         let chunk = FLOAT_CHUNK.min(steps - s0);
+        // One prefetch per line of the next chunk's B, while this chunk computes: where M is
+        // small B streams from memory, and without them it arrives late (see
+        // `super::block::prefetch_b_step`). All at once, before the kernel call: the chunk's
+        // arithmetic is that one asm call, with nowhere to spread them, and a chunk takes
+        // microseconds, far longer than memory's latency (two chunks ahead measured the same).
+        for s in s0 + chunk..steps.min(s0 + chunk + FLOAT_CHUNK) {
+            super::block::prefetch_b_step(b, b_step, s);
+        }
         for j in 0..chunk {
             let s = s0 + j;
             let next = match s + 1 < steps {

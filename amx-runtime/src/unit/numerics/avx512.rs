@@ -907,6 +907,45 @@ pub(super) unsafe fn dot_2x2_half(
     }
 }
 
+/// K-steps ahead of the one it computes that a float block kernel asks for B's lines (see
+/// `super::block::prefetch_b_step`): one step's 32 lines per step, spread over the k-loop. A
+/// step takes a few hundred ns even on one row of tiles, so four steps ahead cover the
+/// latency of memory, and 8 KiB in flight stay well inside L1 (eight ahead was no faster).
+const PREFETCH_AHEAD: usize = 4;
+
+/// One row of a 2x2 block of floating-point products: `C[w] += A x Bw` for `w` in 0, 1 and
+/// each step in order, A's step one tile at `s * a_step`, B's two, each product by
+/// [`dot_half`] (so the bits of the instructions run one by one), with B's steps prefetched
+/// [`PREFETCH_AHEAD`] ahead: a GEMM with M = 16 runs this, and reads each byte of B once.
+/// Stops at the first step that does not lie inside the operands.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn dot_1x2_half(
+    c: &mut [[u8; 1024]; 2],
+    (a, a_step): (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+    half: Half,
+) {
+    for s in 0..steps {
+        if s + PREFETCH_AHEAD < steps {
+            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
+        }
+        let Some(at) = super::block::tile(a, a_step, s, 0) else {
+            return;
+        };
+        let Some(bt) = step_tiles(b.0, b.1, s) else {
+            return;
+        };
+        for (ct, bt) in c.iter_mut().zip(bt) {
+            // SAFETY: the CPU supports AVX-512F (this function's contract).
+            unsafe { dot_half(ct, at, bt, ROWS, DWORDS, ROWS, half) };
+        }
+    }
+}
+
 /// [`dot_2x2_half`] when no lane of C is a NaN at the end, for one format (`FP16` or bf16, so
 /// that the conversion has no branch): each step converted, then run in place, with no NaN
 /// test per step. Returns `false`, with `c` untouched, when a lane ends in a NaN: then
@@ -935,6 +974,9 @@ unsafe fn half_block_fast<const FP16: bool>(
     // fill would cost as many stores as the conversion).
     let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
     for s in 0..steps {
+        if s + PREFETCH_AHEAD < steps {
+            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
+        }
         if !convert_step(&mut ops, a, b, s, half) {
             break;
         }
