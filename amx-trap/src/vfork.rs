@@ -99,11 +99,12 @@ extern "C" fn reclaim(child: i32) {
 }
 
 /// Finishes, for a context the signal entry interrupted inside [`amx_trap_vfork`] after its
-/// system call, what the task was about to do with its thread-local words: the parent's back
-/// from RSI and RDI, or the child's slot pointer cleared. `counted`: the slot pointer the entry
-/// read before (it counted itself in that slot, which the child must not keep counted).
-/// Nothing elsewhere.
-pub(crate) fn settle(uc: &Ucontext, counted: *mut crate::slot::Slot) {
+/// system call, what the task was about to do with its thread-local words (the parent's back
+/// from RSI and RDI, or the child's slot pointer cleared), and moves the context past those
+/// stores: the entry may yet give the task a slot (its first handled signal), which a store
+/// of the old words after the handler would drop. `counted`: the slot pointer the entry read
+/// before (it counted itself in that slot). Nothing elsewhere.
+pub(crate) fn settle(uc: &mut Ucontext, counted: *mut crate::slot::Slot) {
     let rip = uc.rip();
     let at = |f: unsafe extern "C" fn()| f as *const () as u64;
     let returned = (at(amx_trap_vfork_returned)..at(amx_trap_vfork_restored)).contains(&rip);
@@ -112,9 +113,11 @@ pub(crate) fn settle(uc: &Ucontext, counted: *mut crate::slot::Slot) {
         return;
     }
     let now = if child || uc.gregs[reg::RAX] == 0 {
+        uc.gregs[reg::RIP] = at(amx_trap_vfork_cleared);
         std::ptr::null_mut()
     } else {
         crate::tls::view().store(uc.gregs[reg::RDI], Ordering::Relaxed);
+        uc.gregs[reg::RIP] = at(amx_trap_vfork_restored);
         uc.gregs[reg::RSI] as *mut crate::slot::Slot
     };
     if counted != now {

@@ -219,3 +219,23 @@ fn vfork_children_leave_their_parents_mask_tiles_and_memory_alone() {
         );
     }
 }
+
+/// The same signal in a program without AMX instructions, whose thread has no engine state when
+/// the signal meets it on its way out of `vfork`: handled as without the library, and the state
+/// the engine then maps for the thread stays the thread's (the address space does not grow).
+#[test]
+fn a_program_without_amx_that_vforks_runs_as_without_the_library() {
+    let Some(prog) = build("clone.c", &[]) else {
+        return;
+    };
+    let native = Program::native(&prog, &["vforkplain", "300"]).run();
+    assert!(native.ok(), "{native}");
+    let run = Program::preloaded(&prog, &["vforkplain", "300"]).run();
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.stdout, native.stdout, "{run}");
+    assert_eq!(
+        run.line("vforkplain:"),
+        "SIGUSR1 300 of 300, grown < 8 MiB",
+        "{run}"
+    );
+}

@@ -16,6 +16,8 @@
  *                 parent, which handles SIGUSR1, gets it on its way out of vfork. The parent's
  *                 mask and tiles must be its own after every round, and the address space must
  *                 not grow with the rounds
+ *   vforkplain <n>   the same without any AMX instruction (a program the library must leave as
+ *                 it is): every SIGUSR1 handled, the address space not grown
  *
  * The new thread calls no C library function (its thread-local words are not its own).
  */
@@ -237,8 +239,33 @@ static int vfork_window(long n) {
     return 0;
 }
 
+static int vfork_plain(long n) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_usr1;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    long before = vm_kb();
+    for (long i = 0; i < n; i++) {
+        pid_t pid = vfork();
+        if (pid == 0) {
+            kill(getppid(), SIGUSR1);
+            _exit(0);
+        }
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+            ;
+    }
+    long grown = (vm_kb() - before) / 1024;
+    printf("vforkplain: SIGUSR1 %ld of %ld, grown %s\n", usr1, n, grown < 8 ? "< 8 MiB" : "more");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    /* Without AMX instructions: runs without the permission, on any CPU. */
+    if (argc > 2 && !strcmp(argv[1], "vforkplain"))
+        return vfork_plain(atol(argv[2]));
     if (request_amx() != 0) {
         printf("no permission\n");
         return 1;
