@@ -8,13 +8,13 @@
 //! 2. A signal that arrived while the engine works on this thread (its `nest` count, a patched
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
 //!    signal blocked in the interrupted context, so that the engine's work finishes first and
-//!    the program sees the signal at an instruction boundary. The engine raises it again when
-//!    it is done. (A synchronous fault there is a bug of the engine: reported, fatal. But one
+//!    the program sees the signal at an instruction boundary. The engine delivers it when it
+//!    is done, before the instances of it the kernel queued meanwhile. (A synchronous fault there is a bug of the engine: reported, fatal. But one
 //!    that comes while only a patched site's instruction is under way is a program handler's
 //!    that the kernel called directly in its middle, and is taken as in 3.)
 //! 3. Otherwise the work starts: on the thread's work stack (the slot's), [`dispatch`] copies
 //!    the kernel's frame, does what the signal asks (emulate an instruction, deliver to the
-//!    program's handler, ...), raises the held-back signals again, and leaves through
+//!    program's handler, ...), delivers the held-back signals, and leaves through
 //!    `rt_sigreturn` from a frame it prepared. It never returns into the kernel's frame: that
 //!    frame may lie at the top of an alternate stack where another frame is about to go.
 //! 4. A thread that has no slot and cannot map one (no address space left) has no work stack:
@@ -181,7 +181,7 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
 }
 
 /// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
-/// context until the engine raises it again. `program` says the interrupted context is the
+/// context until the engine delivers it (or raises it again). `program` says the interrupted context is the
 /// program's (its mask is the program's to get back).
 fn hold_back(slot: &Slot, sig: i32, info: &[u8; 128], uc: &mut Ucontext, program: bool) {
     let bit = signals::bit(sig);
@@ -367,8 +367,57 @@ pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
     held
 }
 
-/// Raises the held-back signals again and leaves.
+/// Delivers the signals held back while the engine worked to the program, at the boundary the
+/// thread resumes at, as the kernel delivers a signal it has dequeued: each with its own
+/// siginfo, and before the instances of it that the kernel queued meanwhile (they found it
+/// blocked in the interrupted context). Queued again instead, a real-time signal would come
+/// after its successors, and a standard signal would merge into a later instance pending, or
+/// be refused where the user's queue is full. Each is entered on top of the one before, as the
+/// kernel stacks the frames of the signals it finds pending (the lowest number first, so its
+/// handler runs last). One that the context then blocks (the handler just entered blocks it)
+/// stays held, to be raised again on the way out.
+///
+/// While a patched site's instruction is still under way (the work is a handler's that the
+/// kernel called in its middle) nothing is delivered: the signals wait for the instruction.
+fn deliver_held_back<'a>(slot: &Slot, resume: Resume<'a>) -> Resume<'a> {
+    if slot.deferred.load(Ordering::Relaxed) == 0 || slot.fast_frame.load(Ordering::Acquire) != 0 {
+        return resume;
+    }
+    let (ctx, mut entered) = match resume {
+        Resume::Context(ctx) => (ctx, false),
+        Resume::Handler(ctx) => (ctx, true),
+    };
+    // The program's context no longer blocks them: each handler's frame records its mask
+    // without them (a handler's entry computed its own without them already).
+    let held = slot.held_back.swap(0, Ordering::Relaxed);
+    if !entered {
+        ctx.frame.uc.sigmask &= !held;
+    }
+    for sig in 1..=64 {
+        let bit = signals::bit(sig);
+        if slot.deferred.load(Ordering::Relaxed) & bit == 0
+            || signals::program_mask(ctx.frame.uc.sigmask) & bit != 0
+        {
+            continue;
+        }
+        // Copied before the bit clears: an entry writes a signal's siginfo only while its bit
+        // is clear.
+        let info = slot.deferred_info(sig);
+        slot.deferred.fetch_and(!bit, Ordering::Relaxed);
+        if let Resume::Handler(_) = crate::deliver::deliver(slot, ctx, sig, &info, false) {
+            entered = true;
+        }
+    }
+    if entered {
+        Resume::Handler(ctx)
+    } else {
+        Resume::Context(ctx)
+    }
+}
+
+/// Delivers the held-back signals, raises again those it could not deliver, and leaves.
 fn finish(slot: &Slot, resume: Resume<'_>) -> ! {
+    let resume = deliver_held_back(slot, resume);
     let held = raise_held_back(slot);
     let ctx = match resume {
         // The program's own context: the signals the engine blocked in it unblocked again.

@@ -30,8 +30,8 @@
 //!   context is rolled back to the site (registers from the frame, RSP as at the site) and the
 //!   signal delivered there;
 //! - marked, the instruction under way: the signal is held back (blocked, its siginfo kept);
-//!   the entry then leaves through the held-back exit, whose SIGILL makes the engine raise it
-//!   again at the boundary past the instruction;
+//!   the entry then leaves through the held-back exit, whose SIGILL makes the engine deliver
+//!   it at the boundary past the instruction;
 //! - marked, the instruction done (`fast_commit`, which the entry sets when [`fast`]
 //!   returns), or in the entry's last instructions after the mark: the context is rolled
 //!   forward to past the instruction (registers from the frame, vector state from its save

@@ -1,7 +1,10 @@
 //! The program's signals under the preload (`tests/c/signals.c`): a program with no AMX
 //! instruction sees exactly what it sees without the library; every way of installing a
 //! handler or changing a mask reaches the engine; AMX works whatever the program blocked; new
-//! processes and threads inherit the masks the program set.
+//! processes and threads inherit the masks the program set. And (`tests/c/queued.c`) signals
+//! that come while a patched site's instruction is under way, held back to its boundary, are
+//! delivered as the kernel delivers them between the silicon's instructions: every queued
+//! instance once, in the order sent, with its own siginfo.
 //!
 //! On a CPU with AMX the engine's signal handling runs too (`AMX_TRAP_FORCE=1`, the
 //! instructions the silicon's), so these run everywhere; the parts that need the engine's AMX
@@ -112,4 +115,204 @@ fn every_way_of_installing_a_handler_keeps_the_engine_first() {
             "{run}"
         );
     }
+}
+
+/// `tests/c/queued.c`, built once.
+fn queued() -> Option<std::path::PathBuf> {
+    build("queued.c", &[])
+}
+
+/// Runs a `hold` mode of `queued.c` under the library (a patched TILELOADD waiting on a page
+/// userfaultfd keeps missing) and without it (a plain load waiting so): `None` after a visible
+/// skip where userfaultfd is refused.
+fn hold(mode: &str, n: &str) -> Option<(Run, Run)> {
+    let prog = queued()?;
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    let native = Program::native(&prog, &[mode, "plain", n])
+        .limit(limit)
+        .run();
+    if native.stdout.contains("no userfaultfd") {
+        skip(
+            Kind::NotApplicable,
+            format!("userfaultfd is refused here: {}", native.stdout.trim()),
+        );
+        return None;
+    }
+    let preloaded = Program::preloaded(&prog, &[mode, "amx", n])
+        .limit(limit)
+        .run();
+    assert!(native.ok(), "{mode} without the library: {native}");
+    assert!(preloaded.ok(), "{mode} under the library: {preloaded}");
+    // The product was patched, and the load completed with the page's bytes.
+    assert_eq!(preloaded.line("patched:"), "yes", "{preloaded}");
+    assert_eq!(preloaded.line("tile:"), "the page's", "{preloaded}");
+    Some((native, preloaded))
+}
+
+/// Asserts that `keys` read the same in both runs.
+fn same_lines(native: &Run, preloaded: &Run, keys: &[&str]) {
+    for key in keys {
+        assert_eq!(
+            preloaded.line(key),
+            native.line(key),
+            "{key} under the library:\n{preloaded}\nwithout it:\n{native}"
+        );
+    }
+}
+
+/// A real-time signal queued while a patched site's instruction is under way is held back to
+/// the instruction's boundary; the instances queued after it (the kernel keeps them, the signal
+/// being blocked meanwhile) must come after it, each with its own siginfo: the first is
+/// delivered by the engine itself, not queued again behind them.
+#[test]
+fn queued_signals_held_back_by_a_patched_instruction_keep_their_order() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some((native, preloaded)) = hold("hold-rt", "12") else {
+        return;
+    };
+    assert_eq!(
+        native.line("values:"),
+        "0 1 2 3 4 5 6 7 8 9 10 11",
+        "{native}"
+    );
+    same_lines(
+        &native,
+        &preloaded,
+        &["received:", "values:", "si_code not SI_QUEUE:", "refused:"],
+    );
+}
+
+/// A standard signal sent again after a held-back instance of it: on the silicon the first was
+/// delivered when it came and the second is delivered after it; neither may merge into the
+/// other.
+#[test]
+fn a_standard_signal_sent_again_after_a_held_back_one_is_delivered_twice() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some((native, preloaded)) = hold("hold-usr1", "2") else {
+        return;
+    };
+    assert_eq!(native.line("values:"), "0 1", "{native}");
+    same_lines(&native, &preloaded, &["received:", "values:"]);
+}
+
+/// A held-back real-time signal needs no room in the user's signal queue: with the queue filled
+/// by later instances (RLIMIT_SIGPENDING), it is still delivered, first.
+#[test]
+fn a_held_back_signal_needs_no_room_in_a_full_queue() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some((native, preloaded)) = hold("hold-limit", "8") else {
+        return;
+    };
+    assert_eq!(native.line("values:"), "0 1 2 3 4 5 6 7 8", "{native}");
+    same_lines(&native, &preloaded, &["received:", "values:", "refused:"]);
+}
+
+/// Two signals held back by one instruction: both delivered once, the real-time one before its
+/// later instances. (All pending at the same boundary, the kernel enters the lower-numbered
+/// SIGUSR1 first and SIGRTMIN on top of it, whose queued instances then come before SIGUSR1's
+/// handler runs; without the library each came on its own, so the orders differ.)
+#[test]
+fn two_signals_held_back_by_one_instruction_arrive_once_each() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some((native, preloaded)) = hold("hold-mixed", "6") else {
+        return;
+    };
+    assert_eq!(native.line("values:"), "0 1000 1 2 3 4 5", "{native}");
+    assert_eq!(preloaded.line("received:"), "7 of 7", "{preloaded}");
+    assert_eq!(preloaded.line("values:"), "0 1 2 3 4 5 1000", "{preloaded}");
+}
+
+/// Bursts of SIGRTMIN queued as fast as another thread can, to a thread looping over a patched
+/// product (most arrive in the middle of it), and to the process: every value once, in order,
+/// SI_QUEUE, this process's pid, as without the library over a plain loop.
+#[test]
+fn bursts_of_queued_signals_over_a_patched_loop_arrive_in_order() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = queued() else { return };
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    for mode in ["rt", "rt-process"] {
+        let native = Program::native(&prog, &[mode, "plain", "320"])
+            .limit(limit)
+            .run();
+        let preloaded = Program::preloaded(&prog, &[mode, "amx", "320"])
+            .limit(limit)
+            .run();
+        assert!(native.ok(), "{mode} without the library: {native}");
+        assert!(preloaded.ok(), "{mode} under the library: {preloaded}");
+        assert_eq!(native.line("out of order:"), "0", "{native}");
+        assert_eq!(preloaded.line("loop ran:"), "yes", "{preloaded}");
+        same_lines(
+            &native,
+            &preloaded,
+            &[
+                "received:",
+                "missing",
+                "out of order:",
+                "si_code not SI_QUEUE:",
+            ],
+        );
+    }
+}
+
+/// SIGUSR1 sent with `kill` and SIGUSR2 with `sigqueue` by a child process to a thread looping
+/// over a patched product: each delivered, with the si_code, si_pid and si_uid the kernel
+/// gives.
+#[test]
+fn signals_from_another_process_carry_the_kernels_siginfo() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = queued() else { return };
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    let native = Program::native(&prog, &["kill", "plain", "200"])
+        .limit(limit)
+        .run();
+    let preloaded = Program::preloaded(&prog, &["kill", "amx", "200"])
+        .limit(limit)
+        .run();
+    assert!(native.ok(), "without the library: {native}");
+    assert_eq!(native.line("usr1 handled:"), "200 of 200", "{native}");
+    assert!(preloaded.ok(), "under the library: {preloaded}");
+    assert_eq!(
+        preloaded.stdout, native.stdout,
+        "{preloaded}\nwithout it:\n{native}"
+    );
+}
+
+/// Signals sent to the whole process while three threads loop over a patched product: each
+/// delivered exactly once (a held-back one goes to the thread that took it).
+#[test]
+fn process_signals_over_several_patched_loops_arrive_once() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = queued() else { return };
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    let native = Program::native(&prog, &["threads", "plain", "3", "300"])
+        .limit(limit)
+        .run();
+    let preloaded = Program::preloaded(&prog, &["threads", "amx", "3", "300"])
+        .limit(limit)
+        .run();
+    assert!(native.ok(), "without the library: {native}");
+    assert!(preloaded.ok(), "under the library: {preloaded}");
+    assert_eq!(
+        native.line("rt delivered:"),
+        "300 of 300, missing 0, duplicated 0",
+        "{native}"
+    );
+    assert_eq!(
+        preloaded.stdout, native.stdout,
+        "{preloaded}\nwithout it:\n{native}"
+    );
 }
