@@ -499,7 +499,11 @@ fn unpatch(site: &Site, wait: bool) {
         let bytes = unsafe { *site.bytes.get() };
         let mut head = [0u8; 5];
         let ours = access::fetch(rip, &mut head) == 5 && jump(rip, site.stub()) == Some(head);
-        if ours {
+        // The barrier first: a process that may no longer use it (a sandbox that denies
+        // membarrier since the site was patched) keeps the jump, which still runs the
+        // instruction, rather than an int3 before the jump's displacement, which would be a
+        // breakpoint of the program's once the site is retired.
+        if ours && sync_cores() {
             if let Some(mem) = Mem::open() {
                 let _ = mem.poke(rip, &[0xCC])
                     && sync_cores()

@@ -119,32 +119,43 @@ fn sigprocmask(how: i32, mask: u64) -> u64 {
     sys::sigprocmask(how, Some(mask))
 }
 
-/// Queues `sig` with `info` to this thread.
+/// Queues `sig` with `info` to this thread. Where the siginfo cannot be queued (a seccomp
+/// filter denying `rt_tgsigqueueinfo`), the signal is sent without it (`tgkill`: `SI_TKILL`,
+/// this process as the sender) rather than lost.
 pub(crate) fn raise_here(sig: i32, info: &[u8; 128]) {
     let mut info = *info;
     info[..4].copy_from_slice(&sig.to_le_bytes());
     let (pid, tid) = (sys::getpid(), sys::gettid());
     // SAFETY: the kernel copies the 128-byte siginfo. A process may queue any si_code to
     // itself.
-    unsafe {
+    let rc = unsafe {
         sys::call(
             libc::SYS_rt_tgsigqueueinfo,
             &[pid as u64, tid as u64, sig as u64, info.as_ptr() as u64],
         )
     };
+    if rc < 0 && rc != -i64::from(libc::EAGAIN) {
+        let _ = sys::tgkill(pid, tid, sig);
+    }
 }
 
-/// Queues `sig` with `info` to the process.
+/// Queues `sig` with `info` to the process; without the siginfo (`kill`: `SI_USER`) where it
+/// cannot be queued, as in [`raise_here`].
 pub(crate) fn raise_process(sig: i32, info: &[u8; 128]) {
     let mut info = *info;
     info[..4].copy_from_slice(&sig.to_le_bytes());
+    let pid = sys::getpid();
     // SAFETY: as in `raise_here`.
-    unsafe {
+    let rc = unsafe {
         sys::call(
             libc::SYS_rt_sigqueueinfo,
-            &[sys::getpid() as u64, sig as u64, info.as_ptr() as u64],
+            &[pid as u64, sig as u64, info.as_ptr() as u64],
         )
     };
+    if rc < 0 && rc != -i64::from(libc::EAGAIN) {
+        // SAFETY: no memory argument.
+        unsafe { sys::call(libc::SYS_kill, &[pid as u64, sig as u64]) };
+    }
 }
 
 /// Disables this thread's alternate signal stack.
