@@ -316,3 +316,30 @@ fn process_signals_over_several_patched_loops_arrive_once() {
         "{preloaded}\nwithout it:\n{native}"
     );
 }
+
+/// On the silicon a tile load waiting for a missing page (userfaultfd) is interrupted by a
+/// signal: the kernel runs the handler, and the load starts again afterwards from its
+/// start_row. The engine's load waits inside the engine, the signals held back until the page
+/// comes: a program whose handler must run for the page to come waits forever.
+#[test]
+#[ignore = "known limit: an emulated instruction waiting for a page (userfaultfd) holds \
+            signals back until the page comes; the silicon runs their handlers meanwhile and \
+            restarts the instruction"]
+fn a_signal_comes_while_an_instruction_waits_for_its_page() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some((native, preloaded)) = hold("hold-rt", "12") else {
+        return;
+    };
+    assert_eq!(
+        native.line("handled while the instruction waited:"),
+        "12",
+        "{native}"
+    );
+    same_lines(
+        &native,
+        &preloaded,
+        &["handled while the instruction waited:"],
+    );
+}
