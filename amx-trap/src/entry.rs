@@ -9,9 +9,10 @@
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
 //!    signal blocked in the interrupted context, so that the engine's work finishes first and
 //!    the program sees the signal at an instruction boundary. The engine delivers it when it
-//!    is done, before the instances of it the kernel queued meanwhile. (A synchronous fault there is a bug of the engine: reported, fatal. But one
-//!    that comes while only a patched site's instruction is under way is a program handler's
-//!    that the kernel called directly in its middle, and is taken as in 3.)
+//!    is done, before the instances of it the kernel queued meanwhile. (A synchronous fault
+//!    there is a bug of the engine: reported, fatal. But one that comes while only a patched
+//!    site's instruction is under way is a program handler's that the kernel called directly
+//!    in its middle, and is taken as in 3.)
 //! 3. Otherwise the work starts: on the thread's work stack (the slot's), [`dispatch`] copies
 //!    the kernel's frame, does what the signal asks (emulate an instruction, deliver to the
 //!    program's handler, ...), delivers the held-back signals, and leaves through
@@ -181,8 +182,8 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
 }
 
 /// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
-/// context until the engine delivers it (or raises it again). `program` says the interrupted context is the
-/// program's (its mask is the program's to get back).
+/// context until the engine delivers it (or raises it again). `program` says the interrupted
+/// context is the program's (its mask is the program's to get back).
 fn hold_back(slot: &Slot, sig: i32, info: &[u8; 128], uc: &mut Ucontext, program: bool) {
     let bit = signals::bit(sig);
     if slot.deferred.load(Ordering::Relaxed) & bit == 0 {
