@@ -682,39 +682,47 @@ mod tests {
                         assert!(fast != finite, "AVX2 {kind:?} computed nothing");
                     }
                 }
-                // The AVX-512 float row kernel whatever the float path, NaNs and all: it runs
-                // the per-instruction kernel on each product, so nothing may differ.
+                // The AVX-512 float row kernel whatever the float path, against the
+                // per-instruction kernel: random operands (NaNs and all, so the row is redone
+                // product by product) and finite ones (the fused kernel to the end).
                 #[cfg(target_arch = "x86_64")]
                 if super::super::float_path_available(KernelPath::Avx512) {
                     for (kind, half) in [
                         (DotKind::Tdpbf16ps, super::super::Half::Bf16),
                         (DotKind::Tdpfp16ps, super::super::Half::Fp16),
                     ] {
-                        let (mut fast, mut slow) = (c, c);
-                        // SAFETY: the CPU runs the AVX-512 float kernels (checked above).
-                        unsafe {
-                            super::super::avx512::dot_1x2_half(
-                                &mut fast,
-                                (&a, a_step),
-                                (&b, 2048),
-                                steps,
-                                half,
-                            )
-                        };
-                        for s in 0..steps {
-                            for (w, ct) in slow.iter_mut().enumerate() {
-                                let at = tile(&a, a_step, s, 0).expect("inside A");
-                                let bt = tile(&b, 2048, s, w).expect("inside B");
-                                // SAFETY: as above.
-                                unsafe {
-                                    super::super::avx512::dot_half(ct, at, bt, 16, 16, 16, half)
-                                };
+                        let cases = [
+                            (&c, a.as_slice(), b.as_slice()),
+                            (&finite, finite_a.as_slice(), finite_b.as_slice()),
+                        ];
+                        for (c, a, b) in cases {
+                            let (mut fast, mut slow) = (*c, *c);
+                            // SAFETY: the CPU runs the AVX-512 float kernels (checked above).
+                            unsafe {
+                                super::super::avx512::dot_1x2_half(
+                                    &mut fast,
+                                    (a, a_step),
+                                    (b, 2048),
+                                    steps,
+                                    half,
+                                )
+                            };
+                            for s in 0..steps {
+                                for (w, ct) in slow.iter_mut().enumerate() {
+                                    let at = tile(a, a_step, s, 0).expect("inside A");
+                                    let bt = tile(b, 2048, s, w).expect("inside B");
+                                    // SAFETY: as above.
+                                    unsafe {
+                                        super::super::avx512::dot_half(ct, at, bt, 16, 16, 16, half)
+                                    };
+                                }
                             }
+                            assert!(
+                                fast == slow,
+                                "AVX-512 {kind:?}, {steps} steps, A {a_step} apart"
+                            );
+                            assert!(fast != *c, "AVX-512 {kind:?} computed nothing");
                         }
-                        assert!(
-                            fast == slow,
-                            "AVX-512 {kind:?}, {steps} steps, A {a_step} apart"
-                        );
                     }
                 }
             }

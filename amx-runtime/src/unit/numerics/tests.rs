@@ -1391,7 +1391,9 @@ fn block_int8_avx2_matches_instruction_sequence() {
 }
 
 /// Random 2x2 blocks of floating-point products (special-heavy elements, both formats) on the
-/// AVX-512 and AVX2 block kernels against the exact model applied instruction by instruction.
+/// AVX-512 and AVX2 block kernels against the exact model applied instruction by instruction,
+/// and the block's top row on the AVX-512 row kernel against [`avx512::dot_half`] product by
+/// product and against the exact model.
 #[test]
 fn block_half_fused_matches_exact_sequence() {
     let avx512 = Kernel::Avx512.float_missing().is_none();
@@ -1401,7 +1403,7 @@ fn block_half_fused_matches_exact_sequence() {
         }
     }
     let mut rng = Rng(0x00B1_0CF1);
-    for iter in 0..90 {
+    for iter in 0..120 {
         let half = if iter % 3 == 2 {
             Half::Fp16
         } else {
@@ -1416,6 +1418,13 @@ fn block_half_fused_matches_exact_sequence() {
         // (denormal operands and C, products below 2^-126) for DAZ and FTZ.
         let special = iter % 2 == 0;
         let tiny = iter % 4 == 3;
+        // Some of the moderate cases with infinities and no NaN: positive A with a +Inf here
+        // and there, positive nonzero B and C, so that lanes reach +Inf and stay there.
+        let infinite = iter % 8 == 1;
+        let inf = match half {
+            Half::Bf16 => 0x7F80,
+            Half::Fp16 => 0x7C00,
+        };
         let tiny_half = |rng: &mut Rng| -> u16 {
             let r = rng.u32();
             match half {
@@ -1429,11 +1438,21 @@ fn block_half_fused_matches_exact_sequence() {
                 }
             }
         };
-        for x in a.chunks_exact_mut(2).chain(b.chunks_exact_mut(2)) {
+        let a_len = a.len();
+        for (i, x) in a
+            .chunks_exact_mut(2)
+            .chain(b.chunks_exact_mut(2))
+            .enumerate()
+        {
             let v = if special {
                 half_special(&mut rng, half)
             } else if tiny {
                 tiny_half(&mut rng)
+            } else if infinite {
+                match rng.below(16) {
+                    0 if 2 * i < a_len => inf,
+                    _ => (rng.u32() as u16 & 0x03FF) | 0x3800,
+                }
             } else {
                 // Moderate magnitudes of either sign: exponent bits 0b0_11xx_xxxx.
                 (rng.u32() as u16 & 0x83FF) | 0x3800
@@ -1449,6 +1468,8 @@ fn block_half_fused_matches_exact_sequence() {
                     let r = rng.u32();
                     (r & 0x807F_FFFF) | [0u32, 1, 2, 127][(r >> 8) as usize % 4] << 23
                 })
+            } else if infinite {
+                tile_of(|_, _| 0x3F80_0000 ^ (rng.u32() & 0x007F_FFFF))
             } else {
                 tile_of(|_, _| 0x3F80_0000 ^ (rng.u32() & 0x807F_FFFF))
             };
@@ -1468,6 +1489,46 @@ fn block_half_fused_matches_exact_sequence() {
             for t in 0..4 {
                 let ctx = |_: usize, _: usize| format!("tile {t}, steps {steps}, {half:?}");
                 assert_same("fused half block", &got[t], &want[t], &ctx);
+            }
+            // The top row of the block (A's tile 0 of each step, C00 and C01) on the row
+            // kernel, against the per-instruction kernel and the exact model.
+            let mut each = [c[0], c[1]];
+            for s in 0..steps {
+                for (w, ct) in each.iter_mut().enumerate() {
+                    let at: &Tile = a[s * a_step..][..1024].try_into().unwrap();
+                    let bt: &Tile = b[s * b_step + w * 1024..][..1024].try_into().unwrap();
+                    // SAFETY: as above.
+                    unsafe { avx512::dot_half(ct, at, bt, 16, 16, 16, half) };
+                }
+            }
+            let mut row = [c[0], c[1]];
+            // SAFETY: as above.
+            unsafe { avx512::dot_1x2_half(&mut row, (&a, a_step), (&b, b_step), steps, half) };
+            for w in 0..2 {
+                let ctx = |_: usize, _: usize| format!("row tile {w}, steps {steps}, {half:?}");
+                assert_same("AVX-512 row vs dot_half", &row[w], &each[w], &ctx);
+                assert_same("AVX-512 row vs exact", &row[w], &want[w], &ctx);
+            }
+            // NaN-free operands take the fused path, never the product-by-product one, so the
+            // comparison above checked the fused kernel.
+            if !special {
+                let mut fused = [c[0], c[1]];
+                // SAFETY: as above.
+                let done = unsafe {
+                    match half {
+                        Half::Bf16 => {
+                            avx512::row_fast::<false>(&mut fused, (&a, a_step), (&b, b_step), steps)
+                        }
+                        Half::Fp16 => {
+                            avx512::row_fast::<true>(&mut fused, (&a, a_step), (&b, b_step), steps)
+                        }
+                    }
+                };
+                assert!(
+                    done,
+                    "the AVX-512 row kernel declined a NaN-free case, {half:?}"
+                );
+                assert!(fused == row, "the fused row differs, {half:?}");
             }
         }
         check_avx2_half_block(&c, (&a, a_step), (&b, b_step), steps, half, &want, !special);
