@@ -259,6 +259,24 @@ fn host_cpuid(leaf: u32, subleaf: u32) -> [u32; 4] {
     [r.eax, r.ebx, r.ecx, r.edx]
 }
 
+/// Answers a `cpuid` that faulted at `rip` in a context whose registers are `gregs`: EAX to
+/// EDX from the model, RIP past the instruction. `false`, nothing changed, where the bytes at
+/// `rip` are not `cpuid`.
+pub(crate) fn answer_at(rip: u64, gregs: &mut [u64; 23]) -> bool {
+    use crate::kframe::reg;
+    let mut bytes = [0u8; 2];
+    if crate::access::fetch(rip, &mut bytes) != 2 || bytes != [0x0F, 0xA2] {
+        return false;
+    }
+    let [a, b, c, d] = answer(gregs[reg::RAX] as u32, gregs[reg::RCX] as u32);
+    gregs[reg::RAX] = u64::from(a);
+    gregs[reg::RBX] = u64::from(b);
+    gregs[reg::RCX] = u64::from(c);
+    gregs[reg::RDX] = u64::from(d);
+    gregs[reg::RIP] = rip.wrapping_add(2);
+    true
+}
+
 /// The modelled CPU's answer to `cpuid` with `leaf`/`subleaf` (async-signal-safe: while CPUID
 /// faulting is on, it is switched off around the host's own `cpuid`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

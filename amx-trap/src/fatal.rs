@@ -71,29 +71,31 @@ pub(crate) fn no_memory(errno: i32) -> ! {
 
 /// A fault inside the engine's own code: a bug of the engine.
 pub(crate) fn engine_fault(sig: i32, rip: u64) -> ! {
-    let (mut a, mut b) = ([0u8; 20], [0u8; 18]);
-    say(&[
-        b"amx-trap: signal ",
-        decimal(u64::from(sig.unsigned_abs()), &mut a),
-        b" inside the engine at ",
-        hex(rip, &mut b),
-        b": a bug of amx-trap, please report it\n",
-    ]);
-    die_of(sig)
+    inside_engine(sig, rip, b": a bug of amx-trap, please report it\n")
 }
 
 /// A fault inside the engine's own code on a thread that reached another thread's engine
 /// state through a shared thread pointer (see [`crate::slot::Slot::is_callers`]): what the
 /// engine does not support, said as such rather than as a bug of its own.
 pub(crate) fn shared_state(sig: i32, rip: u64) -> ! {
+    inside_engine(
+        sig,
+        rip,
+        b" on a thread that shares another thread's thread pointer (a clone without \
+          CLONE_SETTLS, or a vfork made by the system call, running AMX instructions): not \
+          supported\n",
+    )
+}
+
+/// Says that signal `sig` came inside the engine at `rip`, then `why`, and dies of it.
+fn inside_engine(sig: i32, rip: u64, why: &[u8]) -> ! {
     let (mut a, mut b) = ([0u8; 20], [0u8; 18]);
     say(&[
         b"amx-trap: signal ",
         decimal(u64::from(sig.unsigned_abs()), &mut a),
         b" inside the engine at ",
         hex(rip, &mut b),
-        b" on a thread that shares another thread's thread pointer (a clone without \
-          CLONE_SETTLS, or a vfork child running AMX instructions): not supported\n",
+        why,
     ]);
     die_of(sig)
 }

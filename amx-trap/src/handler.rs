@@ -33,15 +33,7 @@ pub(crate) fn handle<'a>(slot: &Slot, sig: i32, ctx: &'a mut Ctx) -> Resume<'a> 
         libc::SIGILL if code > 0 => sigill(slot, ctx, &info),
         libc::SIGSEGV if code == SI_KERNEL && cpuid::faulting() => {
             let rip = ctx.frame.uc.rip();
-            let mut bytes = [0u8; 2];
-            if access::fetch(rip, &mut bytes) == 2 && bytes == [0x0F, 0xA2] {
-                let g = &mut ctx.frame.uc.gregs;
-                let [a, b, c, d] = cpuid::answer(g[reg::RAX] as u32, g[reg::RCX] as u32);
-                g[reg::RAX] = u64::from(a);
-                g[reg::RBX] = u64::from(b);
-                g[reg::RCX] = u64::from(c);
-                g[reg::RDX] = u64::from(d);
-                g[reg::RIP] = rip.wrapping_add(2);
+            if cpuid::answer_at(rip, &mut ctx.frame.uc.gregs) {
                 return Resume::Context(ctx);
             }
             deliver(slot, ctx, sig, &info, sync)

@@ -60,19 +60,9 @@ pub(crate) fn take(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, errno: i32
             }
         }
         libc::SIGSEGV if code == SI_KERNEL && cpuid::faulting() => {
-            let rip = uc.rip();
-            let mut bytes = [0u8; 2];
-            if access::fetch(rip, &mut bytes) == 2 && bytes == [0x0F, 0xA2] {
-                let g = &mut uc.gregs;
-                let [a, b, c, d] = cpuid::answer(g[reg::RAX] as u32, g[reg::RCX] as u32);
-                g[reg::RAX] = u64::from(a);
-                g[reg::RBX] = u64::from(b);
-                g[reg::RCX] = u64::from(c);
-                g[reg::RDX] = u64::from(d);
-                g[reg::RIP] = rip.wrapping_add(2);
-                return;
+            if !cpuid::answer_at(uc.rip(), &mut uc.gregs) {
+                deliver_in_place(sig, info, uc, sync)
             }
-            deliver_in_place(sig, info, uc, sync)
         }
         libc::SIGTRAP if code == SI_KERNEL => {
             let at = uc.rip().wrapping_sub(1);
