@@ -959,8 +959,8 @@ const ROW_GROUPS: usize = ROWS / 4;
 /// its top row groups, as [`half_block_fast`] does for the block; where a lane ends in a NaN
 /// the row is redone product by product by [`dot_half`], NaN lanes by the exact model. Two
 /// [`dot_half`] calls per step converted A twice, switched MXCSR twice, and their kernel
-/// broadcasts each A element once per product (18 loads per 16 FMAs against 12 in this kernel): the row
-/// reached about 57% of the FMA peak that way, 75% this way.
+/// broadcasts each A element once per product (18 loads per 16 FMAs, against 12 in
+/// [`block_kernel`]): the row reached about 57% of the FMA peak that way, 75% this way.
 ///
 /// # Safety
 /// The CPU must support AVX-512F.
