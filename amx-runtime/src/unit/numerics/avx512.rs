@@ -862,19 +862,25 @@ impl Columns {
 /// even B1, odd B1 (16 rows each).
 type Converted = [MaybeUninit<__m512i>; 8 * ROWS];
 
-/// Converts k-step `s` into `out`; `false` (nothing written) when the step does not lie
-/// inside the operands.
+/// Converts k-step `s` into `out`: A's first `H` tiles (2 for a block, 1 for a row of tiles)
+/// and B's two; `false` (nothing written) when the step does not lie inside the operands.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn convert_step(
+fn convert_step<const H: usize>(
     out: &mut Converted,
     (a, a_step): (&[u8], usize),
     (b, b_step): (&[u8], usize),
     s: usize,
     half: Half,
 ) -> bool {
-    let (Some(a_tiles), Some(b_tiles)) = (step_tiles(a, a_step, s), step_tiles(b, b_step, s))
-    else {
+    let mut a_tiles = [&[0u8; 1024]; H];
+    for (h, t) in a_tiles.iter_mut().enumerate() {
+        match super::block::tile(a, a_step, s, h) {
+            Some(tile) => *t = tile,
+            None => return false,
+        }
+    }
+    let Some(b_tiles) = step_tiles(b, b_step, s) else {
         return false;
     };
     convert_tiles(out, a_tiles, b_tiles, half);
@@ -946,9 +952,6 @@ const PREFETCH_AHEAD: usize = 4;
 /// [`block_kernel`]'s row groups (four rows of A each) for a 2x2 block: both A tiles.
 const BLOCK_GROUPS: usize = 2 * ROWS / 4;
 
-/// [`block_kernel`]'s row groups for one row of tiles: A's tile 0 only.
-const ROW_GROUPS: usize = ROWS / 4;
-
 /// One row of a 2x2 block of floating-point products: `C[w] += A x Bw` for `w` in 0, 1 and
 /// each step in order, A's step one tile at `s * a_step`, B's two, with the bits of
 /// [`dot_half`] run product by product; B's steps are prefetched [`PREFETCH_AHEAD`] ahead: a
@@ -995,30 +998,13 @@ pub(super) unsafe fn dot_1x2_half(
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn row_fast<const FP16: bool>(
     c: &mut [[u8; 1024]; 2],
-    (a, a_step): (&[u8], usize),
+    a: (&[u8], usize),
     b: (&[u8], usize),
     steps: usize,
 ) -> bool {
-    let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
     let mut cols = Columns::of_row(c);
-    // Written by each step's conversion before the kernel reads it (see `half_block_fast`).
-    let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
-    for s in 0..steps {
-        if s + PREFETCH_AHEAD < steps {
-            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
-        }
-        let (Some(at), Some(bt)) = (super::block::tile(a, a_step, s, 0), step_tiles(b.0, b.1, s))
-        else {
-            break;
-        };
-        convert_tiles(&mut ops, [at], bt, half);
-        let cp = cols.0.as_mut_ptr();
-        // SAFETY: `ops` has A's rows 0..16 of each half and all of B's converted just now, all
-        // that ROW_GROUPS row groups read; `cols` is 4096 bytes, read and written in place
-        // (the kernel allows it), and nothing else accesses these buffers during the call.
-        // The CPU supports AVX-512F (this function's contract).
-        unsafe { block_kernel(ops.as_ptr().cast(), cp, cp, ROW_GROUPS) };
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { fused_steps::<FP16, 1>(&mut cols, a, b, steps) };
     if cols.any_nan() {
         return false;
     }
@@ -1073,29 +1059,51 @@ unsafe fn half_block_fast<const FP16: bool>(
     b: (&[u8], usize),
     steps: usize,
 ) -> bool {
-    let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
     let mut cols = Columns::of(c);
-    // Written by each step's conversion before the kernel reads it, never zero-filled (a zero
-    // fill would cost as many stores as the conversion).
-    let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
-    for s in 0..steps {
-        if s + PREFETCH_AHEAD < steps {
-            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
-        }
-        if !convert_step(&mut ops, a, b, s, half) {
-            break;
-        }
-        let cp = cols.0.as_mut_ptr();
-        // SAFETY: `ops` was converted just now (8 KiB in the kernel's layout); `cols` is 4096
-        // bytes, read and written in place (the kernel allows it), and nothing else accesses
-        // these buffers during the call. The CPU supports AVX-512F (this function's contract).
-        unsafe { block_kernel(ops.as_ptr().cast(), cp, cp, BLOCK_GROUPS) };
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { fused_steps::<FP16, 2>(&mut cols, a, b, steps) };
     if cols.any_nan() {
         return false;
     }
     cols.write_to(c);
     true
+}
+
+/// The k-loop of [`half_block_fast`] (`H` = 2 rows of tiles) and [`row_fast`] (`H` = 1): per
+/// step, B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two converted
+/// (`FP16` or bf16, so that the conversion has no branch), then one [`block_kernel`] pass in
+/// place on the first `16 H` rows of each column of `cols`. Stops at the first step that does
+/// not lie inside the operands.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `H` is 1 or 2.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn fused_steps<const FP16: bool, const H: usize>(
+    cols: &mut Columns,
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+) {
+    let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
+    // Written by each step's conversion before the kernel reads it, never zero-filled (a zero
+    // fill would cost as many stores as the conversion). With one row of tiles, rows 16..32 of
+    // each half of A's part are never written nor read.
+    let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
+    for s in 0..steps {
+        if s + PREFETCH_AHEAD < steps {
+            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
+        }
+        if !convert_step::<H>(&mut ops, a, b, s, half) {
+            break;
+        }
+        let cp = cols.0.as_mut_ptr();
+        // SAFETY: `ops` holds the step converted just now, all that `H * ROWS / 4` row groups
+        // read (A's rows 0..16 H of each half, all of B's); `cols` is 4096 bytes, read and
+        // written in place (the kernel allows it), and nothing else accesses these buffers
+        // during the call. The CPU supports AVX-512F (this function's contract).
+        unsafe { block_kernel(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
+    }
 }
 
 /// [`dot_2x2_half`] step by step with every NaN lane recomputed by the exact model from the
@@ -1118,7 +1126,7 @@ unsafe fn half_block_exact(
     let mut cur = 0;
     let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
     for s in 0..steps {
-        if !convert_step(&mut ops, a, b, s, half) {
+        if !convert_step::<2>(&mut ops, a, b, s, half) {
             break;
         }
         let [first, second] = &mut bufs;
