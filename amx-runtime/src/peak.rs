@@ -11,7 +11,7 @@
 //!
 //! | kernel path | int8 products | bf16 / fp16 products |
 //! |---|---|---|
-//! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16 |
+//! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16; bf16 blocks where [`bf16_pairs`]: VDPBF16PS zmm, 32 |
 //! | [`KernelPath::AvxVnni`] | VPDPBUSD ymm (AVX-VNNI): 32 multiply-adds | (the AVX2 path) |
 //! | [`KernelPath::Avx2`] | VPMADDWD ymm + VPADDD ymm: 16 multiply-adds | VFMADD231PS ymm: 8 |
 //! | [`KernelPath::Portable`] | plain Rust (no peak measured) | plain Rust (no peak measured) |
@@ -47,6 +47,15 @@ pub fn int8_path() -> KernelPath {
 /// The kernel the emulator runs TDPBF16PS and TDPFP16PS with on this CPU.
 pub fn float_path() -> KernelPath {
     crate::unit::numerics::float_path()
+}
+
+/// Whether the emulator runs TDPBF16PS on VDPBF16PS (AVX512_BF16), two k-steps of a lane per
+/// instruction, in 2x2 blocks and rows of tiles ([`crate::block`], the GEMM's products): on
+/// the [`KernelPath::Avx512`] float path, where the CPU's VDPBF16PS passed the emulator's check
+/// at start-up and `AMX_EMULATOR_KERNELS` does not cap the kernels at `avx512` or below. The
+/// results are the same bits either way.
+pub fn bf16_pairs() -> bool {
+    crate::unit::numerics::bf16_pairs()
 }
 
 /// The measured throughput of one instruction sequence on this core.
@@ -97,13 +106,22 @@ pub struct SimdPeak {
     pub int8: Option<Peak>,
     /// The floating-point products' sequence.
     pub float: Option<Peak>,
+    /// The sequence of the bf16 products in 2x2 blocks and rows of tiles: VDPBF16PS zmm where
+    /// [`bf16_pairs`], else the same as [`SimdPeak::float`].
+    pub bf16_block: Option<Peak>,
 }
 
 /// Measures [`SimdPeak`] on the calling thread's core (a few milliseconds).
 pub fn simd_peak() -> SimdPeak {
+    let float = measure_peak(float_path(), Family::Float);
     SimdPeak {
         int8: measure_peak(int8_path(), Family::Int8),
-        float: measure_peak(float_path(), Family::Float),
+        float,
+        bf16_block: if bf16_pairs() {
+            measure_peak(float_path(), Family::Bf16Pairs)
+        } else {
+            float
+        },
     }
 }
 
@@ -232,7 +250,7 @@ pub fn measure() -> PeakReport {
         },
         block_bf16: Comparison {
             emulated: emulated_block(DotKind::Tdpbf16ps),
-            peak: peak.float,
+            peak: peak.bf16_block,
         },
     }
 }
@@ -356,6 +374,8 @@ fn best_ns_per(mut f: impl FnMut(), calls: u32) -> f64 {
 enum Family {
     Int8,
     Float,
+    /// The bf16 block kernels on VDPBF16PS.
+    Bf16Pairs,
 }
 
 /// Iterations of a peak loop per timed call: long enough for the clock's resolution, short
@@ -371,6 +391,7 @@ fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
             match (path, family) {
                 (KernelPath::Avx512, Family::Int8) => ("VPDPBUSD zmm", 128, 24, vpdpbusd_zmm),
                 (KernelPath::Avx512, Family::Float) => ("VFMADD231PS zmm", 32, 24, fma_zmm),
+                (KernelPath::Avx512, Family::Bf16Pairs) => ("VDPBF16PS zmm", 64, 24, dpbf16_zmm),
                 (KernelPath::AvxVnni, Family::Int8) => ("VPDPBUSD ymm", 64, 12, vpdpbusd_ymm),
                 (KernelPath::Avx2, Family::Int8) => {
                     ("VPMADDWD ymm + VPADDD ymm", 32, 12, vpmaddwd_ymm)
@@ -381,7 +402,8 @@ fn measure_peak(path: KernelPath, family: Family) -> Option<Peak> {
         // SAFETY: `path` is the kernel path the emulator selected, which it selects only where
         // the CPU has the features each loop is compiled for (AVX-512F + VNNI, AVX-512F,
         // AVX2 + AVX-VNNI, AVX2, AVX2 + FMA), or a path `__int8_peak_on` or `__float_peak_on`
-        // checked the CPU for.
+        // checked the CPU for; `Bf16Pairs` is measured only where `bf16_pairs()` found
+        // AVX512_BF16.
         let ns = best_ns_per(|| unsafe { run(ITERS) }, 1);
         Some(Peak {
             path,
@@ -596,6 +618,52 @@ mod x86 {
                 inout("rcx") iters.max(1) => _,
             // Every vector register is caller-saved in the C ABI: this names them all.
             clobber_abi("C"),
+                options(nostack, nomem),
+            );
+        }
+    }
+
+    /// 24 chains of VDPBF16PS zmm.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX512_BF16; `iters > 0`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn dpbf16_zmm(iters: usize) {
+        // SAFETY: as in `fma_ymm`.
+        unsafe {
+            asm!(
+                "vpxord zmm24, zmm24, zmm24",
+                "vpxord zmm25, zmm25, zmm25",
+                "2:",
+                "vdpbf16ps zmm0, zmm24, zmm25",
+                "vdpbf16ps zmm1, zmm24, zmm25",
+                "vdpbf16ps zmm2, zmm24, zmm25",
+                "vdpbf16ps zmm3, zmm24, zmm25",
+                "vdpbf16ps zmm4, zmm24, zmm25",
+                "vdpbf16ps zmm5, zmm24, zmm25",
+                "vdpbf16ps zmm6, zmm24, zmm25",
+                "vdpbf16ps zmm7, zmm24, zmm25",
+                "vdpbf16ps zmm8, zmm24, zmm25",
+                "vdpbf16ps zmm9, zmm24, zmm25",
+                "vdpbf16ps zmm10, zmm24, zmm25",
+                "vdpbf16ps zmm11, zmm24, zmm25",
+                "vdpbf16ps zmm12, zmm24, zmm25",
+                "vdpbf16ps zmm13, zmm24, zmm25",
+                "vdpbf16ps zmm14, zmm24, zmm25",
+                "vdpbf16ps zmm15, zmm24, zmm25",
+                "vdpbf16ps zmm16, zmm24, zmm25",
+                "vdpbf16ps zmm17, zmm24, zmm25",
+                "vdpbf16ps zmm18, zmm24, zmm25",
+                "vdpbf16ps zmm19, zmm24, zmm25",
+                "vdpbf16ps zmm20, zmm24, zmm25",
+                "vdpbf16ps zmm21, zmm24, zmm25",
+                "vdpbf16ps zmm22, zmm24, zmm25",
+                "vdpbf16ps zmm23, zmm24, zmm25",
+                "dec rcx",
+                "jnz 2b",
+                inout("rcx") iters.max(1) => _,
+                // Every vector register is caller-saved in the C ABI: this names them all.
+                clobber_abi("C"),
                 options(nostack, nomem),
             );
         }

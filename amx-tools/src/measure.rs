@@ -447,7 +447,8 @@ pub struct Report {
     /// The lesser of the compute peak and the bandwidth roofline.
     pub roofline_gops: f64,
     /// On the emulator: the cores' own SIMD peak for the instructions the emulator's kernels
-    /// issue for this precision (VPDPBUSD or VPMADDWD for int8, VFMADD231PS for bf16; see
+    /// issue for this precision (VPDPBUSD or VPMADDWD for int8, VFMADD231PS for the float
+    /// formats, VDPBF16PS for bf16 where [`amx_runtime::peak::bf16_pairs`]; see
     /// [`amx_runtime::peak`]), summed over the threads, measured in the same process. `None`
     /// on the silicon, and where the emulator runs its portable kernels.
     pub simd_peak_gops: Option<f64>,
@@ -776,6 +777,9 @@ impl Harness {
             let peak = amx_runtime::peak::simd_peak();
             if dtype.is_integer() {
                 peak.int8
+            } else if dtype == PrecisionKind::Bf16 {
+                // The GEMM multiplies bf16 in 2x2 blocks, on VDPBF16PS where the CPU has it.
+                peak.bf16_block
             } else {
                 peak.float
             }

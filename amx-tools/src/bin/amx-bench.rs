@@ -458,7 +458,8 @@ fn main() -> ExitCode {
             println!(
                 "peak: the cores' own SIMD peak for the instructions the emulator's kernels \
                  issue (VPDPBUSD or VPMADDWD for the integer products, VFMADD231PS for the \
-                 floating-point ones), all threads at once; \"-\" where the emulator runs its \
+                 floating-point ones, VDPBF16PS for bf16 where the CPU's passes the emulator's \
+                 check), all threads at once; \"-\" where the emulator runs its \
                  portable kernels, which have no such peak"
             );
             for r in &reports {

@@ -14,11 +14,11 @@ use core::arch::asm;
 use core::arch::x86_64::{
     __m512i, __mmask16, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
     _mm512_castsi512_ps, _mm512_cvtepi32_epi16, _mm512_cvtph_ps, _mm512_dpbusd_epi32,
-    _mm512_loadu_si512, _mm512_mask_cmp_ps_mask, _mm512_mask_storeu_epi32, _mm512_maskz_mov_epi32,
-    _mm512_set1_epi32, _mm512_setzero_si512, _mm512_shuffle_i32x4, _mm512_slli_epi32,
-    _mm512_srli_epi32, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_unpackhi_epi32,
-    _mm512_unpackhi_epi64, _mm512_unpacklo_epi32, _mm512_unpacklo_epi64, _mm512_xor_si512,
-    _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
+    _mm512_loadu_si512, _mm512_mask_blend_epi16, _mm512_mask_cmp_ps_mask, _mm512_mask_storeu_epi32,
+    _mm512_maskz_mov_epi32, _mm512_permutexvar_epi16, _mm512_set1_epi32, _mm512_setzero_si512,
+    _mm512_shuffle_i32x4, _mm512_slli_epi32, _mm512_srli_epi32, _mm512_storeu_si512,
+    _mm512_sub_epi32, _mm512_unpackhi_epi32, _mm512_unpackhi_epi64, _mm512_unpacklo_epi32,
+    _mm512_unpacklo_epi64, _mm512_xor_si512, _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
 };
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -53,6 +53,75 @@ pub(super) fn float_available() -> bool {
             ok
         }
     }
+}
+
+/// Whether the bf16 block kernels may run VDPBF16PS, two k-steps per instruction
+/// ([`super::pairs`]): the float path's own conditions ([`float_available`]), AVX512BW (the
+/// operands are re-paired with 16-bit permutes and blends), AVX512_BF16, and the CPU's
+/// VDPBF16PS agreeing with two `fma32` steps ([`super::pairs::self_check`]). Checked once per
+/// process.
+#[inline]
+pub(super) fn pairs_available() -> bool {
+    // 0: not checked yet, 1: usable, 2: not usable.
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let ok = float_available()
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512bf16")
+                && super::pairs::self_check(|acc, a, b| {
+                    // SAFETY: the CPU supports AVX-512F and AVX512_BF16 (checked just before,
+                    // `&&` short-circuits).
+                    unsafe { dpbf16_lanes(acc, a, b) }
+                });
+            // Racing threads compute the same answer; storing it twice is harmless.
+            STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
+            ok
+        }
+    }
+}
+
+/// One VDPBF16PS on 16 lanes, under [`MXCSR_AMX`] as the kernels run it: `acc` plus the
+/// products of the bf16 pairs of `a` and `b`, lane by lane.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX512_BF16.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn dpbf16_lanes(
+    acc: &[u32; super::pairs::LANES],
+    a: &[u32; super::pairs::LANES],
+    b: &[u32; super::pairs::LANES],
+) -> [u32; super::pairs::LANES] {
+    let mut out = [0u32; super::pairs::LANES];
+    let mut csr = [0u32, MXCSR_AMX];
+    // SAFETY: the loads read the three 64-byte arrays and the store writes `out`, all live;
+    // `csr` is a live local MXCSR is saved into and restored from before the block ends; the
+    // instructions are ones the CPU supports (this function's contract); zmm0 to zmm2 are
+    // declared clobbered.
+    unsafe {
+        asm!(
+            "vstmxcsr dword ptr [{csr}]",
+            "vldmxcsr dword ptr [{csr} + 4]",
+            "vmovdqu32 zmm0, zmmword ptr [{acc}]",
+            "vmovdqu32 zmm1, zmmword ptr [{a}]",
+            "vmovdqu32 zmm2, zmmword ptr [{b}]",
+            "vdpbf16ps zmm0, zmm1, zmm2",
+            "vmovdqu32 zmmword ptr [{out}], zmm0",
+            "vldmxcsr dword ptr [{csr}]",
+            csr = in(reg) csr.as_mut_ptr(),
+            acc = in(reg) acc.as_ptr(),
+            a = in(reg) a.as_ptr(),
+            b = in(reg) b.as_ptr(),
+            out = in(reg) out.as_mut_ptr(),
+            out("zmm0") _,
+            out("zmm1") _,
+            out("zmm2") _,
+            options(nostack),
+        );
+    }
+    out
 }
 
 /// MXCSR inside the floating-point kernel: FTZ (bit 15), round to nearest (bits 14:13 = 0), all
@@ -934,8 +1003,8 @@ pub(super) unsafe fn dot_2x2_half(
     // SAFETY: forwarded from this function's contract (all calls).
     unsafe {
         let done = match half {
-            Half::Bf16 => half_block_fast::<false>(c, a, b, steps),
-            Half::Fp16 => half_block_fast::<true>(c, a, b, steps),
+            Half::Bf16 => half_block_fast::<false>(c, a, b, steps, super::bf16_pairs()),
+            Half::Fp16 => half_block_fast::<true>(c, a, b, steps, false),
         };
         if !done {
             half_block_exact(c, a, b, steps, half);
@@ -978,8 +1047,8 @@ pub(super) unsafe fn dot_1x2_half(
     // SAFETY: forwarded from this function's contract (all calls).
     unsafe {
         let done = match half {
-            Half::Bf16 => row_fast::<false>(c, a, b, steps),
-            Half::Fp16 => row_fast::<true>(c, a, b, steps),
+            Half::Bf16 => row_fast::<false>(c, a, b, steps, super::bf16_pairs()),
+            Half::Fp16 => row_fast::<true>(c, a, b, steps, false),
         };
         if !done {
             row_exact(c, a, b, steps, half);
@@ -994,17 +1063,24 @@ pub(super) unsafe fn dot_1x2_half(
 /// that NaN-free operands never leave it.
 ///
 /// # Safety
-/// As [`dot_1x2_half`].
+/// As [`dot_1x2_half`]; `pairs` only where [`pairs_available`].
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn row_fast<const FP16: bool>(
     c: &mut [[u8; 1024]; 2],
     a: (&[u8], usize),
     b: (&[u8], usize),
     steps: usize,
+    pairs: bool,
 ) -> bool {
     let mut cols = Columns::of_row(c);
-    // SAFETY: forwarded from this function's contract.
-    unsafe { fused_steps::<FP16, 1>(&mut cols, a, b, steps) };
+    if !FP16 && pairs {
+        // SAFETY: forwarded from this function's contract (with `pairs`, the CPU passed
+        // pairs_available).
+        unsafe { paired_steps::<1>(&mut cols, a, b, steps) };
+    } else {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { fused_steps::<FP16, 1>(&mut cols, a, b, steps) };
+    }
     if cols.any_nan() {
         return false;
     }
@@ -1039,7 +1115,8 @@ unsafe fn row_exact(
 
 /// [`dot_2x2_half`] when no lane of C is a NaN at the end, for one format (`FP16` or bf16, so
 /// that the conversion has no branch): each step converted, then run in place, with no NaN
-/// test per step. Returns `false`, with `c` untouched, when a lane ends in a NaN: then
+/// test per step; bf16 with `pairs` on VDPBF16PS ([`paired_steps`]), else on FMAs
+/// ([`fused_steps`]). Returns `false`, with `c` untouched, when a lane ends in a NaN: then
 /// [`half_block_exact`] redoes the block.
 ///
 /// Why one test at the end is enough: a NaN lane stays a NaN through every later step (C +
@@ -1051,17 +1128,24 @@ unsafe fn row_exact(
 /// streamed A and B no longer fit in L1 together.
 ///
 /// # Safety
-/// As [`dot_2x2_half`].
+/// As [`dot_2x2_half`]; `pairs` only where [`pairs_available`].
 #[target_feature(enable = "avx512f")]
-unsafe fn half_block_fast<const FP16: bool>(
+pub(super) unsafe fn half_block_fast<const FP16: bool>(
     c: &mut [[u8; 1024]; 4],
     a: (&[u8], usize),
     b: (&[u8], usize),
     steps: usize,
+    pairs: bool,
 ) -> bool {
     let mut cols = Columns::of(c);
-    // SAFETY: forwarded from this function's contract.
-    unsafe { fused_steps::<FP16, 2>(&mut cols, a, b, steps) };
+    if !FP16 && pairs {
+        // SAFETY: forwarded from this function's contract (with `pairs`, the CPU passed
+        // pairs_available).
+        unsafe { paired_steps::<2>(&mut cols, a, b, steps) };
+    } else {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { fused_steps::<FP16, 2>(&mut cols, a, b, steps) };
+    }
     if cols.any_nan() {
         return false;
     }
@@ -1288,6 +1372,238 @@ unsafe fn block_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize
             // Named registers, as clobber_abi requires of outputs: A's pointer in rsi, C's
             // in rdi, out's in rdx, B's row pointer in r8 (B's start in r10), the k count in
             // rcx, the row groups in r9.
+            inout("rsi") ops => _,
+            inout("rdi") c => _,
+            inout("rdx") out => _,
+            out("r8") _,
+            out("r10") _,
+            out("rcx") _,
+            inout("r9") groups => _,
+            clobber_abi("C"),
+            options(nostack),
+        );
+    }
+}
+
+/// One k-step's bf16 operands re-paired for [`pairs_kernel`], 64 rows of 64 bytes. Rows 0..32
+/// are A's 32 rows, each its 8 even pairs then its 8 odd pairs: dword `p` holds elements
+/// `4p + 2` (low half) and `4p` (high half), which are k-steps `2p + 1` and `2p` of the even
+/// lane, and dword `8 + p` elements `4p + 3` and `4p + 1` of the odd lane. Rows 32..64 are B's,
+/// four per pair of B rows `2p`, `2p + 1`: B0's even pairs, B0's odd pairs, B1's even, B1's
+/// odd, each dword `n` holding row `2p + 1`'s element (low half) beside row `2p`'s (high half).
+/// Step k sits in the high half because VDPBF16PS adds that product first
+/// ([`super::pairs`]).
+type Paired = [MaybeUninit<__m512i>; 4 * ROWS];
+
+/// The word permutation that re-pairs a row of A for [`Paired`] (see there): output word `j`
+/// is input element `A_PAIRS[j]`.
+const A_PAIRS: [u16; 32] = {
+    let mut idx = [0u16; 32];
+    let mut j = 0;
+    while j < 32 {
+        let (lane, p, high) = (j / 16, (j % 16) / 2, j % 2 == 1);
+        // The even lane's elements are 4p (step 2p) and 4p + 2; the odd lane's one further.
+        idx[j] = (4 * p + lane + if high { 0 } else { 2 }) as u16;
+        j += 1;
+    }
+    idx
+};
+
+/// Re-pairs step `s` into `out`: A's first `H` tiles and B's two; `false` (nothing written)
+/// when the step does not lie inside the operands.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn pair_step<const H: usize>(
+    out: &mut Paired,
+    (a, a_step): (&[u8], usize),
+    (b, b_step): (&[u8], usize),
+    s: usize,
+) -> bool {
+    let mut a_tiles = [&[0u8; 1024]; H];
+    for (h, t) in a_tiles.iter_mut().enumerate() {
+        match super::block::tile(a, a_step, s, h) {
+            Some(tile) => *t = tile,
+            None => return false,
+        }
+    }
+    let Some(b_tiles) = step_tiles(b, b_step, s) else {
+        return false;
+    };
+    let (a_rows, b_rows) = out.split_at_mut(2 * ROWS);
+    // SAFETY: A_PAIRS is 64 readable bytes; the load is unaligned.
+    let idx = unsafe { _mm512_loadu_si512(A_PAIRS.as_ptr().cast()) };
+    for (h, tile) in a_tiles.into_iter().enumerate() {
+        for r in 0..ROWS {
+            a_rows[h * ROWS + r].write(_mm512_permutexvar_epi16(idx, load_row(tile, r)));
+        }
+    }
+    // Odd words (high halves) from the first row of the pair, even words from the second.
+    const HIGH: u32 = 0xAAAA_AAAA;
+    for p in 0..ROWS / 2 {
+        for (w, tile) in b_tiles.into_iter().enumerate() {
+            let (x, y) = (load_row(tile, 2 * p), load_row(tile, 2 * p + 1));
+            let even = _mm512_mask_blend_epi16(HIGH, y, _mm512_slli_epi32::<16>(x));
+            let odd = _mm512_mask_blend_epi16(HIGH, _mm512_srli_epi32::<16>(y), x);
+            b_rows[4 * p + 2 * w].write(even);
+            b_rows[4 * p + 2 * w + 1].write(odd);
+        }
+    }
+    true
+}
+
+/// The k-loop of the bf16 block and row kernels on VDPBF16PS ([`pairs_available`]): per step,
+/// B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two re-paired
+/// ([`pair_step`]), then one [`pairs_kernel`] pass in place on the first `16 H` rows of each
+/// column of `cols`. The same bits as [`fused_steps`] on every lane that does not end in a
+/// NaN, with half the multiply instructions. Stops at the first step that does not lie inside
+/// the operands.
+///
+/// # Safety
+/// The CPU must support AVX-512F, AVX512BW and AVX512_BF16; `H` is 1 or 2.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn paired_steps<const H: usize>(
+    cols: &mut Columns,
+    a: (&[u8], usize),
+    b: (&[u8], usize),
+    steps: usize,
+) {
+    // Written by each step's re-pairing before the kernel reads it, never zero-filled. With
+    // one row of tiles, A's rows 16..32 are never written nor read.
+    let mut ops = [MaybeUninit::<__m512i>::uninit(); 4 * ROWS];
+    for s in 0..steps {
+        if s + PREFETCH_AHEAD < steps {
+            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
+        }
+        if !pair_step::<H>(&mut ops, a, b, s) {
+            break;
+        }
+        let cp = cols.0.as_mut_ptr();
+        // SAFETY: `ops` holds the step re-paired just now, all that `H * ROWS / 4` row groups
+        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in place
+        // (the kernel allows it), and nothing else accesses these buffers during the call. The
+        // CPU supports AVX-512F and AVX512_BF16 (this function's contract).
+        unsafe { pairs_kernel(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
+    }
+}
+
+/// One k-step of a 2x2 block (or a row of tiles) of bf16 products on [`Paired`] operands: the
+/// result of [`block_kernel`] (`out[w][m] = c[w][m] + (te + to)`, te and to each a chain of 16
+/// `fma32` steps from +0) with each VDPBF16PS doing two steps of one chain, so 8 instructions
+/// per chain instead of 16 FMAs. The same registers and loop shape as [`block_kernel`]: four
+/// rows of A per group, 16 chains, B's four re-paired vectors of a k pair in registers, each A
+/// pair broadcast once for both columns.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX512_BF16; `groups` is 1..=8. `ops` must point to one
+/// [`Paired`] step (4 KiB; B's rows and A's rows `0..4 x groups` written), `c` to 4096 readable
+/// bytes and `out` to 4096 writable bytes in the [`Columns`] layout; `out` overlaps nothing
+/// else except that it may be `c` itself. Rows of C and `out` from `4 x groups` on are neither
+/// read nor written.
+#[target_feature(enable = "avx512f")]
+unsafe fn pairs_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize) {
+    let mut csr = [0u32, MXCSR_AMX];
+    // SAFETY: the memory operands lie in the buffers the caller guarantees (A rows 0..32 at
+    // byte offsets < 64, of which the first 4 x groups are read, and B rows 32..64 of the 4 KiB
+    // of `ops`; C and out rows 0..4 x groups of each 2048-byte column); each row of C is read
+    // before the same row of `out` is written and never after, so `c == out` is sound; `csr`
+    // is a live local the block saves MXCSR into and restores it from before exiting; every
+    // vector register it writes is declared clobbered (clobber_abi), the pointer and counter
+    // registers are inout or outputs; no stack is used. VDPBF16PS does not read MXCSR: the
+    // switch is for the final additions, which follow section 10's add32 under DAZ and FTZ.
+    unsafe {
+        asm!(
+            "vstmxcsr dword ptr [{csr}]",
+            "vldmxcsr dword ptr [{csr} + 4]",
+            "lea r10, [rsi + 2048]",
+            "4:",
+            "mov r8, r10",
+            "mov rcx, 8",
+            "vxorps xmm0, xmm0, xmm0",
+            "vxorps xmm1, xmm1, xmm1",
+            "vxorps xmm2, xmm2, xmm2",
+            "vxorps xmm3, xmm3, xmm3",
+            "vxorps xmm4, xmm4, xmm4",
+            "vxorps xmm5, xmm5, xmm5",
+            "vxorps xmm6, xmm6, xmm6",
+            "vxorps xmm7, xmm7, xmm7",
+            "vxorps xmm8, xmm8, xmm8",
+            "vxorps xmm9, xmm9, xmm9",
+            "vxorps xmm10, xmm10, xmm10",
+            "vxorps xmm11, xmm11, xmm11",
+            "vxorps xmm12, xmm12, xmm12",
+            "vxorps xmm13, xmm13, xmm13",
+            "vxorps xmm14, xmm14, xmm14",
+            "vxorps xmm15, xmm15, xmm15",
+            "2:",
+            "vmovups zmm16, zmmword ptr [r8]",
+            "vmovups zmm17, zmmword ptr [r8 + 64]",
+            "vmovups zmm18, zmmword ptr [r8 + 128]",
+            "vmovups zmm19, zmmword ptr [r8 + 192]",
+            "vbroadcastss zmm20, dword ptr [rsi]",
+            "vbroadcastss zmm21, dword ptr [rsi + 32]",
+            "vdpbf16ps zmm0, zmm16, zmm20",
+            "vdpbf16ps zmm1, zmm17, zmm21",
+            "vdpbf16ps zmm2, zmm18, zmm20",
+            "vdpbf16ps zmm3, zmm19, zmm21",
+            "vbroadcastss zmm22, dword ptr [rsi + 64]",
+            "vbroadcastss zmm23, dword ptr [rsi + 96]",
+            "vdpbf16ps zmm4, zmm16, zmm22",
+            "vdpbf16ps zmm5, zmm17, zmm23",
+            "vdpbf16ps zmm6, zmm18, zmm22",
+            "vdpbf16ps zmm7, zmm19, zmm23",
+            "vbroadcastss zmm20, dword ptr [rsi + 128]",
+            "vbroadcastss zmm21, dword ptr [rsi + 160]",
+            "vdpbf16ps zmm8, zmm16, zmm20",
+            "vdpbf16ps zmm9, zmm17, zmm21",
+            "vdpbf16ps zmm10, zmm18, zmm20",
+            "vdpbf16ps zmm11, zmm19, zmm21",
+            "vbroadcastss zmm22, dword ptr [rsi + 192]",
+            "vbroadcastss zmm23, dword ptr [rsi + 224]",
+            "vdpbf16ps zmm12, zmm16, zmm22",
+            "vdpbf16ps zmm13, zmm17, zmm23",
+            "vdpbf16ps zmm14, zmm18, zmm22",
+            "vdpbf16ps zmm15, zmm19, zmm23",
+            "add r8, 256",
+            "add rsi, 4",
+            "dec rcx",
+            "jnz 2b",
+            // Per row: te + to, then C + that, for column 0 (C at +0) and column 1 (+2048),
+            // as in block_kernel.
+            "vaddps zmm0, zmm0, zmm1",
+            "vaddps zmm0, zmm0, zmmword ptr [rdi + 0]",
+            "vmovups zmmword ptr [rdx + 0], zmm0",
+            "vaddps zmm2, zmm2, zmm3",
+            "vaddps zmm2, zmm2, zmmword ptr [rdi + 2048]",
+            "vmovups zmmword ptr [rdx + 2048], zmm2",
+            "vaddps zmm4, zmm4, zmm5",
+            "vaddps zmm4, zmm4, zmmword ptr [rdi + 64]",
+            "vmovups zmmword ptr [rdx + 64], zmm4",
+            "vaddps zmm6, zmm6, zmm7",
+            "vaddps zmm6, zmm6, zmmword ptr [rdi + 2112]",
+            "vmovups zmmword ptr [rdx + 2112], zmm6",
+            "vaddps zmm8, zmm8, zmm9",
+            "vaddps zmm8, zmm8, zmmword ptr [rdi + 128]",
+            "vmovups zmmword ptr [rdx + 128], zmm8",
+            "vaddps zmm10, zmm10, zmm11",
+            "vaddps zmm10, zmm10, zmmword ptr [rdi + 2176]",
+            "vmovups zmmword ptr [rdx + 2176], zmm10",
+            "vaddps zmm12, zmm12, zmm13",
+            "vaddps zmm12, zmm12, zmmword ptr [rdi + 192]",
+            "vmovups zmmword ptr [rdx + 192], zmm12",
+            "vaddps zmm14, zmm14, zmm15",
+            "vaddps zmm14, zmm14, zmmword ptr [rdi + 2240]",
+            "vmovups zmmword ptr [rdx + 2240], zmm14",
+            // The next four rows: A's (the k loop advanced it by 32 bytes), C's, out's.
+            "add rsi, 224",
+            "add rdi, 256",
+            "add rdx, 256",
+            "dec r9",
+            "jnz 4b",
+            "vldmxcsr dword ptr [{csr}]",
+            csr = in(reg) csr.as_mut_ptr(),
+            // As in block_kernel: A in rsi, C in rdi, out in rdx, B's row pointer in r8 (its
+            // start in r10), the k-pair count in rcx, the row groups in r9.
             inout("rsi") ops => _,
             inout("rdi") c => _,
             inout("rdx") out => _,

@@ -38,6 +38,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx_vnni;
+#[cfg(target_arch = "x86_64")]
+mod pairs;
 
 #[cfg(test)]
 mod tests;
@@ -57,12 +59,16 @@ use std::fmt;
 /// `avx2` or `portable` allows that path and the ones after it in this enum's order (so
 /// `AMX_EMULATOR_KERNELS=avx2` on an AVX-512 CPU runs what an AVX2-only CPU runs). Every path
 /// computes the same bits; only the speed differs. Unset, empty, `auto` or not understood, it
-/// caps nothing.
+/// caps nothing. `avx512` also keeps the bf16 block kernels on FMAs where the CPU could run
+/// them on VDPBF16PS (see [`KernelPath::Avx512`]); `avx512-bf16` allows that too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelPath {
     /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
-    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones.
+    /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones. On a CPU with
+    /// AVX512_BF16 whose VDPBF16PS passes a check at start-up, the bf16 products of 2x2 blocks
+    /// and rows of tiles (the GEMM's) run VDPBF16PS instead, two k-steps of a lane per
+    /// instruction, with the same bits.
     Avx512,
     /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
     /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
@@ -314,8 +320,9 @@ fn path_of(code: u8) -> Option<KernelPath> {
 /// `portable` (any case, blanks around ignored) allows that path and the ones below it in the
 /// order AVX-512, AVX-VNNI, AVX2, portable, and caps the row copies' width alike
 /// ([`copy_path`]). Every path computes the same bits, so the cap changes speed only: it lets a
-/// CPU with AVX-512 run what an AVX2-only CPU runs. Unset, empty, `auto` or a value not
-/// understood: no cap.
+/// CPU with AVX-512 run what an AVX2-only CPU runs. `avx512-bf16` ranks above `avx512`: it
+/// allows the bf16 kernels on VDPBF16PS ([`bf16_pairs`]), which `avx512` excludes. Unset,
+/// empty, `auto` or a value not understood: no cap.
 pub(crate) const KERNELS_ENV: &str = "AMX_EMULATOR_KERNELS";
 
 /// A path's place in the cap's order (higher: more capable).
@@ -341,6 +348,7 @@ fn kernel_cap() -> u8 {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
 fn cap_of(text: &str) -> u8 {
     let path = match text.trim().to_ascii_lowercase().as_str() {
+        "avx512-bf16" | "avx512bf16" | "avx-512-bf16" => return PAIRS_RANK,
         "avx512" | "avx-512" => KernelPath::Avx512,
         "avx-vnni" | "avxvnni" => KernelPath::AvxVnni,
         "avx2" => KernelPath::Avx2,
@@ -431,6 +439,37 @@ pub(crate) fn float_path() -> KernelPath {
     let path = KernelPath::Portable;
     PATH.store(path_code(path), Ordering::Relaxed);
     path
+}
+
+/// The rank [`KERNELS_ENV`] gives the bf16 kernels on VDPBF16PS, above AVX-512's: the value
+/// `avx512` caps the bf16 products at the FMA kernels, `avx512-bf16` (or no cap) allows both.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
+const PAIRS_RANK: u8 = 4;
+
+/// Whether the AVX-512 bf16 block and row kernels (the GEMM's) run VDPBF16PS, two k-steps
+/// per instruction ([`pairs`]): on the AVX-512 float path, where the CPU has AVX512_BF16 and
+/// its VDPBF16PS passes the check at start-up, unless [`KERNELS_ENV`] caps the kernels at
+/// `avx512` or below. Decided on first use. Single instructions run the FMA kernels either
+/// way.
+#[inline]
+pub(crate) fn bf16_pairs() -> bool {
+    // 0: not decided yet, 1: yes, 2: no.
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            #[cfg(target_arch = "x86_64")]
+            let yes = float_path() == KernelPath::Avx512
+                && kernel_cap() >= PAIRS_RANK
+                && avx512::pairs_available();
+            #[cfg(not(target_arch = "x86_64"))]
+            let yes = false;
+            // Racing threads decide the same; storing twice is harmless.
+            STATE.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+            yes
+        }
+    }
 }
 
 /// Runs a floating-point kernel on the cases where hardware DAZ/FTZ could plausibly differ from
@@ -661,7 +700,7 @@ pub(crate) fn dot_half_widened(
 pub(crate) fn decide_paths() {
     #[cfg(target_arch = "x86_64")]
     let _ = std::arch::is_x86_feature_detected!("avx512f");
-    let _ = (int8_path(), float_path(), copy_path());
+    let _ = (int8_path(), float_path(), copy_path(), bf16_pairs());
 }
 
 /// Whether this CPU can run the floating-point kernel of `path` (its features, and the

@@ -736,6 +736,8 @@ fn int8_kernel_avx512() {
 #[test]
 fn kernel_cap_values() {
     for (text, want) in [
+        ("avx512-bf16", PAIRS_RANK),
+        ("AVX512BF16", PAIRS_RANK),
         ("avx512", rank(KernelPath::Avx512)),
         (" AVX-512 ", rank(KernelPath::Avx512)),
         ("avx-vnni", rank(KernelPath::AvxVnni)),
@@ -752,6 +754,20 @@ fn kernel_cap_values() {
     assert!(rank(KernelPath::Portable) < rank(KernelPath::Avx2));
     assert!(rank(KernelPath::Avx2) < rank(KernelPath::AvxVnni));
     assert!(rank(KernelPath::AvxVnni) < rank(KernelPath::Avx512));
+    assert!(rank(KernelPath::Avx512) < PAIRS_RANK);
+}
+
+/// The bf16 kernels run VDPBF16PS exactly where the float path is AVX-512, the cap allows them
+/// and the CPU passed the check.
+#[test]
+fn bf16_pairs_follow_the_path_the_cap_and_the_check() {
+    #[cfg(target_arch = "x86_64")]
+    let want = float_path() == KernelPath::Avx512
+        && kernel_cap() >= PAIRS_RANK
+        && avx512::pairs_available();
+    #[cfg(not(target_arch = "x86_64"))]
+    let want = false;
+    assert_eq!(bf16_pairs(), want);
 }
 
 /// The dispatch runs the best integer kernel the CPU has, within the cap of `KERNELS_ENV`.
@@ -1402,6 +1418,13 @@ fn block_half_fused_matches_exact_sequence() {
             report_skipped(kernel, why);
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if avx512 && !avx512::pairs_available() {
+        report_skipped(
+            Kernel::Avx512,
+            "its bf16 loop on VDPBF16PS: the CPU lacks AVX512_BF16 or fails its check",
+        );
+    }
     let mut rng = Rng(0x00B1_0CF1);
     for iter in 0..120 {
         let half = if iter % 3 == 2 {
@@ -1516,12 +1539,20 @@ fn block_half_fused_matches_exact_sequence() {
                 // SAFETY: as above.
                 let done = unsafe {
                     match half {
-                        Half::Bf16 => {
-                            avx512::row_fast::<false>(&mut fused, (&a, a_step), (&b, b_step), steps)
-                        }
-                        Half::Fp16 => {
-                            avx512::row_fast::<true>(&mut fused, (&a, a_step), (&b, b_step), steps)
-                        }
+                        Half::Bf16 => avx512::row_fast::<false>(
+                            &mut fused,
+                            (&a, a_step),
+                            (&b, b_step),
+                            steps,
+                            bf16_pairs(),
+                        ),
+                        Half::Fp16 => avx512::row_fast::<true>(
+                            &mut fused,
+                            (&a, a_step),
+                            (&b, b_step),
+                            steps,
+                            false,
+                        ),
                     }
                 };
                 assert!(
@@ -1529,6 +1560,48 @@ fn block_half_fused_matches_exact_sequence() {
                     "the AVX-512 row kernel declined a NaN-free case, {half:?}"
                 );
                 assert!(fused == row, "the fused row differs, {half:?}");
+            }
+            // Both bf16 k-loops, on FMAs and (where the CPU passed its check) on VDPBF16PS,
+            // whichever the dispatch picked above, for the block and for its top row: the
+            // exact result, or a refusal with C untouched where a lane ends in a NaN.
+            if half == Half::Bf16 {
+                let loops: &[bool] = if avx512::pairs_available() {
+                    &[false, true]
+                } else {
+                    &[false]
+                };
+                for &pairs in loops {
+                    let mut block = c;
+                    let mut row = [c[0], c[1]];
+                    // SAFETY: as above; `pairs` only where pairs_available().
+                    let (block_done, row_done) = unsafe {
+                        (
+                            avx512::half_block_fast::<false>(
+                                &mut block,
+                                (&a, a_step),
+                                (&b, b_step),
+                                steps,
+                                pairs,
+                            ),
+                            avx512::row_fast::<false>(
+                                &mut row,
+                                (&a, a_step),
+                                (&b, b_step),
+                                steps,
+                                pairs,
+                            ),
+                        )
+                    };
+                    let what = if pairs { "VDPBF16PS" } else { "FMA" };
+                    assert!(special || (block_done && row_done), "{what} loop declined");
+                    let block_want = if block_done { want } else { c };
+                    assert!(block == block_want, "{what} block, steps {steps}");
+                    if row_done {
+                        assert!(row == [want[0], want[1]], "{what} row, steps {steps}");
+                    } else {
+                        assert!(row == [c[0], c[1]], "{what} row declined but wrote C");
+                    }
+                }
             }
         }
         check_avx2_half_block(&c, (&a, a_step), (&b, b_step), steps, half, &want, !special);

@@ -461,6 +461,9 @@ struct PeakJson {
 struct SimdPeakJson {
     int8: Option<PeakJson>,
     float: Option<PeakJson>,
+    /// The bf16 block kernels' sequence: VDPBF16PS where the CPU passed the emulator's check,
+    /// else the same as `float`.
+    bf16_block: Option<PeakJson>,
 }
 
 fn peak_json(p: Option<amx_runtime::peak::Peak>) -> Option<PeakJson> {
@@ -493,6 +496,7 @@ fn emulator_json<'a>(
     let simd_peak = SimdPeakJson {
         int8: peak_json(simd.int8),
         float: peak_json(simd.float),
+        bf16_block: peak_json(simd.bf16_block),
     };
     match emulator {
         Err(e) => EmulatorJson {
@@ -677,6 +681,14 @@ fn human(
                     Some(p) => format!("  SIMD peak of this core for the {family} kernel: {p}\n"),
                     None => format!("  SIMD peak for the {family} kernel: none (portable path)\n"),
                 };
+            }
+            if amx_runtime::peak::bf16_pairs() {
+                if let Some(p) = simd.bf16_block {
+                    out += &format!(
+                        "  bf16 in 2x2 blocks and rows of tiles (the GEMM's) runs VDPBF16PS, two \
+                         k-steps per instruction, after this CPU passed the emulator's check: {p}\n"
+                    );
+                }
             }
             out += &events_table(events);
         }
