@@ -1186,7 +1186,7 @@ unsafe fn fused_steps<const FP16: bool, const H: usize>(
         // read (A's rows 0..16 H of each half, all of B's); `cols` is 4096 bytes, read and
         // written in place (the kernel allows it), and nothing else accesses these buffers
         // during the call. The CPU supports AVX-512F (this function's contract).
-        unsafe { block_kernel(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
+        unsafe { block_kernel::<false>(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
     }
 }
 
@@ -1223,7 +1223,7 @@ unsafe fn half_block_exact(
         // live locals that nothing else accesses during the call. The CPU supports AVX-512F
         // (this function's contract).
         unsafe {
-            block_kernel(
+            block_kernel::<false>(
                 ops.as_ptr().cast(),
                 old.0.as_ptr(),
                 new.0.as_mut_ptr(),
@@ -1252,40 +1252,27 @@ unsafe fn half_block_exact(
     bufs[cur].write_to(c);
 }
 
-/// One k-step of a 2x2 block of floating-point products on full tiles, under [`MXCSR_AMX`]:
-/// for each of the first `4 x groups` rows `m` of A (32 for the block, 16 for one row of
-/// tiles) and each column `w` of C, `out[w][m] = c[w][m] + (te + to)` with `te = sum_k
-/// fma(ae[m][k], be_w[k])` and likewise `to`, starting from +0.
-///
-/// Four rows at a time: per row four accumulators (te and to of both columns, 16 chains in
-/// all), B's four converted rows in registers, and each A element broadcast once for two
-/// products: 12 loads per 16 FMAs, where one column at a time needs 18. One asm block, MXCSR
-/// switch and restore included (see [`groups_kernel`]).
-///
-/// # Safety
-/// The CPU must support AVX-512F; `groups` is 1..=8. `ops` must point to one [`Converted`]
-/// step (8 KiB; B's rows and A's rows `0..4 x groups` of each half written), `c` to 4096
-/// readable bytes and `out` to 4096 writable bytes in the [`Columns`] layout; `out` overlaps
-/// nothing else except that it may be `c` itself. Rows of C and `out` from `4 x groups` on
-/// are neither read nor written.
-#[target_feature(enable = "avx512f")]
-unsafe fn block_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize) {
-    let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the memory operands lie in the buffers the caller guarantees (A rows 0..64 at
-    // dword offsets < 16, of which the first 4 x groups of each half are read, and B rows
-    // 0..64 of the 8 KiB of `ops`; C and out rows 0..4 x groups of each 2048-byte column);
-    // each row of C is read before the same row of `out` is written and never after, so
-    // `c == out` is sound; `csr` is a live local the block saves MXCSR into and restores it
-    // from before exiting; every vector register it writes is declared clobbered
-    // (clobber_abi), the pointer and counter registers are inout or outputs; no stack is used.
-    unsafe {
+/// The asm of [`block_kernel`], for one multiply instruction (`$op`: VFMADD231PS on widened
+/// operands, VDPBF16PS on re-paired ones) run `$steps` times per chain (16 k-steps, or 8 pairs
+/// of them), in one operand layout ([`Converted`] or [`Paired`]): `a` the offsets of the odd
+/// lane's dword for A's rows 0 to 3 of a group (the even lane's are at 0, 64, 128, 192),
+/// `$a_next` the bytes from where the k loop leaves A's pointer to the next group's first row
+/// (256 minus the loop's 4 bytes per iteration), `b` B's first row's offset from A's and the
+/// offsets of the other three vectors of a step from the first, `$b_step` the bytes between
+/// steps.
+macro_rules! block_pass {
+    (
+        $op:literal, $steps:literal, a: [$ao0:literal, $ao1:literal, $ao2:literal, $ao3:literal],
+        $a_next:literal, b: [$b0:literal, $b1:literal, $b2:literal, $b3:literal], $b_step:literal,
+        $csr:expr, $ops:expr, $c:expr, $out:expr, $groups:expr
+    ) => {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
-            "lea r10, [rsi + 4096]",
+            concat!("lea r10, [rsi + ", $b0, "]"),
             "4:",
             "mov r8, r10",
-            "mov rcx, 16",
+            concat!("mov rcx, ", $steps),
             "vxorps xmm0, xmm0, xmm0",
             "vxorps xmm1, xmm1, xmm1",
             "vxorps xmm2, xmm2, xmm2",
@@ -1304,34 +1291,34 @@ unsafe fn block_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize
             "vxorps xmm15, xmm15, xmm15",
             "2:",
             "vmovups zmm16, zmmword ptr [r8]",
-            "vmovups zmm17, zmmword ptr [r8 + 1024]",
-            "vmovups zmm18, zmmword ptr [r8 + 2048]",
-            "vmovups zmm19, zmmword ptr [r8 + 3072]",
+            concat!("vmovups zmm17, zmmword ptr [r8 + ", $b1, "]"),
+            concat!("vmovups zmm18, zmmword ptr [r8 + ", $b2, "]"),
+            concat!("vmovups zmm19, zmmword ptr [r8 + ", $b3, "]"),
             "vbroadcastss zmm20, dword ptr [rsi]",
-            "vbroadcastss zmm21, dword ptr [rsi + 2048]",
-            "vfmadd231ps zmm0, zmm16, zmm20",
-            "vfmadd231ps zmm1, zmm17, zmm21",
-            "vfmadd231ps zmm2, zmm18, zmm20",
-            "vfmadd231ps zmm3, zmm19, zmm21",
+            concat!("vbroadcastss zmm21, dword ptr [rsi + ", $ao0, "]"),
+            concat!($op, " zmm0, zmm16, zmm20"),
+            concat!($op, " zmm1, zmm17, zmm21"),
+            concat!($op, " zmm2, zmm18, zmm20"),
+            concat!($op, " zmm3, zmm19, zmm21"),
             "vbroadcastss zmm22, dword ptr [rsi + 64]",
-            "vbroadcastss zmm23, dword ptr [rsi + 2112]",
-            "vfmadd231ps zmm4, zmm16, zmm22",
-            "vfmadd231ps zmm5, zmm17, zmm23",
-            "vfmadd231ps zmm6, zmm18, zmm22",
-            "vfmadd231ps zmm7, zmm19, zmm23",
+            concat!("vbroadcastss zmm23, dword ptr [rsi + ", $ao1, "]"),
+            concat!($op, " zmm4, zmm16, zmm22"),
+            concat!($op, " zmm5, zmm17, zmm23"),
+            concat!($op, " zmm6, zmm18, zmm22"),
+            concat!($op, " zmm7, zmm19, zmm23"),
             "vbroadcastss zmm20, dword ptr [rsi + 128]",
-            "vbroadcastss zmm21, dword ptr [rsi + 2176]",
-            "vfmadd231ps zmm8, zmm16, zmm20",
-            "vfmadd231ps zmm9, zmm17, zmm21",
-            "vfmadd231ps zmm10, zmm18, zmm20",
-            "vfmadd231ps zmm11, zmm19, zmm21",
+            concat!("vbroadcastss zmm21, dword ptr [rsi + ", $ao2, "]"),
+            concat!($op, " zmm8, zmm16, zmm20"),
+            concat!($op, " zmm9, zmm17, zmm21"),
+            concat!($op, " zmm10, zmm18, zmm20"),
+            concat!($op, " zmm11, zmm19, zmm21"),
             "vbroadcastss zmm22, dword ptr [rsi + 192]",
-            "vbroadcastss zmm23, dword ptr [rsi + 2240]",
-            "vfmadd231ps zmm12, zmm16, zmm22",
-            "vfmadd231ps zmm13, zmm17, zmm23",
-            "vfmadd231ps zmm14, zmm18, zmm22",
-            "vfmadd231ps zmm15, zmm19, zmm23",
-            "add r8, 64",
+            concat!("vbroadcastss zmm23, dword ptr [rsi + ", $ao3, "]"),
+            concat!($op, " zmm12, zmm16, zmm22"),
+            concat!($op, " zmm13, zmm17, zmm23"),
+            concat!($op, " zmm14, zmm18, zmm22"),
+            concat!($op, " zmm15, zmm19, zmm23"),
+            concat!("add r8, ", $b_step),
             "add rsi, 4",
             "dec rcx",
             "jnz 2b",
@@ -1361,56 +1348,133 @@ unsafe fn block_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize
             "vaddps zmm14, zmm14, zmm15",
             "vaddps zmm14, zmm14, zmmword ptr [rdi + 2240]",
             "vmovups zmmword ptr [rdx + 2240], zmm14",
-            // The next four rows: A's (the k loop advanced it by 64 bytes of k), C's, out's.
-            "add rsi, 192",
+            // The next four rows: A's, C's, out's.
+            concat!("add rsi, ", $a_next),
             "add rdi, 256",
             "add rdx, 256",
             "dec r9",
             "jnz 4b",
             "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
+            csr = in(reg) $csr,
             // Named registers, as clobber_abi requires of outputs: A's pointer in rsi, C's
             // in rdi, out's in rdx, B's row pointer in r8 (B's start in r10), the k count in
             // rcx, the row groups in r9.
-            inout("rsi") ops => _,
-            inout("rdi") c => _,
-            inout("rdx") out => _,
+            inout("rsi") $ops => _,
+            inout("rdi") $c => _,
+            inout("rdx") $out => _,
             out("r8") _,
             out("r10") _,
             out("rcx") _,
-            inout("r9") groups => _,
+            inout("r9") $groups => _,
             clobber_abi("C"),
             options(nostack),
-        );
+        )
+    };
+}
+
+/// One k-step of a 2x2 block of floating-point products on full tiles, under [`MXCSR_AMX`]:
+/// for each of the first `4 x groups` rows `m` of A (32 for the block, 16 for one row of
+/// tiles) and each column `w` of C, `out[w][m] = c[w][m] + (te + to)` with `te = sum_k
+/// fma(ae[m][k], be_w[k])` and likewise `to`, starting from +0.
+///
+/// Four rows at a time: per row four accumulators (te and to of both columns, 16 chains in
+/// all), B's four converted rows in registers, and each A element broadcast once for two
+/// products: 12 loads per 16 FMAs, where one column at a time needs 18. One asm block, MXCSR
+/// switch and restore included (see [`groups_kernel`]).
+///
+/// With `PAIRS` the operands are re-paired bf16 ([`pair_step`]) and each chain runs 8
+/// VDPBF16PS, two of its k-steps each ([`super::pairs`]), instead of 16 FMAs: the same
+/// result (VDPBF16PS does not read MXCSR; the switch serves the final additions, section
+/// 10's add32 under DAZ and FTZ).
+///
+/// # Safety
+/// The CPU must support AVX-512F, and AVX512_BF16 with `PAIRS`; `groups` is 1..=8. `ops`
+/// must point to one [`Converted`] step (8 KiB; B's rows and A's rows `0..4 x groups` of
+/// each half written), or with `PAIRS` one [`Paired`] step (4 KiB; B's rows and A's rows
+/// `0..4 x groups` written), `c` to 4096 readable bytes and `out` to 4096 writable bytes in the
+/// [`Columns`] layout; `out` overlaps nothing else except that it may be `c` itself. Rows of C
+/// and `out` from `4 x groups` on are neither read nor written.
+#[target_feature(enable = "avx512f")]
+unsafe fn block_kernel<const PAIRS: bool>(
+    ops: *const u8,
+    c: *const u8,
+    out: *mut u8,
+    groups: usize,
+) {
+    let mut csr = [0u32, MXCSR_AMX];
+    let csr = csr.as_mut_ptr();
+    // SAFETY: the memory operands lie in the buffers the caller guarantees (Converted: A
+    // rows 0..64 at dword offsets < 16, of which the first 4 x groups of each half are read,
+    // and B rows 64..128; Paired: A rows 0..32 at dword offsets < 16, of which the first
+    // 4 x groups are read, and B rows 32..64; C and out rows 0..4 x groups of each 2048-byte
+    // column); each row of C is read before the same row of `out` is written and never after,
+    // so `c == out` is sound; `csr` points to a live local the block saves MXCSR into and
+    // restores it from before exiting; every vector register it writes is declared clobbered
+    // (clobber_abi), the pointer and counter registers are inout or outputs; no stack is
+    // used. The instructions are ones the CPU supports (this function's contract).
+    unsafe {
+        if PAIRS {
+            block_pass!(
+                "vdpbf16ps", "8", a: ["32", "96", "160", "224"], "224",
+                b: ["2048", "64", "128", "192"], "256", csr, ops, c, out, groups
+            );
+        } else {
+            block_pass!(
+                "vfmadd231ps", "16", a: ["2048", "2112", "2176", "2240"], "192",
+                b: ["4096", "1024", "2048", "3072"], "64", csr, ops, c, out, groups
+            );
+        }
     }
 }
 
-/// One k-step's bf16 operands re-paired for [`pairs_kernel`], 64 rows of 64 bytes. Rows 0..32
-/// are A's 32 rows, each its 8 even pairs then its 8 odd pairs: dword `p` holds elements
-/// `4p + 2` (low half) and `4p` (high half), which are k-steps `2p + 1` and `2p` of the even
-/// lane, and dword `8 + p` elements `4p + 3` and `4p + 1` of the odd lane. Rows 32..64 are B's,
-/// four per pair of B rows `2p`, `2p + 1`: B0's even pairs, B0's odd pairs, B1's even, B1's
-/// odd, each dword `n` holding row `2p + 1`'s element (low half) beside row `2p`'s (high half).
-/// Step k sits in the high half because VDPBF16PS adds that product first
-/// ([`super::pairs`]).
+/// One k-step's bf16 operands re-paired for [`block_kernel`]`::<true>`, 64 rows of 64 bytes.
+/// Rows 0..32 are A's 32 rows re-paired ([`pair_a_row`]); rows 32..64 are B's, four per pair
+/// `p` of B rows: B0's even lane, B0's odd lane, B1's even, B1's odd ([`pair_b_rows`]).
 type Paired = [MaybeUninit<__m512i>; 4 * ROWS];
 
-/// The word permutation that re-pairs a row of A for [`Paired`] (see there): output word `j`
-/// is input element `A_PAIRS[j]`.
+/// The word permutation that re-pairs a row of A for the VDPBF16PS kernels: output word `j` is
+/// input element `A_PAIRS[j]`. Dword `p` (< 8) holds the even lane's elements `4p + 2` (low
+/// half) and `4p` (high half), which are its k-steps `2p + 1` and `2p`, since VDPBF16PS adds
+/// the high half's product first ([`super::pairs`]); dword `8 + p` the odd lane's elements
+/// `4p + 3` and `4p + 1`.
 const A_PAIRS: [u16; 32] = {
     let mut idx = [0u16; 32];
     let mut j = 0;
     while j < 32 {
-        let (lane, p, high) = (j / 16, (j % 16) / 2, j % 2 == 1);
-        // The even lane's elements are 4p (step 2p) and 4p + 2; the odd lane's one further.
-        idx[j] = (4 * p + lane + if high { 0 } else { 2 }) as u16;
+        let (lane, p) = (j / 16, (j % 16) / 2);
+        idx[j] = (4 * p + lane + if j % 2 == 1 { 0 } else { 2 }) as u16;
         j += 1;
     }
     idx
 };
 
-/// Re-pairs step `s` into `out`: A's first `H` tiles and B's two; `false` (nothing written)
-/// when the step does not lie inside the operands.
+/// Row `r` of A re-paired (see [`A_PAIRS`]): the even lane's 8 pair dwords, then the odd
+/// lane's.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn pair_a_row(tile: &[u8; 1024], r: usize) -> __m512i {
+    // SAFETY: A_PAIRS is 64 readable bytes; the load is unaligned.
+    let idx = unsafe { _mm512_loadu_si512(A_PAIRS.as_ptr().cast()) };
+    _mm512_permutexvar_epi16(idx, load_row(tile, r))
+}
+
+/// Rows `2p` and `2p + 1` of B re-paired: dword `n` of the even lane's vector holds row
+/// `2p + 1`'s element `2n` (low half) beside row `2p`'s (high half), the odd lane's their
+/// elements `2n + 1`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn pair_b_rows(tile: &[u8; 1024], p: usize) -> (__m512i, __m512i) {
+    // The odd words (high halves) from row 2p, the even words from row 2p + 1.
+    const HIGH: u32 = 0xAAAA_AAAA;
+    let (x, y) = (load_row(tile, 2 * p), load_row(tile, 2 * p + 1));
+    (
+        _mm512_mask_blend_epi16(HIGH, y, _mm512_slli_epi32::<16>(x)),
+        _mm512_mask_blend_epi16(HIGH, _mm512_srli_epi32::<16>(y), x),
+    )
+}
+
+/// Re-pairs step `s` into `out` ([`Paired`]): A's first `H` tiles and B's two; `false`
+/// (nothing written) when the step does not lie inside the operands.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
 fn pair_step<const H: usize>(
@@ -1430,20 +1494,14 @@ fn pair_step<const H: usize>(
         return false;
     };
     let (a_rows, b_rows) = out.split_at_mut(2 * ROWS);
-    // SAFETY: A_PAIRS is 64 readable bytes; the load is unaligned.
-    let idx = unsafe { _mm512_loadu_si512(A_PAIRS.as_ptr().cast()) };
     for (h, tile) in a_tiles.into_iter().enumerate() {
         for r in 0..ROWS {
-            a_rows[h * ROWS + r].write(_mm512_permutexvar_epi16(idx, load_row(tile, r)));
+            a_rows[h * ROWS + r].write(pair_a_row(tile, r));
         }
     }
-    // Odd words (high halves) from the first row of the pair, even words from the second.
-    const HIGH: u32 = 0xAAAA_AAAA;
     for p in 0..ROWS / 2 {
         for (w, tile) in b_tiles.into_iter().enumerate() {
-            let (x, y) = (load_row(tile, 2 * p), load_row(tile, 2 * p + 1));
-            let even = _mm512_mask_blend_epi16(HIGH, y, _mm512_slli_epi32::<16>(x));
-            let odd = _mm512_mask_blend_epi16(HIGH, _mm512_srli_epi32::<16>(y), x);
+            let (even, odd) = pair_b_rows(tile, p);
             b_rows[4 * p + 2 * w].write(even);
             b_rows[4 * p + 2 * w + 1].write(odd);
         }
@@ -1453,10 +1511,10 @@ fn pair_step<const H: usize>(
 
 /// The k-loop of the bf16 block and row kernels on VDPBF16PS ([`pairs_available`]): per step,
 /// B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two re-paired
-/// ([`pair_step`]), then one [`pairs_kernel`] pass in place on the first `16 H` rows of each
-/// column of `cols`. The same bits as [`fused_steps`] on every lane that does not end in a
-/// NaN, with half the multiply instructions. Stops at the first step that does not lie inside
-/// the operands.
+/// ([`pair_step`]), then one [`block_kernel`]`::<true>` pass in place on the first `16 H` rows
+/// of each column of `cols`. The same bits as [`fused_steps`] on every lane that does not end
+/// in a NaN, with half the multiply instructions. Stops at the first step that does not lie
+/// inside the operands.
 ///
 /// # Safety
 /// The CPU must support AVX-512F, AVX512BW and AVX512_BF16; `H` is 1 or 2.
@@ -1480,140 +1538,10 @@ unsafe fn paired_steps<const H: usize>(
         }
         let cp = cols.0.as_mut_ptr();
         // SAFETY: `ops` holds the step re-paired just now, all that `H * ROWS / 4` row groups
-        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in place
-        // (the kernel allows it), and nothing else accesses these buffers during the call. The
-        // CPU supports AVX-512F and AVX512_BF16 (this function's contract).
-        unsafe { pairs_kernel(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
-    }
-}
-
-/// One k-step of a 2x2 block (or a row of tiles) of bf16 products on [`Paired`] operands: the
-/// result of [`block_kernel`] (`out[w][m] = c[w][m] + (te + to)`, te and to each a chain of 16
-/// `fma32` steps from +0) with each VDPBF16PS doing two steps of one chain, so 8 instructions
-/// per chain instead of 16 FMAs. The same registers and loop shape as [`block_kernel`]: four
-/// rows of A per group, 16 chains, B's four re-paired vectors of a k pair in registers, each A
-/// pair broadcast once for both columns.
-///
-/// # Safety
-/// The CPU must support AVX-512F and AVX512_BF16; `groups` is 1..=8. `ops` must point to one
-/// [`Paired`] step (4 KiB; B's rows and A's rows `0..4 x groups` written), `c` to 4096 readable
-/// bytes and `out` to 4096 writable bytes in the [`Columns`] layout; `out` overlaps nothing
-/// else except that it may be `c` itself. Rows of C and `out` from `4 x groups` on are neither
-/// read nor written.
-#[target_feature(enable = "avx512f")]
-unsafe fn pairs_kernel(ops: *const u8, c: *const u8, out: *mut u8, groups: usize) {
-    let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the memory operands lie in the buffers the caller guarantees (A rows 0..32 at
-    // byte offsets < 64, of which the first 4 x groups are read, and B rows 32..64 of the 4 KiB
-    // of `ops`; C and out rows 0..4 x groups of each 2048-byte column); each row of C is read
-    // before the same row of `out` is written and never after, so `c == out` is sound; `csr`
-    // is a live local the block saves MXCSR into and restores it from before exiting; every
-    // vector register it writes is declared clobbered (clobber_abi), the pointer and counter
-    // registers are inout or outputs; no stack is used. VDPBF16PS does not read MXCSR: the
-    // switch is for the final additions, which follow section 10's add32 under DAZ and FTZ.
-    unsafe {
-        asm!(
-            "vstmxcsr dword ptr [{csr}]",
-            "vldmxcsr dword ptr [{csr} + 4]",
-            "lea r10, [rsi + 2048]",
-            "4:",
-            "mov r8, r10",
-            "mov rcx, 8",
-            "vxorps xmm0, xmm0, xmm0",
-            "vxorps xmm1, xmm1, xmm1",
-            "vxorps xmm2, xmm2, xmm2",
-            "vxorps xmm3, xmm3, xmm3",
-            "vxorps xmm4, xmm4, xmm4",
-            "vxorps xmm5, xmm5, xmm5",
-            "vxorps xmm6, xmm6, xmm6",
-            "vxorps xmm7, xmm7, xmm7",
-            "vxorps xmm8, xmm8, xmm8",
-            "vxorps xmm9, xmm9, xmm9",
-            "vxorps xmm10, xmm10, xmm10",
-            "vxorps xmm11, xmm11, xmm11",
-            "vxorps xmm12, xmm12, xmm12",
-            "vxorps xmm13, xmm13, xmm13",
-            "vxorps xmm14, xmm14, xmm14",
-            "vxorps xmm15, xmm15, xmm15",
-            "2:",
-            "vmovups zmm16, zmmword ptr [r8]",
-            "vmovups zmm17, zmmword ptr [r8 + 64]",
-            "vmovups zmm18, zmmword ptr [r8 + 128]",
-            "vmovups zmm19, zmmword ptr [r8 + 192]",
-            "vbroadcastss zmm20, dword ptr [rsi]",
-            "vbroadcastss zmm21, dword ptr [rsi + 32]",
-            "vdpbf16ps zmm0, zmm16, zmm20",
-            "vdpbf16ps zmm1, zmm17, zmm21",
-            "vdpbf16ps zmm2, zmm18, zmm20",
-            "vdpbf16ps zmm3, zmm19, zmm21",
-            "vbroadcastss zmm22, dword ptr [rsi + 64]",
-            "vbroadcastss zmm23, dword ptr [rsi + 96]",
-            "vdpbf16ps zmm4, zmm16, zmm22",
-            "vdpbf16ps zmm5, zmm17, zmm23",
-            "vdpbf16ps zmm6, zmm18, zmm22",
-            "vdpbf16ps zmm7, zmm19, zmm23",
-            "vbroadcastss zmm20, dword ptr [rsi + 128]",
-            "vbroadcastss zmm21, dword ptr [rsi + 160]",
-            "vdpbf16ps zmm8, zmm16, zmm20",
-            "vdpbf16ps zmm9, zmm17, zmm21",
-            "vdpbf16ps zmm10, zmm18, zmm20",
-            "vdpbf16ps zmm11, zmm19, zmm21",
-            "vbroadcastss zmm22, dword ptr [rsi + 192]",
-            "vbroadcastss zmm23, dword ptr [rsi + 224]",
-            "vdpbf16ps zmm12, zmm16, zmm22",
-            "vdpbf16ps zmm13, zmm17, zmm23",
-            "vdpbf16ps zmm14, zmm18, zmm22",
-            "vdpbf16ps zmm15, zmm19, zmm23",
-            "add r8, 256",
-            "add rsi, 4",
-            "dec rcx",
-            "jnz 2b",
-            // Per row: te + to, then C + that, for column 0 (C at +0) and column 1 (+2048),
-            // as in block_kernel.
-            "vaddps zmm0, zmm0, zmm1",
-            "vaddps zmm0, zmm0, zmmword ptr [rdi + 0]",
-            "vmovups zmmword ptr [rdx + 0], zmm0",
-            "vaddps zmm2, zmm2, zmm3",
-            "vaddps zmm2, zmm2, zmmword ptr [rdi + 2048]",
-            "vmovups zmmword ptr [rdx + 2048], zmm2",
-            "vaddps zmm4, zmm4, zmm5",
-            "vaddps zmm4, zmm4, zmmword ptr [rdi + 64]",
-            "vmovups zmmword ptr [rdx + 64], zmm4",
-            "vaddps zmm6, zmm6, zmm7",
-            "vaddps zmm6, zmm6, zmmword ptr [rdi + 2112]",
-            "vmovups zmmword ptr [rdx + 2112], zmm6",
-            "vaddps zmm8, zmm8, zmm9",
-            "vaddps zmm8, zmm8, zmmword ptr [rdi + 128]",
-            "vmovups zmmword ptr [rdx + 128], zmm8",
-            "vaddps zmm10, zmm10, zmm11",
-            "vaddps zmm10, zmm10, zmmword ptr [rdi + 2176]",
-            "vmovups zmmword ptr [rdx + 2176], zmm10",
-            "vaddps zmm12, zmm12, zmm13",
-            "vaddps zmm12, zmm12, zmmword ptr [rdi + 192]",
-            "vmovups zmmword ptr [rdx + 192], zmm12",
-            "vaddps zmm14, zmm14, zmm15",
-            "vaddps zmm14, zmm14, zmmword ptr [rdi + 2240]",
-            "vmovups zmmword ptr [rdx + 2240], zmm14",
-            // The next four rows: A's (the k loop advanced it by 32 bytes), C's, out's.
-            "add rsi, 224",
-            "add rdi, 256",
-            "add rdx, 256",
-            "dec r9",
-            "jnz 4b",
-            "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
-            // As in block_kernel: A in rsi, C in rdi, out in rdx, B's row pointer in r8 (its
-            // start in r10), the k-pair count in rcx, the row groups in r9.
-            inout("rsi") ops => _,
-            inout("rdi") c => _,
-            inout("rdx") out => _,
-            out("r8") _,
-            out("r10") _,
-            out("rcx") _,
-            inout("r9") groups => _,
-            clobber_abi("C"),
-            options(nostack),
-        );
+        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in place (the kernel allows it), and
+        // nothing else accesses these buffers during the call. The CPU supports AVX-512F and
+        // AVX512_BF16 (this function's contract).
+        unsafe { block_kernel::<true>(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
     }
 }
 
