@@ -11,7 +11,7 @@
 //!
 //! | kernel path | int8 products | bf16 / fp16 products |
 //! |---|---|---|
-//! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16; bf16 blocks where [`bf16_pairs`]: VDPBF16PS zmm, 32 |
+//! | [`KernelPath::Avx512`] | VPDPBUSD zmm (AVX-512 VNNI): 64 multiply-adds | VFMADD231PS zmm: 16; bf16 where [`bf16_pairs`]: VDPBF16PS zmm, 32 |
 //! | [`KernelPath::AvxVnni`] | VPDPBUSD ymm (AVX-VNNI): 32 multiply-adds | (the AVX2 path) |
 //! | [`KernelPath::Avx2`] | VPMADDWD ymm + VPADDD ymm: 16 multiply-adds | VFMADD231PS ymm: 8 |
 //! | [`KernelPath::Portable`] | plain Rust (no peak measured) | plain Rust (no peak measured) |
@@ -50,8 +50,8 @@ pub fn float_path() -> KernelPath {
 }
 
 /// Whether the emulator runs TDPBF16PS on VDPBF16PS (AVX512_BF16), two k-steps of a lane per
-/// instruction, in 2x2 blocks and rows of tiles ([`crate::block`], the GEMM's products): on
-/// the [`KernelPath::Avx512`] float path, where the CPU's VDPBF16PS passed the emulator's check
+/// instruction: in 2x2 blocks and rows of tiles ([`crate::block`], the GEMM's products), and
+/// single instructions whose K is even. On the [`KernelPath::Avx512`] float path, where the CPU's VDPBF16PS passed the emulator's check
 /// at start-up and `AMX_EMULATOR_KERNELS` does not cap the kernels at `avx512` or below. The
 /// results are the same bits either way.
 pub fn bf16_pairs() -> bool {
@@ -106,9 +106,9 @@ pub struct SimdPeak {
     pub int8: Option<Peak>,
     /// The floating-point products' sequence.
     pub float: Option<Peak>,
-    /// The sequence of the bf16 products in 2x2 blocks and rows of tiles: VDPBF16PS zmm where
-    /// [`bf16_pairs`], else the same as [`SimdPeak::float`].
-    pub bf16_block: Option<Peak>,
+    /// The bf16 products' sequence: VDPBF16PS zmm where [`bf16_pairs`], else the same as
+    /// [`SimdPeak::float`].
+    pub bf16: Option<Peak>,
 }
 
 /// Measures [`SimdPeak`] on the calling thread's core (a few milliseconds).
@@ -117,7 +117,7 @@ pub fn simd_peak() -> SimdPeak {
     SimdPeak {
         int8: measure_peak(int8_path(), Family::Int8),
         float,
-        bf16_block: if bf16_pairs() {
+        bf16: if bf16_pairs() {
             measure_peak(float_path(), Family::Bf16Pairs)
         } else {
             float
@@ -242,7 +242,7 @@ pub fn measure() -> PeakReport {
         },
         bf16: Comparison {
             emulated: emulated(DotKind::Tdpbf16ps),
-            peak: peak.float,
+            peak: peak.bf16,
         },
         block_int8: Comparison {
             emulated: emulated_block(DotKind::Tdpbssd),
@@ -250,7 +250,7 @@ pub fn measure() -> PeakReport {
         },
         block_bf16: Comparison {
             emulated: emulated_block(DotKind::Tdpbf16ps),
-            peak: peak.bf16_block,
+            peak: peak.bf16,
         },
     }
 }

@@ -778,8 +778,7 @@ impl Harness {
             if dtype.is_integer() {
                 peak.int8
             } else if dtype == PrecisionKind::Bf16 {
-                // The GEMM multiplies bf16 in 2x2 blocks, on VDPBF16PS where the CPU has it.
-                peak.bf16_block
+                peak.bf16
             } else {
                 peak.float
             }

@@ -168,7 +168,7 @@ fn emulated_reports_carry_the_simd_peak() {
     let simd = amx_runtime::peak::simd_peak();
     for (dtype, family) in [
         (PrecisionKind::Int8, simd.int8),
-        (PrecisionKind::Bf16, simd.bf16_block),
+        (PrecisionKind::Bf16, simd.bf16),
         (PrecisionKind::Fp16, simd.float),
     ] {
         let c = Case {

@@ -44,7 +44,8 @@ pub struct Emulator {
     /// depend on nothing but the configuration (start_row plays no part in them).
     checked_dot: Option<CheckedDot>,
     tiles: [[u8; TILE_BYTES]; TILES],
-    /// Per tile, its bf16 or fp16 pairs widened to fp32, or its bytes extended to i16, valid
+    /// Per tile, its bf16 or fp16 pairs widened to fp32, its bf16 pairs re-paired for
+    /// VDPBF16PS (as A or as B), or its bytes extended to i16, valid
     /// where `widened_as` names the form: computed by the first product that reads the tile
     /// (where the kernel reads such operands) and dropped by every write to the tile, so a
     /// tile used in several products (A of a row of C tiles, B of a column) is converted once.
@@ -316,6 +317,7 @@ impl Emulator {
         if *widened_as != Some(form) {
             match form {
                 Form::Half(half) => numerics::widen(tile, half, widened),
+                Form::Pairs { b } => numerics::pair(tile, b, widened),
                 Form::Bytes { signed } => numerics::extend(tile, signed, widened),
             }
             *widened_as = Some(form);
@@ -499,6 +501,10 @@ impl Emulator {
             DotKind::Tdpfp16ps => Some(Half::Fp16),
             _ => None,
         };
+        if kind == DotKind::Tdpbf16ps && numerics::reads_paired(k) {
+            let forms = (Form::Pairs { b: false }, Form::Pairs { b: true });
+            return self.dot_widened((c, a, b), kind, (m, n, k), forms);
+        }
         if let Some(half) = half.filter(|_| numerics::reads_widened()) {
             return self.dot_widened(
                 (c, a, b),
@@ -563,6 +569,9 @@ impl Emulator {
             }
             (Form::Bytes { signed: sa }, Form::Bytes { signed: sb }) => {
                 numerics::dot_int8_extended(ct, (at, aw), (bt, bw), (m, n, k), (sa, sb))
+            }
+            (Form::Pairs { b: false }, Form::Pairs { b: true }) => {
+                numerics::dot_bf16_paired(ct, (at, aw), (bt, bw), (m, n, k))
             }
             // Mixed forms are never asked for (`dot_shaped` pairs them); the tiles themselves
             // give the right bits whatever the kept forms hold.
@@ -1071,5 +1080,31 @@ mod tests {
         numerics::dot_fp16(&mut want, &a, &b, 16, 16, 16);
         e.tdpfp16ps(3, 1, 2).unwrap();
         assert!(e.tiles[3] == want);
+    }
+
+    /// A bf16 tile kept in one form and read in another (re-paired as A, as B, or widened for
+    /// an odd K, where VDPBF16PS runs) is formed again: every product gives the bits of the
+    /// per-instruction kernel on the tiles themselves.
+    #[test]
+    fn a_bf16_tile_read_in_another_role_or_k_is_formed_again() {
+        // Square tiles, so each can be A or B: K = 16, then K = 15 (odd: widened, not paired).
+        for (rows, colsb) in [(16, 64), (15, 60)] {
+            let mut e = Emulator::new();
+            let mut all = [None; 8];
+            all[..4].copy_from_slice(&[Some(TileShape::new(rows, colsb)); 4]);
+            e.ldtilecfg(&image::encode(1, 0, &all)).unwrap();
+            // The C tiles (0 and 3) start at zero, as the product zeroes them past its shape.
+            for t in 1..3 {
+                e.set_tile_bytes(t, &data(t as usize));
+            }
+            let (m, k) = (usize::from(rows), usize::from(colsb / 4));
+            // (C, A, B): tile 1 as A, then as B, then as A again; tile 2 the other way round.
+            for (c, a, b) in [(0, 1, 2), (3, 2, 1), (0, 1, 2), (3, 1, 2)] {
+                let (mut want, at, bt) = (e.tiles[c], e.tiles[a], e.tiles[b]);
+                numerics::dot_bf16(&mut want, &at, &bt, m, k, k);
+                e.tdpbf16ps(c as u8, a as u8, b as u8).unwrap();
+                assert!(e.tiles[c] == want, "C {c}, A {a}, B {b}, K {k}");
+            }
+        }
     }
 }

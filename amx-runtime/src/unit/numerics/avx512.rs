@@ -1538,9 +1538,9 @@ unsafe fn paired_steps<const H: usize>(
         }
         let cp = cols.0.as_mut_ptr();
         // SAFETY: `ops` holds the step re-paired just now, all that `H * ROWS / 4` row groups
-        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in place (the kernel allows it), and
-        // nothing else accesses these buffers during the call. The CPU supports AVX-512F and
-        // AVX512_BF16 (this function's contract).
+        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in
+        // place (the kernel allows it), and nothing else accesses these buffers during the
+        // call. The CPU supports AVX-512F and AVX512_BF16 (this function's contract).
         unsafe { block_kernel::<true>(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
     }
 }
@@ -1645,6 +1645,67 @@ pub(super) unsafe fn dot_half_widened(
     unsafe { half_from_widened(c, (a, b), operands, (m_rows, n_dwords, k_dwords), half) }
 }
 
+/// Re-pairs `tile` into `out` for [`dot_bf16_paired`], as A or (`as_b`) as B: as A, row `r` of
+/// `out.even` holds row `r` re-paired ([`pair_a_row`]: the even lane's 8 pair dwords, then
+/// the odd lane's); as B, rows `p` < 8 of `out.even` and `out.odd` hold the even and odd lanes
+/// of B's rows `2p`, `2p + 1` ([`pair_b_rows`]). The rest of `out` is left as it was.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) fn pair_tile(tile: &[u8; 1024], as_b: bool, out: &mut Widened) {
+    let (even, odd) = (out.even.as_mut_ptr(), out.odd.as_mut_ptr());
+    if as_b {
+        for p in 0..ROWS / 2 {
+            let (e, o) = pair_b_rows(tile, p);
+            // SAFETY: row p < 8 of each 1024-byte half of `out`; the stores are unaligned.
+            unsafe {
+                _mm512_storeu_si512(even.add(p * 64).cast(), e);
+                _mm512_storeu_si512(odd.add(p * 64).cast(), o);
+            }
+        }
+    } else {
+        for r in 0..ROWS {
+            // SAFETY: row r < 16 of the 1024-byte `out.even`; the store is unaligned.
+            unsafe { _mm512_storeu_si512(even.add(r * 64).cast(), pair_a_row(tile, r)) };
+        }
+    }
+}
+
+/// TDPBF16PS ([`dot_half`] on bf16) with A and B kept re-paired (`aw` from [`pair_tile`] of
+/// `a` as A, `bw` of `b` as B), on VDPBF16PS: the same bits, half the multiply instructions.
+/// `k_dwords` (after clamping) must be even, as a pair holds two k-steps; `a` and `b` are
+/// still read for the lanes that end in a NaN.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX512_BF16 and pass [`pairs_available`]; `k_dwords`
+/// clamped to 16 is even.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn dot_bf16_paired(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+) {
+    let operands = (
+        aw.even.as_ptr(),
+        // SAFETY: 32 bytes into the 1024 of `aw.even`: the odd lane's pairs of each row.
+        unsafe { aw.even.as_ptr().add(32) },
+        bw.even.as_ptr(),
+        bw.odd.as_ptr(),
+    );
+    // SAFETY: the kernel reads at most 1024 bytes from each pointer, the odd lane's A 32
+    // bytes short of the end of `aw.even` (its rows' dwords 0..8 only, as k / 2 <= 8); the
+    // CPU supports what the paired kernel needs and `k_dwords` is even (this function's
+    // contract).
+    unsafe {
+        kernel_and_nans::<true>(
+            c,
+            (a, b),
+            operands,
+            (m_rows, n_dwords, k_dwords),
+            Half::Bf16,
+        )
+    }
+}
+
 /// The kernel and the NaN epilogue of [`dot_half`], on widened operands `(ae, ao, be, bo)`.
 ///
 /// # Safety
@@ -1652,6 +1713,27 @@ pub(super) unsafe fn dot_half_widened(
 /// (16 rows of 16 fp32) that nothing writes during the call.
 #[target_feature(enable = "avx512f")]
 unsafe fn half_from_widened(
+    c: &mut [u8; 1024],
+    ab: (&[u8; 1024], &[u8; 1024]),
+    operands: (*const u8, *const u8, *const u8, *const u8),
+    shape: (usize, usize, usize),
+    half: Half,
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { kernel_and_nans::<false>(c, ab, operands, shape, half) }
+}
+
+/// [`groups_kernel`] on `operands`, then the lanes that end in a NaN recomputed by the exact
+/// model from `a`, `b` and C: the FMA kernel on widened operands, or (`PAIRS`) VDPBF16PS on
+/// re-paired ones, `k_dwords / 2` pairs.
+///
+/// # Safety
+/// The CPU must support AVX-512F; each pointer of `operands` must point to the bytes
+/// [`groups_kernel`] reads of it (16 rows of 64 bytes, or, with `PAIRS`, as
+/// [`dot_bf16_paired`] describes), which nothing writes during the call. With `PAIRS`, the
+/// CPU passes [`pairs_available`] and `k_dwords` clamped to 16 is even.
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_and_nans<const PAIRS: bool>(
     c: &mut [u8; 1024],
     (a, b): (&[u8; 1024], &[u8; 1024]),
     (ae, ao, be, bo): (*const u8, *const u8, *const u8, *const u8),
@@ -1670,12 +1752,12 @@ unsafe fn half_from_widened(
     // rows 0..row_end, all in bounds; nothing else accesses `c` and `out` during the call.
     // The CPU supports AVX-512F (this function's contract).
     unsafe {
-        groups_kernel(
+        groups_kernel::<PAIRS>(
             ae,
             ao,
             be,
             bo,
-            k_dwords,
+            if PAIRS { k_dwords / 2 } else { k_dwords },
             c.as_ptr(),
             out.as_mut_ptr().cast(),
             row_end / GROUP,
@@ -1722,36 +1804,13 @@ fn fix_nan_lanes(
     unsafe { _mm512_loadu_si512(v.as_ptr().cast()) }
 }
 
-/// `groups` groups of eight rows of C: `out[r] = c[r] + (te[r] + to[r])` with
-/// `te[r] = sum_k fma(ae[r][k], be[k])` and likewise for `to`, all under [`MXCSR_AMX`].
-///
-/// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
-/// never sees a floating-point operation while MXCSR differs from its default, and the caller's
-/// MXCSR (control bits and sticky flags) is restored before the block ends. One switch per
-/// instruction, not per group: VLDMXCSR costs about as much as a quarter of the arithmetic.
-///
-/// # Safety
-/// The CPU must support AVX-512F; `groups` >= 1. `ae`, `ao` must point to `8 x groups` rows of
-/// 64 readable bytes (row stride 64, dword k of row r is the broadcast A element), `be`, `bo` to
-/// `k` rows of 64 readable bytes, `c` to `8 x groups` rows of 64 readable bytes, `out` to
-/// `8 x groups` rows of 64 writable bytes, with `out` not overlapping the others.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx512f")]
-unsafe fn groups_kernel(
-    ae: *const u8,
-    ao: *const u8,
-    be: *const u8,
-    bo: *const u8,
-    k: usize,
-    c: *const u8,
-    out: *mut u8,
-    groups: usize,
-) {
-    let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the memory operands are within the buffers the caller guarantees; `csr` is a live
-    // local the block saves MXCSR into and restores it from before exiting; zmm0-17 are declared
-    // clobbered, the pointer and counter registers are inout or clobbered; no stack is used.
-    unsafe {
+/// The asm of [`groups_kernel`] for one multiply instruction, `$op`: VFMADD231PS on widened
+/// operands, VDPBF16PS on re-paired ones.
+macro_rules! groups_pass {
+    (
+        $op:literal, $csr:expr, ($ae:expr, $ao:expr, $be:expr, $bo:expr), $k:expr, $c:expr,
+        $out:expr, $groups:expr
+    ) => {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
@@ -1780,22 +1839,22 @@ unsafe fn groups_kernel(
             "2:",
             "vmovups zmm16, zmmword ptr [{bp}]",
             "vmovups zmm17, zmmword ptr [{op}]",
-            "vfmadd231ps zmm0, zmm16, dword ptr [{ae} + 0]{{1to16}}",
-            "vfmadd231ps zmm1, zmm17, dword ptr [{ao} + 0]{{1to16}}",
-            "vfmadd231ps zmm2, zmm16, dword ptr [{ae} + 64]{{1to16}}",
-            "vfmadd231ps zmm3, zmm17, dword ptr [{ao} + 64]{{1to16}}",
-            "vfmadd231ps zmm4, zmm16, dword ptr [{ae} + 128]{{1to16}}",
-            "vfmadd231ps zmm5, zmm17, dword ptr [{ao} + 128]{{1to16}}",
-            "vfmadd231ps zmm6, zmm16, dword ptr [{ae} + 192]{{1to16}}",
-            "vfmadd231ps zmm7, zmm17, dword ptr [{ao} + 192]{{1to16}}",
-            "vfmadd231ps zmm8, zmm16, dword ptr [{ae} + 256]{{1to16}}",
-            "vfmadd231ps zmm9, zmm17, dword ptr [{ao} + 256]{{1to16}}",
-            "vfmadd231ps zmm10, zmm16, dword ptr [{ae} + 320]{{1to16}}",
-            "vfmadd231ps zmm11, zmm17, dword ptr [{ao} + 320]{{1to16}}",
-            "vfmadd231ps zmm12, zmm16, dword ptr [{ae} + 384]{{1to16}}",
-            "vfmadd231ps zmm13, zmm17, dword ptr [{ao} + 384]{{1to16}}",
-            "vfmadd231ps zmm14, zmm16, dword ptr [{ae} + 448]{{1to16}}",
-            "vfmadd231ps zmm15, zmm17, dword ptr [{ao} + 448]{{1to16}}",
+            concat!($op, " zmm0, zmm16, dword ptr [{ae} + 0]{{1to16}}"),
+            concat!($op, " zmm1, zmm17, dword ptr [{ao} + 0]{{1to16}}"),
+            concat!($op, " zmm2, zmm16, dword ptr [{ae} + 64]{{1to16}}"),
+            concat!($op, " zmm3, zmm17, dword ptr [{ao} + 64]{{1to16}}"),
+            concat!($op, " zmm4, zmm16, dword ptr [{ae} + 128]{{1to16}}"),
+            concat!($op, " zmm5, zmm17, dword ptr [{ao} + 128]{{1to16}}"),
+            concat!($op, " zmm6, zmm16, dword ptr [{ae} + 192]{{1to16}}"),
+            concat!($op, " zmm7, zmm17, dword ptr [{ao} + 192]{{1to16}}"),
+            concat!($op, " zmm8, zmm16, dword ptr [{ae} + 256]{{1to16}}"),
+            concat!($op, " zmm9, zmm17, dword ptr [{ao} + 256]{{1to16}}"),
+            concat!($op, " zmm10, zmm16, dword ptr [{ae} + 320]{{1to16}}"),
+            concat!($op, " zmm11, zmm17, dword ptr [{ao} + 320]{{1to16}}"),
+            concat!($op, " zmm12, zmm16, dword ptr [{ae} + 384]{{1to16}}"),
+            concat!($op, " zmm13, zmm17, dword ptr [{ao} + 384]{{1to16}}"),
+            concat!($op, " zmm14, zmm16, dword ptr [{ae} + 448]{{1to16}}"),
+            concat!($op, " zmm15, zmm17, dword ptr [{ao} + 448]{{1to16}}"),
             "add {bp}, 64",
             "add {op}, 64",
             "add {ae}, 4",
@@ -1840,19 +1899,19 @@ unsafe fn groups_kernel(
             "dec {groups}",
             "jnz 4b",
             "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
-            ae = inout(reg) ae => _,
-            ao = inout(reg) ao => _,
-            be = in(reg) be,
-            bo = in(reg) bo,
-            k = in(reg) k,
-            k4 = in(reg) 4 * k,
+            csr = in(reg) $csr,
+            ae = inout(reg) $ae => _,
+            ao = inout(reg) $ao => _,
+            be = in(reg) $be,
+            bo = in(reg) $bo,
+            k = in(reg) $k,
+            k4 = in(reg) 4 * $k,
             bp = out(reg) _,
             op = out(reg) _,
             n = out(reg) _,
-            groups = inout(reg) groups => _,
-            c = inout(reg) c => _,
-            out = inout(reg) out => _,
+            groups = inout(reg) $groups => _,
+            c = inout(reg) $c => _,
+            out = inout(reg) $out => _,
             out("zmm0") _,
             out("zmm1") _,
             out("zmm2") _,
@@ -1872,6 +1931,50 @@ unsafe fn groups_kernel(
             out("zmm16") _,
             out("zmm17") _,
             options(nostack),
-        );
+
+        )
+    };
+}
+
+/// `groups` groups of eight rows of C: `out[r] = c[r] + (te[r] + to[r])` with
+/// `te[r] = sum_k fma(ae[r][k], be[k])` and likewise for `to`, all under [`MXCSR_AMX`]. With
+/// `PAIRS` the operands are bf16 re-paired ([`pair_tile`]) and `k` counts pairs of k-steps,
+/// each one VDPBF16PS ([`super::pairs`]).
+///
+/// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
+/// never sees a floating-point operation while MXCSR differs from its default, and the caller's
+/// MXCSR (control bits and sticky flags) is restored before the block ends. One switch per
+/// instruction, not per group: VLDMXCSR costs about as much as a quarter of the arithmetic.
+///
+/// # Safety
+/// The CPU must support AVX-512F, and AVX512_BF16 with `PAIRS`; `groups` >= 1. `ae`, `ao` must
+/// point to `8 x groups` rows of 64 readable bytes (row stride 64, dword k of row r is the
+/// broadcast A element), `be`, `bo` to `k` rows of 64 readable bytes, `c` to `8 x groups`
+/// rows of 64 readable bytes, `out` to `8 x groups` rows of 64 writable bytes, with `out` not
+/// overlapping the others.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f")]
+unsafe fn groups_kernel<const PAIRS: bool>(
+    ae: *const u8,
+    ao: *const u8,
+    be: *const u8,
+    bo: *const u8,
+    k: usize,
+    c: *const u8,
+    out: *mut u8,
+    groups: usize,
+) {
+    let mut csr = [0u32, MXCSR_AMX];
+    let csr = csr.as_mut_ptr();
+    // SAFETY: the memory operands are within the buffers the caller guarantees; `csr` points to
+    // a live local the block saves MXCSR into and restores it from before exiting; zmm0-17 are
+    // declared clobbered, the pointer and counter registers are inout or clobbered; no stack is
+    // used. The instructions are ones the CPU supports (this function's contract).
+    unsafe {
+        if PAIRS {
+            groups_pass!("vdpbf16ps", csr, (ae, ao, be, bo), k, c, out, groups);
+        } else {
+            groups_pass!("vfmadd231ps", csr, (ae, ao, be, bo), k, c, out, groups);
+        }
     }
 }

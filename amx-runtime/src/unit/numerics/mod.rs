@@ -446,11 +446,12 @@ pub(crate) fn float_path() -> KernelPath {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
 const PAIRS_RANK: u8 = 4;
 
-/// Whether the AVX-512 bf16 block and row kernels (the GEMM's) run VDPBF16PS, two k-steps
+/// Whether the AVX-512 bf16 kernels run VDPBF16PS, the block and row kernels (the GEMM's)
+/// among them, two k-steps
 /// per instruction ([`pairs`]): on the AVX-512 float path, where the CPU has AVX512_BF16 and
 /// its VDPBF16PS passes the check at start-up, unless [`KERNELS_ENV`] caps the kernels at
-/// `avx512` or below. Decided on first use. Single instructions run the FMA kernels either
-/// way.
+/// `avx512` or below. Decided on first use. Single instructions run it too where the emulator
+/// keeps their operands re-paired and K is even ([`reads_paired`]).
 #[inline]
 pub(crate) fn bf16_pairs() -> bool {
     // 0: not decided yet, 1: yes, 2: no.
@@ -582,6 +583,11 @@ impl Widened {
 pub(crate) enum Form {
     /// [`widen`] as bf16 or fp16.
     Half(Half),
+    /// [`pair`]: bf16 re-paired for VDPBF16PS, as A or (`b`) as B.
+    Pairs {
+        /// As B rather than as A.
+        b: bool,
+    },
     /// [`extend`], signed or unsigned.
     Bytes {
         /// Sign- rather than zero-extended.
@@ -629,6 +635,46 @@ pub(crate) fn dot_int8_extended(
     }
     let _ = (aw, bw);
     dot_int8(c, a, b, m_rows, n_dwords, k_dwords, signs.0, signs.1);
+}
+
+/// Whether a TDPBF16PS over `k_dwords` runs on operands re-paired for VDPBF16PS ([`pair`],
+/// [`dot_bf16_paired`]): where [`bf16_pairs`] and K (clamped to 16) is even, as each pair
+/// holds two k-steps. Other K run on the widened operands.
+#[inline(always)]
+pub(crate) fn reads_paired(k_dwords: usize) -> bool {
+    bf16_pairs() && k_dwords.min(DWORDS).is_multiple_of(2)
+}
+
+/// Re-pairs `tile` into `out` as A or (`as_b`) as B where [`bf16_pairs`]; elsewhere leaves
+/// `out` as it is (nothing reads it there).
+pub(crate) fn pair(tile: &[u8; 1024], as_b: bool, out: &mut Widened) {
+    #[cfg(target_arch = "x86_64")]
+    if bf16_pairs() {
+        // SAFETY: bf16_pairs found AVX-512F and AVX512BW (pairs_available).
+        unsafe { avx512::pair_tile(tile, as_b, out) };
+    }
+    let _ = (tile, as_b, out);
+}
+
+/// [`dot_bf16`] with `aw` and `bw` the re-paired forms of `a` (as A) and `b` (as B)
+/// ([`pair`]): the same result, on VDPBF16PS, where [`reads_paired`]; elsewhere the ordinary
+/// kernel on `a` and `b`.
+#[inline(always)]
+pub(crate) fn dot_bf16_paired(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], &Widened),
+    (b, bw): (&[u8; 1024], &Widened),
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if reads_paired(k_dwords) {
+        // SAFETY: bf16_pairs found AVX-512F and AVX512_BF16 and a VDPBF16PS that passed the
+        // check (pairs_available); K clamped to 16 is even (reads_paired).
+        unsafe { avx512::dot_bf16_paired(c, (a, aw), (b, bw), (m_rows, n_dwords, k_dwords)) };
+        return;
+    }
+    let _ = (aw, bw);
+    dot_bf16(c, a, b, m_rows, n_dwords, k_dwords);
 }
 
 /// Whether the selected floating-point kernel reads widened operands, so that widening a tile

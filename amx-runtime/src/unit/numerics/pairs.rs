@@ -137,40 +137,35 @@ impl Rng {
 /// cancellation of the accumulator, products around 2^-126, products around the overflow
 /// threshold, and uniformly random bits (NaNs, infinities and denormals among them).
 pub(super) fn random_lane(rng: &mut Rng, class: u32) -> (u32, u32, u32) {
-    let pair_near = |rng: &mut Rng, centre, spread| {
-        pair(rng.bf16_near(centre, spread), rng.bf16_near(centre, spread))
-    };
-    match class % 6 {
-        0 => (
-            rng.f32_near(127, 8),
-            pair_near(rng, 127, 4),
-            pair_near(rng, 127, 4),
-        ),
-        1 => (
-            rng.f32_near(127, 40),
-            pair_near(rng, 127, 20),
-            pair_near(rng, 127, 20),
-        ),
-        2 => {
-            // The high product nearly cancels the accumulator (acc's top bits, negated, times
-            // 1); the low product lands among the bits that remain.
-            let acc = rng.f32_near(127, 8);
-            let hi = (acc >> 16) ^ 0x8000;
-            let lo = rng.bf16_near(127 - 12, 6);
-            (acc, pair(hi, lo), pair(bf16::ONE, rng.bf16_near(127, 2)))
-        }
-        3 => (
-            rng.f32_near(2, 3),
-            pair_near(rng, 64, 3),
-            pair_near(rng, 64, 3),
-        ),
-        4 => (
-            rng.f32_near(252, 3),
-            pair_near(rng, 190, 2),
-            pair_near(rng, 190, 2),
-        ),
-        _ => (rng.u32(), rng.u32(), rng.u32()),
+    // (acc's biased exponent, its spread, the bf16 values' exponent, their spread) of the
+    // classes drawn around a centre: near 1, mixed, products near 2^-126, products near 2^128.
+    const NEAR: [(i32, i32, i32, i32); 4] = [
+        (127, 8, 127, 4),
+        (127, 40, 127, 20),
+        (2, 3, 64, 3),
+        (252, 3, 190, 2),
+    ];
+    let class = class % 6;
+    if class == 2 {
+        // The high product nearly cancels the accumulator (acc's top bits, negated, times 1);
+        // the low product lands among the bits that remain.
+        let acc = rng.f32_near(127, 8);
+        let hi = (acc >> 16) ^ 0x8000;
+        let lo = rng.bf16_near(127 - 12, 6);
+        return (acc, pair(hi, lo), pair(bf16::ONE, rng.bf16_near(127, 2)));
     }
+    if class == 5 {
+        return (rng.u32(), rng.u32(), rng.u32());
+    }
+    let (acc_centre, acc_spread, centre, spread) = match class {
+        0 => NEAR[0],
+        1 => NEAR[1],
+        3 => NEAR[2],
+        _ => NEAR[3],
+    };
+    let acc = rng.f32_near(acc_centre, acc_spread);
+    let mut pair_near = || pair(rng.bf16_near(centre, spread), rng.bf16_near(centre, spread));
+    (acc, pair_near(), pair_near())
 }
 
 /// A generator of [`random_lane`]s from `seed`.

@@ -291,6 +291,27 @@ fn all_half_paths(c: &Tile, a: &Tile, b: &Tile, m: usize, n: usize, k: usize, ha
         Half::Fp16 => dot_fp16(&mut got, a, b, m, n, k),
     }
     assert_same("dispatch", &got, &want, &ctx);
+    // The VDPBF16PS kernel on re-paired operands, where the CPU passed its check (even K
+    // only; the emulator widens the operands for odd K). The forms start as finite garbage,
+    // so a read of bytes the pairing did not write shows as a wrong value, not as a NaN that
+    // the exact model would recompute.
+    #[cfg(target_arch = "x86_64")]
+    if half == Half::Bf16 && avx512::pairs_available() && k.min(DWORDS).is_multiple_of(2) {
+        let garbage = Widened {
+            even: [0x3F; 1024],
+            odd: [0x3F; 1024],
+        };
+        let (mut aw, mut bw) = (garbage, garbage);
+        let mut got = *c;
+        // SAFETY: pairs_available found AVX-512F, AVX512BW and AVX512_BF16 and a VDPBF16PS
+        // that passed the check; K clamped to 16 is even.
+        unsafe {
+            avx512::pair_tile(a, false, &mut aw);
+            avx512::pair_tile(b, true, &mut bw);
+            avx512::dot_bf16_paired(&mut got, (a, &aw), (b, &bw), (m, n, k));
+        }
+        assert_same("AVX-512 VDPBF16PS", &got, &want, &ctx);
+    }
     want
 }
 

@@ -461,9 +461,9 @@ struct PeakJson {
 struct SimdPeakJson {
     int8: Option<PeakJson>,
     float: Option<PeakJson>,
-    /// The bf16 block kernels' sequence: VDPBF16PS where the CPU passed the emulator's check,
-    /// else the same as `float`.
-    bf16_block: Option<PeakJson>,
+    /// The bf16 products' sequence: VDPBF16PS where the CPU passed the emulator's check, else
+    /// the same as `float`.
+    bf16: Option<PeakJson>,
 }
 
 fn peak_json(p: Option<amx_runtime::peak::Peak>) -> Option<PeakJson> {
@@ -481,7 +481,8 @@ fn family_peak(
     instruction: &str,
 ) -> Option<amx_runtime::peak::Peak> {
     match instruction {
-        "TDPBF16PS" | "TDPFP16PS" => simd.float,
+        "TDPBF16PS" => simd.bf16,
+        "TDPFP16PS" => simd.float,
         i if i.starts_with("TDPB") => simd.int8,
         _ => None,
     }
@@ -496,7 +497,7 @@ fn emulator_json<'a>(
     let simd_peak = SimdPeakJson {
         int8: peak_json(simd.int8),
         float: peak_json(simd.float),
-        bf16_block: peak_json(simd.bf16_block),
+        bf16: peak_json(simd.bf16),
     };
     match emulator {
         Err(e) => EmulatorJson {
@@ -683,10 +684,10 @@ fn human(
                 };
             }
             if amx_runtime::peak::bf16_pairs() {
-                if let Some(p) = simd.bf16_block {
+                if let Some(p) = simd.bf16 {
                     out += &format!(
-                        "  bf16 in 2x2 blocks and rows of tiles (the GEMM's) runs VDPBF16PS, two \
-                         k-steps per instruction, after this CPU passed the emulator's check: {p}\n"
+                        "  bf16 runs VDPBF16PS, two k-steps per instruction (K even), after this \
+                         CPU passed the emulator's check: {p}\n"
                     );
                 }
             }
