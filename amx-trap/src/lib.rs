@@ -513,6 +513,7 @@ mod linux {
         // before CPUID faulting can be on.
         amx_runtime::engine::decide_paths();
         crate::access::prepare();
+        crate::slot::prepare();
         crate::zmm::prepare();
         assist::prepare();
         cpuid::prepare();

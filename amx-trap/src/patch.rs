@@ -118,7 +118,8 @@ pub fn set_patching(on: bool) {
 }
 
 /// Whether the engine patches hot sites: [`set_patching`] on, and the process able to (the
-/// engine installed, the core-serializing membarrier available).
+/// engine installed, the core-serializing membarrier available, the engine compiled with
+/// optimization: unoptimized, a patched site would run over 100 KiB of the program's stack).
 pub fn patching() -> bool {
     ENABLED.load(Ordering::Acquire) && READY.load(Ordering::Acquire)
 }
@@ -137,6 +138,12 @@ pub(crate) fn prepare(sigtrap_kept: bool) {
     }
     if std::env::var_os("AMX_TRAP_PATCH").is_some_and(|v| v == "0") {
         ENABLED.store(false, Ordering::Release);
+    }
+    // Compiled without optimization (`build.rs`), the engine's code a patched site runs on the
+    // program's stack needs over 100 KiB of it, more than a handler's alternate stack or a
+    // coroutine's may hold: such a build traps every execution instead.
+    if cfg!(amx_trap_unoptimized) {
+        return;
     }
     CHECK_SIGTRAP.store(!sigtrap_kept, Ordering::Relaxed);
     if !fastpath::prepare() || !register_membarrier() {

@@ -12,19 +12,29 @@
 //! its parent's slots as copies; only the slot of the thread that forked is its own, and the
 //! others, owned by another process, are never reused there.
 //!
-//! Failure to map a slot is not an #UD: the thread's first AMX instruction gets SIGSEGV, as
-//! Linux gives a thread whose AMX state it cannot allocate, and its other signals are
-//! delivered without a slot ([`crate::slotless`]).
+//! Where no slot can be mapped (a sandbox denying `mmap`, or no memory left), a thread takes
+//! one of [`RESERVE`] slots in the library's own zero-initialized memory, which the silicon's
+//! kernel-side allocation needs no system call for either; reserved slots join the list and are
+//! reused like mapped ones. Beyond them, failure to get a slot is not an #UD: the thread's
+//! first AMX instruction gets SIGSEGV, as Linux gives a thread whose AMX state it cannot
+//! allocate, and its other signals are delivered without a slot ([`crate::slotless`]).
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use amx_runtime::Emulator;
 
 use crate::tls;
 
-/// Bytes of the work stack.
-pub(crate) const WORK: usize = 128 * 1024;
+/// Bytes of the work stack: 128 KiB in optimized builds; 1 MiB where the engine is compiled
+/// without optimization (see `build.rs`), whose code gives every inlined temporary a stack slot
+/// of its own (the instruction step's frame alone is 110 KiB there, and a 128 KiB stack
+/// overflowed into its guard page at a program's first AMX instruction).
+pub(crate) const WORK: usize = if cfg!(amx_trap_unoptimized) {
+    1024 * 1024
+} else {
+    128 * 1024
+};
 
 const PAGE: usize = 4096;
 
@@ -335,22 +345,73 @@ fn reset(slot: &Slot) {
     slot.ready.store(false, Ordering::Relaxed);
 }
 
-/// Maps a new slot: `[guard page][work stack][Slot]`.
+/// Bytes of one slot's memory: `[guard page][work stack][Slot]`, whole pages.
+const REGION: usize = PAGE + WORK + std::mem::size_of::<Slot>().next_multiple_of(PAGE);
+
+/// Slots in the library's own memory for threads that cannot map one (see the module docs):
+/// enough for a program's main thread and a few workers in a sandbox that denies `mmap`. They
+/// cost address space (about 170 KiB each in an optimized build, zero-filled on first touch),
+/// not memory, until used.
+pub(crate) const RESERVE: usize = 4;
+
+/// The reserved slots' memory, page-aligned.
+#[repr(C, align(4096))]
+struct Reserve(UnsafeCell<[[u8; REGION]; RESERVE]>);
+
+// SAFETY: each region is handed out once ([`RESERVED`]'s fetch_add gives each index to one
+// caller), and from then on it is a slot like a mapped one, whose fields are atomics or
+// owned by the slot's thread.
+unsafe impl Sync for Reserve {}
+
+static RESERVE_MEMORY: Reserve = Reserve(UnsafeCell::new([[0; REGION]; RESERVE]));
+
+/// Reserved regions handed out (may count past the limit: those asks got none).
+static RESERVED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many reserved slots may be handed out: [`RESERVE`], or fewer where `AMX_TRAP_RESERVE`
+/// said so when the engine was installed ([`prepare`]).
+static RESERVE_LIMIT: AtomicUsize = AtomicUsize::new(RESERVE);
+
+/// Reads `AMX_TRAP_RESERVE` when the engine is installed: a number from 0 to [`RESERVE`] limits
+/// the reserved slots to it (0: a thread that cannot map its state gets the SIGSEGV of a thread
+/// whose AMX state Linux cannot allocate, as where the reserve is used up); anything else
+/// leaves all of them. Outside signal context.
+pub(crate) fn prepare() {
+    let limit = std::env::var("AMX_TRAP_RESERVE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n <= RESERVE)
+        .unwrap_or(RESERVE);
+    RESERVE_LIMIT.store(limit, Ordering::Relaxed);
+}
+
+/// Maps a new slot, or takes a reserved one where mapping fails; `Err(errno)` of the mapping
+/// when the reserve is used up too.
 fn map() -> Result<&'static Slot, i32> {
-    let slot_bytes = std::mem::size_of::<Slot>().next_multiple_of(PAGE);
-    let size = PAGE + WORK + slot_bytes;
-    let map = crate::sys::mmap_anon(
+    let map = match crate::sys::mmap_anon(
         0,
-        size,
+        REGION,
         libc::PROT_READ | libc::PROT_WRITE,
         libc::MAP_NORESERVE,
-    )?;
-    // The guard page turns an overflow of the work stack into a fault, not a silent overwrite.
-    // SAFETY: the first page of the mapping just made, used by no one.
+    ) {
+        Ok(map) => map,
+        Err(errno) => {
+            let i = RESERVED.fetch_add(1, Ordering::AcqRel);
+            if i >= RESERVE_LIMIT.load(Ordering::Relaxed).min(RESERVE) {
+                return Err(errno);
+            }
+            // SAFETY: region i < RESERVE of the reserve, whole pages, handed to this caller
+            // alone (the fetch_add above).
+            unsafe { RESERVE_MEMORY.0.get().cast::<u8>().add(i * REGION) as u64 }
+        }
+    };
+    // The guard page turns an overflow of the work stack into a fault, not a silent overwrite
+    // (where mprotect is denied too, the region goes without).
+    // SAFETY: the first page of the region just mapped or reserved, used by no one.
     let _ = unsafe { crate::sys::mprotect(map, PAGE, libc::PROT_NONE) };
-    // SAFETY: `map + PAGE + WORK` is page-aligned (so 64-byte aligned) and `slot_bytes` long,
-    // inside the mapping. Zero bytes are valid for every field but the emulator, which is
-    // never read before `prepare_unit` writes it (`ready` is false).
+    // SAFETY: `map + PAGE + WORK` is page-aligned (so 64-byte aligned) and the rest of the
+    // region, inside the mapping or the reserve. Zero bytes are valid for every field but the
+    // emulator, which is never read before `prepare_unit` writes it (`ready` is false).
     unsafe {
         let slot = (map as usize as *mut u8).add(PAGE + WORK).cast::<Slot>();
         Ok(&*slot)

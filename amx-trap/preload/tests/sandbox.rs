@@ -85,13 +85,10 @@ fn a_sandbox_denying_nothing() {
     }
 }
 
-/// mmap denied: Linux allocates a thread's AMX state in the kernel, the engine maps it (the
-/// slot, at the thread's first trapped instruction); a thread without one gets SIGSEGV at its
-/// first AMX instruction.
+/// mmap denied: Linux allocates a thread's AMX state in the kernel; the engine, which maps it
+/// (the slot, at the thread's first trapped instruction), takes one of the slots it reserves in
+/// its own memory instead, for the main thread and the program's threads alike.
 #[test]
-#[ignore = "known limit: the engine maps each thread's state with mmap at its first AMX \
-            instruction; where a sandbox denies mmap that instruction gets SIGSEGV, and the \
-            silicon needs no mapping"]
 fn a_sandbox_denying_mmap() {
     if !engine_runs_amx() {
         return;

@@ -1,6 +1,7 @@
 //! Per-thread engine state (`tests/c/threads.c`, `tests/c/clone.c`): reused once a thread has
 //! ended, so that 10 000 short-lived threads fit in the address space of a few. A state that
-//! cannot be mapped gives a thread's first AMX instruction Linux's answer to an AMX state it
+//! cannot be mapped is taken from the library's reserve; with none left (`AMX_TRAP_RESERVE=0`
+//! in these tests), a thread's first AMX instruction gets Linux's answer to an AMX state it
 //! cannot allocate, SIGSEGV (to the program's handler, else reported on standard error and
 //! fatal), never the #UD of an instruction that was never run, and leaves every other signal
 //! as it is without the library. Threads the clone system call makes with their own thread
@@ -23,6 +24,24 @@ fn ten_thousand_short_lived_threads_under_a_tight_limit() {
     assert_eq!(run.line("threads done:"), "10000 of 10000", "{run}");
 }
 
+/// Where the address space is used up (`RLIMIT_AS`), the silicon's kernel allocates a thread's
+/// AMX state outside it and the thread runs; the engine takes one of its reserved slots.
+#[test]
+fn a_thread_without_address_space_takes_a_reserved_slot() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("threads.c", &[]) else {
+        return;
+    };
+    let run = Program::preloaded(&prog, &["oom"]).run();
+    assert!(run.ok(), "{run}");
+    assert!(run.stdout.contains("the thread ran"), "{run}");
+}
+
+/// With the reserve used up (`AMX_TRAP_RESERVE=0` here), a thread whose state cannot be mapped
+/// gets the SIGSEGV Linux gives a thread whose AMX state it cannot allocate, and the report
+/// says why.
 #[test]
 fn no_memory_for_a_threads_state_is_reported() {
     if !engine_runs_amx() {
@@ -31,7 +50,9 @@ fn no_memory_for_a_threads_state_is_reported() {
     let Some(prog) = build("threads.c", &[]) else {
         return;
     };
-    let run = Program::preloaded(&prog, &["oom"]).run();
+    let run = Program::preloaded(&prog, &["oom"])
+        .env("AMX_TRAP_RESERVE", "0")
+        .run();
     assert_eq!(run.signal(), Some(libc::SIGSEGV), "{run}");
     assert!(
         run.stderr
@@ -52,7 +73,9 @@ fn no_memory_for_a_threads_state_reaches_the_programs_handler() {
     let Some(prog) = build("threads.c", &[]) else {
         return;
     };
-    let run = Program::preloaded(&prog, &["oomhandler"]).run();
+    let run = Program::preloaded(&prog, &["oomhandler"])
+        .env("AMX_TRAP_RESERVE", "0")
+        .run();
     assert!(run.ok(), "{run}");
     assert!(
         run.stdout
@@ -71,9 +94,17 @@ fn a_first_signal_without_memory_is_handled_as_without_the_library() {
     };
     let native = Program::native(&prog, &["oomsignal"]).run();
     assert!(native.ok(), "{native}");
-    let run = Program::preloaded(&prog, &["oomsignal"]).run();
-    assert!(run.ok(), "{run}");
-    assert_eq!(run.line("signals handled:"), "1", "{run}");
+    for reserve in ["0", "4"] {
+        let run = Program::preloaded(&prog, &["oomsignal"])
+            .env("AMX_TRAP_RESERVE", reserve)
+            .run();
+        assert!(run.ok(), "reserve {reserve}: {run}");
+        assert_eq!(
+            run.line("signals handled:"),
+            "1",
+            "reserve {reserve}: {run}"
+        );
+    }
 }
 
 /// The same for the paths a handler can take on such a thread: a fault its handler steps over
@@ -88,9 +119,13 @@ fn handlers_of_a_thread_without_memory_run_as_without_the_library() {
     let native = Program::native(&prog, &["oomfaults"]).run();
     assert!(native.ok(), "{native}");
     assert!(native.stdout.ends_with("done\n"), "{native}");
-    let run = Program::preloaded(&prog, &["oomfaults"]).run();
-    assert!(run.ok(), "{run}");
-    assert_eq!(run.stdout, native.stdout, "{run}");
+    for reserve in ["0", "4"] {
+        let run = Program::preloaded(&prog, &["oomfaults"])
+            .env("AMX_TRAP_RESERVE", reserve)
+            .run();
+        assert!(run.ok(), "reserve {reserve}: {run}");
+        assert_eq!(run.stdout, native.stdout, "reserve {reserve}: {run}");
+    }
 }
 
 /// A patched TILEZERO site run by a thread that never configured tiles and can map no state:
@@ -107,6 +142,7 @@ fn a_patched_site_on_a_thread_without_memory_raises_the_unconfigured_ud() {
     for patch in ["1", "0"] {
         let run = Program::preloaded(&prog, &["oomsite"])
             .env("AMX_TRAP_PATCH", patch)
+            .env("AMX_TRAP_RESERVE", "0")
             .run();
         assert!(run.ok(), "AMX_TRAP_PATCH={patch}: {run}");
         assert_eq!(

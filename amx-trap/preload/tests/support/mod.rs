@@ -217,6 +217,7 @@ impl Program {
             .env_remove("AMX_TRAP_CPU")
             .env_remove("AMX_TRAP_CPUID")
             .env_remove("AMX_TRAP_FORCE")
+            .env_remove("AMX_TRAP_RESERVE")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
