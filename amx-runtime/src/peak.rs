@@ -51,9 +51,9 @@ pub fn float_path() -> KernelPath {
 
 /// Whether the emulator runs TDPBF16PS on VDPBF16PS (AVX512_BF16), two k-steps of a lane per
 /// instruction: in 2x2 blocks and rows of tiles ([`crate::block`], the GEMM's products), and
-/// single instructions whose K is even. On the [`KernelPath::Avx512`] float path, where the CPU's VDPBF16PS passed the emulator's check
-/// at start-up and `AMX_EMULATOR_KERNELS` does not cap the kernels at `avx512` or below. The
-/// results are the same bits either way.
+/// single instructions whose K is even. On the [`KernelPath::Avx512`] float path, where the
+/// CPU's VDPBF16PS passed the emulator's check at start-up and `AMX_EMULATOR_KERNELS` does not
+/// cap the kernels at `avx512` or below. The results are the same bits either way.
 pub fn bf16_pairs() -> bool {
     crate::unit::numerics::bf16_pairs()
 }
@@ -210,7 +210,7 @@ impl fmt::Display for Comparison {
 pub struct PeakReport {
     /// TDPBSSD on 16x16x64 bytes against the integer sequence's peak.
     pub int8: Comparison,
-    /// TDPBF16PS on 16x16x32 bf16 pairs against the floating-point sequence's peak.
+    /// TDPBF16PS on 16x16x32 bf16 pairs against the bf16 sequence's peak ([`SimdPeak::bf16`]).
     pub bf16: Comparison,
     /// TDPBSSD in 2x2 blocks of [`BLOCK_STEPS`] k-steps ([`crate::block::dot_2x2`], the
     /// GEMM's micro-kernel on the emulator).
@@ -374,7 +374,7 @@ fn best_ns_per(mut f: impl FnMut(), calls: u32) -> f64 {
 enum Family {
     Int8,
     Float,
-    /// The bf16 block kernels on VDPBF16PS.
+    /// The bf16 kernels on VDPBF16PS.
     Bf16Pairs,
 }
 

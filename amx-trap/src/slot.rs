@@ -12,10 +12,10 @@
 //! its parent's slots as copies; only the slot of the thread that forked is its own, and the
 //! others, owned by another process, are never reused there.
 //!
-//! Where no slot can be mapped (a sandbox denying `mmap`, or no memory left), a thread takes
-//! one of [`RESERVE`] slots in the library's own zero-initialized memory, which the silicon's
-//! kernel-side allocation needs no system call for either; reserved slots join the list and are
-//! reused like mapped ones. Beyond them, failure to get a slot is not an #UD: the thread's
+//! Where no slot can be mapped (a sandbox denying `mmap`, or no address space left), a thread
+//! takes one of [`RESERVE`] slots in the library's own zero-initialized memory, as a program
+//! on the silicon makes no system call for a thread's AMX state (the kernel allocates it);
+//! reserved slots join the list and are reused like mapped ones. Beyond them, failure to get a slot is not an #UD: the thread's
 //! first AMX instruction gets SIGSEGV, as Linux gives a thread whose AMX state it cannot
 //! allocate, and its other signals are delivered without a slot ([`crate::slotless`]).
 

@@ -45,10 +45,10 @@ pub struct Emulator {
     checked_dot: Option<CheckedDot>,
     tiles: [[u8; TILE_BYTES]; TILES],
     /// Per tile, its bf16 or fp16 pairs widened to fp32, its bf16 pairs re-paired for
-    /// VDPBF16PS (as A or as B), or its bytes extended to i16, valid
-    /// where `widened_as` names the form: computed by the first product that reads the tile
-    /// (where the kernel reads such operands) and dropped by every write to the tile, so a
-    /// tile used in several products (A of a row of C tiles, B of a column) is converted once.
+    /// VDPBF16PS (as A or as B), or its bytes extended to i16, valid where `widened_as` names
+    /// the form: computed by the first product that reads the tile (where the kernel reads such
+    /// operands) and dropped by every write to the tile, so a tile used in several products (A
+    /// of a row of C tiles, B of a column) is converted once.
     widened: [Widened; TILES],
     widened_as: [Option<Form>; TILES],
     /// Per tile, the row sums a TDPBSSD with it as A subtracts (where the integer kernel reads
@@ -1082,9 +1082,9 @@ mod tests {
         assert!(e.tiles[3] == want);
     }
 
-    /// A bf16 tile kept in one form and read in another (re-paired as A, as B, or widened for
-    /// an odd K, where VDPBF16PS runs) is formed again: every product gives the bits of the
-    /// per-instruction kernel on the tiles themselves.
+    /// A bf16 tile kept re-paired in one role and read in the other (where VDPBF16PS runs; with
+    /// an odd K the tiles are widened instead) is formed again: every product gives the bits
+    /// of the per-instruction kernel on the tiles themselves.
     #[test]
     fn a_bf16_tile_read_in_another_role_or_k_is_formed_again() {
         // Square tiles, so each can be A or B: K = 16, then K = 15 (odd: widened, not paired).

@@ -59,16 +59,16 @@ use std::fmt;
 /// `avx2` or `portable` allows that path and the ones after it in this enum's order (so
 /// `AMX_EMULATOR_KERNELS=avx2` on an AVX-512 CPU runs what an AVX2-only CPU runs). Every path
 /// computes the same bits; only the speed differs. Unset, empty, `auto` or not understood, it
-/// caps nothing. `avx512` also keeps the bf16 block kernels on FMAs where the CPU could run
-/// them on VDPBF16PS (see [`KernelPath::Avx512`]); `avx512-bf16` allows that too.
+/// caps nothing. `avx512` also keeps the bf16 products on FMAs where the CPU could run them
+/// on VDPBF16PS (see [`KernelPath::Avx512`]); `avx512-bf16` allows that too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum KernelPath {
     /// AVX-512 kernels: VPDPBUSD (AVX-512 VNNI) for the integer products, VFMADD231PS on
     /// 512-bit vectors under an AMX-like MXCSR for the floating-point ones. On a CPU with
-    /// AVX512_BF16 whose VDPBF16PS passes a check at start-up, the bf16 products of 2x2 blocks
-    /// and rows of tiles (the GEMM's) run VDPBF16PS instead, two k-steps of a lane per
-    /// instruction, with the same bits.
+    /// AVX512_BF16 whose VDPBF16PS passes a check at start-up, the bf16 products (of 2x2 blocks
+    /// and rows of tiles, the GEMM's, and single instructions with an even K) run VDPBF16PS
+    /// instead, two k-steps of a lane per instruction, with the same bits.
     Avx512,
     /// The integer products only, on CPUs with AVX-VNNI but not AVX-512 VNNI: VPDPBUSD on
     /// 256-bit vectors (VEX encoding). Such CPUs run the floating-point products on
@@ -446,11 +446,10 @@ pub(crate) fn float_path() -> KernelPath {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
 const PAIRS_RANK: u8 = 4;
 
-/// Whether the AVX-512 bf16 kernels run VDPBF16PS, the block and row kernels (the GEMM's)
-/// among them, two k-steps
-/// per instruction ([`pairs`]): on the AVX-512 float path, where the CPU has AVX512_BF16 and
-/// its VDPBF16PS passes the check at start-up, unless [`KERNELS_ENV`] caps the kernels at
-/// `avx512` or below. Decided on first use. Single instructions run it too where the emulator
+/// Whether the AVX-512 bf16 kernels run VDPBF16PS, two k-steps per instruction ([`pairs`]),
+/// the block and row kernels (the GEMM's) among them: on the AVX-512 float path, where the CPU
+/// has AVX512_BF16 and its VDPBF16PS passes the check at start-up, unless [`KERNELS_ENV`] caps
+/// the kernels at `avx512` or below. Decided on first use. Single instructions run it too where the emulator
 /// keeps their operands re-paired and K is even ([`reads_paired`]).
 #[inline]
 pub(crate) fn bf16_pairs() -> bool {
