@@ -55,7 +55,7 @@ pub(super) fn float_available() -> bool {
     }
 }
 
-/// Whether the bf16 block kernels may run VDPBF16PS, two k-steps per instruction
+/// Whether the bf16 kernels may run VDPBF16PS, two k-steps per instruction
 /// ([`super::pairs`]): the float path's own conditions ([`float_available`]), AVX512BW (the
 /// operands are re-paired with 16-bit permutes and blends), AVX512_BF16, and the CPU's
 /// VDPBF16PS agreeing with two `fma32` steps ([`super::pairs::self_check`]). Checked once per
