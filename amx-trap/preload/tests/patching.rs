@@ -98,3 +98,32 @@ fn patching_off_leaves_the_code_alone() {
     let on = Program::preloaded(&prog, &["bytes"]).run();
     assert!(on.ok(), "{on}");
 }
+
+/// The program's stack an AMX instruction costs under the library (`tests/c/stack.c`), the
+/// silicon's being none: a patched site's frame, vector save area and engine frames, and a
+/// trapped one's kernel signal frame, each under 16 KiB (amx-trap/README.md gives the measured
+/// figures), so that a thread or coroutine with a small stack keeps its margin.
+#[test]
+fn an_instruction_costs_a_bounded_part_of_the_programs_stack() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("stack.c", &[]) else {
+        return;
+    };
+    for patch in ["1", "0"] {
+        let run = Program::preloaded(&prog, &[])
+            .env("AMX_TRAP_PATCH", patch)
+            .run();
+        assert!(run.ok(), "AMX_TRAP_PATCH={patch}: {run}");
+        let bytes: usize = run
+            .line("steady state:")
+            .trim_end_matches(" bytes")
+            .parse()
+            .unwrap_or(usize::MAX);
+        assert!(
+            bytes <= 16 * 1024,
+            "AMX_TRAP_PATCH={patch}: {bytes} bytes of the program's stack: {run}"
+        );
+    }
+}
