@@ -34,7 +34,7 @@ use core::arch::x86_64::{
 };
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::AtomicU8;
 
 use super::{exact, get_dword, set_dword, Half, Widened, DWORDS, ROWS};
 
@@ -48,27 +48,18 @@ pub(super) fn int8_available() -> bool {
 /// all three), and DAZ/FTZ behaving as section 10 needs (checked once per process).
 #[inline]
 pub(super) fn float_available() -> bool {
-    // 0: not checked yet, 1: usable, 2: not usable.
     static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let ok = std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-                && super::daz_ftz_self_check(|c, a, b, m, n, k| {
-                    // SAFETY: AVX2, FMA and F16C were detected just before (`&&`
-                    // short-circuits).
-                    unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
-                })
-                // SAFETY: as above.
-                && unsafe { fp16_widened_under_daz() };
-            // Racing threads compute the same answer; storing it twice is harmless.
-            STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-            ok
-        }
-    }
+    super::decided_once(&STATE, || {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+            && super::daz_ftz_self_check(|c, a, b, m, n, k| {
+                // SAFETY: AVX2, FMA and F16C were detected just before (`&&` short-circuits).
+                unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
+            })
+            // SAFETY: as above.
+            && unsafe { fp16_widened_under_daz() }
+    })
 }
 
 /// Whether the block kernel's own fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),

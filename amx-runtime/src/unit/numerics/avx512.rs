@@ -21,7 +21,7 @@ use core::arch::x86_64::{
     _mm512_unpacklo_epi64, _mm512_xor_si512, _mm_prefetch, _CMP_UNORD_Q, _MM_HINT_T0,
 };
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::AtomicU8;
 
 use super::{exact, get_dword, Half, Widened, DWORDS, ROWS};
 
@@ -36,23 +36,14 @@ pub(super) fn int8_available() -> bool {
 /// needs (checked once per process by `super::daz_ftz_self_check`).
 #[inline]
 pub(super) fn float_available() -> bool {
-    // 0: not checked yet, 1: usable, 2: not usable.
     static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let ok = std::arch::is_x86_feature_detected!("avx512f")
-                && super::daz_ftz_self_check(|c, a, b, m, n, k| {
-                    // SAFETY: the CPU supports AVX-512F (checked just before, `&&`
-                    // short-circuits).
-                    unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
-                });
-            // Racing threads compute the same answer; storing it twice is harmless.
-            STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-            ok
-        }
-    }
+    super::decided_once(&STATE, || {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && super::daz_ftz_self_check(|c, a, b, m, n, k| {
+                // SAFETY: the CPU supports AVX-512F (checked just before, `&&` short-circuits).
+                unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
+            })
+    })
 }
 
 /// Whether the bf16 kernels may run VDPBF16PS, two k-steps per instruction
@@ -62,25 +53,17 @@ pub(super) fn float_available() -> bool {
 /// process.
 #[inline]
 pub(super) fn pairs_available() -> bool {
-    // 0: not checked yet, 1: usable, 2: not usable.
     static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let ok = float_available()
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512bf16")
-                && super::pairs::self_check(|acc, a, b| {
-                    // SAFETY: the CPU supports AVX-512F and AVX512_BF16 (checked just before,
-                    // `&&` short-circuits).
-                    unsafe { dpbf16_lanes(acc, a, b) }
-                });
-            // Racing threads compute the same answer; storing it twice is harmless.
-            STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-            ok
-        }
-    }
+    super::decided_once(&STATE, || {
+        float_available()
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512bf16")
+            && super::pairs::self_check(|acc, a, b| {
+                // SAFETY: the CPU supports AVX-512F and AVX512_BF16 (checked just before, `&&`
+                // short-circuits).
+                unsafe { dpbf16_lanes(acc, a, b) }
+            })
+    })
 }
 
 /// One VDPBF16PS on 16 lanes, under [`MXCSR_AMX`] as the kernels run it: `acc` plus the

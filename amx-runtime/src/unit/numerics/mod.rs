@@ -441,6 +441,22 @@ pub(crate) fn float_path() -> KernelPath {
     path
 }
 
+/// `decide()`, computed on the first call for `state` and kept there (0: not decided yet, 1:
+/// true, 2: false): the answer to a question about the CPU that does not change while the
+/// process runs. Racing threads compute the same answer; storing it twice is harmless.
+#[inline]
+fn decided_once(state: &AtomicU8, decide: impl FnOnce() -> bool) -> bool {
+    match state.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let yes = decide();
+            state.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
 /// The rank [`KERNELS_ENV`] gives the bf16 kernels on VDPBF16PS, above AVX-512's: the value
 /// `avx512` caps the bf16 products at the FMA kernels, `avx512-bf16` (or no cap) allows both.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // one path there
@@ -453,23 +469,15 @@ const PAIRS_RANK: u8 = 4;
 /// keeps their operands re-paired and K is even ([`reads_paired`]).
 #[inline]
 pub(crate) fn bf16_pairs() -> bool {
-    // 0: not decided yet, 1: yes, 2: no.
     static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            #[cfg(target_arch = "x86_64")]
-            let yes = float_path() == KernelPath::Avx512
-                && kernel_cap() >= PAIRS_RANK
-                && avx512::pairs_available();
-            #[cfg(not(target_arch = "x86_64"))]
-            let yes = false;
-            // Racing threads decide the same; storing twice is harmless.
-            STATE.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
-            yes
-        }
-    }
+    decided_once(&STATE, || {
+        #[cfg(target_arch = "x86_64")]
+        return float_path() == KernelPath::Avx512
+            && kernel_cap() >= PAIRS_RANK
+            && avx512::pairs_available();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
 }
 
 /// Runs a floating-point kernel on the cases where hardware DAZ/FTZ could plausibly differ from
