@@ -39,7 +39,7 @@ fn a_thread_without_address_space_takes_a_reserved_slot() {
     assert!(run.stdout.contains("the thread ran"), "{run}");
 }
 
-/// With the reserve used up (`AMX_TRAP_RESERVE=0` here), a thread whose state cannot be mapped
+/// With the reserve used up (`AMX_TRAP_RESERVE=0` in this test), a thread whose state cannot be mapped
 /// gets the SIGSEGV Linux gives a thread whose AMX state it cannot allocate, and the report
 /// says why.
 #[test]
