@@ -1056,14 +1056,8 @@ pub(super) unsafe fn row_fast<const FP16: bool>(
     pairs: bool,
 ) -> bool {
     let mut cols = Columns::of_row(c);
-    if !FP16 && pairs {
-        // SAFETY: forwarded from this function's contract (with `pairs`, the CPU passed
-        // pairs_available).
-        unsafe { paired_steps::<1>(&mut cols, a, b, steps) };
-    } else {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { fused_steps::<FP16, 1>(&mut cols, a, b, steps) };
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { fused_steps::<FP16, 1>(&mut cols, a, b, steps, pairs) };
     if cols.any_nan() {
         return false;
     }
@@ -1098,9 +1092,9 @@ unsafe fn row_exact(
 
 /// [`dot_2x2_half`] when no lane of C is a NaN at the end, for one format (`FP16` or bf16, so
 /// that the conversion has no branch): each step converted, then run in place, with no NaN
-/// test per step; bf16 with `pairs` on VDPBF16PS ([`paired_steps`]), else on FMAs
-/// ([`fused_steps`]). Returns `false`, with `c` untouched, when a lane ends in a NaN: then
-/// [`half_block_exact`] redoes the block.
+/// test per step; bf16 with `pairs` on VDPBF16PS, else on FMAs ([`fused_steps`]). Returns
+/// `false`, with `c` untouched, when a lane ends in a NaN: then [`half_block_exact`] redoes the
+/// block.
 ///
 /// Why one test at the end is enough: a NaN lane stays a NaN through every later step (C +
 /// x is a NaN when C is one), so a block without a NaN at the end had none after any step, and
@@ -1121,14 +1115,8 @@ pub(super) unsafe fn half_block_fast<const FP16: bool>(
     pairs: bool,
 ) -> bool {
     let mut cols = Columns::of(c);
-    if !FP16 && pairs {
-        // SAFETY: forwarded from this function's contract (with `pairs`, the CPU passed
-        // pairs_available).
-        unsafe { paired_steps::<2>(&mut cols, a, b, steps) };
-    } else {
-        // SAFETY: forwarded from this function's contract.
-        unsafe { fused_steps::<FP16, 2>(&mut cols, a, b, steps) };
-    }
+    // SAFETY: forwarded from this function's contract.
+    unsafe { fused_steps::<FP16, 2>(&mut cols, a, b, steps, pairs) };
     if cols.any_nan() {
         return false;
     }
@@ -1138,12 +1126,14 @@ pub(super) unsafe fn half_block_fast<const FP16: bool>(
 
 /// The k-loop of [`half_block_fast`] (`H` = 2 rows of tiles) and [`row_fast`] (`H` = 1): per
 /// step, B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two converted
-/// (`FP16` or bf16, so that the conversion has no branch), then one [`block_kernel`] pass in
-/// place on the first `16 H` rows of each column of `cols`. Stops at the first step that does
-/// not lie inside the operands.
+/// (`FP16` or bf16, so that the conversion has no branch) or, bf16 with `pairs`, re-paired
+/// ([`pair_step`]), then one [`block_kernel`] pass in place on the first `16 H` rows of each
+/// column of `cols`, on FMAs or VDPBF16PS. Stops at the first step that does not lie inside
+/// the operands.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; `H` is 1 or 2.
+/// The CPU must support AVX-512F, and AVX512BW and AVX512_BF16 with `pairs`
+/// ([`pairs_available`]); `H` is 1 or 2.
 #[inline]
 #[target_feature(enable = "avx512f")]
 unsafe fn fused_steps<const FP16: bool, const H: usize>(
@@ -1151,25 +1141,43 @@ unsafe fn fused_steps<const FP16: bool, const H: usize>(
     a: (&[u8], usize),
     b: (&[u8], usize),
     steps: usize,
+    pairs: bool,
 ) {
     let half = if FP16 { Half::Fp16 } else { Half::Bf16 };
+    let pairs = pairs && !FP16;
     // Written by each step's conversion before the kernel reads it, never zero-filled (a zero
     // fill would cost as many stores as the conversion). With one row of tiles, rows 16..32 of
-    // each half of A's part are never written nor read.
+    // each half of A's part are never written nor read; re-paired operands take the first
+    // half of the buffer ([`Paired`]).
     let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
     for s in 0..steps {
         if s + PREFETCH_AHEAD < steps {
             super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
         }
-        if !convert_step::<H>(&mut ops, a, b, s, half) {
+        let ready = if pairs {
+            ops.first_chunk_mut::<{ 4 * ROWS }>().is_some_and(|paired| {
+                // SAFETY: with `pairs` the CPU has AVX512BW (this function's contract).
+                unsafe { pair_step::<H>(paired, a, b, s) }
+            })
+        } else {
+            convert_step::<H>(&mut ops, a, b, s, half)
+        };
+        if !ready {
             break;
         }
-        let cp = cols.0.as_mut_ptr();
-        // SAFETY: `ops` holds the step converted just now, all that `H * ROWS / 4` row groups
-        // read (A's rows 0..16 H of each half, all of B's); `cols` is 4096 bytes, read and
+        let (op, cp) = (ops.as_ptr().cast(), cols.0.as_mut_ptr());
+        // SAFETY: `ops` holds the step converted or re-paired just now, all that `H * ROWS / 4`
+        // row groups read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and
         // written in place (the kernel allows it), and nothing else accesses these buffers
-        // during the call. The CPU supports AVX-512F (this function's contract).
-        unsafe { block_kernel::<false>(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
+        // during the call. The CPU supports AVX-512F, and AVX512_BF16 with `pairs` (this
+        // function's contract).
+        unsafe {
+            if pairs {
+                block_kernel::<true>(op, cp, cp, H * ROWS / 4);
+            } else {
+                block_kernel::<false>(op, cp, cp, H * ROWS / 4);
+            }
+        }
     }
 }
 
@@ -1490,42 +1498,6 @@ fn pair_step<const H: usize>(
         }
     }
     true
-}
-
-/// The k-loop of the bf16 block and row kernels on VDPBF16PS ([`pairs_available`]): per step,
-/// B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two re-paired
-/// ([`pair_step`]), then one [`block_kernel`]`::<true>` pass in place on the first `16 H` rows
-/// of each column of `cols`. The same bits as [`fused_steps`] on every lane that does not end
-/// in a NaN, with half the multiply instructions. Stops at the first step that does not lie
-/// inside the operands.
-///
-/// # Safety
-/// The CPU must support AVX-512F, AVX512BW and AVX512_BF16; `H` is 1 or 2.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn paired_steps<const H: usize>(
-    cols: &mut Columns,
-    a: (&[u8], usize),
-    b: (&[u8], usize),
-    steps: usize,
-) {
-    // Written by each step's re-pairing before the kernel reads it, never zero-filled. With
-    // one row of tiles, A's rows 16..32 are never written nor read.
-    let mut ops = [MaybeUninit::<__m512i>::uninit(); 4 * ROWS];
-    for s in 0..steps {
-        if s + PREFETCH_AHEAD < steps {
-            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
-        }
-        if !pair_step::<H>(&mut ops, a, b, s) {
-            break;
-        }
-        let cp = cols.0.as_mut_ptr();
-        // SAFETY: `ops` holds the step re-paired just now, all that `H * ROWS / 4` row groups
-        // read (A's rows 0..16 H, all of B's); `cols` is 4096 bytes, read and written in
-        // place (the kernel allows it), and nothing else accesses these buffers during the
-        // call. The CPU supports AVX-512F and AVX512_BF16 (this function's contract).
-        unsafe { block_kernel::<true>(ops.as_ptr().cast(), cp, cp, H * ROWS / 4) };
-    }
 }
 
 /// The even and odd elements of each dword of `x`, as fp32 bit patterns.

@@ -778,14 +778,20 @@ fn kernel_cap_values() {
     assert!(rank(KernelPath::Avx512) < PAIRS_RANK);
 }
 
-/// The bf16 kernels run VDPBF16PS exactly where the float path is AVX-512, the cap allows them
-/// and the CPU passed the check.
+/// The bf16 kernels run VDPBF16PS exactly where the float path is AVX-512, the cap allows them,
+/// the CPU has AVX512BW and AVX512_BF16, and its VDPBF16PS agrees with two `fma32` steps on the
+/// check's lanes, run again here.
 #[test]
 fn bf16_pairs_follow_the_path_the_cap_and_the_check() {
     #[cfg(target_arch = "x86_64")]
     let want = float_path() == KernelPath::Avx512
         && kernel_cap() >= PAIRS_RANK
-        && avx512::pairs_available();
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512bf16")
+        && pairs::self_check(|acc, a, b| {
+            // SAFETY: AVX-512F (the float path) and AVX512_BF16 were found just before.
+            unsafe { avx512::dpbf16_lanes(acc, a, b) }
+        });
     #[cfg(not(target_arch = "x86_64"))]
     let want = false;
     assert_eq!(bf16_pairs(), want);
