@@ -464,18 +464,13 @@ pub(super) unsafe fn dot_half_widened(
     }
 }
 
-/// Steps of a floating-point block per [`float_kernel`] call (one MXCSR switch): 32 jobs of
-/// 64 bytes on the stack.
-const FLOAT_CHUNK: usize = 8;
-
 /// A 2x2 block of floating-point products over `steps` k-steps (see `super::block`), when no
 /// lane of C is a NaN at the end: per step, A0, A1, B0 and B1 widened once each (the
 /// instruction by instruction path widens each twice), by the kernel itself while it computes
-/// the step before (see [`Job`]), and the products of [`FLOAT_CHUNK`] steps run by one kernel
-/// call, under one MXCSR switch, with C updated in place and no NaN test per row. Returns
-/// `false`, with `c` untouched, when a lane ends in a NaN (or a step lies outside the
-/// operands): the caller then runs the instructions one by one, whose NaN lanes the exact
-/// model recomputes. One test at the end suffices: a NaN lane stays one through every later
+/// the step before (see [`Job`]), and each step's products run by one kernel call, with C
+/// updated in place and no NaN test per row. Returns `false`, with `c` untouched, when a lane
+/// ends in a NaN (or a step lies outside the operands): the caller then runs the
+/// instructions one by one, whose NaN lanes the exact model recomputes. One test at the end suffices: a NaN lane stays one through every later
 /// step, and on the other lanes the kernel is exact (see [`dot_half`]).
 ///
 /// # Safety
@@ -585,62 +580,57 @@ unsafe fn half_block(
             unsafe { widen_into(t, half, slot(0, i)) };
         }
     }
-    let mut jobs = [NO_JOB; 4 * FLOAT_CHUNK];
-    for s0 in (0..steps).step_by(FLOAT_CHUNK) {
-        let chunk = FLOAT_CHUNK.min(steps - s0);
-        // One prefetch per line of the next chunk's B, while this chunk computes: where M is
-        // small B streams from memory, and without them it arrives late (see
-        // `super::block::prefetch_b_step`). All at once, before the kernel call: the chunk's
-        // arithmetic is that one asm call, with nowhere to spread them, and a chunk takes
-        // microseconds, far longer than memory's latency (two chunks ahead measured the same).
-        for s in s0 + chunk..steps.min(s0 + chunk + FLOAT_CHUNK) {
-            super::block::prefetch_b_step(b, b_step, s);
-        }
-        for j in 0..chunk {
-            let s = s0 + j;
-            let next = match s + 1 < steps {
-                true => match step_tiles(s + 1) {
-                    Some(next) => next,
+    for s in 0..steps {
+        // B's lines of a step ahead, into L2: this call widens step s + 1's tiles, so the
+        // one after it is the next whose B is not yet on its way (see
+        // `super::block::prefetch_b_step`). One step per kernel call, so that the prefetches
+        // spread over the k-loop (a call per 8 steps, with the next 8 steps' lines asked for
+        // at once into L2, was 0.67x as fast at M = 16, where B streams from memory; an MXCSR
+        // switch per step costs nothing measurable).
+        super::block::prefetch_b_step(b, b_step, s + 1 + super::block::B_LEAD);
+        let next = match s + 1 < steps {
+            true => match step_tiles(s + 1) {
+                Some(next) => next,
+                None => return false,
+            },
+            false => [None; 4],
+        };
+        // The next step's tiles, one per job (the row block's third on its first job).
+        let widen = |i: usize| match next.get(i).copied().flatten() {
+            Some(t) => ToWiden {
+                tile: t.as_ptr(),
+                into: slot(s + 1, i).cast(),
+            },
+            None => NOTHING,
+        };
+        let mut jobs = [NO_JOB; 4];
+        for (t, job) in jobs.iter_mut().enumerate().take(tiles) {
+            // In step order for each tile of C, as the instructions run.
+            let second = if t == 0 && tiles == 2 { 2 } else { 4 };
+            // A missing prepared tile declines the block: `c` is still untouched.
+            let a = match &prepared {
+                Some(p) => match p.tile(s, t / 2) {
+                    Some(w) => w as *const Widened,
                     None => return false,
                 },
-                false => [None; 4],
+                None => slot(s, t / 2).cast_const(),
             };
-            // The next step's tiles, one per job (the row block's third on its first job).
-            let widen = |i: usize| match next.get(i).copied().flatten() {
-                Some(t) => ToWiden {
-                    tile: t.as_ptr(),
-                    into: slot(s + 1, i).cast(),
-                },
-                None => NOTHING,
+            *job = Job {
+                a: a.cast(),
+                b: slot(s, heights + t % 2).cast(),
+                c: base.wrapping_add(t * 1024),
+                out: base.wrapping_add(t * 1024),
+                widen: [widen(t), widen(second)],
             };
-            for t in 0..tiles {
-                // In step order for each tile of C, as the instructions run.
-                let second = if t == 0 && tiles == 2 { 2 } else { 4 };
-                // A missing prepared tile declines the block: `c` is still untouched.
-                let a = match &prepared {
-                    Some(p) => match p.tile(s, t / 2) {
-                        Some(w) => w as *const Widened,
-                        None => return false,
-                    },
-                    None => slot(s, t / 2).cast_const(),
-                };
-                jobs[tiles * j + t] = Job {
-                    a: a.cast(),
-                    b: slot(s, heights + t % 2).cast(),
-                    c: base.wrapping_add(t * 1024),
-                    out: base.wrapping_add(t * 1024),
-                    widen: [widen(t), widen(second)],
-                };
-            }
         }
-        // SAFETY: every job of the chunk names two widened operands of its step, written by
-        // `widen_into` (step 0) or by the jobs of the step before, or (A) a prepared tile,
-        // borrowed for the call and written by no one, and a tile of `out`, read
-        // then written in place (allowed), 16 rows and 16 k steps; it widens tiles of the next
-        // step, inside `a` and `b` (`step_tiles` checked them), into that step's slots, which
-        // no job of its own step reads; nothing else touches them during the call. The CPU
-        // supports AVX2, FMA and F16C (this function's contract).
-        unsafe { float_kernel(&jobs[..tiles * chunk], ROWS, ROWS / FLOAT_GROUP, half) };
+        // SAFETY: every job names two widened operands of step s, written by `widen_into`
+        // (step 0) or by the jobs of the step before, or (A) a prepared tile, borrowed for the
+        // call and written by no one, and a tile of `out`, read then written in place
+        // (allowed), 16 rows and 16 k steps; it widens tiles of step s + 1, inside `a` and `b`
+        // (`step_tiles` checked them), into that step's slots, which no job of step s reads;
+        // nothing else touches them during the call. The CPU supports AVX2, FMA and F16C
+        // (this function's contract).
+        unsafe { float_kernel(&jobs[..tiles], ROWS, ROWS / FLOAT_GROUP, half) };
     }
     let any_nan = out[..tiles].iter().any(|t| {
         (0..ROWS).any(|r| nan_lanes([load_half_row(t, r, 0), load_half_row(t, r, 1)]) != 0)
@@ -1028,9 +1018,10 @@ macro_rules! float_kernel_asm {
 /// The whole computation, MXCSR switch and restore included, is one asm block: the compiler
 /// never sees a floating-point operation while MXCSR differs from its default, and the
 /// caller's MXCSR (control bits and sticky flags) is restored before the block ends. A block
-/// of products passes all the jobs of several steps at once: each switch of MXCSR waits for
-/// the floating-point work before it, and a switch per product cost the block kernel several
-/// percent of its time.
+/// of products passes all the jobs of a step at once: each switch of MXCSR waits for the
+/// floating-point work before it, and a switch per product cost the block kernel several
+/// percent of its time (a switch per step of a 2x2 block measures the same as one per 8
+/// steps).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C. `groups <= 4`, `k <= 16`; for each job, `a` and

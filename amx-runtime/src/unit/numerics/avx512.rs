@@ -995,18 +995,12 @@ pub(super) unsafe fn dot_2x2_half(
     }
 }
 
-/// K-steps ahead of the one it computes that a float block kernel asks for B's lines (see
-/// `super::block::prefetch_b_step`): one step's 32 lines per step, spread over the k-loop. A
-/// step takes a few hundred ns even on one row of tiles, so four steps ahead cover the
-/// latency of memory, and 8 KiB in flight stay well inside L1 (eight ahead was no faster).
-const PREFETCH_AHEAD: usize = 4;
-
 /// [`block_kernel`]'s row groups (four rows of A each) for a 2x2 block: both A tiles.
 const BLOCK_GROUPS: usize = 2 * ROWS / 4;
 
 /// One row of a 2x2 block of floating-point products: `C[w] += A x Bw` for `w` in 0, 1 and
 /// each step in order, A's step one tile at `s * a_step`, B's two, with the bits of
-/// [`dot_half`] run product by product; B's steps are prefetched [`PREFETCH_AHEAD`] ahead: a
+/// [`dot_half`] run product by product; B's steps are prefetched a step ahead: a
 /// GEMM with M = 16 runs this, and reads each byte of B once. Stops at the first step that
 /// does not lie inside the operands.
 ///
@@ -1125,7 +1119,7 @@ pub(super) unsafe fn half_block_fast<const FP16: bool>(
 }
 
 /// The k-loop of [`half_block_fast`] (`H` = 2 rows of tiles) and [`row_fast`] (`H` = 1): per
-/// step, B's lines [`PREFETCH_AHEAD`] steps on asked for, A's `H` tiles and B's two converted
+/// step, B's lines a step on asked for, A's `H` tiles and B's two converted
 /// (`FP16` or bf16, so that the conversion has no branch) or, bf16 with `pairs`, re-paired
 /// ([`pair_step`]), then one [`block_kernel`] pass in place on the first `16 H` rows of each
 /// column of `cols`, on FMAs or VDPBF16PS. Stops at the first step that does not lie inside
@@ -1151,9 +1145,9 @@ unsafe fn fused_steps<const FP16: bool, const H: usize>(
     // half of the buffer ([`Paired`]).
     let mut ops = [MaybeUninit::<__m512i>::uninit(); 8 * ROWS];
     for s in 0..steps {
-        if s + PREFETCH_AHEAD < steps {
-            super::block::prefetch_b_step(b.0, b.1, s + PREFETCH_AHEAD);
-        }
+        // B's lines of a step ahead, into L2: this iteration's conversion reads step s's,
+        // so step s + 1 is the next not yet on its way (see `super::block::prefetch_b_step`).
+        super::block::prefetch_b_step(b.0, b.1, s + super::block::B_LEAD);
         let ready = if pairs {
             ops.first_chunk_mut::<{ 4 * ROWS }>().is_some_and(|paired| {
                 // SAFETY: with `pairs` the CPU has AVX512BW (this function's contract).

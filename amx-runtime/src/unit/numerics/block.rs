@@ -68,29 +68,44 @@ pub(super) fn tile(x: &[u8], step: usize, s: usize, h: usize) -> Option<&[u8; 10
 }
 
 /// Asks for every 64-byte line of B's two tiles of step `s` (the `step`-strided operand `x`)
-/// to be brought into L1 ahead of use; nothing when the step lies outside `x`.
+/// to be brought into L2 ahead of use; nothing when the step lies outside `x`.
 ///
-/// The float block kernels call it for steps ahead of the one they compute. When M is small
-/// (a GEMM with M = 16 or 32 reads each byte of packed B once, and with N = K = 4096 bf16 B is
-/// 32 MiB, more than L3), B streams from memory, but each 4 KiB page of it (two steps) takes
-/// the kernel so long that the out-of-order window never reaches the next page in time, and
-/// the hardware prefetchers stop at page boundaries: on a Zen 5-class core the AVX2 kernel
-/// read B at 4-9 GB/s without the prefetches, where a plain streaming read reaches about 49
-/// GB/s. A prefetch never faults and changes no result; the lines come from the checked
-/// tiles, so no address leaves `x`.
+/// The float block kernels call it once per step, for the step after the next one they read
+/// (see [`B_LEAD`]). When M is small (a GEMM with M = 16 or 32 reads each byte of packed B
+/// once, and with N = K = 4096 bf16 B is 32 MiB, more than L3), B streams from memory, but
+/// each 4 KiB page of it (two steps) takes the kernel so long that the out-of-order window
+/// never reaches the next page in time, and the hardware prefetchers stop at page
+/// boundaries: without prefetches the kernels read B at 3-9 GB/s, where a plain streaming
+/// read reaches 16-49 GB/s.
+///
+/// Why L2 (`PREFETCHT1`) and one step at a time: a step's operands and the kernels' own
+/// buffers (the widened or re-paired tiles of two steps, the C tiles) already fill most of a
+/// 32 KiB L1, and a burst of hundreds of L1 prefetches waits for L1's few miss buffers
+/// before the arithmetic can go on; lines in L2 reach L1 in time through the L1 prefetcher.
+/// On a Zen 4-class core, the AVX2 bf16 GEMM at 16 x 4096 x 4096 ran 1.8x as fast with one
+/// step's lines asked into L2 per kernel call than with the next 8 steps' asked into L1 at
+/// once, and the AVX-512 kernels 1.2-1.3x as fast with one step into L2 than with the fourth
+/// step ahead into L1 (BENCHMARKS.md). A prefetch never faults and changes no result; the
+/// lines come from the checked tiles, so no address leaves `x`.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "sse")]
 pub(super) fn prefetch_b_step(x: &[u8], step: usize, s: usize) {
-    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
     for w in 0..2 {
         if let Some(t) = tile(x, step, s, w) {
             for line in t.chunks_exact(64) {
-                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T1>(line.as_ptr().cast());
             }
         }
     }
 }
+
+/// Steps between the step whose B a float block kernel first reads next and the one
+/// [`prefetch_b_step`] asks for: one step of lead, a few hundred nanoseconds even on one row
+/// of tiles, far more than memory's latency. More lead was slower (2 to 7 steps: 0.8-0.94x
+/// as fast on a Zen 4-class core).
+pub(super) const B_LEAD: usize = 1;
 
 /// A block's A tiles widened ahead (see `crate::block::PreparedA`): tile `h` of step `s` is
 /// `tiles[first + s * stride + h]`.
