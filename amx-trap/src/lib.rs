@@ -72,6 +72,8 @@ mod patch;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod regs;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod resident;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod signals;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod slot;
@@ -508,6 +510,18 @@ mod linux {
     }
 
     pub(super) fn install(preload: bool) -> Result<(), InstallError> {
+        let installed = install_locked(preload);
+        // Outside the lock: `pin` takes the dynamic loader's lock, which a library's
+        // constructor calling `install` holds while it waits for this one. Before `install`
+        // returns, so before the program could close the library (a `dlclose` during the call
+        // would unmap the code running it, the program's own error).
+        if ACTIVE.load(Ordering::Acquire) {
+            crate::resident::pin();
+        }
+        installed
+    }
+
+    fn install_locked(preload: bool) -> Result<(), InstallError> {
         let _guard = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
         // The emulator's kernels are chosen by CPU detection, which runs `cpuid`: done here,
         // before CPUID faulting can be on.
