@@ -101,7 +101,7 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Ac
 /// called here, on the stack the kernel chose for the entry, with the mask the kernel would give
 /// it, and returns into the kernel's frame, whose `rt_sigreturn` resumes the context `uc` then
 /// describes. The kernel entered the entry with the program's own `SA_ONSTACK` for a wrapped
-/// signal; for one of the engine's four it always takes the alternate stack where there is one.
+/// signal; for one of the engine's five it always takes the alternate stack where there is one.
 /// Such a thread has never run an AMX instruction (its first one maps a slot), so there is no
 /// tile state to save or to reset for the handler.
 pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, sync: bool) {

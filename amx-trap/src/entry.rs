@@ -1,10 +1,11 @@
 //! The engine's signal handler: one entry for every signal it takes (its own SIGILL, SIGSEGV,
-//! SIGBUS and SIGTRAP, and, under the preload, every signal the program handles).
+//! SIGBUS, SIGTRAP and SIGSYS, and, under the preload, every signal the program handles).
 //!
 //! On entry it decides, with little stack (it may run on a program's small alternate stack):
 //!
 //! 1. A fault of the copy routine ([`crate::access`]): recorded, the routine resumed at its
-//!    recovery label. Nothing else happens.
+//!    recovery label. A seccomp filter's SIGSYS for one of the engine's own system calls
+//!    ([`crate::sys::issued_by_engine`]): the call fails with EPERM. Nothing else happens.
 //! 2. A signal that arrived while the engine works on this thread (its `nest` count, a patched
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
 //!    signal blocked in the interrupted context, so that the engine's work finishes first and
@@ -23,8 +24,9 @@
 //!
 //! The work stack is the slot's own: a signal handler of the program may run on an alternate
 //! stack of a few KiB, and executing an instruction needs more. While the engine works, every
-//! signal but SIGSEGV and SIGBUS is blocked (the copy routine's faults); a SIGSEGV or SIGBUS
-//! sent by a process meanwhile is held back (2).
+//! signal but SIGSEGV, SIGBUS (the copy routine's faults) and SIGSYS (a seccomp filter trapping
+//! the engine's own system calls) is blocked; such a signal sent by a process meanwhile is
+//! held back (2).
 
 use std::sync::atomic::Ordering;
 
@@ -97,15 +99,24 @@ pub(crate) fn si_code(info: &[u8; 128]) -> i32 {
     i32::from_le_bytes([info[8], info[9], info[10], info[11]])
 }
 
-/// Whether `sig` with `code` is a fault the CPU raised at the interrupted instruction (not one
-/// a process sent).
+/// Whether `sig` with `code` is a fault the CPU raised at the interrupted instruction, or a
+/// seccomp filter's SIGSYS for the system call it made (not one a process sent): the kernel
+/// forces these, blocked or ignored they end the process.
 pub(crate) fn synchronous(sig: i32, code: i32) -> bool {
     code > 0
         && matches!(
             sig,
-            libc::SIGILL | libc::SIGSEGV | libc::SIGBUS | libc::SIGTRAP | libc::SIGFPE
+            libc::SIGILL
+                | libc::SIGSEGV
+                | libc::SIGBUS
+                | libc::SIGTRAP
+                | libc::SIGFPE
+                | libc::SIGSYS
         )
 }
+
+/// `si_code` of a seccomp filter's SIGSYS (`SECCOMP_RET_TRAP`).
+const SYS_SECCOMP: i32 = 1;
 
 /// What the entry decides, on whatever stack the kernel chose.
 extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64) -> u64 {
@@ -123,6 +134,18 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             slot.nest.fetch_sub(1, Ordering::Relaxed);
         }
         uc.gregs[reg::RIP] = access::recover_at();
+        return 0;
+    }
+    // A seccomp filter trapping one of the engine's own system calls (SECCOMP_RET_TRAP): the
+    // program made no such call, and on the silicon its AMX instruction makes none, so the
+    // SIGSYS is not the program's. The call fails as a filter's refusal with an errno would
+    // (the kernel left RAX holding the call's number), and the engine goes on without it, as
+    // it does where a filter returns EPERM.
+    if sig == libc::SIGSYS && code == SYS_SECCOMP && crate::sys::issued_by_engine(rip) {
+        if let Some(slot) = slot {
+            slot.nest.fetch_sub(1, Ordering::Relaxed);
+        }
+        uc.gregs[reg::RAX] = (-i64::from(libc::EPERM)) as u64;
         return 0;
     }
     // The kernel refusing a thread's tile state while the engine primes it (out of memory in
@@ -352,20 +375,32 @@ pub(crate) enum Resume<'a> {
 /// kernel called in its middle), the signals blocked in the site's context stay for the site,
 /// whose exit unblocks them there (the fast path's held-back exit): the work returns none.
 pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
+    let sys = signals::bit(libc::SIGSYS);
     signals::block(signals::bit(libc::SIGSEGV) | signals::bit(libc::SIGBUS));
     let held = if slot.fast_frame.load(Ordering::Acquire) == 0 {
         slot.held_back.swap(0, Ordering::Relaxed)
     } else {
         0
     };
+    // SIGSYS stays unblocked while the others are raised, their system calls being the
+    // engine's own (a filter may trap them: see `sys::issued_by_engine`); the work is still
+    // counted, so a SIGSYS sent meanwhile is held back too, and raised last, once blocked.
     let deferred = slot.deferred.swap(0, Ordering::Relaxed);
+    raise(slot, deferred & !sys);
+    signals::block(sys);
+    let deferred = (deferred | slot.deferred.swap(0, Ordering::Relaxed)) & sys;
     slot.nest.store(0, Ordering::Relaxed);
+    raise(slot, deferred);
+    held
+}
+
+/// Raises again the signals of `deferred`, each with the siginfo kept for it.
+fn raise(slot: &Slot, deferred: u64) {
     for sig in 1..=64 {
         if deferred & signals::bit(sig) != 0 {
             signals::raise_here(sig, &slot.deferred_info(sig));
         }
     }
-    held
 }
 
 /// Delivers the signals held back while the engine worked to the program, at the boundary the

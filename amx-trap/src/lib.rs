@@ -13,10 +13,11 @@
 //! Two ways in:
 //!
 //! - **In-process**: [`install`] (or [`register`], which lets `AMX_BACKEND=trapped` install it
-//!   on first use). The engine takes SIGILL, SIGSEGV, SIGBUS and SIGTRAP; handlers the program
-//!   installed before are kept and receive what the kernel would send them. Install it after
-//!   the program's own handlers for those four, keep them unblocked where AMX code runs, and
-//!   open a [`HandlerScope`] in a handler of the program's that uses AMX.
+//!   on first use). The engine takes SIGILL, SIGSEGV, SIGBUS, SIGTRAP and SIGSYS (the last for
+//!   a seccomp filter that traps one of its own system calls); handlers the program installed
+//!   before are kept and receive what the kernel would send them. Install it after the
+//!   program's own handlers for those five, keep them unblocked where AMX code runs, and open
+//!   a [`HandlerScope`] in a handler of the program's that uses AMX.
 //! - **Preloaded** into any program: `libamx_trap_preload.so` (the `amx-trap-preload`
 //!   package), which also keeps every `sigaction`, mask and handler of the program's in front
 //!   of the engine, so that none of the above is needed. See the crate's README.
@@ -360,8 +361,8 @@ mod hook {
 /// reads the capabilities once, at that handle, and after a first handle made without the
 /// engine every handle refuses the new instructions (`UdReason::MissingFeature`). Where the preload library runs the process's engine already, that engine is the
 /// one the runtime uses, and this installs nothing. Install it after the program's own
-/// handlers of SIGILL, SIGSEGV, SIGBUS and SIGTRAP: the engine passes every one of those
-/// signals that is not its own to the action it replaced.
+/// handlers of SIGILL, SIGSEGV, SIGBUS, SIGTRAP and SIGSYS: the engine passes every one of
+/// those signals that is not its own to the action it replaced.
 pub fn install() -> Result<(), InstallError> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
@@ -549,7 +550,14 @@ mod linux {
             MODE.store(engine_mode, Ordering::Relaxed);
             MODEL.store(model.index(), Ordering::Relaxed);
             // The copy routine's faults first: the others' handling copies memory.
-            for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGTRAP] {
+            // SIGSYS next: the engine's own system calls may be trapped from here on.
+            for sig in [
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGSYS,
+                libc::SIGILL,
+                libc::SIGTRAP,
+            ] {
                 signals::take(sig).map_err(|errno| InstallError::Sigaction { errno })?;
             }
             ACTIVE.store(true, Ordering::Release);

@@ -1,17 +1,19 @@
 //! The kernel's signal table and masks as the engine drives them, and the program's actions it
 //! keeps for the signals it takes.
 //!
-//! The engine takes four signals for itself: SIGILL (every AMX instruction on a CPU without
+//! The engine takes five signals for itself: SIGILL (every AMX instruction on a CPU without
 //! AMX), SIGSEGV and SIGBUS (the faults of its copy routine, and with CPUID faulting every
-//! `cpuid`), SIGTRAP (the `int3` of a site being patched). For these the kernel's action is the
-//! engine's entry; the program's own action is kept here, and the engine delivers to it as the
-//! kernel would. Under the preload every other signal the program handles goes through the
+//! `cpuid`), SIGTRAP (the `int3` of a site being patched), SIGSYS (a seccomp filter trapping
+//! one of the engine's own system calls, which the program did not make). For these the
+//! kernel's action is the engine's entry; the program's own action is kept here, and the
+//! engine delivers to it as the kernel would. Under the preload every other signal the program handles goes through the
 //! entry too (*wrapped*), with the program's flags, so that its handler gets the INIT tile
 //! state and the interrupted state back on return, as on the silicon.
 //!
-//! Under the preload the program's signal masks are *virtualized* for the engine's four
-//! signals: the kernel never blocks them (an AMX instruction or a copy fault with SIGILL or
-//! SIGSEGV blocked would kill the process, where the silicon needs no signal), and each thread
+//! Under the preload the program's signal masks are *virtualized* for the engine's five
+//! signals: the kernel never blocks them (an AMX instruction, a copy fault or a trapped system
+//! call of the engine's with SIGILL, SIGSEGV or SIGSYS blocked would kill the process, where
+//! the silicon needs no signal), and each thread
 //! keeps the program's view of them (`tls::view`). Such a signal sent by a process while the
 //! program's view blocks it is kept pending by the engine and raised when the view unblocks it.
 //!
@@ -31,11 +33,16 @@ pub(crate) const fn bit(sig: i32) -> u64 {
 }
 
 /// The engine's own signals.
-pub const ENGINE: u64 =
-    bit(libc::SIGILL) | bit(libc::SIGSEGV) | bit(libc::SIGBUS) | bit(libc::SIGTRAP);
+pub const ENGINE: u64 = bit(libc::SIGILL)
+    | bit(libc::SIGSEGV)
+    | bit(libc::SIGBUS)
+    | bit(libc::SIGTRAP)
+    | bit(libc::SIGSYS);
 
-/// What the engine's entry blocks while it works: everything but the copy routine's faults.
-pub(crate) const ENTRY_MASK: u64 = !(bit(libc::SIGSEGV) | bit(libc::SIGBUS));
+/// What the engine's entry blocks while it works: everything but the copy routine's faults
+/// and the SIGSYS of a seccomp filter that traps one of the engine's own system calls (blocked,
+/// the kernel would end the process with it: see `sys::issued_by_engine`).
+pub(crate) const ENTRY_MASK: u64 = !(bit(libc::SIGSEGV) | bit(libc::SIGBUS) | bit(libc::SIGSYS));
 
 /// `SA_RESTORER`.
 pub(crate) const SA_RESTORER: u64 = 0x0400_0000;
@@ -81,6 +88,24 @@ pub(crate) fn rt_sigaction(
     let old = old.map_or(0, |o| o as *mut KAction as u64);
     // SAFETY: both pointers are null or live KActions of the kernel's layout.
     let rc = unsafe { sys::call(libc::SYS_rt_sigaction, &[sig as u64, act, old, 8]) };
+    sys::check(rc).map(|_| ())
+}
+
+/// [`rt_sigaction`] made for the program (its `sigaction`, through the preload): a seccomp
+/// filter's SIGSYS for it is the program's (see `sys::program_call6`).
+fn program_rt_sigaction(sig: i32, act: &KAction) -> Result<(), i32> {
+    // SAFETY: a live KAction of the kernel's layout; no old action asked for.
+    let rc = unsafe {
+        sys::program_call6(
+            libc::SYS_rt_sigaction,
+            sig as u64,
+            act as *const KAction as u64,
+            0,
+            8,
+            0,
+            0,
+        )
+    };
     sys::check(rc).map(|_| ())
 }
 
@@ -281,7 +306,7 @@ pub(crate) fn catch_up(sig: i32) {
     if let Some(e) = entry(sig) {
         let program = Action::from_kernel(&now);
         store(e, program, OWNED);
-        let _ = rt_sigaction(sig, Some(&entry_action(&program, true)), None);
+        let _ = rt_sigaction(sig, Some(&entry_action(sig, &program, true)), None);
     }
 }
 
@@ -301,13 +326,18 @@ const MIRRORED: u64 = (libc::SA_RESTART
     | libc::SA_ONSTACK
     | libc::SA_RESETHAND) as u64;
 
-/// The kernel's action that puts the entry in front of `program`.
-fn entry_action(program: &Action, own: bool) -> KAction {
+/// The kernel's action that puts the entry in front of `program`, for `sig`.
+fn entry_action(sig: i32, program: &Action, own: bool) -> KAction {
     let mut flags = program.flags & MIRRORED;
     if own {
         // The engine needs its signals whatever the program asked: on the alternate stack
         // where there is one (an instruction may execute with little stack left), never reset.
         flags = (flags | libc::SA_ONSTACK as u64) & !(libc::SA_RESETHAND as u64);
+    }
+    if own && sig == libc::SIGSYS {
+        // Not blocked while the entry handles a SIGSYS either: its work may make system calls
+        // a filter traps (the program's handler gets the program's mask all the same).
+        flags |= libc::SA_NODEFER as u64;
     }
     KAction {
         handler: crate::entry::handler() as u64,
@@ -332,7 +362,7 @@ pub(crate) fn take(sig: i32) -> Result<(), i32> {
         kernel_action(sig).map_or(Action::DEFAULT, |k| Action::from_kernel(&k))
     };
     store(e, before, OWNED);
-    if let Err(errno) = rt_sigaction(sig, Some(&entry_action(&before, true)), None) {
+    if let Err(errno) = rt_sigaction(sig, Some(&entry_action(sig, &before, true)), None) {
         store(e, before, NONE);
         return Err(errno);
     }
@@ -364,10 +394,10 @@ pub fn set_program_action(
     let state = e.state.load(Ordering::Acquire);
     if state == OWNED {
         store(e, *action, OWNED);
-        rt_sigaction(sig, Some(&entry_action(action, true)), None)?;
+        program_rt_sigaction(sig, &entry_action(sig, action, true))?;
     } else if wrap && action.is_handler() {
         store(e, *action, WRAPPED);
-        rt_sigaction(sig, Some(&entry_action(action, false)), None)?;
+        program_rt_sigaction(sig, &entry_action(sig, action, false))?;
     } else {
         forward()?;
         e.state.store(NONE, Ordering::Release);
@@ -463,17 +493,23 @@ struct Pending {
     thread_info: [[AtomicU64; 16]; 64],
 }
 
-static PENDING: [Pending; 4] = [const {
+static PENDING: [Pending; 5] = [const {
     Pending {
         process: AtomicBool::new(false),
         process_info: [const { AtomicU64::new(0) }; 16],
         threads: [const { AtomicI32::new(0) }; 64],
         thread_info: [const { [const { AtomicU64::new(0) }; 16] }; 64],
     }
-}; 4];
+}; 5];
 
 /// The engine's signals, in the order of [`PENDING`].
-const ENGINE_SIGNALS: [i32; 4] = [libc::SIGILL, libc::SIGTRAP, libc::SIGBUS, libc::SIGSEGV];
+const ENGINE_SIGNALS: [i32; 5] = [
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGBUS,
+    libc::SIGSEGV,
+    libc::SIGSYS,
+];
 
 fn pending_of(sig: i32) -> Option<&'static Pending> {
     ENGINE_SIGNALS

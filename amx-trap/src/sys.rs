@@ -4,12 +4,64 @@
 //!
 //! Each returns the kernel's value: a result, or `-errno`.
 
-/// `syscall(n, a1, .., a6)`.
+// The engine's own system calls, out of line so that the address after their `syscall`
+// instruction is known: a seccomp filter that answers one of them with SECCOMP_RET_TRAP raises
+// SIGSYS there, which the signal entry then takes as a refusal (`-EPERM`) instead of giving it
+// to the program, whose code made no such call (on the silicon an AMX instruction makes none).
+// System V arguments: rdi = n, rsi, rdx, rcx, r8, r9 = a1..a5, [rsp + 8] = a6.
+core::arch::global_asm!(
+    ".pushsection .text.amx_trap_syscall,\"ax\",@progbits",
+    ".p2align 4",
+    ".hidden amx_trap_syscall",
+    ".globl amx_trap_syscall",
+    ".type amx_trap_syscall, @function",
+    "amx_trap_syscall:",
+    "    mov rax, rdi",
+    "    mov rdi, rsi",
+    "    mov rsi, rdx",
+    "    mov rdx, rcx",
+    "    mov r10, r8",
+    "    mov r8, r9",
+    "    mov r9, qword ptr [rsp + 8]",
+    "    syscall",
+    ".hidden amx_trap_syscall_return",
+    ".globl amx_trap_syscall_return",
+    "amx_trap_syscall_return:",
+    "    ret",
+    ".size amx_trap_syscall, . - amx_trap_syscall",
+    ".popsection",
+);
+
+extern "C" {
+    fn amx_trap_syscall(n: i64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64) -> i64;
+    fn amx_trap_syscall_return();
+}
+
+/// Whether `rip` is where the engine's own system calls return: a SIGSYS of seccomp's there
+/// refused one of them.
+pub(crate) fn issued_by_engine(rip: u64) -> bool {
+    rip == amx_trap_syscall_return as *const () as u64
+}
+
+/// `syscall(n, a1, .., a6)`, as one of the engine's own calls (see [`issued_by_engine`]).
 ///
 /// # Safety
 /// The system call's own contract: every pointer argument valid for what the call does.
 #[inline]
 pub unsafe fn call6(n: i64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64) -> i64 {
+    // SAFETY: the caller's contract; the routine follows the C calling convention (the
+    // instruction clobbers rcx and r11, which are the caller's to save anyway).
+    unsafe { amx_trap_syscall(n, a1, a2, a3, a4, a5, a6) }
+}
+
+/// `syscall(n, a1, .., a6)` made for the program (the preload's `sigaction` and
+/// `sigprocmask`): where a seccomp filter traps it, the SIGSYS is the program's, as that of
+/// the C library's call it stands for.
+///
+/// # Safety
+/// As [`call6`].
+#[inline]
+pub unsafe fn program_call6(n: i64, a1: u64, a2: u64, a3: u64, a4: u64, a5: u64, a6: u64) -> i64 {
     let ret: i64;
     // SAFETY: the caller's contract; the instruction clobbers rcx and r11 only.
     unsafe {
@@ -109,6 +161,25 @@ pub fn sigprocmask(how: i32, set: Option<u64>) -> u64 {
         call(
             libc::SYS_rt_sigprocmask,
             &[how as u64, set_ptr, &mut old as *mut u64 as u64, 8],
+        )
+    };
+    old
+}
+
+/// [`sigprocmask`] made for the program (see [`program_call6`]).
+pub fn program_sigprocmask(how: i32, set: Option<u64>) -> u64 {
+    let mut old = 0u64;
+    let set_ptr = set.as_ref().map_or(0, |s| s as *const u64 as u64);
+    // SAFETY: as in `sigprocmask`.
+    unsafe {
+        program_call6(
+            libc::SYS_rt_sigprocmask,
+            how as u64,
+            set_ptr,
+            &mut old as *mut u64 as u64,
+            8,
+            0,
+            0,
         )
     };
     old

@@ -5,8 +5,8 @@
 //!
 //! - `amx_trap_thread`: the thread's [`Slot`](crate::slot::Slot) (null until the thread first
 //!   needs one);
-//! - `amx_trap_view`: the signals among the engine's own (SIGILL, SIGSEGV, SIGBUS, SIGTRAP)
-//!   that the program believes blocked on this thread (see `signals.rs`);
+//! - `amx_trap_view`: the signals among the engine's own (SIGILL, SIGSEGV, SIGBUS, SIGTRAP,
+//!   SIGSYS) that the program believes blocked on this thread (see `signals.rs`);
 //! - `amx_trap_wait`: while the thread waits with a mask of its own (`sigsuspend`, `ppoll`,
 //!   ...): a flag, and the program's mask during the wait. The kernel's frame of a signal that
 //!   ends such a wait holds the mask from before it; the handler runs with the wait's.

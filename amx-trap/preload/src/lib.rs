@@ -11,13 +11,13 @@
 //!
 //! - **signal actions** (`sigaction`, `signal` and its System V and BSD forms, `sigset`,
 //!   `sighold`, `sigrelse`, `sigignore`, `siginterrupt`, and `syscall(SYS_rt_sigaction)`):
-//!   the engine keeps SIGILL, SIGSEGV, SIGBUS and SIGTRAP, the program's actions for them are
-//!   kept and honoured as the kernel would, and every other handler is entered by the engine,
-//!   with the INIT tile state, as on the silicon;
+//!   the engine keeps SIGILL, SIGSEGV, SIGBUS, SIGTRAP and SIGSYS, the program's actions for
+//!   them are kept and honoured as the kernel would, and every other handler is entered by the
+//!   engine, with the INIT tile state, as on the silicon;
 //! - **signal masks** (`sigprocmask`, `pthread_sigmask`, `syscall(SYS_rt_sigprocmask)`,
 //!   `sigsuspend`, `sigpending`, `ppoll`, `pselect`, `epoll_pwait`, `__sigsetjmp` and the
 //!   `longjmp` family, threads, `posix_spawn`, `vfork`, `exec`): the kernel never blocks the
-//!   engine's four signals, and the program sees and inherits the masks it set (a `vfork`
+//!   engine's five signals, and the program sees and inherits the masks it set (a `vfork`
 //!   child, which runs in its parent's memory, gets engine state of its own);
 //! - **memory** (`mprotect`, `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `mmap` over
 //!   existing memory): the engine removes its patches from code before the program changes it;

@@ -6,7 +6,7 @@
 //! the program's actions, as it set them.
 //!
 //! Masks: every way to change one ends in [`change_mask`]: the program's mask is recorded, the
-//! kernel gets it without the engine's four signals, and signals of those the engine kept
+//! kernel gets it without the engine's five signals, and signals of those the engine kept
 //! pending while the program blocked them are raised when it unblocks them.
 
 use engine::preload::{self as trap, Action};
@@ -326,11 +326,11 @@ pub unsafe extern "C" fn sigignore(sig: libc::c_int) -> libc::c_int {
 
 /// The kernel's mask of this thread.
 fn real_mask() -> u64 {
-    engine::sys::sigprocmask(libc::SIG_BLOCK, None)
+    engine::sys::program_sigprocmask(libc::SIG_BLOCK, None)
 }
 
 fn set_real_mask(mask: u64) {
-    engine::sys::sigprocmask(libc::SIG_SETMASK, Some(mask));
+    engine::sys::program_sigprocmask(libc::SIG_SETMASK, Some(mask));
 }
 
 /// This thread's mask as the program set it.

@@ -1,7 +1,8 @@
 //! AMX under a seccomp sandbox that denies one of the system calls the engine uses
 //! (`tests/c/sandbox.c`): the silicon needs none of them, so results, signals and faults must
 //! be what they are there; patching may stop. Each call is denied from the start and, apart,
-//! only once a site was patched (a program that sandboxes itself after its start-up). Where the
+//! only once a site was patched (a program that sandboxes itself after its start-up), with an
+//! errno and, as browsers' sandboxes deny calls, with SIGSYS (`SECCOMP_RET_TRAP`). Where the
 //! CPU has AMX the program runs on the silicon as the reference.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -13,8 +14,13 @@ use support::*;
 /// Runs `sandbox.c` denying `deny` from `when` on: on the silicon where there is AMX, else under
 /// the library. `None` after a visible skip where seccomp is refused.
 fn run(deny: &str, when: &str) -> Option<Run> {
+    run_how(deny, when, "errno")
+}
+
+/// [`run`], the filter denying as `how` says (`errno`, `trap`, `trap-default`, `trap-blocked`).
+fn run_how(deny: &str, when: &str, how: &str) -> Option<Run> {
     let prog = build("sandbox.c", &[])?;
-    let args = [deny, when];
+    let args = [deny, when, how];
     let limit = Duration::from_secs_f64(10.0 * slowness());
     let run = if native_amx() {
         Program::native(&prog, &args).limit(limit).run()
@@ -95,5 +101,63 @@ fn a_sandbox_denying_mmap() {
     }
     for when in ["early", "late"] {
         as_on_the_silicon("mmap", when);
+    }
+}
+
+/// Each call trapped (`SECCOMP_RET_TRAP`) instead, the program's SIGSYS handler making it fail
+/// with EPERM, as browsers' sandboxes deny calls: the engine's own calls must not reach that
+/// handler (the program made none of them, and on the silicon its AMX instructions make no
+/// system call), nor end the process (a SIGSYS the kernel forces while it is blocked or
+/// without a handler does). The engine takes them as refusals, and the program's own denied
+/// call still reaches its handler.
+#[test]
+fn a_sandbox_trapping_the_calls() {
+    for deny in ["mem", "membarrier", "sigqueueinfo", "mmap"] {
+        for when in ["early", "late"] {
+            let Some(run) = run_how(deny, when, "trap") else {
+                return;
+            };
+            assert!(run.ok(), "{deny} {when}: {run}");
+            assert_eq!(
+                run.line("sigsys from the library:"),
+                "0",
+                "{deny} {when}: {run}"
+            );
+            assert_eq!(
+                run.line("own call:"),
+                "refused through the handler",
+                "{deny} {when}: {run}"
+            );
+            assert_eq!(
+                run.line("all:"),
+                "as on the silicon",
+                "{deny} {when}: {run}"
+            );
+        }
+    }
+}
+
+/// Without a SIGSYS handler, or with SIGSYS blocked, the program's own trapped call ends the
+/// process with SIGSYS, as the kernel forces it; the engine's trapped calls before it did not.
+#[test]
+fn a_trapped_call_of_the_programs_own_ends_it_with_sigsys() {
+    for how in ["trap-default", "trap-blocked"] {
+        for when in ["early", "late"] {
+            let Some(run) = run_how("membarrier", when, how) else {
+                return;
+            };
+            assert_eq!(run.signal(), Some(libc::SIGSYS), "{how} {when}: {run}");
+            assert_eq!(
+                run.line("products:"),
+                "200 of 200 right",
+                "{how} {when}: {run}"
+            );
+            assert_eq!(
+                run.line("sigsys before the program's own call:"),
+                "0",
+                "{how} {when}: {run}"
+            );
+            assert!(!run.stdout.contains("survived"), "{how} {when}: {run}");
+        }
     }
 }

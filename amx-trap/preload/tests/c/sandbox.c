@@ -1,11 +1,21 @@
-/* AMX under a seccomp sandbox that denies, with an errno, one system call the engine uses (the
- * silicon needs none of them): the program must run as it would on the silicon. Patching may
- * stop; results, signals and faults must not change.
+/* AMX under a seccomp sandbox that denies one system call the engine uses (the silicon needs
+ * none of them): the program must run as it would on the silicon. Patching may stop; results,
+ * signals and faults must not change.
  *
- *   <deny> <when>   deny `none`, `mem` (open or openat of a file for reading and writing, as
+ *   <deny> <when> [<how>]
+ *                   deny `none`, `mem` (open or openat of a file for reading and writing, as
  *                   /proc/self/mem is opened to patch), `membarrier`, `sigqueueinfo`
  *                   (rt_sigqueueinfo and rt_tgsigqueueinfo) or `mmap`, from the start (`early`:
- *                   before any AMX instruction) or once a site is patched (`late`); then:
+ *                   before any AMX instruction) or once a site is patched (`late`), `how`:
+ *                   `errno` (the default: the filter returns EPERM) or, as browsers' sandboxes
+ *                   do, `trap` (SECCOMP_RET_TRAP: SIGSYS, whose handler here makes the call
+ *                   fail with EPERM, counting the calls it sees, and those made from the
+ *                   library's code apart: on the silicon there is no library, and the program
+ *                   must see no SIGSYS it did not cause). With `trap`, after the checks below,
+ *                   the program makes the denied call itself: its handler must get it. Then
+ *                   `trap-default` (no SIGSYS handler) and `trap-blocked` (SIGSYS blocked from
+ *                   the start): the products only, then the program's own denied call, which
+ *                   ends the process with SIGSYS, as the kernel forces it. Then:
  *
  *   products   a hot product function, 200 calls: the result of each is the first's
  *   timer      a 200 us timer over a loop of products: the handler runs, the loop's result is
@@ -32,9 +42,43 @@
 
 static int deny_nr[2] = {-1, -1};
 static int deny_rdwr_open;
+/* SECCOMP_RET_TRAP instead of SECCOMP_RET_ERRNO | EPERM. */
+static int deny_by_trap;
 
-/* Denies the chosen calls with EPERM (opens only for reading and writing). */
+/* The library's code, where the program has it mapped (read before the sandbox). */
+static uintptr_t lib_lo[16], lib_hi[16];
+static int lib_ranges;
+
+static void find_library(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f) && lib_ranges < 16) {
+        unsigned long lo, hi;
+        if (strstr(line, "amx_trap") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            lib_lo[lib_ranges] = lo;
+            lib_hi[lib_ranges++] = hi;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static volatile int sys_seen, sys_from_library;
+
+/* A sandbox's SIGSYS handler: the call fails with EPERM, as the errno filter makes it. */
+static void on_sys(int sig, siginfo_t *info, void *ctx) {
+    (void)sig;
+    uintptr_t at = (uintptr_t)info->si_call_addr;
+    for (int i = 0; i < lib_ranges; i++)
+        if (at >= lib_lo[i] && at < lib_hi[i])
+            sys_from_library++;
+    sys_seen++;
+    ((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RAX] = -EPERM;
+}
+
+/* Denies the chosen calls with EPERM, or traps them (opens only for reading and writing). */
 static int sandbox(void) {
+    unsigned deny = deny_by_trap ? SECCOMP_RET_TRAP : SECCOMP_RET_ERRNO | EPERM;
     struct sock_filter f[32];
     int n = 0;
 #define ADD(s) (f[n++] = (struct sock_filter)s)
@@ -45,7 +89,7 @@ static int sandbox(void) {
     for (int i = 0; i < 2; i++)
         if (deny_nr[i] >= 0) {
             ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)deny_nr[i], 0, 1));
-            ADD(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+            ADD(BPF_STMT(BPF_RET | BPF_K, deny));
         }
     if (deny_rdwr_open) {
         /* open(path, flags) and openat(dir, path, flags) with O_RDWR. */
@@ -58,7 +102,7 @@ static int sandbox(void) {
         ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])));
         ADD(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, O_ACCMODE));
         ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, O_RDWR, 0, 1));
-        ADD(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM));
+        ADD(BPF_STMT(BPF_RET | BPF_K, deny));
     }
     ADD(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
 #undef ADD
@@ -324,12 +368,49 @@ static int thread(void) {
     return same == 8;
 }
 
+/* The program's own call of what the sandbox denies: -1 with the call's errno. */
+static long own_denied_call(void) {
+    if (deny_rdwr_open)
+        return open("/dev/null", O_RDWR);
+    if (deny_nr[0] == SYS_mmap)
+        return (long)mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == -1 ? -1 : 0;
+    if (deny_nr[0] == SYS_membarrier)
+        return syscall(SYS_membarrier, 0 /* MEMBARRIER_CMD_QUERY */, 0);
+    if (deny_nr[0] == SYS_rt_sigqueueinfo) {
+        union sigval v = {.sival_int = 0};
+        int e = sigqueue(getpid(), 0, v); /* signal 0: only the permission checks */
+        return e;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc < 3)
         return 2;
     const char *deny = argv[1];
     int late = !strcmp(argv[2], "late");
+    const char *how = argc > 3 ? argv[3] : "errno";
+    int trap_default = !strcmp(how, "trap-default"), trap_blocked = !strcmp(how, "trap-blocked");
+    deny_by_trap = !strncmp(how, "trap", 4);
+    if (deny_by_trap) {
+        find_library();
+        if (!trap_default) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = on_sys;
+            sa.sa_flags = SA_SIGINFO;
+            sigaction(SIGSYS, &sa, NULL);
+        }
+        if (trap_blocked) {
+            /* From the start: the engine's trapped calls come while the program blocks SIGSYS. */
+            sigset_t sys;
+            sigemptyset(&sys);
+            sigaddset(&sys, SIGSYS);
+            sigprocmask(SIG_BLOCK, &sys, NULL);
+        }
+    } else if (strcmp(how, "errno") != 0)
+        return 2;
     if (!strcmp(deny, "mem"))
         deny_rdwr_open = 1;
     else if (!strcmp(deny, "membarrier"))
@@ -364,12 +445,29 @@ int main(int argc, char **argv) {
             return 0;
     }
     int ok = products();
+    if (trap_default || trap_blocked) {
+        printf("sigsys before the program's own call: %d\n", sys_seen);
+        own_denied_call();
+        printf("survived the program's own denied call\n");
+        return 0;
+    }
     ok &= timer();
     ok &= queued();
     ok &= pending();
     ok &= reprotect();
     ok &= fault();
     ok &= thread();
+    if (deny_by_trap) {
+        int before = sys_seen;
+        errno = 0;
+        long r = own_denied_call();
+        int e = errno;
+        printf("sigsys from the library: %d\n", sys_from_library);
+        printf("own call: %s\n", sys_seen == before + 1 && r == -1 && e == EPERM
+                                      ? "refused through the handler"
+                                      : "different");
+        ok &= sys_from_library == 0;
+    }
     printf("all: %s\n", ok ? "as on the silicon" : "different");
     return 0;
 }
