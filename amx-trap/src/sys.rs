@@ -43,7 +43,7 @@ pub(crate) fn issued_by_engine(rip: u64) -> bool {
     rip == amx_trap_syscall_return as *const () as u64
 }
 
-/// `syscall(n, a1, .., a6)`, as one of the engine's own calls (see [`issued_by_engine`]).
+/// `syscall(n, a1, .., a6)`, as one of the engine's own calls (see `issued_by_engine`).
 ///
 /// # Safety
 /// The system call's own contract: every pointer argument valid for what the call does.
