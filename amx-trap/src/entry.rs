@@ -184,6 +184,15 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             // unblocked again when the program resumes; blocked in the engine's, it is gone
             // with the engine's context.
             hold_back(slot, sig, info, uc, in_fast);
+            // A patched site's load or store waiting for a page that is not there (one that
+            // userfaultfd keeps missing): the silicon's instruction is interrupted there, the
+            // handler runs, and the instruction resumes from start_row. Held back until the
+            // page came, the signal could wait forever (its handler may be what makes the page
+            // come). The copy stops as if it faulted, and the site returns to itself.
+            if program && in_fast && access::in_copy(rip) && crate::fastpath::waits_for_memory(uc) {
+                slot.restart.store(true, Ordering::Release);
+                uc.gregs[reg::RIP] = access::recover_at();
+            }
             slot.nest.fetch_sub(1, Ordering::Relaxed);
             return 0;
         }

@@ -31,7 +31,10 @@
 //!   signal delivered there;
 //! - marked, the instruction under way: the signal is held back (blocked, its siginfo kept);
 //!   the entry then leaves through the held-back exit, whose SIGILL makes the engine deliver
-//!   it at the boundary past the instruction;
+//!   it at the boundary past the instruction; but where the instruction's load or store waits
+//!   for a page that is not there (`userfaultfd`), the copy stops as at a fault (start_row at
+//!   the row) and the signal is delivered at the site, which resumes the instruction from
+//!   start_row afterwards, as the silicon's interrupted load does ([`restart_or_past`]);
 //! - marked, the instruction done (`fast_commit`, which the entry sets when [`fast`]
 //!   returns), or in the entry's last instructions after the mark: the context is rolled
 //!   forward to past the instruction (registers from the frame, vector state from its save
@@ -624,14 +627,47 @@ pub(crate) enum Exit {
     Deferred(u64),
 }
 
-/// The exit of a stub at `rip`, if `rip` is one.
-pub(crate) fn exit(rip: u64) -> Option<Exit> {
+/// The exit of a stub at `rip`, if `rip` is one; `slot`: the thread's (a thread without one
+/// never ran a patched site's instruction, so never had it interrupted).
+pub(crate) fn exit(slot: Option<&Slot>, rip: u64) -> Option<Exit> {
     let (stub, off) = stub_of(rip)?;
     match off {
         FAULT_EXIT => site_of_stub(stub).map(Exit::Fault),
-        DEFER_EXIT => site_of_stub(stub).and_then(past).map(Exit::Deferred),
+        DEFER_EXIT => site_of_stub(stub)
+            .and_then(|site| restart_or_past(slot, site))
+            .map(Exit::Deferred),
         _ => None,
     }
+}
+
+/// Where the program resumes once the held-back signals of `site`'s instruction are
+/// delivered: past the instruction, or at the site itself where the instruction was
+/// interrupted waiting for memory (`Slot::restart`, taken here).
+fn restart_or_past(slot: Option<&Slot>, site: &patch::Site) -> Option<u64> {
+    if slot.is_some_and(|s| s.restart.swap(false, Ordering::AcqRel)) {
+        return Some(site.addr());
+    }
+    past(site)
+}
+
+/// Whether the copy routine, interrupted at `uc`, waits for memory that is not there: a page
+/// of its source or destination (RSI, RDI) is mapped but not resident. A signal ends such a
+/// wait only where the kernel waits interruptibly, as for a page that `userfaultfd` keeps
+/// missing; an ordinary fault (a zero page, a swap-in, a file read) completes before the
+/// kernel delivers the signal, and the page is resident by then.
+pub(crate) fn waits_for_memory(uc: &kframe::Ucontext) -> bool {
+    [uc.gregs[reg::RSI], uc.gregs[reg::RDI]]
+        .into_iter()
+        .any(|at| resident(at & !(PAGE - 1)) == Some(false))
+}
+
+/// Whether the page at `page` is resident (`mincore`); `None` where it is not mapped.
+fn resident(page: u64) -> Option<bool> {
+    let mut vec = 0u8;
+    // SAFETY: mincore reads no memory of ours and writes one byte (one page) into `vec`.
+    let rc =
+        unsafe { crate::sys::call(libc::SYS_mincore, &[page, PAGE, &mut vec as *mut u8 as u64]) };
+    (rc == 0).then_some(vec & 1 != 0)
 }
 
 /// The fast path: called by the common entry with its frame; runs the site's instruction.
@@ -648,6 +684,7 @@ fn run(f: &Frame, frame: u64) -> Option<u64> {
     let slot = slot::current()?;
     let site = site_of_stub(stub)?;
     slot.prepare_unit();
+    slot.restart.store(false, Ordering::Release);
     let (insn, bytes) = site.published()?;
     let addr = site.addr();
     // The program may have rewritten the instruction's other bytes in place: then the slow
@@ -667,7 +704,8 @@ fn run(f: &Frame, frame: u64) -> Option<u64> {
         }
     });
     if read.is_err() || now != tail {
-        return None;
+        // Interrupted waiting for the code's page: the instruction has not started.
+        return interrupted(slot, site);
     }
     let mut regs = Regs {
         gpr: [
@@ -702,8 +740,16 @@ fn run(f: &Frame, frame: u64) -> Option<u64> {
     match exec::execute(&insn, &mut regs, slot.unit(), None) {
         Outcome::Completed => Some(regs.rip),
         // The slow path raises the exception at the site (the fault exit).
-        Outcome::Fault(_) => None,
+        Outcome::Fault(_) => interrupted(slot, site),
     }
+}
+
+/// After a copy that did not complete: the site itself where a signal interrupted the copy
+/// waiting for memory (the held-back signal is delivered there, the instruction stopped at
+/// its start_row, as the silicon's load or store stops for an interrupt, and it resumes from
+/// there when the program comes back to it); else `None` (a fault: the slow path raises it).
+fn interrupted(slot: &Slot, site: &patch::Site) -> Option<u64> {
+    slot.restart.load(Ordering::Acquire).then(|| site.addr())
 }
 
 /// Where the program resumes after the instruction of `site`, once it completed: the next
@@ -745,6 +791,7 @@ pub(crate) fn forget_if_left(slot: &Slot, uc: &kframe::Ucontext) {
     if left {
         slot.fast_frame.store(0, Ordering::Release);
         slot.held_back.store(0, Ordering::Relaxed);
+        slot.restart.store(false, Ordering::Release);
     }
 }
 
@@ -863,7 +910,7 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
             }
             FAULT_EXIT => uc.gregs[reg::RIP] = site.addr(),
             DEFER_EXIT => {
-                if let Some(resume) = past(site) {
+                if let Some(resume) = restart_or_past(Some(slot), site) {
                     uc.gregs[reg::RIP] = resume;
                 }
             }

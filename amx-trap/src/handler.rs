@@ -55,7 +55,7 @@ pub(crate) fn handle<'a>(slot: &Slot, sig: i32, ctx: &'a mut Ctx) -> Resume<'a> 
 /// A SIGILL the CPU raised.
 fn sigill<'a>(slot: &Slot, ctx: &'a mut Ctx, info: &[u8; 128]) -> Resume<'a> {
     let rip = ctx.frame.uc.rip();
-    match fastpath::exit(rip) {
+    match fastpath::exit(Some(slot), rip) {
         Some(Exit::Fault(site)) => {
             // The fast path met a fault or a changed instruction: the slow path runs what is at
             // the site now (or raises the instruction's exception there).

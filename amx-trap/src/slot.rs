@@ -73,6 +73,10 @@ pub(crate) struct Slot {
     /// Whether `unit` holds a unit (a slot just mapped or claimed gets one on the work stack:
     /// see [`get_light`]).
     ready: std::sync::atomic::AtomicBool,
+    /// Set by the signal entry when a patched site's instruction, waiting for memory that is
+    /// not there, was interrupted: the instruction stops where it is (start_row) and the
+    /// program resumes at the site, not past it (see `fastpath::restart_or_past`).
+    pub(crate) restart: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
     /// The unit a [`crate::HandlerScope`] gave the signal handler running on this thread (null:

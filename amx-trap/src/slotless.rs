@@ -36,7 +36,7 @@ pub(crate) fn take(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, errno: i32
     let sync = synchronous(sig, code);
     match sig {
         libc::SIGILL if code > 0 => {
-            let rip = match fastpath::exit(uc.rip()) {
+            let rip = match fastpath::exit(None, uc.rip()) {
                 // A patched site's stub found no slot: the instruction is the site's.
                 Some(Exit::Fault(site)) => site.addr(),
                 Some(Exit::Deferred(resume)) => {
