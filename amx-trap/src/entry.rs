@@ -8,9 +8,13 @@
 //!    ([`crate::sys::issued_by_engine`]): the call fails with EPERM. Nothing else happens.
 //! 2. A signal that arrived while the engine works on this thread (its `nest` count, a patched
 //!    site's instruction under way) is *held back*: its siginfo kept in the thread's slot, the
-//!    signal blocked in the interrupted context, so that the engine's work finishes first and
+//!    signal blocked in the interrupted context (SIGSEGV, SIGBUS and SIGSYS excepted, which
+//!    the engine's own work must still meet), so that the engine's work finishes first and
 //!    the program sees the signal at an instruction boundary. The engine delivers it when it
-//!    is done, before the instances of it the kernel queued meanwhile. (A synchronous fault
+//!    is done, before the instances of it the kernel queued meanwhile. A patched site's load
+//!    or store waiting for a page that is not there is stopped instead (see `fastpath`), and
+//!    the signal delivered at the site, as the silicon's interrupted instruction takes it.
+//!    (A synchronous fault
 //!    there is a bug of the engine: reported, fatal. But one that comes while only a patched
 //!    site's instruction is under way is a program handler's that the kernel called directly
 //!    in its middle, and is taken as in 3.)
@@ -215,12 +219,19 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
 
 /// Keeps `sig` for later: its siginfo in the slot, the signal blocked in the interrupted
 /// context until the engine delivers it (or raises it again). `program` says the interrupted
-/// context is the program's (its mask is the program's to get back).
+/// context is the program's (its mask is the program's to get back). SIGSEGV, SIGBUS and
+/// SIGSYS are never blocked: the engine's copy faults and the seccomp refusals of its system
+/// calls, which may come later in the same work or patched instruction, must stay deliverable
+/// (blocked, the kernel would end the process with them); another instance sent meanwhile
+/// merges into the one kept, as a standard signal pending twice does.
 fn hold_back(slot: &Slot, sig: i32, info: &[u8; 128], uc: &mut Ucontext, program: bool) {
     let bit = signals::bit(sig);
     if slot.deferred.load(Ordering::Relaxed) & bit == 0 {
         slot.set_deferred_info(sig, info);
         slot.deferred.fetch_or(bit, Ordering::Relaxed);
+    }
+    if bit & !signals::ENTRY_MASK != 0 {
+        return;
     }
     if uc.sigmask & bit == 0 {
         uc.sigmask |= bit;

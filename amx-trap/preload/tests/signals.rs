@@ -338,3 +338,32 @@ fn a_signal_comes_while_an_instruction_waits_for_its_page() {
         &["handled while the instruction waited:"],
     );
 }
+
+/// A SIGSEGV another thread sends while a trapped TILELOADD waits for its page, and then the
+/// load's own fault on a later row (`tests/c/held.c`): the program's handler gets both, the
+/// sent one first, as without the library over the same accesses. The engine holds the sent
+/// one back without blocking SIGSEGV: blocked for the rest of its work, the load's fault would
+/// have met it blocked, and the kernel ends a process whose fault's signal is blocked.
+#[test]
+fn a_sigsegv_sent_during_a_trapped_load_leaves_the_loads_fault_deliverable() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("held.c", &[]) else {
+        return;
+    };
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    let native = Program::native(&prog, &["plain"]).limit(limit).run();
+    if native.stdout.contains("no userfaultfd") {
+        skip(
+            Kind::NotApplicable,
+            format!("userfaultfd is refused here: {}", native.stdout.trim()),
+        );
+        return;
+    }
+    let preloaded = Program::preloaded(&prog, &["amx"]).limit(limit).run();
+    assert!(native.ok(), "without the library: {native}");
+    assert_eq!(native.line("seen:"), "sent, fault at +0", "{native}");
+    assert!(preloaded.ok(), "under the library: {preloaded}");
+    same_lines(&native, &preloaded, &["seen:"]);
+}
