@@ -6,16 +6,17 @@
 //! `cpuid`), SIGTRAP (the `int3` of a site being patched), SIGSYS (a seccomp filter trapping
 //! one of the engine's own system calls, which the program did not make). For these the
 //! kernel's action is the engine's entry; the program's own action is kept here, and the
-//! engine delivers to it as the kernel would. Under the preload every other signal the program handles goes through the
-//! entry too (*wrapped*), with the program's flags, so that its handler gets the INIT tile
-//! state and the interrupted state back on return, as on the silicon.
+//! engine delivers to it as the kernel would. Under the preload every other signal the program
+//! handles goes through the entry too (*wrapped*), with the program's flags, so that its
+//! handler gets the INIT tile state and the interrupted state back on return, as on the
+//! silicon.
 //!
 //! Under the preload the program's signal masks are *virtualized* for the engine's five
 //! signals: the kernel never blocks them (an AMX instruction, a copy fault or a trapped system
 //! call of the engine's with SIGILL, SIGSEGV or SIGSYS blocked would kill the process, where
-//! the silicon needs no signal), and each thread
-//! keeps the program's view of them (`tls::view`). Such a signal sent by a process while the
-//! program's view blocks it is kept pending by the engine and raised when the view unblocks it.
+//! the silicon needs no signal), and each thread keeps the program's view of them
+//! (`tls::view`). Such a signal sent by a process while the program's view blocks it is kept
+//! pending by the engine and raised when the view unblocks it.
 //!
 //! Everything here is async-signal-safe: atomics and raw system calls.
 
