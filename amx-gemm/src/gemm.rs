@@ -1297,12 +1297,23 @@ fn nest<P: Precision, K: MicroKernel>(
                 for pc in (k0..k0 + kchunk).step_by(kc) {
                     let kcur = kc.min(k0 + kchunk - pc);
                     let last = pc + kcur >= steps;
-                    // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows.
-                    for (q, ir) in (ic..ic_end).step_by(MR).enumerate() {
+                    // LOOP 2: ir over the packed block in micro-panels of mr = 32 rows, and
+                    // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed from L2
+                    // past the micro-panel; or, for a kernel that prepares each panel of B
+                    // once (`MicroKernel::b_panels_outer`), every micro-panel against a panel
+                    // before the next panel. Each micro-tile is the same task either way.
+                    let micro_panels = (ic_end - ic).div_ceil(MR);
+                    let panels = jc_end - jc;
+                    let b_outer = kernel.b_panels_outer(micro_panels);
+                    for tile in 0..micro_panels * panels {
+                        let (q, jr) = if b_outer {
+                            (tile % micro_panels, jc + tile / micro_panels)
+                        } else {
+                            (tile / panels, jc + tile % panels)
+                        };
+                        let ir = ic + q * MR;
                         let a_step = pack::packed_a_step(ic_end - ir);
-                        // LOOP 1: jr over the B block in panels of nr = 32 columns, streamed
-                        // from L2 past the micro-panel.
-                        for jr in jc..jc_end {
+                        {
                             // Where the micro-tile is stored, and loaded from when accumulating.
                             let mut deferred = None;
                             // This micro-tile's place in the partial sums.

@@ -224,6 +224,14 @@ pub(crate) trait MicroKernel {
     /// (padding included): as packed, unless the kernel says otherwise.
     fn prepare_a(&mut self, _block: &mut [u8]) {}
 
+    /// Whether the nest should run the `micro_panels` micro-panels of A of the block just
+    /// prepared (LOOP 2) inside the panels of B (LOOP 1) rather than the other way round: a
+    /// kernel that prepares each panel of B once for every micro-panel of A against it says
+    /// `true`. Asked once per block; the same products either way.
+    fn b_panels_outer(&mut self, _micro_panels: usize) -> bool {
+        false
+    }
+
     /// Whether the kernel copies a task's [`Drain`] during its k-steps, so that the nest may
     /// defer a finished micro-tile's stores to C to the next call (a kernel that does not keeps
     /// `false`, and the nest then never hands it a drain).

@@ -19,8 +19,9 @@
 //! and it is API for any kernel written for the emulator (a software GEMM, a simulator of a
 //! micro-kernel), covered by the crate's version like the rest. A caller that reuses one
 //! buffer of A for many blocks (a GEMM's packed block) can prepare it once
-//! ([`PreparedA`], [`dot_2x2_prepared`]): the AVX2 floating-point kernel then skips widening
-//! A's bf16 or fp16 tiles to f32 per block.
+//! ([`PreparedA`], [`dot_2x2_prepared`]), and one of B likewise ([`PreparedB`],
+//! [`dot_2x2_prepared_ab`]): the AVX2 floating-point kernel then skips widening their bf16 or
+//! fp16 tiles to f32 per block.
 //!
 //! ```
 //! use amx_runtime::block::{dot_2x2, Block};
@@ -243,7 +244,105 @@ pub fn dot_2x2_prepared(
             first: a_offset / TILE_BYTES,
             stride: a_step / TILE_BYTES,
         };
-        block::dot_2x2_prepared(kind, &mut c.tiles, &ops, tiles);
+        block::dot_2x2_prepared(kind, &mut c.tiles, &ops, (Some(tiles), None));
+    } else {
+        block::dot_2x2(kind, &mut c.tiles, &ops);
+    }
+    Ok(())
+}
+
+/// The B operand of many [`dot_2x2_prepared_ab`] calls, put once into the form the emulator's
+/// floating-point block kernel reads: a GEMM that runs every micro-panel of A against one
+/// panel of B in turn widens the panel's bf16 or fp16 tiles to f32 once rather than once per
+/// micro-panel. Made by [`PreparedB::prepare`] from exactly the buffer the calls pass as `b`;
+/// on other kernel paths, and for the integer products, it holds nothing and costs nothing.
+///
+/// ```
+/// use amx_runtime::block::{dot_2x2, dot_2x2_prepared_ab, Block, PreparedA, PreparedB};
+/// use amx_runtime::rules::DotKind;
+///
+/// // 3 k-steps of A and of B, two tiles each (bf16 1.0 and 2.0).
+/// let a: Vec<u8> = [0x80, 0x3F].repeat(3 * 1024);
+/// let b: Vec<u8> = [0x00, 0x40].repeat(3 * 1024);
+/// let (mut pa, mut pb) = (PreparedA::new(), PreparedB::new());
+/// pa.prepare(DotKind::Tdpbf16ps, &a);
+/// pb.prepare(DotKind::Tdpbf16ps, &b);
+/// assert_eq!(pb.holds(DotKind::Tdpbf16ps, &b), PreparedB::applies(DotKind::Tdpbf16ps));
+/// let (mut plain, mut fast) = (Block::zeroed(), Block::zeroed());
+/// dot_2x2(DotKind::Tdpbf16ps, &mut plain, (&a, 2048), (&b, 2048), 3).unwrap();
+/// dot_2x2_prepared_ab(DotKind::Tdpbf16ps, &mut fast, (&a, 0, 2048), &pa, (&b, 2048), &pb, 3)
+///     .unwrap();
+/// assert!(plain == fast);
+/// ```
+#[derive(Debug, Default)]
+pub struct PreparedB(PreparedA);
+
+impl PreparedB {
+    /// Nothing prepared.
+    pub fn new() -> PreparedB {
+        PreparedB::default()
+    }
+
+    /// Whether the emulator's kernels on this CPU read prepared operands for `kind` (a
+    /// floating-point product on the AVX2 float path): where they do not, preparing keeps
+    /// nothing.
+    pub fn applies(kind: DotKind) -> bool {
+        block::prepared_half(kind).is_some()
+    }
+
+    /// Prepares every whole tile of `b` (tile `i` is bytes `1024 i..1024 (i + 1)`) for the
+    /// products `kind`, reusing the buffer of an earlier call; returns whether the kernels read
+    /// it, as [`PreparedA::prepare`] does.
+    pub fn prepare(&mut self, kind: DotKind, b: &[u8]) -> bool {
+        self.0.prepare(kind, b)
+    }
+
+    /// Whether this holds `b` prepared for `kind` (the same buffer, by address and length, as
+    /// the last [`PreparedB::prepare`]; its bytes are taken as unchanged since).
+    pub fn holds(&self, kind: DotKind, b: &[u8]) -> bool {
+        self.0.from == Some((kind, b.as_ptr() as usize, b.len()))
+    }
+
+    /// Forgets what was prepared (the next [`PreparedB::holds`] is `false`).
+    pub fn clear(&mut self) {
+        self.0.from = None;
+    }
+}
+
+/// [`dot_2x2_prepared`] with B's tiles also read from `prepared_b` where it holds `b` for
+/// `kind` ([`PreparedB::holds`]) and `b_step` is a multiple of 1024 bytes: no operand is
+/// widened per block then. The same bits as [`dot_2x2`] in every case; if the bytes of `b`
+/// changed since it was prepared, prepare it again.
+///
+/// # Errors
+/// As [`dot_2x2`]; `c` is then unchanged.
+pub fn dot_2x2_prepared_ab(
+    kind: DotKind,
+    c: &mut Block,
+    (a, a_offset, a_step): (&[u8], usize, usize),
+    prepared_a: &PreparedA,
+    (b, b_step): (&[u8], usize),
+    prepared_b: &PreparedB,
+    steps: usize,
+) -> Result<(), BlockError> {
+    let a_at = a.get(a_offset..).unwrap_or(&[]);
+    let ops = operands((a_at, a_step), (b, b_step), steps)?;
+    let a_usable = prepared_a.from == Some((kind, a.as_ptr() as usize, a.len()))
+        && a_offset.is_multiple_of(TILE_BYTES)
+        && a_step.is_multiple_of(TILE_BYTES);
+    let b_usable = prepared_b.holds(kind, b) && b_step.is_multiple_of(TILE_BYTES);
+    let tiles_a = a_usable.then(|| block::PreparedTiles {
+        tiles: &prepared_a.tiles,
+        first: a_offset / TILE_BYTES,
+        stride: a_step / TILE_BYTES,
+    });
+    let tiles_b = b_usable.then(|| block::PreparedTiles {
+        tiles: &prepared_b.0.tiles,
+        first: 0,
+        stride: b_step / TILE_BYTES,
+    });
+    if tiles_a.is_some() || tiles_b.is_some() {
+        block::dot_2x2_prepared(kind, &mut c.tiles, &ops, (tiles_a, tiles_b));
     } else {
         block::dot_2x2(kind, &mut c.tiles, &ops);
     }

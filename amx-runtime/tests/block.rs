@@ -1,7 +1,10 @@
-//! `amx_runtime::block::dot_2x2` (and `dot_2x2_prepared`) against the same instructions
-//! issued one by one on the emulator, for every dot-product instruction, and their refusals.
+//! `amx_runtime::block::dot_2x2` (and `dot_2x2_prepared`, `dot_2x2_prepared_ab`) against the
+//! same instructions issued one by one on the emulator, for every dot-product instruction, and
+//! their refusals.
 
-use amx_runtime::block::{dot_2x2, dot_2x2_prepared, Block, BlockError, PreparedA};
+use amx_runtime::block::{
+    dot_2x2, dot_2x2_prepared, dot_2x2_prepared_ab, Block, BlockError, PreparedA, PreparedB,
+};
 use amx_runtime::rules::DotKind;
 use amx_runtime::{tilecfg, Emulator, TileConfig, TileUnit};
 use amx_test_support::SplitMix64 as Rng;
@@ -103,7 +106,8 @@ fn blocks_equal_their_instruction_sequences() {
 
 /// A block of A prepared once serves many blocks at different offsets, bit for bit as the
 /// instructions; a `PreparedA` made from another buffer, for another kind, or read at an
-/// offset off the tiles is not used, and the result is still the instructions'.
+/// offset off the tiles is not used, and the result is still the instructions'. Half the
+/// operands are tame (see [`tame`]).
 #[test]
 fn prepared_blocks_equal_their_instruction_sequences() {
     let mut rng = Rng::new(0x9EE9_A4ED);
@@ -113,9 +117,10 @@ fn prepared_blocks_equal_their_instruction_sequences() {
         // A packed block of 4 micro-panels of `steps` steps, as a GEMM packs it.
         let steps = 1 + rng.below(6) as usize;
         let panel = steps * 2048;
-        let block = bytes(&mut rng, 4 * panel + 1024);
+        let gen = if iter % 12 < 6 { bytes } else { tame };
+        let block = gen(&mut rng, 4 * panel + 1024);
         let copy = block.clone();
-        let b = bytes(&mut rng, steps * 2048);
+        let b = gen(&mut rng, steps * 2048);
         let fresh = prepared.prepare(kind, &block);
         let float = matches!(kind, DotKind::Tdpbf16ps | DotKind::Tdpfp16ps);
         assert!(!fresh || float, "{}: prepared", kind.mnemonic());
@@ -130,7 +135,7 @@ fn prepared_blocks_equal_their_instruction_sequences() {
         for (k, a, at) in cases {
             let mut c = Block::zeroed();
             for tile in c.tiles.iter_mut() {
-                tile.copy_from_slice(&bytes(&mut rng, 1024));
+                tile.copy_from_slice(&gen(&mut rng, 1024));
             }
             let want = by_instructions(k, &c, (&a[at..], 2048), (&b, 2048), steps);
             dot_2x2_prepared(k, &mut c, (a, at, 2048), &prepared, (&b, 2048), steps).unwrap();
@@ -158,6 +163,98 @@ fn prepared_blocks_equal_their_instruction_sequences() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("operand A"), "{err}");
+    assert!(c == Block::zeroed());
+}
+
+/// Moderate floats only (no NaN, infinity or large exponent in bf16 or fp16): blocks whose
+/// lanes all stay finite, which the prepared kernels then compute themselves (a block that
+/// ends in a NaN lane is redone instruction by instruction).
+fn tame(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 4);
+    while out.len() < len {
+        out.extend_from_slice(&(rng.next_u64() as u32 & 0xBFFF_BFFF).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A panel of B prepared once serves the blocks of every micro-panel of A against it, with A
+/// prepared or not, bit for bit as the instructions; a `PreparedB` of another buffer (the same
+/// bytes elsewhere, a longer slice), of another kind, or forgotten is not used, and the
+/// result is still the instructions'. Half the operands are tame, so that the prepared
+/// kernels' own results are compared, not only those of the fallback.
+#[test]
+fn blocks_with_a_prepared_b_equal_their_instruction_sequences() {
+    let mut rng = Rng::new(0x9EE9_B4ED);
+    let (mut prepared_a, mut prepared_b) = (PreparedA::new(), PreparedB::new());
+    for iter in 0..120 {
+        let kind = DotKind::ALL[iter % DotKind::ALL.len()];
+        let steps = 1 + rng.below(6) as usize;
+        let panel = steps * 2048;
+        let gen = if iter % 12 < 6 { bytes } else { tame };
+        let block = gen(&mut rng, 2 * panel);
+        let b_all = gen(&mut rng, 2 * panel + 2048);
+        let b = &b_all[..panel];
+        let copy = b.to_vec();
+        prepared_a.prepare(kind, &block);
+        let fresh = prepared_b.prepare(kind, b);
+        let float = matches!(kind, DotKind::Tdpbf16ps | DotKind::Tdpfp16ps);
+        assert!(!fresh || float, "{}: prepared", kind.mnemonic());
+        assert_eq!(fresh, PreparedB::applies(kind), "{}", kind.mnemonic());
+        assert_eq!(prepared_b.holds(kind, b), fresh, "{}", kind.mnemonic());
+        let other = DotKind::ALL[(iter + 1) % DotKind::ALL.len()];
+        // (kind, A's buffer and offset, B): both micro-panels against the panel; the same
+        // bytes of B elsewhere; a longer slice from the same address; another kind.
+        let cases: Vec<(DotKind, &[u8], usize, &[u8])> = vec![
+            (kind, &block[..], 0, b),
+            (kind, &block[..], panel, b),
+            (kind, &block[..], 0, &copy[..]),
+            (kind, &block[..], panel, &b_all[..]),
+            (other, &block[..], 0, b),
+        ];
+        for (k, a, at, b) in cases {
+            let mut c = Block::zeroed();
+            for tile in c.tiles.iter_mut() {
+                tile.copy_from_slice(&gen(&mut rng, 1024));
+            }
+            let want = by_instructions(k, &c, (&a[at..], 2048), (b, 2048), steps);
+            dot_2x2_prepared_ab(
+                k,
+                &mut c,
+                (a, at, 2048),
+                &prepared_a,
+                (b, 2048),
+                &prepared_b,
+                steps,
+            )
+            .unwrap();
+            for t in 0..4 {
+                assert!(
+                    c.tiles[t] == want.tiles[t],
+                    "{} with B prepared for {}, tile {t}, offset {at}, {steps} steps",
+                    k.mnemonic(),
+                    kind.mnemonic()
+                );
+            }
+        }
+        prepared_b.clear();
+        assert!(!prepared_b.holds(kind, b));
+    }
+    // Refusals as dot_2x2's, C unchanged.
+    let a = vec![0u8; 2048];
+    prepared_b.prepare(DotKind::Tdpbf16ps, &a);
+    let mut c = Block::zeroed();
+    let err = dot_2x2_prepared_ab(
+        DotKind::Tdpbf16ps,
+        &mut c,
+        (&a, 0, 2048),
+        &prepared_a,
+        (&a, 2048),
+        &prepared_b,
+        2,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("operand"), "{err}");
     assert!(c == Block::zeroed());
 }
 

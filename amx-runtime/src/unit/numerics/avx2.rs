@@ -85,7 +85,7 @@ unsafe fn fp16_widened_under_daz() -> bool {
     }
     let mut c = [[0u8; 1024]; 4];
     // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
-    let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16, None) };
+    let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16, (None, None)) };
     done && get_dword(&c[0], 0, 0) == want && want != 0
 }
 
@@ -484,14 +484,15 @@ pub(super) unsafe fn dot_2x2_half(
     half: Half,
 ) -> bool {
     // SAFETY: forwarded from this function's contract.
-    unsafe { half_block(c, a, b, steps, half, None) }
+    unsafe { half_block(c, a, b, steps, half, (None, None)) }
 }
 
-/// [`dot_2x2_half`] with A's tiles read already widened from `prepared` (tile `h` of step `s`
-/// is `prepared.tile(s, h)`), so that only B's are widened per step. `prepared` must hold
-/// those tiles of `a` widened as `half` (the products are then bit for bit those of
-/// [`dot_2x2_half`]); `a` is read only to recompute NaN lanes. Returns `false`, with `c`
-/// untouched, where [`dot_2x2_half`] does or a prepared tile is missing.
+/// [`dot_2x2_half`] with A's tiles, B's or both read already widened from `prepared` (tile
+/// `h` of step `s` is `prepared.0.tile(s, h)` for A, `prepared.1.tile(s, h)` for B), so that
+/// only the others are widened per step. Each prepared operand must hold those tiles of `a` or
+/// `b` widened as `half` (the products are then bit for bit those of [`dot_2x2_half`]); `a` and
+/// `b` are still read to recompute NaN lanes. Returns `false`, with `c` untouched, where
+/// [`dot_2x2_half`] does or a prepared tile is missing.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
@@ -499,13 +500,16 @@ pub(super) unsafe fn dot_2x2_half(
 pub(super) unsafe fn dot_2x2_half_prepared(
     c: &mut [[u8; 1024]; 4],
     a: (&[u8], usize),
-    prepared: super::block::PreparedTiles<'_>,
     b: (&[u8], usize),
+    prepared: (
+        Option<super::block::PreparedTiles<'_>>,
+        Option<super::block::PreparedTiles<'_>>,
+    ),
     steps: usize,
     half: Half,
 ) -> bool {
     // SAFETY: forwarded from this function's contract.
-    unsafe { half_block(c, a, b, steps, half, Some(prepared)) }
+    unsafe { half_block(c, a, b, steps, half, prepared) }
 }
 
 /// [`dot_2x2_half`] on one row of tiles: `C[w] += A x Bw` for `w` in 0, 1 and each step in
@@ -524,12 +528,12 @@ pub(super) unsafe fn dot_1x2_half(
     half: Half,
 ) -> bool {
     // SAFETY: forwarded from this function's contract.
-    unsafe { half_block(c, a, b, steps, half, None) }
+    unsafe { half_block(c, a, b, steps, half, (None, None)) }
 }
 
 /// [`dot_2x2_half`] (4 C tiles) or [`dot_1x2_half`] (2): tile `2h + w` of `c` is A's tile h
-/// times B's tile w, for the `c.len() / 2` rows of tiles; A's tiles widened here, or read from
-/// `prepared`.
+/// times B's tile w, for the `c.len() / 2` rows of tiles; A's and B's tiles widened here, or
+/// read from `prepared` (A's, B's).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `c.len()` is 2 or 4.
@@ -540,15 +544,18 @@ unsafe fn half_block(
     (b, b_step): (&[u8], usize),
     steps: usize,
     half: Half,
-    prepared: Option<super::block::PreparedTiles<'_>>,
+    (prepared, prepared_b): (
+        Option<super::block::PreparedTiles<'_>>,
+        Option<super::block::PreparedTiles<'_>>,
+    ),
 ) -> bool {
     let tiles = c.len().min(4);
     let heights = tiles / 2;
     let mut out = [[0u8; 1024]; 4];
     out[..tiles].copy_from_slice(&c[..tiles]);
     let base = out.as_mut_ptr().cast::<u8>();
-    // A step's operand tiles to widen: A's `heights` tiles (none when prepared), then B0 and
-    // B1 (`None` past the operands).
+    // A step's operand tiles to widen: A's `heights` tiles, then B0 and B1 (none of an operand
+    // that comes prepared; `None` past the operands).
     let step_tiles = |s: usize| -> Option<[Option<&[u8; 1024]>; 4]> {
         let mut t = [None; 4];
         for (h, slot) in t.iter_mut().take(heights).enumerate() {
@@ -558,7 +565,10 @@ unsafe fn half_block(
             }
         }
         for w in 0..2 {
-            t[heights + w] = Some(super::block::tile(b, b_step, s, w)?);
+            let tile = super::block::tile(b, b_step, s, w)?;
+            if prepared_b.is_none() {
+                t[heights + w] = Some(tile);
+            }
         }
         Some(t)
     };
@@ -586,8 +596,11 @@ unsafe fn half_block(
         // `super::block::prefetch_b_step`). One step per kernel call, so that the prefetches
         // spread over the k-loop (a call per 8 steps, with the next 8 steps' lines asked for
         // at once into L2, was 0.67x as fast at M = 16, where B streams from memory; an MXCSR
-        // switch per step costs nothing measurable).
-        super::block::prefetch_b_step(b, b_step, s + 1 + super::block::B_LEAD);
+        // switch per step costs nothing measurable). A prepared B is read from the prepared
+        // tiles instead.
+        if prepared_b.is_none() {
+            super::block::prefetch_b_step(b, b_step, s + 1 + super::block::B_LEAD);
+        }
         let next = match s + 1 < steps {
             true => match step_tiles(s + 1) {
                 Some(next) => next,
@@ -615,16 +628,23 @@ unsafe fn half_block(
                 },
                 None => slot(s, t / 2).cast_const(),
             };
+            let b = match &prepared_b {
+                Some(p) => match p.tile(s, t % 2) {
+                    Some(w) => w as *const Widened,
+                    None => return false,
+                },
+                None => slot(s, heights + t % 2).cast_const(),
+            };
             *job = Job {
                 a: a.cast(),
-                b: slot(s, heights + t % 2).cast(),
+                b: b.cast(),
                 c: base.wrapping_add(t * 1024),
                 out: base.wrapping_add(t * 1024),
                 widen: [widen(t), widen(second)],
             };
         }
         // SAFETY: every job names two widened operands of step s, written by `widen_into`
-        // (step 0) or by the jobs of the step before, or (A) a prepared tile, borrowed for the
+        // (step 0) or by the jobs of the step before, or prepared tiles, borrowed for the
         // call and written by no one, and a tile of `out`, read then written in place
         // (allowed), 16 rows and 16 k steps; it widens tiles of step s + 1, inside `a` and `b`
         // (`step_tiles` checked them), into that step's slots, which no job of step s reads;

@@ -107,8 +107,8 @@ pub(super) fn prefetch_b_step(x: &[u8], step: usize, s: usize) {
 /// as fast on a Zen 4-class core).
 pub(super) const B_LEAD: usize = 1;
 
-/// A block's A tiles widened ahead (see `crate::block::PreparedA`): tile `h` of step `s` is
-/// `tiles[first + s * stride + h]`.
+/// An operand's tiles widened ahead (see `crate::block::PreparedA`, `PreparedB`): tile `h` of
+/// step `s` is `tiles[first + s * stride + h]`.
 #[derive(Clone, Copy)]
 pub(crate) struct PreparedTiles<'p> {
     pub(crate) tiles: &'p [super::Widened],
@@ -138,15 +138,15 @@ pub(crate) fn prepared_half(kind: DotKind) -> Option<super::Half> {
     None
 }
 
-/// [`dot_2x2`] for a floating-point `kind` with A's tiles also given widened (`prepared`, the
-/// same tiles as `ops`' A, widened as `kind`'s format): where the float path is AVX2 its block
-/// kernel reads them instead of widening A per step; elsewhere, or where it declines (a NaN,
-/// a missing tile), [`dot_2x2`]. The same bits either way.
+/// [`dot_2x2`] for a floating-point `kind` with A's or B's tiles (or both) also given widened
+/// (`prepared`, the same tiles as `ops`' operand, widened as `kind`'s format): where the float
+/// path is AVX2 its block kernel reads them instead of widening them per step; elsewhere, or
+/// where it declines (a NaN, a missing tile), [`dot_2x2`]. The same bits either way.
 pub(crate) fn dot_2x2_prepared(
     kind: DotKind,
     c: &mut [[u8; 1024]; 4],
     ops: &Operands<'_>,
-    prepared: PreparedTiles<'_>,
+    prepared: (Option<PreparedTiles<'_>>, Option<PreparedTiles<'_>>),
 ) {
     #[cfg(target_arch = "x86_64")]
     if int8_signs(kind).is_none() && super::float_path() == KernelPath::Avx2 {
@@ -157,8 +157,8 @@ pub(crate) fn dot_2x2_prepared(
             super::avx2::dot_2x2_half_prepared(
                 c,
                 (ops.a, ops.a_step),
-                prepared,
                 (ops.b, ops.b_step),
+                prepared,
                 ops.steps,
                 half_of(kind),
             )

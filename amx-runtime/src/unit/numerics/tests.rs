@@ -1675,8 +1675,9 @@ fn check_avx2_half_block(
         };
         let mut again = *c;
         // SAFETY: as above.
-        let done_again =
-            unsafe { avx2::dot_2x2_half_prepared(&mut again, a, prepared, b, steps, half) };
+        let done_again = unsafe {
+            avx2::dot_2x2_half_prepared(&mut again, a, b, (Some(prepared), None), steps, half)
+        };
         assert_eq!(done_again, done, "prepared A: a different refusal");
         for t in 0..4 {
             let ctx = |_: usize, _: usize| format!("AVX2 prepared, tile {t}, {half:?}");
@@ -1690,9 +1691,37 @@ fn check_avx2_half_block(
         };
         let mut declined = *c;
         // SAFETY: as above.
-        let done_short =
-            unsafe { avx2::dot_2x2_half_prepared(&mut declined, a, short, b, steps, half) };
+        let done_short = unsafe {
+            avx2::dot_2x2_half_prepared(&mut declined, a, b, (Some(short), None), steps, half)
+        };
         assert!(!done_short, "a missing prepared tile was not noticed");
         assert!(declined == *c, "a declined block changed C");
+        // B's tiles widened ahead too (a GEMM's prepared panel of B), alone and with A's.
+        if b.1.is_multiple_of(1024) && b.1 > 0 {
+            let mut b_tiles = vec![Widened::ZERO; b.0.len() / 1024];
+            for (tile, w) in b.0.chunks_exact(1024).zip(b_tiles.iter_mut()) {
+                // SAFETY: as above.
+                unsafe { avx2::widen(tile.try_into().unwrap(), half, w) };
+            }
+            let prepared_b = super::block::PreparedTiles {
+                tiles: &b_tiles,
+                first: 0,
+                stride: b.1 / 1024,
+            };
+            for (which, both) in [
+                ("prepared B", (None, Some(prepared_b))),
+                ("both", (Some(prepared), Some(prepared_b))),
+            ] {
+                let mut again = *c;
+                // SAFETY: as above.
+                let done_again =
+                    unsafe { avx2::dot_2x2_half_prepared(&mut again, a, b, both, steps, half) };
+                assert_eq!(done_again, done, "{which}: a different refusal");
+                for t in 0..4 {
+                    let ctx = |_: usize, _: usize| format!("AVX2 {which}, tile {t}, {half:?}");
+                    assert_same("AVX2 half block, prepared", &again[t], &got[t], &ctx);
+                }
+            }
+        }
     }
 }
