@@ -228,27 +228,13 @@ impl PreparedA {
 pub fn dot_2x2_prepared(
     kind: DotKind,
     c: &mut Block,
-    (a, a_offset, a_step): (&[u8], usize, usize),
+    a: (&[u8], usize, usize),
     prepared: &PreparedA,
-    (b, b_step): (&[u8], usize),
+    b: (&[u8], usize),
     steps: usize,
 ) -> Result<(), BlockError> {
-    let a_at = a.get(a_offset..).unwrap_or(&[]);
-    let ops = operands((a_at, a_step), (b, b_step), steps)?;
-    let usable = prepared.from == Some((kind, a.as_ptr() as usize, a.len()))
-        && a_offset.is_multiple_of(TILE_BYTES)
-        && a_step.is_multiple_of(TILE_BYTES);
-    if usable {
-        let tiles = block::PreparedTiles {
-            tiles: &prepared.tiles,
-            first: a_offset / TILE_BYTES,
-            stride: a_step / TILE_BYTES,
-        };
-        block::dot_2x2_prepared(kind, &mut c.tiles, &ops, (Some(tiles), None));
-    } else {
-        block::dot_2x2(kind, &mut c.tiles, &ops);
-    }
-    Ok(())
+    // Nothing prepared of B: an empty PreparedB holds no buffer (and allocates nothing).
+    dot_2x2_prepared_ab(kind, c, a, prepared, b, &PreparedB::new(), steps)
 }
 
 /// The B operand of many [`dot_2x2_prepared_ab`] calls, put once into the form the emulator's

@@ -97,14 +97,9 @@ pub(crate) fn rt_sigaction(
 fn program_rt_sigaction(sig: i32, act: &KAction) -> Result<(), i32> {
     // SAFETY: a live KAction of the kernel's layout; no old action asked for.
     let rc = unsafe {
-        sys::program_call6(
+        sys::program_call(
             libc::SYS_rt_sigaction,
-            sig as u64,
-            act as *const KAction as u64,
-            0,
-            8,
-            0,
-            0,
+            &[sig as u64, act as *const KAction as u64, 0, 8],
         )
     };
     sys::check(rc).map(|_| ())

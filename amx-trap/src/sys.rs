@@ -93,6 +93,17 @@ pub unsafe fn call(n: i64, args: &[u64]) -> i64 {
     unsafe { call6(n, a(0), a(1), a(2), a(3), a(4), a(5)) }
 }
 
+/// [`call`] made for the program (see [`program_call6`]).
+///
+/// # Safety
+/// As [`call6`].
+#[inline]
+pub unsafe fn program_call(n: i64, args: &[u64]) -> i64 {
+    let a = |i: usize| args.get(i).copied().unwrap_or(0);
+    // SAFETY: forwarded.
+    unsafe { program_call6(n, a(0), a(1), a(2), a(3), a(4), a(5)) }
+}
+
 /// A result as `Result`: the value, or the errno.
 pub fn check(ret: i64) -> Result<u64, i32> {
     if (-4095..0).contains(&ret) {
@@ -153,33 +164,24 @@ pub unsafe fn mprotect(addr: u64, len: usize, prot: i32) -> Result<u64, i32> {
 
 /// `rt_sigprocmask(how, &set, &old, 8)`: the mask before.
 pub fn sigprocmask(how: i32, set: Option<u64>) -> u64 {
+    rt_sigprocmask(how, set, call)
+}
+
+/// [`sigprocmask`] made for the program (see [`program_call6`]).
+pub fn program_sigprocmask(how: i32, set: Option<u64>) -> u64 {
+    rt_sigprocmask(how, set, program_call)
+}
+
+/// `rt_sigprocmask` through `issue` ([`call`] or [`program_call`]).
+fn rt_sigprocmask(how: i32, set: Option<u64>, issue: unsafe fn(i64, &[u64]) -> i64) -> u64 {
     let mut old = 0u64;
     let set_ptr = set.as_ref().map_or(0, |s| s as *const u64 as u64);
     // SAFETY: the kernel reads 8 bytes at `set_ptr` (a live local, or none) and writes 8 to
     // `old`, a live local.
     unsafe {
-        call(
+        issue(
             libc::SYS_rt_sigprocmask,
             &[how as u64, set_ptr, &mut old as *mut u64 as u64, 8],
-        )
-    };
-    old
-}
-
-/// [`sigprocmask`] made for the program (see [`program_call6`]).
-pub fn program_sigprocmask(how: i32, set: Option<u64>) -> u64 {
-    let mut old = 0u64;
-    let set_ptr = set.as_ref().map_or(0, |s| s as *const u64 as u64);
-    // SAFETY: as in `sigprocmask`.
-    unsafe {
-        program_call6(
-            libc::SYS_rt_sigprocmask,
-            how as u64,
-            set_ptr,
-            &mut old as *mut u64 as u64,
-            8,
-            0,
-            0,
         )
     };
     old
