@@ -1305,11 +1305,11 @@ fn nest<P: Precision, K: MicroKernel>(
                     let micro_panels = (ic_end - ic).div_ceil(MR);
                     let panels = jc_end - jc;
                     let b_outer = kernel.b_panels_outer(micro_panels);
-                    for tile in 0..micro_panels * panels {
+                    for index in 0..micro_panels * panels {
                         let (q, jr) = if b_outer {
-                            (tile % micro_panels, jc + tile / micro_panels)
+                            (index % micro_panels, jc + index / micro_panels)
                         } else {
-                            (tile / panels, jc + tile % panels)
+                            (index / panels, jc + index % panels)
                         };
                         let ir = ic + q * MR;
                         let a_step = pack::packed_a_step(ic_end - ir);

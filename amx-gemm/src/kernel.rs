@@ -227,7 +227,7 @@ pub(crate) trait MicroKernel {
     /// Whether the nest should run the `micro_panels` micro-panels of A of the block just
     /// prepared (LOOP 2) inside the panels of B (LOOP 1) rather than the other way round: a
     /// kernel that prepares each panel of B once for every micro-panel of A against it says
-    /// `true`. Asked once per block; the same products either way.
+    /// `true`. Asked once per block of k-steps; the same products either way.
     fn b_panels_outer(&mut self, _micro_panels: usize) -> bool {
         false
     }
