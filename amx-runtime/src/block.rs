@@ -213,6 +213,12 @@ impl PreparedA {
         self.from = Some((kind, a.as_ptr() as usize, a.len()));
         true
     }
+
+    /// Whether this holds `buf` prepared for `kind`: the buffer (address and length) of the
+    /// last [`PreparedA::prepare`] that kept something.
+    fn holds(&self, kind: DotKind, buf: &[u8]) -> bool {
+        self.from == Some((kind, buf.as_ptr() as usize, buf.len()))
+    }
 }
 
 /// [`dot_2x2`] with A's tiles at `a_offset + s * a_step` (and 1024 bytes further) of `a`, read
@@ -286,7 +292,7 @@ impl PreparedB {
     /// Whether this holds `b` prepared for `kind` (the same buffer, by address and length, as
     /// the last [`PreparedB::prepare`]; its bytes are taken as unchanged since).
     pub fn holds(&self, kind: DotKind, b: &[u8]) -> bool {
-        self.0.from == Some((kind, b.as_ptr() as usize, b.len()))
+        self.0.holds(kind, b)
     }
 
     /// Forgets what was prepared (the next [`PreparedB::holds`] is `false`).
@@ -313,7 +319,7 @@ pub fn dot_2x2_prepared_ab(
 ) -> Result<(), BlockError> {
     let a_at = a.get(a_offset..).unwrap_or(&[]);
     let ops = operands((a_at, a_step), (b, b_step), steps)?;
-    let a_usable = prepared_a.from == Some((kind, a.as_ptr() as usize, a.len()))
+    let a_usable = prepared_a.holds(kind, a)
         && a_offset.is_multiple_of(TILE_BYTES)
         && a_step.is_multiple_of(TILE_BYTES);
     let b_usable = prepared_b.holds(kind, b) && b_step.is_multiple_of(TILE_BYTES);
