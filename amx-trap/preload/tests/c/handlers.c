@@ -242,14 +242,20 @@ static int amx(int bf16) {
     return 0;
 }
 
-/* boundary: the loop's code, from its first instruction (the product) to past its branch. */
+/* boundary: the loop's code, from its first instruction (the product) to past its branch and
+ * the store that disarms the check. */
 extern const char boundary_start[], boundary_end[];
 static volatile long boundary_ticks, boundary_outside, boundary_stop, boundary_dots;
 static volatile unsigned long long boundary_last;
+/* Set by the loop's code itself as it starts and ends: ticks that come before it (in
+ * setitimer's return) or after it (before the timer is off) are not the loop's. */
+static volatile int boundary_armed;
 
 static void boundary_tick(int sig, siginfo_t *info, void *ctx) {
     (void)sig;
     (void)info;
+    if (!boundary_armed)
+        return;
     unsigned long long rip = (unsigned long long)((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RIP];
     if (rip < (unsigned long long)boundary_start || rip >= (unsigned long long)boundary_end) {
         boundary_outside++;
@@ -261,15 +267,17 @@ static void boundary_tick(int sig, siginfo_t *info, void *ctx) {
 
 /* TDPBSSD tmm2, tmm0, tmm1 until boundary_stop, counting into boundary_dots. */
 __attribute__((noinline)) static void boundary_loop(void) {
-    __asm__ volatile(".globl boundary_start\n"
+    __asm__ volatile("movl $1, %1\n"
+                     ".globl boundary_start\n"
                      "boundary_start:\n"
                      ".byte 0xc4, 0xe2, 0x73, 0x5e, 0xd0\n"
                      "lock incq %0\n"
-                     "cmpq $0, %1\n"
+                     "cmpq $0, %2\n"
                      "je boundary_start\n"
+                     "movl $0, %1\n"
                      ".globl boundary_end\n"
                      "boundary_end:\n"
-                     : "+m"(boundary_dots)
+                     : "+m"(boundary_dots), "+m"(boundary_armed)
                      : "m"(boundary_stop)
                      : "memory", "cc");
 }
