@@ -193,7 +193,12 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             // handler runs, and the instruction resumes from start_row. Held back until the
             // page came, the signal could wait forever (its handler may be what makes the page
             // come). The copy stops as if it faulted, and the site returns to itself.
-            if program && in_fast && access::in_copy(rip) && crate::fastpath::waits_for_memory(uc) {
+            let stoppable = if program {
+                in_fast
+            } else {
+                slot.waiting_copy.load(Ordering::Acquire)
+            };
+            if stoppable && access::in_copy(rip) && crate::fastpath::waits_for_memory(uc) {
                 slot.restart.store(true, Ordering::Release);
                 uc.gregs[reg::RIP] = access::recover_at();
             }

@@ -3,6 +3,8 @@
 //! (answer it from the modelled CPU), the `int3` of a site being patched (emulate the site's
 //! instruction); every other signal goes to the program ([`crate::deliver`]).
 
+use std::sync::atomic::Ordering;
+
 use amx_runtime::TileUnit;
 use amx_tilecfg::decode::{self, Decoded, Instruction, MAX_LEN};
 
@@ -123,8 +125,58 @@ fn program_pkru(ctx: &Ctx) -> Option<u32> {
 pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> Resume<'a> {
     let mut regs = Regs::of(&ctx.frame.uc);
     let pkru = program_pkru(ctx);
-    let outcome = execute(insn, &mut regs, slot.unit(), pkru);
+    let (outcome, stopped) = interruptible(slot, ctx, insn, || {
+        execute(insn, &mut regs, slot.unit(), pkru)
+    });
+    if stopped {
+        // Stopped waiting for memory: the instruction stays where it is (a load or store at
+        // the row it reached, in start_row), and the signal held back meanwhile is delivered
+        // there (`entry::finish`); the program's return from its handler runs it again.
+        return Resume::Context(ctx);
+    }
     complete_or_raise(slot, ctx, outcome, &regs)
+}
+
+/// Runs `run`, the execution of `insn` in the context `ctx`, with the program's handled
+/// signals that the context does not block unblocked while `insn` reads or writes memory.
+///
+/// On the silicon a tile load or store waiting for a page that is not there (one that
+/// userfaultfd keeps missing) is interrupted by a signal: its handler runs at the instruction,
+/// which resumes from start_row afterwards. The engine's copy of the rows runs inside its
+/// SIGILL handler, where the kernel would keep such a signal pending until the page came, and
+/// a program whose handler must run for the page to come would wait forever. With them
+/// unblocked the entry meets the signal: it holds it back, and stops the copy where it waits
+/// for memory (`Slot::waiting_copy`, then `Slot::restart`, as at a patched site).
+///
+/// Only the wrapped signals (under the preload): their handlers run behind the entry, which
+/// holds them back; a handler the kernel called directly would run in the middle of the
+/// engine's work. Not while a patched site's instruction is under way on the thread, whose
+/// `restart` is its own. Two system calls per trapped load or store; products touch no
+/// memory. Returns `run`'s result, and whether a signal stopped it.
+fn interruptible<R>(
+    slot: &Slot,
+    ctx: &Ctx,
+    insn: &Instruction,
+    run: impl FnOnce() -> R,
+) -> (R, bool) {
+    let open = if insn.mem.is_some()
+        && crate::signals::virtualized()
+        && slot.fast_frame.load(Ordering::Acquire) == 0
+    {
+        crate::signals::wrapped() & !ctx.frame.uc.sigmask
+    } else {
+        0
+    };
+    if open == 0 {
+        return (run(), false);
+    }
+    slot.restart.store(false, Ordering::Release);
+    slot.waiting_copy.store(true, Ordering::Release);
+    let before = crate::signals::unblock(open);
+    let result = run();
+    crate::signals::set_mask(before);
+    slot.waiting_copy.store(false, Ordering::Release);
+    (result, slot.restart.swap(false, Ordering::AcqRel))
 }
 
 /// Ends an executed instruction: completed, its zmm result (if any) goes into the frame and RIP

@@ -285,6 +285,15 @@ pub fn owned(sig: i32) -> bool {
     entry(sig).is_some_and(|e| e.state.load(Ordering::Acquire) == OWNED)
 }
 
+/// The signals whose program handler runs behind the entry (the preload's wrapped ones): each
+/// one that arrives while the engine works is held back by the entry, never run by the kernel
+/// in the middle of the work.
+pub(crate) fn wrapped() -> u64 {
+    (1..=64)
+        .filter(|&sig| entry(sig).is_some_and(|e| e.state.load(Ordering::Acquire) == WRAPPED))
+        .fold(0, |mask, sig| mask | bit(sig))
+}
+
 /// Catches up, in a program that installed the engine itself, with an action the program put
 /// in the kernel's table for one of the engine's signals after the engine took it (a C library
 /// `sigaction` the engine does not see): that action becomes the program's, and the engine

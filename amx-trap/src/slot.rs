@@ -77,6 +77,10 @@ pub(crate) struct Slot {
     /// not there, was interrupted: the instruction stops where it is (start_row) and the
     /// program resumes at the site, not past it (see `fastpath::restart_or_past`).
     pub(crate) restart: std::sync::atomic::AtomicBool,
+    /// While a trapped load or store copies its rows with the program's handled signals
+    /// unblocked (`handler::interruptible`): a signal arriving then, with the copy waiting for
+    /// a page that is not there, stops the instruction as `restart` does at a patched site.
+    pub(crate) waiting_copy: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
     /// The unit a [`crate::HandlerScope`] gave the signal handler running on this thread (null:
@@ -344,6 +348,8 @@ fn reset(slot: &Slot) {
     slot.deferred.store(0, Ordering::Relaxed);
     slot.held_back.store(0, Ordering::Relaxed);
     slot.primed.store(0, Ordering::Relaxed);
+    slot.restart.store(false, Ordering::Relaxed);
+    slot.waiting_copy.store(false, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
     slot.ready.store(false, Ordering::Relaxed);
