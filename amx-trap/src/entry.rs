@@ -11,9 +11,10 @@
 //!    signal blocked in the interrupted context (SIGSEGV, SIGBUS and SIGSYS excepted, which
 //!    the engine's own work must still meet), so that the engine's work finishes first and
 //!    the program sees the signal at an instruction boundary. The engine delivers it when it
-//!    is done, before the instances of it the kernel queued meanwhile. A patched site's load
-//!    or store waiting for a page that is not there is stopped instead (see `fastpath`), and
-//!    the signal delivered at the site, as the silicon's interrupted instruction takes it.
+//!    is done, before the instances of it the kernel queued meanwhile. A load or store that
+//!    the signal finds copying its rows (at a patched site, or trapped with the program's
+//!    handled signals unblocked) is stopped instead at its row, and the signal delivered at
+//!    the instruction, as the silicon's interrupted instruction takes it.
 //!    (A synchronous fault
 //!    there is a bug of the engine: reported, fatal. But one that comes while only a patched
 //!    site's instruction is under way is a program handler's that the kernel called directly
@@ -188,17 +189,21 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             // unblocked again when the program resumes; blocked in the engine's, it is gone
             // with the engine's context.
             hold_back(slot, sig, info, uc, in_fast);
-            // A patched site's load or store waiting for a page that is not there (one that
-            // userfaultfd keeps missing): the silicon's instruction is interrupted there, the
-            // handler runs, and the instruction resumes from start_row. Held back until the
-            // page came, the signal could wait forever (its handler may be what makes the page
-            // come). The copy stops as if it faulted, and the site returns to itself.
+            // A load or store copying its rows (a patched site's, or a trapped one's with the
+            // program's handled signals unblocked: `handler::interruptible`): the silicon may
+            // interrupt such an instruction between rows (start_row holds where it resumes),
+            // and must where it waits for a page that is not there (one that userfaultfd keeps
+            // missing): held back until the page came, the signal could wait forever, its
+            // handler being what makes the page come. The copy stops as if it faulted, and the
+            // instruction stays at its row; the signal is delivered there. Whether the page is
+            // there is not asked (`mincore`): sandboxes kill on calls outside their list, and
+            // systemd's `@system-service` lacks that one.
             let stoppable = if program {
                 in_fast
             } else {
-                slot.waiting_copy.load(Ordering::Acquire)
+                slot.stoppable_copy.load(Ordering::Acquire)
             };
-            if stoppable && access::in_copy(rip) && crate::fastpath::waits_for_memory(uc) {
+            if stoppable && access::in_copy(rip) {
                 slot.restart.store(true, Ordering::Release);
                 uc.gregs[reg::RIP] = access::recover_at();
             }

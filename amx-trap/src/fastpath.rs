@@ -31,10 +31,11 @@
 //!   signal delivered there;
 //! - marked, the instruction under way: the signal is held back (blocked, its siginfo kept);
 //!   the entry then leaves through the held-back exit, whose SIGILL makes the engine deliver
-//!   it at the boundary past the instruction; but where the instruction's load or store waits
-//!   for a page that is not there (`userfaultfd`), the copy stops as at a fault (start_row at
-//!   the row) and the signal is delivered at the site, which resumes the instruction from
-//!   start_row afterwards, as the silicon's interrupted load does ([`restart_or_past`]);
+//!   it at the boundary past the instruction; but where the signal finds the instruction's
+//!   load or store copying (perhaps waiting for a page that `userfaultfd` keeps missing), the
+//!   copy stops as at a fault (start_row at the row) and the signal is delivered at the site,
+//!   which resumes the instruction from start_row afterwards, as the silicon's interrupted
+//!   load does ([`restart_or_past`]);
 //! - marked, the instruction done (`fast_commit`, which the entry sets when [`fast`]
 //!   returns), or in the entry's last instructions after the mark: the context is rolled
 //!   forward to past the instruction (registers from the frame, vector state from its save
@@ -641,33 +642,13 @@ pub(crate) fn exit(slot: Option<&Slot>, rip: u64) -> Option<Exit> {
 }
 
 /// Where the program resumes once the held-back signals of `site`'s instruction are
-/// delivered: past the instruction, or at the site itself where the instruction was
-/// interrupted waiting for memory (`Slot::restart`, taken here).
+/// delivered: past the instruction, or at the site itself where a signal stopped the
+/// instruction's copy (`Slot::restart`, taken here).
 fn restart_or_past(slot: Option<&Slot>, site: &patch::Site) -> Option<u64> {
     if slot.is_some_and(|s| s.restart.swap(false, Ordering::AcqRel)) {
         return Some(site.addr());
     }
     past(site)
-}
-
-/// Whether the copy routine, interrupted at `uc`, waits for memory that is not there: a page
-/// of its source or destination (RSI, RDI) is mapped but not resident. A signal ends such a
-/// wait only where the kernel waits interruptibly, as for a page that `userfaultfd` keeps
-/// missing; an ordinary fault (a zero page, a swap-in, a file read) completes before the
-/// kernel delivers the signal, and the page is resident by then.
-pub(crate) fn waits_for_memory(uc: &kframe::Ucontext) -> bool {
-    [uc.gregs[reg::RSI], uc.gregs[reg::RDI]]
-        .into_iter()
-        .any(|at| resident(at & !(PAGE - 1)) == Some(false))
-}
-
-/// Whether the page at `page` is resident (`mincore`); `None` where it is not mapped.
-fn resident(page: u64) -> Option<bool> {
-    let mut vec = 0u8;
-    // SAFETY: mincore reads no memory of ours and writes one byte (one page) into `vec`.
-    let rc =
-        unsafe { crate::sys::call(libc::SYS_mincore, &[page, PAGE, &mut vec as *mut u8 as u64]) };
-    (rc == 0).then_some(vec & 1 != 0)
 }
 
 /// The fast path: called by the common entry with its frame; runs the site's instruction.
@@ -744,8 +725,8 @@ fn run(f: &Frame, frame: u64) -> Option<u64> {
     }
 }
 
-/// After a copy that did not complete: the site itself where a signal interrupted the copy
-/// waiting for memory (the held-back signal is delivered there, the instruction stopped at
+/// After a copy that did not complete: the site itself where a signal stopped the copy
+/// (the held-back signal is delivered there, the instruction stopped at
 /// its start_row, as the silicon's load or store stops for an interrupt, and it resumes from
 /// there when the program comes back to it); else `None` (a fault: the slow path raises it).
 fn interrupted(slot: &Slot, site: &patch::Site) -> Option<u64> {

@@ -129,7 +129,7 @@ pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> 
         execute(insn, &mut regs, slot.unit(), pkru)
     });
     if stopped {
-        // Stopped waiting for memory: the instruction stays where it is (a load or store at
+        // Stopped by a signal: the instruction stays where it is (a load or store at
         // the row it reached, in start_row), and the signal held back meanwhile is delivered
         // there (`entry::finish`); the program's return from its handler runs it again.
         return Resume::Context(ctx);
@@ -145,8 +145,10 @@ pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> 
 /// which resumes from start_row afterwards. The engine's copy of the rows runs inside its
 /// SIGILL handler, where the kernel would keep such a signal pending until the page came, and
 /// a program whose handler must run for the page to come would wait forever. With them
-/// unblocked the entry meets the signal: it holds it back, and stops the copy where it waits
-/// for memory (`Slot::waiting_copy`, then `Slot::restart`, as at a patched site).
+/// unblocked the entry meets the signal: it holds it back and stops the copy at its row
+/// (`Slot::stoppable_copy`, then `Slot::restart`, as at a patched site), waiting or not: the
+/// silicon may interrupt a load or store between rows, and asking the kernel whether the page
+/// is there would be a system call that sandboxes may kill.
 ///
 /// Only the wrapped signals (under the preload): their handlers run behind the entry, which
 /// holds them back; a handler the kernel called directly would run in the middle of the
@@ -171,11 +173,11 @@ fn interruptible<R>(
         return (run(), false);
     }
     slot.restart.store(false, Ordering::Release);
-    slot.waiting_copy.store(true, Ordering::Release);
+    slot.stoppable_copy.store(true, Ordering::Release);
     let before = crate::signals::unblock(open);
     let result = run();
     crate::signals::set_mask(before);
-    slot.waiting_copy.store(false, Ordering::Release);
+    slot.stoppable_copy.store(false, Ordering::Release);
     (result, slot.restart.swap(false, Ordering::AcqRel))
 }
 

@@ -73,14 +73,15 @@ pub(crate) struct Slot {
     /// Whether `unit` holds a unit (a slot just mapped or claimed gets one on the work stack:
     /// see [`get_light`]).
     ready: std::sync::atomic::AtomicBool,
-    /// Set by the signal entry when a patched site's instruction, waiting for memory that is
-    /// not there, was interrupted: the instruction stops where it is (start_row) and the
-    /// program resumes at the site, not past it (see `fastpath::restart_or_past`).
+    /// Set by the signal entry when a signal it held back stopped a load's or store's copy
+    /// (a patched site's, or a trapped one's while `stoppable_copy`): the instruction stops
+    /// where it is (start_row) and the program resumes at it, not past it (see
+    /// `fastpath::restart_or_past`).
     pub(crate) restart: std::sync::atomic::AtomicBool,
     /// While a trapped load or store copies its rows with the program's handled signals
-    /// unblocked (`handler::interruptible`): a signal arriving then, with the copy waiting for
-    /// a page that is not there, stops the instruction as `restart` does at a patched site.
-    pub(crate) waiting_copy: std::sync::atomic::AtomicBool,
+    /// unblocked (`handler::interruptible`): a signal arriving then in the copy routine stops
+    /// the instruction as at a patched site (`restart`).
+    pub(crate) stoppable_copy: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
     /// The unit a [`crate::HandlerScope`] gave the signal handler running on this thread (null:
@@ -349,7 +350,7 @@ fn reset(slot: &Slot) {
     slot.held_back.store(0, Ordering::Relaxed);
     slot.primed.store(0, Ordering::Relaxed);
     slot.restart.store(false, Ordering::Relaxed);
-    slot.waiting_copy.store(false, Ordering::Relaxed);
+    slot.stoppable_copy.store(false, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
     slot.ready.store(false, Ordering::Relaxed);

@@ -2,7 +2,9 @@
 //! (`tests/c/sandbox.c`): the silicon needs none of them, so results, signals and faults must
 //! be what they are there; patching may stop. Each call is denied from the start and, apart,
 //! only once a site was patched (a program that sandboxes itself after its start-up), with an
-//! errno and, as browsers' sandboxes deny calls, with SIGSYS (`SECCOMP_RET_TRAP`). Where the
+//! errno, as browsers' sandboxes deny calls with SIGSYS (`SECCOMP_RET_TRAP`), and by killing
+//! the process (`SECCOMP_RET_KILL_PROCESS`, systemd's default) on a call the engine must not
+//! make at all. Where the
 //! CPU has AMX the program runs on the silicon as the reference.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
@@ -17,7 +19,8 @@ fn run(deny: &str, when: &str) -> Option<Run> {
     run_how(deny, when, "errno")
 }
 
-/// [`run`], the filter denying as `how` says (`errno`, `trap`, `trap-default`, `trap-blocked`).
+/// [`run`], the filter denying as `how` says (`errno`, `kill`, `trap`, `trap-default`,
+/// `trap-blocked`).
 fn run_how(deny: &str, when: &str, how: &str) -> Option<Run> {
     let prog = build("sandbox.c", &[])?;
     let args = [deny, when, how];
@@ -101,6 +104,25 @@ fn a_sandbox_denying_mmap() {
     }
     for when in ["early", "late"] {
         as_on_the_silicon("mmap", when);
+    }
+}
+
+/// A filter that kills the process on a call outside its list (`SECCOMP_RET_KILL_PROCESS`,
+/// the default action of systemd's `SystemCallFilter=`), here `mincore`, which systemd's
+/// `@system-service` list lacks: the silicon makes no system call for an AMX instruction, so
+/// a signal that comes during a load (the `loads` check's timer, the others' signals) must
+/// not make the engine ask the kernel whether a page is there.
+#[test]
+fn a_sandbox_killing_a_call_the_engine_does_without() {
+    if !engine_runs_amx() {
+        return;
+    }
+    for when in ["early", "late"] {
+        let Some(run) = run_how("mincore", when, "kill") else {
+            return;
+        };
+        assert!(run.ok(), "{when}: {run}");
+        assert_eq!(run.line("all:"), "as on the silicon", "{when}: {run}");
     }
 }
 

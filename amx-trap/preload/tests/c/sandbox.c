@@ -5,9 +5,12 @@
  *   <deny> <when> [<how>]
  *                   deny `none`, `mem` (open or openat of a file for reading and writing, as
  *                   /proc/self/mem is opened to patch), `membarrier`, `sigqueueinfo`
- *                   (rt_sigqueueinfo and rt_tgsigqueueinfo) or `mmap`, from the start (`early`:
- *                   before any AMX instruction) or once a site is patched (`late`), `how`:
- *                   `errno` (the default: the filter returns EPERM) or, as browsers' sandboxes
+ *                   (rt_sigqueueinfo and rt_tgsigqueueinfo), `mmap` or `mincore`, from the start
+ *                   (`early`: before any AMX instruction) or once a site is patched (`late`),
+ *                   `how`: `errno` (the default: the filter returns EPERM), `kill`
+ *                   (SECCOMP_RET_KILL_PROCESS, as systemd's SystemCallFilter= kills a service
+ *                   making a call outside its list: `@system-service` lacks mincore, which no
+ *                   AMX instruction needs) or, as browsers' sandboxes
  *                   do, `trap` (SECCOMP_RET_TRAP: SIGSYS, whose handler here makes the call
  *                   fail with EPERM, counting the calls it sees, and those made from the
  *                   library's code apart: on the silicon there is no library, and the program
@@ -21,6 +24,8 @@
  *   timer      a 200 us timer over a loop of products: the handler runs, the loop's result is
  *              its products'
  *   queued     SIGRTMIN queued 64 times to a thread in a loop of products: all, in order
+ *   loads      a 200 us timer over a loop of TILELOADDs (some ticks come during a load's
+ *              copy): the handler runs, the tile holds the loaded bytes
  *   pending    SIGSEGV sent to the thread and to the process while the program blocks it,
  *              then unblocked: delivered, twice
  *   mprotect   the hot function's page made writable and executable again, then called: its
@@ -44,6 +49,8 @@ static int deny_nr[2] = {-1, -1};
 static int deny_rdwr_open;
 /* SECCOMP_RET_TRAP instead of SECCOMP_RET_ERRNO | EPERM. */
 static int deny_by_trap;
+/* SECCOMP_RET_KILL_PROCESS instead. */
+static int deny_by_kill;
 
 /* The library's code, where the program has it mapped (read before the sandbox). */
 static uintptr_t lib_lo[16], lib_hi[16];
@@ -78,7 +85,9 @@ static void on_sys(int sig, siginfo_t *info, void *ctx) {
 
 /* Denies the chosen calls with EPERM, or traps them (opens only for reading and writing). */
 static int sandbox(void) {
-    unsigned deny = deny_by_trap ? SECCOMP_RET_TRAP : SECCOMP_RET_ERRNO | EPERM;
+    unsigned deny = deny_by_trap   ? SECCOMP_RET_TRAP
+                    : deny_by_kill ? SECCOMP_RET_KILL_PROCESS
+                                   : SECCOMP_RET_ERRNO | EPERM;
     struct sock_filter f[32];
     int n = 0;
 #define ADD(s) (f[n++] = (struct sock_filter)s)
@@ -367,6 +376,40 @@ static int thread(void) {
     printf("thread: %d of 8 right\n", same);
     return same == 8;
 }
+static volatile long load_ticks;
+
+static void load_tick(int sig) {
+    (void)sig;
+    load_ticks++;
+}
+
+/* Loads of one site until the timer ticked 200 times. */
+__attribute__((noinline)) static long load_loop(void) {
+    long n = 0;
+    while (load_ticks < 200) {
+        tileload0(a, 64);
+        n++;
+    }
+    return n;
+}
+
+static int loads(void) {
+    signal(SIGALRM, load_tick);
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    struct itimerval every = {{0, 200}, {0, 200}}, off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &every, NULL);
+    long n = load_loop();
+    setitimer(ITIMER_REAL, &off, NULL);
+    static uint8_t out[1024];
+    tilestore0(out, 64);
+    tilerelease();
+    int right = memcmp(out, a, 1024) == 0;
+    printf("loads: %ld ticks over %s loads, tile %s\n", load_ticks, n > 200 ? "many" : "few",
+           right ? "right" : "wrong");
+    return right && load_ticks >= 200;
+}
 
 /* The program's own call of what the sandbox denies: -1 with the call's errno. */
 static long own_denied_call(void) {
@@ -393,6 +436,7 @@ int main(int argc, char **argv) {
     const char *how = argc > 3 ? argv[3] : "errno";
     int trap_default = !strcmp(how, "trap-default"), trap_blocked = !strcmp(how, "trap-blocked");
     deny_by_trap = !strncmp(how, "trap", 4);
+    deny_by_kill = !strcmp(how, "kill");
     if (deny_by_trap) {
         find_library();
         if (!trap_default) {
@@ -409,7 +453,7 @@ int main(int argc, char **argv) {
             sigaddset(&sys, SIGSYS);
             sigprocmask(SIG_BLOCK, &sys, NULL);
         }
-    } else if (strcmp(how, "errno") != 0)
+    } else if (strcmp(how, "errno") != 0 && !deny_by_kill)
         return 2;
     if (!strcmp(deny, "mem"))
         deny_rdwr_open = 1;
@@ -420,6 +464,8 @@ int main(int argc, char **argv) {
         deny_nr[1] = SYS_rt_tgsigqueueinfo;
     } else if (!strcmp(deny, "mmap"))
         deny_nr[0] = SYS_mmap;
+    else if (!strcmp(deny, "mincore"))
+        deny_nr[0] = SYS_mincore;
     else if (strcmp(deny, "none") != 0)
         return 2;
     if (request_amx() != 0) {
@@ -453,6 +499,7 @@ int main(int argc, char **argv) {
     }
     ok &= timer();
     ok &= queued();
+    ok &= loads();
     ok &= pending();
     ok &= reprotect();
     ok &= fault();
