@@ -8,9 +8,9 @@
 //! nest, the packing and the order of the sums are those of the silicon; only the tile
 //! registers are not used, so they hold unspecified data afterwards (as the micro-kernel
 //! contract allows: contents are unspecified on entry). Each packed block of A is prepared once
-//! for all its tasks (`prepare_a`): biased for TDPBSSD, widened for the floating-point
-//! products where the emulator's kernel reads them widened
-//! ([`amx_runtime::block::PreparedA`]).
+//! for all its tasks (`prepare_a`): in the form the emulator's kernel reads where it reads one
+//! (widened to f32, or extended to i16, on the AVX2 paths: [`amx_runtime::block::PreparedA`]),
+//! else biased for TDPBSSD.
 
 use std::marker::PhantomData;
 
@@ -37,34 +37,74 @@ const ROWS: usize = 16;
 /// serves three micro-panels or more. On a Zen 4-class core with the kernels capped at AVX2,
 /// the prepared panels against the kernel's own widening, in one process: 2048^3 fp16 1.06x,
 /// bf16 1.02x, 512^3 1.03x both; with two micro-panels (M = 64) 0.97x, with one (M = 32)
-/// 0.8-0.85x.
+/// 0.8-0.85x. (The integer products, prepared since, are held to the same count.)
 const PREPARE_B_FROM: usize = 3;
 
-/// The 32 x 32 micro-kernel as one block product per task (see the module docs).
-pub(crate) struct Block2x2<P> {
-    /// The current block of A in the form the emulator's float kernel reads, where it has
-    /// one (see [`PreparedA`]): made once per packed block, read by every task on it.
-    prepared: PreparedA,
+/// [`Block2x2`]'s prepared operands, with room made for them before a GEMM configures its tiles
+/// ([`Prepared2x2::reserve`]): preparing then allocates nothing, as nothing may while a tile
+/// configuration is held (an allocator that uses AMX would replace it).
+#[derive(Debug, Default)]
+pub(crate) struct Prepared2x2 {
+    /// The current block of A in the form the emulator's kernel reads, where it has one (see
+    /// [`PreparedA`]): made once per packed block, read by every task on it.
+    a: PreparedA,
     /// The current panel of B (its k-steps of the current block) in that form, where the
     /// kernel reads one (see [`PreparedB`]) and the block has at least [`PREPARE_B_FROM`]
     /// micro-panels of A: made at the panel's first task, read by the tasks of every
     /// micro-panel on it (the nest runs them in a row, see [`MicroKernel::b_panels_outer`]).
     /// Forgotten with each new block of A, so that a panel is never taken for another one of a
     /// later call at the same address.
-    prepared_b: PreparedB,
+    b: PreparedB,
+    /// The most bytes of A and of B that the room made holds (0 where none was made: nothing
+    /// is prepared then).
+    room: (usize, usize),
+}
+
+impl Prepared2x2 {
+    /// Makes room for preparing blocks of A of up to `a_bytes` and panels of B of up to
+    /// `b_bytes` for `P`'s product; where the memory cannot be had, nothing will be prepared.
+    pub(crate) fn reserve<P: Precision>(&mut self, a_bytes: usize, b_bytes: usize) {
+        if self.room.0 >= a_bytes && self.room.1 >= b_bytes {
+            return;
+        }
+        let Some(kind) = P::KIND.dot_kind() else {
+            return;
+        };
+        let (a_bytes, b_bytes) = (a_bytes.max(self.room.0), b_bytes.max(self.room.1));
+        self.room = if self.a.reserve(kind, a_bytes) && self.b.reserve(kind, b_bytes) {
+            (a_bytes, b_bytes)
+        } else {
+            (0, 0)
+        };
+    }
+}
+
+/// The 32 x 32 micro-kernel as one block product per task (see the module docs).
+pub(crate) struct Block2x2<P> {
+    /// The prepared operands.
+    prepared: Prepared2x2,
+    /// Whether the current block of A is biased for [`tdpbssd_2x2_a_biased`] (TDPBSSD where
+    /// the kernel reads no prepared A).
+    a_biased: bool,
     /// Whether the current block prepares its panels of B.
     prepare_b: bool,
     _precision: PhantomData<P>,
 }
 
 impl<P: Precision> Block2x2<P> {
-    pub(crate) fn new() -> Self {
+    /// A kernel that prepares its operands in `prepared`, within the room made there.
+    pub(crate) fn new(prepared: Prepared2x2) -> Self {
         Block2x2 {
-            prepared: PreparedA::new(),
-            prepared_b: PreparedB::new(),
+            prepared,
+            a_biased: false,
             prepare_b: false,
             _precision: PhantomData,
         }
+    }
+
+    /// The prepared operands' buffers, given back.
+    pub(crate) fn into_prepared(self) -> Prepared2x2 {
+        self.prepared
     }
 }
 
@@ -94,23 +134,28 @@ fn out_of_bounds(e: BlockError) -> GemmError {
 }
 
 impl<P: Precision> MicroKernel for Block2x2<P> {
-    /// TDPBSSD's A biased once per packed block (see `tdpbssd_2x2_a_biased`) rather than once
-    /// per task, and the floating-point products' A widened once per block where the emulator
-    /// reads it widened ([`PreparedA`]): each block of A is reused by every task of its rows.
+    /// A put once per packed block into the form the emulator's kernel reads, where it reads
+    /// one ([`PreparedA`]: widened or extended on the AVX2 paths), else, for TDPBSSD, biased
+    /// once per block (see `tdpbssd_2x2_a_biased`) rather than once per task: each block of A
+    /// is reused by every task of its rows.
     fn prepare_a(&mut self, block: &mut [u8]) {
-        self.prepared_b.clear();
-        match P::KIND.dot_kind() {
-            Some(DotKind::Tdpbssd) => bias_a(block),
-            Some(kind @ (DotKind::Tdpbf16ps | DotKind::Tdpfp16ps)) => {
-                self.prepared.prepare(kind, block);
+        let p = &mut self.prepared;
+        p.b.clear();
+        self.a_biased = false;
+        if let Some(kind) = P::KIND.dot_kind() {
+            // Within the room made before the configuration, or not at all.
+            let prepared = block.len() <= p.room.0 && p.a.prepare(kind, block);
+            if !prepared && kind == DotKind::Tdpbssd {
+                bias_a(block);
+                self.a_biased = true;
             }
-            _ => {}
         }
     }
 
     fn b_panels_outer(&mut self, micro_panels: usize) -> bool {
-        self.prepare_b =
-            micro_panels >= PREPARE_B_FROM && P::KIND.dot_kind().is_some_and(PreparedB::applies);
+        self.prepare_b = micro_panels >= PREPARE_B_FROM
+            && self.prepared.room.1 > 0
+            && P::KIND.dot_kind().is_some_and(PreparedB::applies);
         self.prepare_b
     }
 
@@ -150,23 +195,24 @@ impl<P: Precision> MicroKernel for Block2x2<P> {
                 P::KIND.instruction()
             ))));
         };
-        if kind == DotKind::Tdpbssd {
+        if self.a_biased {
             // `prepare_a` biased the block.
             tdpbssd_2x2_a_biased(&mut block, (a, t.a_step), (b, STEP), t.steps)
         } else {
             // The prepared A where `prepare_a` made it from this block, and the panel of B
             // prepared at its first task where the block prepares them; else `dot_2x2`.
             let panel = b.get(..t.steps.saturating_mul(STEP)).unwrap_or(b);
-            if self.prepare_b && !self.prepared_b.holds(kind, panel) {
-                self.prepared_b.prepare(kind, panel);
+            let p = &mut self.prepared;
+            if self.prepare_b && panel.len() <= p.room.1 && !p.b.holds(kind, panel) {
+                p.b.prepare(kind, panel);
             }
             dot_2x2_prepared_ab(
                 kind,
                 &mut block,
                 (block_a, t.a_offset, t.a_step),
-                &self.prepared,
+                &p.a,
                 (panel, STEP),
-                &self.prepared_b,
+                &p.b,
                 t.steps,
             )
         }

@@ -8,7 +8,7 @@ use rayon::ThreadPool;
 
 use amx_runtime::{configure_on, configure_typed_on, counters, Backend, ConfigureError};
 
-use crate::block_kernel::{Block2x2, BlockEdge, TileKernel};
+use crate::block_kernel::{Block2x2, BlockEdge, Prepared2x2, TileKernel};
 use crate::blocking::Blocking;
 use crate::c_stores::{CStores, Fence};
 use crate::configs::{self, typed, MicroShape};
@@ -929,6 +929,8 @@ struct Buffers {
     /// The last K block of one micro-tile, 32 rows of 128 bytes, in L1: a fused epilogue's
     /// input, or a plain GEMM's micro-tile on its way to C (see `Drain`).
     tile: AlignedBytes,
+    /// The emulator's block kernel's prepared operands ([`Block2x2`]), lent to it for a region.
+    prepared: Prepared2x2,
 }
 
 /// Bytes per row of the partial-sum buffer of `region`, and its size (0 when K is not split).
@@ -1024,7 +1026,9 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
     }
     let mut scratch_len = 0;
     let mut acc_len = 0;
+    let mut panel_len = 0;
     for region in &regions {
+        panel_len = panel_len.max(kc_steps(p, region).saturating_mul(STEP));
         configs::check_limits(region.shape, limits)?;
         let need = scratch_bytes(p, region).ok_or(GemmError::TooLarge {
             operand: Operand::A,
@@ -1063,6 +1067,9 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
             .ok_or(GemmError::TooLarge {
                 operand: Operand::C,
             })?;
+        if p.backend == Backend::Emulated {
+            scratch.prepared.reserve::<P>(scratch_len, panel_len);
+        }
         for region in &regions {
             run_region(p, region, scratch, &mut stats)?;
         }
@@ -1137,7 +1144,12 @@ fn run_typed<P: Precision, L: Full2x2>(
         // The same loop nest, each task's k-loop as one block product (see block_kernel.rs);
         // the FP8 products, which have no 2x2 block kernel, as tile products.
         if P::KIND.dot_kind().is_some() {
-            return nest(&mut Block2x2::<P>::new(), p, region, scratch);
+            // The prepared operands' room, reserved before the configuration (`work`), lent to
+            // the kernel and given back: moving them allocates nothing.
+            let mut kernel = Block2x2::<P>::new(std::mem::take(&mut scratch.prepared));
+            let ran = nest(&mut kernel, p, region, scratch);
+            scratch.prepared = kernel.into_prepared();
+            return ran;
         }
         if TileKernel::of(P::KIND).is_some() {
             return nest(
@@ -1236,6 +1248,7 @@ fn nest<P: Precision, K: MicroKernel>(
         a: a_buf,
         acc,
         tile,
+        prepared: _,
     } = scratch;
     // `work` reserved these before configuring: slicing allocates nothing.
     let (Some(acc), Some(tile)) = (

@@ -13,7 +13,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use amx_gemm::reference::{self, Outputs};
-use amx_gemm::{Backend, Bf16, Gemm, GemmError, Int8, PackedB, Precision, Unsupported, U8S8};
+use amx_gemm::{Backend, Bf16, Fp16, Gemm, GemmError, Int8, PackedB, Precision, Unsupported, U8S8};
 use amx_runtime::{
     set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, PaletteTable, TmulLimits,
 };
@@ -142,28 +142,50 @@ fn small_tmul_limits_are_an_error_not_a_fault() {
     .unwrap();
 }
 
-#[test]
-fn nothing_is_allocated_while_a_configuration_is_held() {
-    // A fresh thread: its packed-A scratch is empty, so the GEMM must allocate it. Its
-    // emulator (the runtime's own tile state, allocated on a thread's first `configure`) is
-    // put in place first: on the silicon there is none.
+/// Runs `P`'s GEMM at every shape on a fresh thread, counting allocations under a tile guard.
+fn nothing_allocated_under_a_guard<P: Precision>()
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    // A fresh thread: its packed-A scratch (and the emulator's prepared operands, where its
+    // kernels read them) is empty, so the GEMM must allocate it. Its emulator (the runtime's
+    // own tile state, allocated on a thread's first `configure`) is put in place first: on the
+    // silicon there is none.
     std::thread::spawn(|| {
         set_thread_emulator(Emulator::new()).unwrap();
-        for (m, n, k) in SHAPES.into_iter().chain([(100, 70, 300), (33, 65, 1000)]) {
+        for (m, n, k) in SHAPES
+            .into_iter()
+            .chain([(100, 70, 300), (33, 65, 1000), (128, 64, 256)])
+        {
             UNDER_GUARD.with(|n| n.set(0));
             ARMED.with(|a| a.set(true));
-            let (ran, _, right) = gemm::<Int8>(m, n, k);
+            let (ran, _, right) = gemm::<P>(m, n, k);
             ARMED.with(|a| a.set(false));
             assert!(ran.is_ok() && right, "{m}x{n}x{k}: {ran:?}");
             let under = UNDER_GUARD.with(Cell::get);
             assert_eq!(
-                under, 0,
-                "{m}x{n}x{k}: {under} allocations under a tile guard"
+                under,
+                0,
+                "{}: {m}x{n}x{k}: {under} allocations under a tile guard",
+                std::any::type_name::<P>()
             );
         }
     })
     .join()
     .unwrap();
+}
+
+/// The integer and floating-point products alike: on the AVX2 kernels (`AMX_EMULATOR_KERNELS
+/// =avx2`) the emulator's block kernel prepares operands of each, in room made before the
+/// configuration.
+#[test]
+fn nothing_is_allocated_while_a_configuration_is_held() {
+    nothing_allocated_under_a_guard::<Int8>();
+    nothing_allocated_under_a_guard::<U8S8>();
+    nothing_allocated_under_a_guard::<Bf16>();
+    nothing_allocated_under_a_guard::<Fp16>();
 }
 
 /// The silicon code path (natively, or under the trap engine where the CPU lacks AMX) with an

@@ -20,8 +20,8 @@
 //! micro-kernel), covered by the crate's version like the rest. A caller that reuses one
 //! buffer of A for many blocks (a GEMM's packed block) can prepare it once
 //! ([`PreparedA`], [`dot_2x2_prepared`]), and one of B likewise ([`PreparedB`],
-//! [`dot_2x2_prepared_ab`]): the AVX2 floating-point kernel then skips widening their bf16 or
-//! fp16 tiles to f32 per block.
+//! [`dot_2x2_prepared_ab`]): the AVX2 kernels then skip widening their bf16 or fp16 tiles to
+//! f32, or extending their int8 tiles to i16, per block.
 //!
 //! ```
 //! use amx_runtime::block::{dot_2x2, Block};
@@ -146,11 +146,11 @@ pub fn dot_2x2(
     Ok(())
 }
 
-/// The A operand of many [`dot_2x2`] calls, put once into the form the emulator's
-/// floating-point block kernel reads: a GEMM reuses each packed block of A for every panel of
-/// B, and the AVX2 kernel otherwise widens A's bf16 or fp16 tiles to f32 again for each. Made
-/// by [`PreparedA::prepare`] from a buffer of whole tiles, read by [`dot_2x2_prepared`]. On
-/// other kernel paths, and for the integer products, it holds nothing and costs nothing.
+/// The A operand of many [`dot_2x2`] calls, put once into the form the emulator's block
+/// kernel reads: a GEMM reuses each packed block of A for every panel of B, and the AVX2
+/// kernels otherwise widen A's bf16 or fp16 tiles to f32 (or extend its int8 tiles to i16)
+/// again for each. Made by [`PreparedA::prepare`] from a buffer of whole tiles, read by
+/// [`dot_2x2_prepared`]. On the other kernel paths it holds nothing and costs nothing.
 ///
 /// ```
 /// use amx_runtime::block::{dot_2x2, dot_2x2_prepared, Block, PreparedA};
@@ -192,25 +192,49 @@ impl PreparedA {
 
     /// Prepares every whole tile of `a` (tile `i` is bytes `1024 i..1024 (i + 1)`) for the
     /// products `kind`, reusing the buffer of an earlier call. Returns whether the emulator's
-    /// kernels on this CPU read the prepared form: `false` (nothing kept) for the integer
-    /// products, off the AVX2 float path, or when the memory for it could not be had.
+    /// kernels on this CPU read the prepared form: `false` (nothing kept) off the AVX2 float
+    /// path for the floating-point products and off the AVX2 integer path for the integer
+    /// ones, or when the memory for it could not be had.
     pub fn prepare(&mut self, kind: DotKind, a: &[u8]) -> bool {
+        self.prepare_as(kind, a, false)
+    }
+
+    /// Makes room to prepare up to `bytes` of tiles for `kind`, so that a later
+    /// [`PreparedA::prepare`] of at most that many bytes allocates nothing: for a caller that
+    /// must not allocate then (a GEMM holding a tile configuration, which an allocator using
+    /// AMX would replace). Forgets what was prepared. Returns `false` where the memory could
+    /// not be had, `true` otherwise (also where nothing is prepared for `kind` on this CPU,
+    /// which needs no room).
+    pub fn reserve(&mut self, kind: DotKind, bytes: usize) -> bool {
+        self.reserve_as(kind, bytes, false)
+    }
+
+    /// [`PreparedA::reserve`], for A's tiles or (`b`) B's.
+    fn reserve_as(&mut self, kind: DotKind, bytes: usize, b: bool) -> bool {
         self.from = None;
-        let Some(half) = block::prepared_half(kind) else {
+        self.tiles.clear();
+        block::preparation(kind, b).is_none()
+            || self.tiles.try_reserve_exact(bytes / TILE_BYTES).is_ok()
+    }
+
+    /// [`PreparedA::prepare`], of A's tiles or (`b`) of B's.
+    fn prepare_as(&mut self, kind: DotKind, buf: &[u8], b: bool) -> bool {
+        self.from = None;
+        let Some(form) = block::preparation(kind, b) else {
             return false;
         };
-        let n = a.len() / TILE_BYTES;
+        let n = buf.len() / TILE_BYTES;
         self.tiles.clear();
         if self.tiles.try_reserve_exact(n).is_err() {
             return false;
         }
         self.tiles.resize(n, crate::unit::numerics::Widened::ZERO);
-        for (tile, out) in a.chunks_exact(TILE_BYTES).zip(self.tiles.iter_mut()) {
+        for (tile, out) in buf.chunks_exact(TILE_BYTES).zip(self.tiles.iter_mut()) {
             if let Ok(tile) = <&[u8; TILE_BYTES]>::try_from(tile) {
-                crate::unit::numerics::widen(tile, half, out);
+                form.apply(tile, out);
             }
         }
-        self.from = Some((kind, a.as_ptr() as usize, a.len()));
+        self.from = Some((kind, buf.as_ptr() as usize, buf.len()));
         true
     }
 
@@ -244,10 +268,10 @@ pub fn dot_2x2_prepared(
 }
 
 /// The B operand of many [`dot_2x2_prepared_ab`] calls, put once into the form the emulator's
-/// floating-point block kernel reads: a GEMM that runs every micro-panel of A against one
-/// panel of B in turn widens the panel's bf16 or fp16 tiles to f32 once rather than once per
-/// micro-panel. Made by [`PreparedB::prepare`] from exactly the buffer the calls pass as `b`;
-/// on other kernel paths, and for the integer products, it holds nothing and costs nothing.
+/// block kernel reads: a GEMM that runs every micro-panel of A against one panel of B in turn
+/// widens the panel's bf16 or fp16 tiles to f32 (or extends its int8 tiles to i16) once
+/// rather than once per micro-panel. Made by [`PreparedB::prepare`] from exactly the buffer
+/// the calls pass as `b`; on the other kernel paths it holds nothing and costs nothing.
 ///
 /// ```
 /// use amx_runtime::block::{dot_2x2, dot_2x2_prepared_ab, Block, PreparedA, PreparedB};
@@ -276,17 +300,22 @@ impl PreparedB {
     }
 
     /// Whether the emulator's kernels on this CPU read prepared operands for `kind` (a
-    /// floating-point product on the AVX2 float path): where they do not, preparing keeps
-    /// nothing.
+    /// floating-point product on the AVX2 float path, an integer one on the AVX2 integer
+    /// path): where they do not, preparing keeps nothing.
     pub fn applies(kind: DotKind) -> bool {
-        block::prepared_half(kind).is_some()
+        block::preparation(kind, true).is_some()
     }
 
     /// Prepares every whole tile of `b` (tile `i` is bytes `1024 i..1024 (i + 1)`) for the
     /// products `kind`, reusing the buffer of an earlier call; returns whether the kernels read
     /// it, as [`PreparedA::prepare`] does.
     pub fn prepare(&mut self, kind: DotKind, b: &[u8]) -> bool {
-        self.0.prepare(kind, b)
+        self.0.prepare_as(kind, b, true)
+    }
+
+    /// Makes room to prepare up to `bytes` of B for `kind`, as [`PreparedA::reserve`] does.
+    pub fn reserve(&mut self, kind: DotKind, bytes: usize) -> bool {
+        self.0.reserve_as(kind, bytes, true)
     }
 
     /// Whether this holds `b` prepared for `kind` (the same buffer, by address and length, as

@@ -36,6 +36,7 @@ use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 use core::sync::atomic::AtomicU8;
 
+use super::block::PreparedTiles;
 use super::{exact, get_dword, set_dword, Half, Widened, DWORDS, ROWS};
 
 /// Whether [`dot_int8`] may run on this CPU.
@@ -1121,14 +1122,79 @@ pub(super) unsafe fn dot_2x2_int8(
     signs: (bool, bool),
     a_biased: bool,
 ) {
+    // SAFETY: forwarded from this function's contract (both arms).
+    unsafe {
+        if a_biased {
+            int8_block::<true, true, true>(c, a, b, NONE_PREPARED, steps)
+        } else {
+            int8_signed(c, a, b, NONE_PREPARED, steps, signs)
+        }
+    }
+}
+
+/// [`int8_block`] for the signedness `signs`, A not biased.
+///
+/// # Safety
+/// As [`int8_block`].
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn int8_signed(
+    c: &mut [[u8; 1024]],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    prepared: (Option<PreparedTiles<'_>>, Option<PreparedTiles<'_>>),
+    steps: usize,
+    signs: (bool, bool),
+) {
     // SAFETY: forwarded from this function's contract (every arm).
     unsafe {
-        match (signs, a_biased) {
-            (_, true) => int8_block::<true, true, true>(c, a, b, steps),
-            ((true, true), false) => int8_block::<true, true, false>(c, a, b, steps),
-            ((true, false), false) => int8_block::<true, false, false>(c, a, b, steps),
-            ((false, true), false) => int8_block::<false, true, false>(c, a, b, steps),
-            ((false, false), false) => int8_block::<false, false, false>(c, a, b, steps),
+        match signs {
+            (true, true) => int8_block::<true, true, false>(c, a, b, prepared, steps),
+            (true, false) => int8_block::<true, false, false>(c, a, b, prepared, steps),
+            (false, true) => int8_block::<false, true, false>(c, a, b, prepared, steps),
+            (false, false) => int8_block::<false, false, false>(c, a, b, prepared, steps),
+        }
+    }
+}
+
+/// No operand given extended ahead.
+const NONE_PREPARED: (
+    Option<PreparedTiles<'static>>,
+    Option<PreparedTiles<'static>>,
+) = (None, None);
+
+/// [`dot_2x2_int8`] (A not biased) with A's or B's tiles (or both) given extended ahead
+/// (`prepared`: A's as [`extend`] makes them, B's as [`extend_split`] does, with the
+/// signedness `signs` gives each): the kernel reads those instead of extending the tiles per
+/// call. A tile the prepared slice lacks is extended as usual. The same bits.
+///
+/// # Safety
+/// As [`dot_2x2_int8`]; the prepared tiles hold the extended forms of the very tiles at `a`
+/// and `b` (or the result is wrong, though nothing unsound happens).
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn dot_2x2_int8_prepared(
+    c: &mut [[u8; 1024]; 4],
+    a: (*const u8, usize),
+    b: (*const u8, usize),
+    prepared: (Option<PreparedTiles<'_>>, Option<PreparedTiles<'_>>),
+    steps: usize,
+    signs: (bool, bool),
+) {
+    // SAFETY: forwarded from this function's contract.
+    unsafe { int8_signed(c, a, b, prepared, steps, signs) }
+}
+
+/// Writes `tile`'s bytes extended to i16 (sign-extended where `signed`) into `out` in B's split
+/// layout: the form [`dot_2x2_int8_prepared`] reads for B.
+#[target_feature(enable = "avx2")]
+pub(super) fn extend_split(tile: &[u8; 1024], signed: bool, out: &mut Widened) {
+    let dst = (out as *mut Widened).cast::<WideTile>();
+    // SAFETY: `tile` is 1024 readable bytes; a `Widened` is 2048 writable bytes aligned to 64,
+    // room for a `WideTile` of plain integers, which `widen_b_split` writes in full.
+    unsafe {
+        match signed {
+            true => widen_b_split::<true>(tile.as_ptr(), dst),
+            false => widen_b_split::<false>(tile.as_ptr(), dst),
         }
     }
 }
@@ -1163,21 +1229,15 @@ pub(super) unsafe fn dot_1x2_int8(
     steps: usize,
     signs: (bool, bool),
 ) {
-    // SAFETY: forwarded from this function's contract (every arm); a 2-tile C reads one tile
-    // of A per step.
-    unsafe {
-        match signs {
-            (true, true) => int8_block::<true, true, false>(c, a, b, steps),
-            (true, false) => int8_block::<true, false, false>(c, a, b, steps),
-            (false, true) => int8_block::<false, true, false>(c, a, b, steps),
-            (false, false) => int8_block::<false, false, false>(c, a, b, steps),
-        }
-    }
+    // SAFETY: forwarded from this function's contract; a 2-tile C reads one tile of A per
+    // step.
+    unsafe { int8_signed(c, a, b, NONE_PREPARED, steps, signs) }
 }
 
 /// [`dot_2x2_int8`] (4 C tiles) or [`dot_1x2_int8`] (2) for one signedness: `c` holds the C
 /// tiles of `c.len() / 2` rows of tiles, tile `2h + w` of A's tile h and B's tile w. `UNBIAS`:
-/// A's bytes are XORed with 0x80 before they are extended (then `SA` is true).
+/// A's bytes are XORed with 0x80 before they are extended (then `SA` is true, and a prepared A
+/// is not read). `prepared`: tiles extended ahead, read instead of extending those.
 ///
 /// # Safety
 /// The CPU must support AVX2; `c.len()` is 2 or 4; for every `s < steps`, the `c.len() / 2`
@@ -1187,17 +1247,28 @@ unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
     c: &mut [[u8; 1024]],
     (a, a_step): (*const u8, usize),
     (b, b_step): (*const u8, usize),
+    (prepared_a, prepared_b): (Option<PreparedTiles<'_>>, Option<PreparedTiles<'_>>),
     steps: usize,
 ) {
     let heights = c.len() / 2;
-    // Extended operands of a chunk: tile `2 * j + h` is tile h of the chunk's step j. Only the
-    // tiles of the chunk's steps (and of A's rows of tiles) are written, and only those read.
+    let prepared_a = if UNBIAS { None } else { prepared_a };
+    // Extended operands of a chunk: tile `2 * j + h` is tile h of the chunk's step j, extended
+    // into the buffer or found prepared. Only the tiles of the chunk's steps (and of A's rows
+    // of tiles) are written, and only those read.
     let mut wa = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
     let mut wb = MaybeUninit::<[WideTile; 2 * INT8_CHUNK]>::uninit();
     let (wa_p, wb_p) = (
         wa.as_mut_ptr().cast::<WideTile>(),
         wb.as_mut_ptr().cast::<WideTile>(),
     );
+    let mut ta = [wa_p.cast_const(); 2 * INT8_CHUNK];
+    let mut tb = [wb_p.cast_const(); 2 * INT8_CHUNK];
+    // A prepared tile, as the kernel reads it (a `Widened` is a `WideTile`'s 2048 bytes of
+    // integers, aligned to 64).
+    let found = |p: Option<PreparedTiles<'_>>, s: usize, h: usize| {
+        p.and_then(|p| p.tile(s, h))
+            .map(|w| (w as *const Widened).cast::<WideTile>())
+    };
     for s0 in (0..steps).step_by(INT8_CHUNK) {
         let chunk = INT8_CHUNK.min(steps - s0);
         for i in 0..2 * chunk {
@@ -1206,17 +1277,23 @@ unsafe fn int8_block<const SA: bool, const SB: bool, const UNBIAS: bool>(
             // inside the operands (the contract); i < 2 * INT8_CHUNK slots of the buffers.
             unsafe {
                 if h < heights {
-                    widen_a::<SA, UNBIAS>(a.add((s0 + j) * a_step + h * 1024), wa_p.add(i));
+                    ta[i] = found(prepared_a, s0 + j, h).unwrap_or_else(|| {
+                        widen_a::<SA, UNBIAS>(a.add((s0 + j) * a_step + h * 1024), wa_p.add(i));
+                        wa_p.add(i)
+                    });
                 }
-                widen_b_split::<SB>(b.add((s0 + j) * b_step + h * 1024), wb_p.add(i));
+                tb[i] = found(prepared_b, s0 + j, h).unwrap_or_else(|| {
+                    widen_b_split::<SB>(b.add((s0 + j) * b_step + h * 1024), wb_p.add(i));
+                    wb_p.add(i)
+                });
             }
         }
         for (t, tile) in c.iter_mut().enumerate() {
             let (h, w) = (t / 2, t % 2);
             for m0 in (0..ROWS).step_by(4) {
                 // SAFETY: the slots 2 * j + h (h < heights) and 2 * j + w for j < chunk were
-                // written above, and m0 + 4 <= 16.
-                unsafe { int8_block_rows(tile, m0, (wa_p.add(h), wb_p.add(w)), chunk) };
+                // set above, to written or prepared tiles, and m0 + 4 <= 16.
+                unsafe { int8_block_rows(tile, m0, (&ta[h..], &tb[w..]), chunk) };
             }
         }
     }
@@ -1289,18 +1366,18 @@ unsafe fn widen_b_split<const SIGNED: bool>(src: *const u8, dst: *mut WideTile) 
     }
 }
 
-/// Rows `m0..m0 + 4` of one C tile over `chunk` steps: A's extended tiles at `wa`, `wa + 2`,
-/// ... and B's at `wb`, `wb + 2`, ... (one per step).
+/// Rows `m0..m0 + 4` of one C tile over `chunk` steps: A's extended tiles at `wa[0]`,
+/// `wa[2]`, ... and B's at `wb[0]`, `wb[2]`, ... (one per step).
 ///
 /// # Safety
-/// The CPU must support AVX2; `wa.add(2 * j)` and `wb.add(2 * j)` for `j < chunk` are written
-/// tiles ([`widen_a`], [`widen_b_split`]); `m0 + 4 <= 16`.
+/// The CPU must support AVX2; `wa[2 * j]` and `wb[2 * j]` for `j < chunk` point to written
+/// tiles ([`widen_a`], [`widen_b_split`], or their prepared forms); `m0 + 4 <= 16`.
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn int8_block_rows(
     c: &mut [u8; 1024],
     m0: usize,
-    (wa, wb): (*const WideTile, *const WideTile),
+    (wa, wb): (&[*const WideTile], &[*const WideTile]),
     chunk: usize,
 ) {
     let mut acc = [[_mm256_setzero_si256(); 2]; 4];
@@ -1310,8 +1387,8 @@ unsafe fn int8_block_rows(
         }
     }
     for j in 0..chunk {
-        // SAFETY: tiles 2j of both buffers were written (the contract).
-        let (ta, tb) = unsafe { (&*wa.add(2 * j), &*wb.add(2 * j)) };
+        // SAFETY: entries 2j of both lists point to written tiles (the contract).
+        let (ta, tb) = unsafe { (&*wa[2 * j], &*wb[2 * j]) };
         // A's rows as dwords: dword 2k + p of row m is A's i16 pair p of dword k.
         // SAFETY: a WideTile is 16 rows of 128 bytes of plain integers, readable as 32 i32
         // per row (alignment 64 exceeds theirs).

@@ -127,27 +127,84 @@ impl<'p> PreparedTiles<'p> {
     }
 }
 
-/// The format [`dot_2x2_prepared`] wants A's tiles widened as for `kind`, where its kernel
-/// reads prepared tiles (a floating-point product on the AVX2 float path); `None` elsewhere.
-pub(crate) fn prepared_half(kind: DotKind) -> Option<super::Half> {
-    #[cfg(target_arch = "x86_64")]
-    if int8_signs(kind).is_none() && super::float_path() == KernelPath::Avx2 {
-        return Some(half_of(kind));
+/// The form [`dot_2x2_prepared`]'s kernel reads an operand's tiles in, prepared ahead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Preparation {
+    /// Widened to f32 ([`super::widen`]): a floating-point product on the AVX2 float path.
+    Widened(super::Half),
+    /// Extended to i16 ([`super::extend`] for A, [`super::extend_split`] for B, `split`): an
+    /// integer product on the AVX2 integer path.
+    Extended { signed: bool, split: bool },
+}
+
+impl Preparation {
+    /// Writes `tile` in this form into `out`.
+    pub(crate) fn apply(self, tile: &[u8; 1024], out: &mut super::Widened) {
+        match self {
+            Preparation::Widened(half) => super::widen(tile, half, out),
+            Preparation::Extended {
+                signed,
+                split: false,
+            } => super::extend(tile, signed, out),
+            Preparation::Extended {
+                signed,
+                split: true,
+            } => super::extend_split(tile, signed, out),
+        }
     }
-    let _ = kind;
+}
+
+/// The form [`dot_2x2_prepared`] wants A's tiles (or, `b`, B's) in for `kind`, where its
+/// kernel reads prepared tiles: a floating-point product on the AVX2 float path, an integer
+/// one on the AVX2 integer path; `None` elsewhere.
+pub(crate) fn preparation(kind: DotKind, b: bool) -> Option<Preparation> {
+    #[cfg(target_arch = "x86_64")]
+    match int8_signs(kind) {
+        Some((sa, sb)) if super::int8_path() == KernelPath::Avx2 => {
+            return Some(Preparation::Extended {
+                signed: if b { sb } else { sa },
+                split: b,
+            });
+        }
+        None if super::float_path() == KernelPath::Avx2 => {
+            return Some(Preparation::Widened(half_of(kind)));
+        }
+        _ => {}
+    }
+    let _ = (kind, b);
     None
 }
 
-/// [`dot_2x2`] for a floating-point `kind` with A's or B's tiles (or both) also given widened
-/// (`prepared`, the same tiles as `ops`' operand, widened as `kind`'s format): where the float
-/// path is AVX2 its block kernel reads them instead of widening them per step; elsewhere, or
-/// where it declines (a NaN, a missing tile), [`dot_2x2`]. The same bits either way.
+/// [`dot_2x2`] with A's or B's tiles (or both) also given prepared (`prepared`, the same tiles
+/// as `ops`' operand, in the form [`preparation`] gives for `kind`): where that form is the
+/// kernel's (the AVX2 paths) its block kernel reads them instead of widening or extending
+/// them per step; elsewhere, or where it declines (a NaN, a missing tile), [`dot_2x2`]. The
+/// same bits either way.
 pub(crate) fn dot_2x2_prepared(
     kind: DotKind,
     c: &mut [[u8; 1024]; 4],
     ops: &Operands<'_>,
     prepared: (Option<PreparedTiles<'_>>, Option<PreparedTiles<'_>>),
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(signs) = int8_signs(kind) {
+        if super::int8_path() == KernelPath::Avx2 {
+            // SAFETY: int8_path chose AVX2, so the CPU has it; `Operands::new` proved the
+            // 2048 bytes of every step inside `a` and `b`; the prepared tiles are read through
+            // `PreparedTiles::tile`.
+            unsafe {
+                super::avx2::dot_2x2_int8_prepared(
+                    c,
+                    (ops.a.as_ptr(), ops.a_step),
+                    (ops.b.as_ptr(), ops.b_step),
+                    prepared,
+                    ops.steps,
+                    signs,
+                )
+            };
+            return;
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if int8_signs(kind).is_none() && super::float_path() == KernelPath::Avx2 {
         // SAFETY: float_path chose AVX2 (AVX2, FMA and F16C present, DAZ/FTZ self-checked);

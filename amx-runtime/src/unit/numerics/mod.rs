@@ -623,6 +623,18 @@ pub(crate) fn extend(tile: &[u8; 1024], signed: bool, out: &mut Widened) {
     let _ = (tile, signed, out);
 }
 
+/// Extends `tile`'s bytes to i16 into `out` in the layout the AVX2 block kernel reads B in
+/// (see `block::Preparation`) where the integer path is AVX2; elsewhere leaves `out` as it is
+/// (nothing reads it there).
+pub(crate) fn extend_split(tile: &[u8; 1024], signed: bool, out: &mut Widened) {
+    #[cfg(target_arch = "x86_64")]
+    if int8_path() == KernelPath::Avx2 {
+        // SAFETY: the AVX2 integer path was selected, so the CPU has AVX2.
+        unsafe { avx2::extend_split(tile, signed, out) };
+    }
+    let _ = (tile, signed, out);
+}
+
 /// [`dot_int8`] with `aw` and `bw` the extended forms of A and B ([`extend`], with the
 /// signedness the instruction gives each): the same result, without extending the operands,
 /// where [`reads_extended`]; elsewhere the ordinary kernel on `a` and `b` with `signs`.
