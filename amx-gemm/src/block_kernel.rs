@@ -62,20 +62,16 @@ pub(crate) struct Prepared2x2 {
 
 impl Prepared2x2 {
     /// Makes room for preparing blocks of A of up to `a_bytes` and panels of B of up to
-    /// `b_bytes` for `P`'s product; where the memory cannot be had, nothing will be prepared.
+    /// `b_bytes` for `P`'s product (nothing is allocated where the room made for an earlier
+    /// call suffices); where the memory cannot be had, nothing will be prepared.
     pub(crate) fn reserve<P: Precision>(&mut self, a_bytes: usize, b_bytes: usize) {
-        if self.room.0 >= a_bytes && self.room.1 >= b_bytes {
-            return;
-        }
+        self.room = (0, 0);
         let Some(kind) = P::KIND.dot_kind() else {
             return;
         };
-        let (a_bytes, b_bytes) = (a_bytes.max(self.room.0), b_bytes.max(self.room.1));
-        self.room = if self.a.reserve(kind, a_bytes) && self.b.reserve(kind, b_bytes) {
-            (a_bytes, b_bytes)
-        } else {
-            (0, 0)
-        };
+        if self.a.reserve(kind, a_bytes) && self.b.reserve(kind, b_bytes) {
+            self.room = (a_bytes, b_bytes);
+        }
     }
 }
 

@@ -142,50 +142,50 @@ fn small_tmul_limits_are_an_error_not_a_fault() {
     .unwrap();
 }
 
-/// Runs `P`'s GEMM at every shape on a fresh thread, counting allocations under a tile guard.
+/// Runs `P`'s GEMM at every shape on this thread, counting allocations under a tile guard.
 fn nothing_allocated_under_a_guard<P: Precision>()
 where
     P::A: amx_test_support::Random,
     P::B: amx_test_support::Random,
     P::C: amx_test_support::Random,
 {
+    for (m, n, k) in SHAPES
+        .into_iter()
+        .chain([(100, 70, 300), (33, 65, 1000), (128, 64, 256)])
+    {
+        UNDER_GUARD.with(|n| n.set(0));
+        ARMED.with(|a| a.set(true));
+        let (ran, _, right) = gemm::<P>(m, n, k);
+        ARMED.with(|a| a.set(false));
+        assert!(ran.is_ok() && right, "{m}x{n}x{k}: {ran:?}");
+        let under = UNDER_GUARD.with(Cell::get);
+        assert_eq!(
+            under,
+            0,
+            "{}: {m}x{n}x{k}: {under} allocations under a tile guard",
+            std::any::type_name::<P>()
+        );
+    }
+}
+
+/// The integer and floating-point products alike, one after the other on one thread: on the
+/// AVX2 kernels (`AMX_EMULATOR_KERNELS=avx2`) the emulator's block kernel prepares operands
+/// of each, in room made before the configuration, whatever the thread's calls before made.
+#[test]
+fn nothing_is_allocated_while_a_configuration_is_held() {
     // A fresh thread: its packed-A scratch (and the emulator's prepared operands, where its
     // kernels read them) is empty, so the GEMM must allocate it. Its emulator (the runtime's
     // own tile state, allocated on a thread's first `configure`) is put in place first: on the
     // silicon there is none.
     std::thread::spawn(|| {
         set_thread_emulator(Emulator::new()).unwrap();
-        for (m, n, k) in SHAPES
-            .into_iter()
-            .chain([(100, 70, 300), (33, 65, 1000), (128, 64, 256)])
-        {
-            UNDER_GUARD.with(|n| n.set(0));
-            ARMED.with(|a| a.set(true));
-            let (ran, _, right) = gemm::<P>(m, n, k);
-            ARMED.with(|a| a.set(false));
-            assert!(ran.is_ok() && right, "{m}x{n}x{k}: {ran:?}");
-            let under = UNDER_GUARD.with(Cell::get);
-            assert_eq!(
-                under,
-                0,
-                "{}: {m}x{n}x{k}: {under} allocations under a tile guard",
-                std::any::type_name::<P>()
-            );
-        }
+        nothing_allocated_under_a_guard::<Int8>();
+        nothing_allocated_under_a_guard::<Bf16>();
+        nothing_allocated_under_a_guard::<U8S8>();
+        nothing_allocated_under_a_guard::<Fp16>();
     })
     .join()
     .unwrap();
-}
-
-/// The integer and floating-point products alike: on the AVX2 kernels (`AMX_EMULATOR_KERNELS
-/// =avx2`) the emulator's block kernel prepares operands of each, in room made before the
-/// configuration.
-#[test]
-fn nothing_is_allocated_while_a_configuration_is_held() {
-    nothing_allocated_under_a_guard::<Int8>();
-    nothing_allocated_under_a_guard::<U8S8>();
-    nothing_allocated_under_a_guard::<Bf16>();
-    nothing_allocated_under_a_guard::<Fp16>();
 }
 
 /// The silicon code path (natively, or under the trap engine where the CPU lacks AMX) with an
