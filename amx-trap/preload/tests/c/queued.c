@@ -21,7 +21,9 @@
  * The `hold` modes make the instruction last as long as they like: a patched TILELOADD (or, for
  * `plain`, a load) reads a page that userfaultfd keeps missing until another thread, which
  * took the fault's event, has sent its signals to the loading thread and lets it go on. The
- * first signal comes in the middle of the instruction, the others after it.
+ * first signal comes in the middle of the instruction, the others after it. With `amx` the
+ * handler runs AMX instructions of its own under another configuration: the load, resumed,
+ * must still complete with the page's bytes.
  *
  *   hold-rt <work> <n>     SIGRTMIN n times (pthread_sigqueue, values 0..n-1): every value, in
  *                          order
@@ -92,9 +94,22 @@ static void prepare_tiles(void) {
     tilezero0();
 }
 
+/* Set by the hold modes with `amx`: the handler runs AMX instructions of its own (another
+ * configuration, a load and a store of tile 0) while the interrupted load waits, as a
+ * handler may on the silicon, whose signal frame gives the load its state back. */
+static volatile int handler_amx;
+
 static void on_queued(int sig, siginfo_t *info, void *ctx) {
     (void)sig;
     (void)ctx;
+    if (handler_amx) {
+        static uint8_t in[1024], out[1024];
+        tilecfg c;
+        config(&c, 4);
+        ldtilecfg(&c);
+        tileload0(in, 64);
+        tilestore0(out, 64);
+    }
     int i = received;
     if (i < MAX) {
         values[i] = info->si_value.sival_int;
@@ -458,6 +473,7 @@ static int hold(const char *mode, int n) {
         return 0;
     }
     pattern(hold_source, 9);
+    handler_amx = amx_work;
     pthread_t t;
     pthread_create(&t, NULL, resolver, NULL);
     load_site(hold_page);
