@@ -179,6 +179,13 @@ fn int8_kernel<const SA: bool, const SB: bool>(
     b: &[u8; 1024],
     (m_rows, n_dwords, k_dwords): (usize, usize, usize),
 ) {
+    // One or two rows of C (a GEMV's edge tiles): extending both whole tiles first would cost
+    // more than the products.
+    match m_rows {
+        1 => return int8_few_rows::<SA, SB, 1>(c, a, b, (n_dwords, k_dwords)),
+        2 => return int8_few_rows::<SA, SB, 2>(c, a, b, (n_dwords, k_dwords)),
+        _ => {}
+    }
     // Both operands extended once per call (4 KiB, in L1): the hot loop then only loads.
     // All 16 rows whatever the shape (branch-free), written in place without the zeroing an
     // initialised array would cost.
@@ -189,6 +196,48 @@ fn int8_kernel<const SA: bool, const SB: bool>(
     // SAFETY: widen_tile wrote every row.
     let (a_wide, b_wide) = unsafe { (a_wide.assume_init_ref(), b_wide.assume_init_ref()) };
     int8_products(c, a_wide, b_wide, (m_rows, n_dwords, k_dwords));
+}
+
+/// [`int8_products`] on the first `R` rows of A (`R` = `m_rows`, 1 or 2): only those rows of A
+/// are extended, and each row of B is extended in registers as the products read it, never
+/// stored. The same arithmetic in the same order, so the same sums.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn int8_few_rows<const SA: bool, const SB: bool, const R: usize>(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (n_dwords, k_dwords): (usize, usize),
+) {
+    // Quadword k of row m: A's dword k extended, as `int8_products` reads it.
+    let mut quads = [[0u64; DWORDS]; R];
+    for (m, q) in quads.iter_mut().enumerate() {
+        for (i, v) in widen_row::<SA>(a, m).into_iter().enumerate() {
+            // SAFETY: quadwords 4i..4i + 4 of `q` (i < 4) are 32 writable bytes; the store is
+            // unaligned.
+            unsafe { _mm256_storeu_si256(q.as_mut_ptr().add(4 * i).cast(), v) };
+        }
+    }
+    let mut acc = [[_mm256_setzero_si256(); 4]; R];
+    for k in 0..k_dwords.min(ROWS) {
+        let bk = widen_row::<SB>(b, k);
+        for (accm, q) in acc.iter_mut().zip(&quads) {
+            let av = _mm256_set1_epi64x(q[k % DWORDS] as i64);
+            for (x, &bv) in accm.iter_mut().zip(&bk) {
+                *x = _mm256_add_epi32(*x, _mm256_madd_epi16(av, bv));
+            }
+        }
+    }
+    for (m, accm) in acc.iter().enumerate() {
+        // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
+        let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(accm[0], accm[1]));
+        let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(accm[2], accm[3]));
+        let row = [
+            _mm256_add_epi32(lo, load_half_row(c, m, 0)),
+            _mm256_add_epi32(hi, load_half_row(c, m, 1)),
+        ];
+        store_row(c, m, n_dwords, row);
+    }
 }
 
 /// Writes `tile`'s bytes extended to i16 (sign-extended where `signed`) into `out`, as
@@ -355,7 +404,21 @@ fn halves_to_f32(v: __m256i) -> [__m256i; 2] {
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn widen_into(t: &[u8; 1024], half: Half, out: *mut Widened) {
-    for r in 0..ROWS {
+    // SAFETY: the caller's contract.
+    unsafe { widen_rows_into::<ROWS>(t, half, out) }
+}
+
+/// [`widen_into`] for rows `0..N` only (`N <= 16`, a constant: with a bound known only at run
+/// time the GEMM at M = 16, whose row kernel widens whole tiles through [`widen_into`], was
+/// about 10% slower, bf16 16 x 4096 x 4096 on a Zen 4-class core); the others of `out` are
+/// left as they are.
+///
+/// # Safety
+/// As [`widen_into`].
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn widen_rows_into<const N: usize>(t: &[u8; 1024], half: Half, out: *mut Widened) {
+    for r in 0..N.min(ROWS) {
         let (even, odd) = split_row(t, r, half);
         // SAFETY: row r < 16 of each 1024-byte half of `*out` (the contract), written through
         // raw places; `Widened` is 64-byte aligned and its rows 64 bytes, so the stores are
@@ -400,18 +463,32 @@ pub(super) unsafe fn dot_half(
     }
     let mut aw = MaybeUninit::<Widened>::uninit();
     let mut bw = MaybeUninit::<Widened>::uninit();
-    // SAFETY: both point to live `Widened`s, written in full before they are read; the CPU
-    // supports AVX2, FMA and F16C (this function's contract).
+    // In checked builds the rows of A left unwritten hold finite values (0x41 bytes, about
+    // 12.0), so that a kernel reading one gives wrong sums the tests see (a stale widening of
+    // the same tile, or NaNs, which the exact recomputation repairs, would hide it).
+    #[cfg(debug_assertions)]
+    // SAFETY: `aw` is a live `Widened` of plain bytes.
     unsafe {
-        widen_into(a, half, aw.as_mut_ptr());
+        aw.as_mut_ptr().write_bytes(0x41, 1)
+    };
+    // SAFETY: both point to live `Widened`s; B is written in full, A in the rows the kernel
+    // reads (its groups of 4 rows: see `half_products`), before they are read (a GEMV's edge
+    // tiles have 1 row: widening all 16 would cost more than the products). The CPU supports
+    // AVX2, FMA and F16C (this function's contract).
+    unsafe {
+        // The kernel's groups of 4 rows that hold A's first `m_rows`.
+        match m_rows.div_ceil(FLOAT_GROUP) {
+            1 => widen_rows_into::<4>(a, half, aw.as_mut_ptr()),
+            2 => widen_rows_into::<8>(a, half, aw.as_mut_ptr()),
+            3 => widen_rows_into::<12>(a, half, aw.as_mut_ptr()),
+            _ => widen_rows_into::<ROWS>(a, half, aw.as_mut_ptr()),
+        }
         widen_into(b, half, bw.as_mut_ptr());
-        dot_half_widened(
+        half_products(
             c,
-            (a, aw.assume_init_ref()),
-            (b, bw.assume_init_ref()),
-            m_rows,
-            n_dwords,
-            k_dwords,
+            (a, aw.as_ptr()),
+            (b, bw.as_ptr()),
+            (m_rows, n_dwords, k_dwords),
             half,
         )
     }
@@ -434,6 +511,25 @@ pub(super) unsafe fn dot_half_widened(
     k_dwords: usize,
     half: Half,
 ) {
+    // SAFETY: both widened tiles are live and written in full; the CPU supports AVX2, FMA and
+    // F16C (this function's contract).
+    unsafe { half_products(c, (a, aw), (b, bw), (m_rows, n_dwords, k_dwords), half) }
+}
+
+/// [`dot_half_widened`] on widened tiles given as pointers: A's need only its rows below
+/// `m_rows` rounded up to a multiple of 4 written, B's its rows below `k_dwords`.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C; `aw` and `bw` point to live [`Widened`] whose
+/// rows above are written (both halves, `even` and `odd`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half_products(
+    c: &mut [u8; 1024],
+    (a, aw): (&[u8; 1024], *const Widened),
+    (b, bw): (&[u8; 1024], *const Widened),
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    half: Half,
+) {
     let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows, n_dwords, k_dwords);
     if m_rows == 0 || n_dwords == 0 {
         return;
@@ -441,17 +537,17 @@ pub(super) unsafe fn dot_half_widened(
     let groups = m_rows.div_ceil(FLOAT_GROUP);
     let mut out = MaybeUninit::<Rows2>::uninit();
     let job = Job {
-        a: (aw as *const Widened).cast(),
-        b: (bw as *const Widened).cast(),
+        a: aw.cast(),
+        b: bw.cast(),
         c: c.as_ptr(),
         out: out.as_mut_ptr().cast(),
         ..NO_JOB
     };
     // SAFETY: the kernel reads `aw` (rows < 4 * groups <= 16 at dword offsets < k_dwords <= 16),
-    // `bw` (rows < k_dwords), c rows < 4 * groups and writes `out` rows < 4 * groups, all in
-    // bounds and 32-byte aligned where it loads aligned (`Widened` is 64-byte aligned);
-    // nothing else touches them during the call. The CPU supports AVX2 and FMA (this
-    // function's contract).
+    // `bw` (rows < k_dwords), all written (the contract), c rows < 4 * groups and writes `out`
+    // rows < 4 * groups, all in bounds and 32-byte aligned where it loads aligned (`Widened`
+    // is 64-byte aligned); nothing else touches them during the call. The CPU supports AVX2
+    // and FMA (this function's contract).
     unsafe { float_kernel(&[job], k_dwords, groups, half) };
     let wanted = (1u32 << n_dwords) - 1;
     for m in 0..m_rows {
