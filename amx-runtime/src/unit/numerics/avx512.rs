@@ -188,6 +188,21 @@ pub(super) unsafe fn dot_int8(
         return;
     }
     let biased = a_signed == b_signed;
+    if m_rows == 1 {
+        // A GEMV's edge tiles: one row, biased as it is broadcast.
+        let shape = Int8Shape {
+            m_rows,
+            n_dwords,
+            k_dwords,
+        };
+        match (b_signed, biased) {
+            (true, true) => int8_one_row::<true, true>(c, a, b, shape),
+            (true, false) => int8_one_row::<true, false>(c, a, b, shape),
+            (false, true) => int8_one_row::<false, true>(c, a, b, shape),
+            (false, false) => int8_one_row::<false, false>(c, a, b, shape),
+        }
+        return;
+    }
     let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
     // A with the bias applied, when there is one, so the hot loop only broadcasts dwords.
     // Built row by row, never zero-filled first (see `dot_half`); not built at all without a
@@ -334,6 +349,48 @@ fn int8_rows<const A_IS_U8: bool, const G: usize>(
             store_row_masked(c, m0 + j, mask, _mm512_sub_epi32(sum, corr));
         }
     }
+}
+
+/// [`dot_int8`] on row 0 of C only (`m_rows` = 1): the same products and correction as
+/// [`int8_rows`] with its bias (`BIASED`: A's bytes XOR 0x80, and the correction subtracted),
+/// A's dword biased as it is broadcast rather than in a copy of the whole tile, and the k
+/// sums in two chains (even and odd k) so that VPDPBUSD's latency overlaps: the sums wrap
+/// mod 2^32, so their order does not change them.
+#[target_feature(enable = "avx512f,avx512vnni")]
+fn int8_one_row<const B_SIGNED: bool, const BIASED: bool>(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    shape: Int8Shape,
+) {
+    let splat = _mm512_set1_epi32(0x8080_8080_u32 as i32);
+    let mut acc = [_mm512_setzero_si512(); 2];
+    let mut corr = [_mm512_setzero_si512(); 2];
+    for k in 0..shape.k_dwords {
+        let bk = load_row(b, k);
+        // SAFETY: k < k_dwords <= 16 (clamped), so the dword's 4 bytes lie in A's row 0.
+        let mut av =
+            _mm512_set1_epi32(unsafe { a.as_ptr().add(k * 4).cast::<i32>().read_unaligned() });
+        if BIASED {
+            av = _mm512_xor_si512(av, splat);
+        }
+        let (x, y) = (&mut acc[k % 2], &mut corr[k % 2]);
+        // The (biased) A is VPDPBUSD's unsigned operand where B is signed, as in `int8_rows`.
+        if B_SIGNED {
+            *x = _mm512_dpbusd_epi32(*x, av, bk);
+            if BIASED {
+                *y = _mm512_dpbusd_epi32(*y, splat, bk);
+            }
+        } else {
+            *x = _mm512_dpbusd_epi32(*x, bk, av);
+            if BIASED {
+                *y = _mm512_dpbusd_epi32(*y, bk, splat);
+            }
+        }
+    }
+    let sum = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), load_row(c, 0));
+    let corr = _mm512_add_epi32(corr[0], corr[1]);
+    store_row_masked(c, 0, lane_mask(shape.n_dwords), _mm512_sub_epi32(sum, corr));
 }
 
 /// Zeroes zmm0-15, the 16 accumulators (one per row of C) of the whole-tile integer kernels.
@@ -1532,13 +1589,37 @@ pub(super) unsafe fn dot_half(
     k_dwords: usize,
     half: Half,
 ) {
-    // fp32 operands: A[m][k] even/odd (broadcast in the kernel), B[k] even/odd rows. All 16
+    // SAFETY: the CPU supports AVX-512F (this function's contract).
+    unsafe {
+        if m_rows <= GROUP {
+            // One group of rows (a GEMV's edge tiles have one): A's other rows are not read.
+            half_rows::<GROUP>(c, a, b, (m_rows, n_dwords, k_dwords), half)
+        } else {
+            half_rows::<ROWS>(c, a, b, (m_rows, n_dwords, k_dwords), half)
+        }
+    }
+}
+
+/// [`dot_half`] with A's first `N` rows converted (`N` a multiple of [`GROUP`], at least
+/// `m_rows`: the kernel reads A's rows of its groups only).
+///
+/// # Safety
+/// The CPU must support AVX-512F; `N` is [`GROUP`] or 16, and `m_rows <= N`.
+#[target_feature(enable = "avx512f")]
+unsafe fn half_rows<const N: usize>(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
+    half: Half,
+) {
+    // fp32 operands: A[m][k] even/odd (broadcast in the kernel), B[k] even/odd rows. All N
     // rows are converted whatever the shape: that is cheaper than branching. Built element by
     // element (`from_fn`), never zero-filled first: a zero fill of these five 1 KiB arrays was
     // 80 vector stores per instruction, as many as the conversion itself. (Each `split` half is
     // computed on its own; the other half is dead code the compiler drops.)
-    let ae: Panel = core::array::from_fn(|r| split(load_row(a, r), half).0);
-    let ao: Panel = core::array::from_fn(|r| split(load_row(a, r), half).1);
+    let ae: [__m512i; N] = core::array::from_fn(|r| split(load_row(a, r), half).0);
+    let ao: [__m512i; N] = core::array::from_fn(|r| split(load_row(a, r), half).1);
     let be: Panel = core::array::from_fn(|r| split(load_row(b, r), half).0);
     let bo: Panel = core::array::from_fn(|r| split(load_row(b, r), half).1);
     let operands = (
@@ -1547,8 +1628,9 @@ pub(super) unsafe fn dot_half(
         be.as_ptr().cast(),
         bo.as_ptr().cast(),
     );
-    // SAFETY: the four panels are 1024 bytes each, live for the call; the CPU supports
-    // AVX-512F (this function's contract).
+    // SAFETY: B's panels are 1024 bytes each and A's the N rows of 64 bytes the kernel reads
+    // (`m_rows <= N`, the contract; it reads the rows of its groups of GROUP), all live for the
+    // call; the CPU supports AVX-512F (this function's contract).
     unsafe { half_from_widened(c, (a, b), operands, (m_rows, n_dwords, k_dwords), half) }
 }
 
@@ -1658,8 +1740,10 @@ pub(super) unsafe fn dot_bf16_paired(
 /// The kernel and the NaN epilogue of [`dot_half`], on widened operands `(ae, ao, be, bo)`.
 ///
 /// # Safety
-/// The CPU must support AVX-512F; each of the four pointers must point to 1024 readable bytes
-/// (16 rows of 16 fp32) that nothing writes during the call.
+/// The CPU must support AVX-512F; `be` and `bo` must point to 1024 readable bytes (16 rows of
+/// 16 fp32), `ae` and `ao` to the rows of A the kernel's groups cover (`m_rows` clamped to 16
+/// and rounded up to a multiple of [`GROUP`], 64 bytes each), all of which nothing writes
+/// during the call.
 #[target_feature(enable = "avx512f")]
 unsafe fn half_from_widened(
     c: &mut [u8; 1024],
@@ -1678,7 +1762,8 @@ unsafe fn half_from_widened(
 ///
 /// # Safety
 /// The CPU must support AVX-512F; each pointer of `operands` must point to the bytes
-/// [`groups_kernel`] reads of it (16 rows of 64 bytes, or, with `PAIRS`, as
+/// [`groups_kernel`] reads of it (A's rows of its groups and B's 16 rows, 64 bytes each, or,
+/// with `PAIRS`, as
 /// [`dot_bf16_paired`] describes), which nothing writes during the call. With `PAIRS`, the
 /// CPU passes [`pairs_available`] and `k_dwords` clamped to 16 is even.
 #[target_feature(enable = "avx512f")]
