@@ -122,6 +122,16 @@ fn queued() -> Option<std::path::PathBuf> {
     build("queued.c", &[])
 }
 
+/// Held by the tests that queue signals in bulk or fill the user's queue, one at a time: the
+/// kernel counts pending signals per user (`RLIMIT_SIGPENDING`), and the `hold-limit` mode
+/// sets that limit from the count it reads, which another test's burst would change under it.
+fn queue_lock() -> std::sync::MutexGuard<'static, ()> {
+    static QUEUE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    QUEUE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Runs a `hold` mode of `queued.c` under the library (a patched TILELOADD waiting on a page
 /// userfaultfd keeps missing) and without it (a plain load waiting so): `None` after a visible
 /// skip where userfaultfd is refused.
@@ -133,6 +143,7 @@ fn hold(mode: &str, n: &str) -> Option<(Run, Run)> {
 /// each time it runs.
 fn hold_at(mode: &str, n: &str, patched: bool) -> Option<(Run, Run)> {
     let prog = queued()?;
+    let _queue = queue_lock();
     let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
     let native = Program::native(&prog, &[mode, "plain", n])
         .limit(limit)
@@ -244,6 +255,7 @@ fn bursts_of_queued_signals_over_a_patched_loop_arrive_in_order() {
         return;
     }
     let Some(prog) = queued() else { return };
+    let _queue = queue_lock();
     let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
     for mode in ["rt", "rt-process"] {
         let native = Program::native(&prog, &[mode, "plain", "320"])
@@ -278,6 +290,7 @@ fn signals_from_another_process_carry_the_kernels_siginfo() {
         return;
     }
     let Some(prog) = queued() else { return };
+    let _queue = queue_lock();
     let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
     let native = Program::native(&prog, &["kill", "plain", "200"])
         .limit(limit)
@@ -302,6 +315,7 @@ fn process_signals_over_several_patched_loops_arrive_once() {
         return;
     }
     let Some(prog) = queued() else { return };
+    let _queue = queue_lock();
     let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
     let native = Program::native(&prog, &["threads", "plain", "3", "300"])
         .limit(limit)

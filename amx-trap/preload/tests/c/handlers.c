@@ -261,7 +261,9 @@ static void boundary_tick(int sig, siginfo_t *info, void *ctx) {
         boundary_outside++;
         boundary_last = rip;
     }
-    if (++boundary_ticks >= 2000)
+    /* Counted up to 2000, checked all the same after: a tick may come between the handler that
+     * stops the loop and the loop's disarming store. */
+    if (boundary_ticks < 2000 && ++boundary_ticks >= 2000)
         boundary_stop = 1;
 }
 
