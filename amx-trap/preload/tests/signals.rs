@@ -162,10 +162,14 @@ fn hold_at(mode: &str, n: &str, patched: bool) -> Option<(Run, Run)> {
     let preloaded = preloaded.run();
     assert!(native.ok(), "{mode} without the library: {native}");
     assert!(preloaded.ok(), "{mode} under the library: {preloaded}");
-    // The load was patched (or not), and completed with the page's bytes.
+    // The load (store) was patched (or not), and completed with the page's (tile's) bytes.
     let expected = if patched { "yes" } else { "no" };
     assert_eq!(preloaded.line("patched:"), expected, "{preloaded}");
-    assert_eq!(preloaded.line("tile:"), "the page's", "{preloaded}");
+    if mode.ends_with("-store") {
+        assert_eq!(preloaded.line("page:"), "the tile's", "{preloaded}");
+    } else {
+        assert_eq!(preloaded.line("tile:"), "the page's", "{preloaded}");
+    }
     Some((native, preloaded))
 }
 
@@ -389,6 +393,41 @@ fn a_signal_stops_a_trapped_load_waiting_for_its_page() {
             return;
         };
         same_lines(&native, &preloaded, keys);
+    }
+}
+
+/// The same for a TILESTORED waiting for the page it writes, patched and trapped: the signals
+/// are handled while it waits, in order, and the store, resumed from start_row, leaves the
+/// tile's bytes in the page.
+#[test]
+fn a_signal_stops_a_store_waiting_for_its_page() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let waited = "handled while the instruction waited:";
+    for patched in [true, false] {
+        for (mode, n, keys) in [
+            (
+                "hold-rt-store",
+                "12",
+                &["received:", "values:", "refused:", waited][..],
+            ),
+            (
+                "hold-usr1-store",
+                "2",
+                &["received:", "values:", waited][..],
+            ),
+            (
+                "hold-mixed-store",
+                "6",
+                &["received:", "values:", waited][..],
+            ),
+        ] {
+            let Some((native, preloaded)) = hold_at(mode, n, patched) else {
+                return;
+            };
+            same_lines(&native, &preloaded, keys);
+        }
     }
 }
 

@@ -34,6 +34,10 @@
  *                          delivered, in order, none refused
  *   hold-mixed <work> <n>  SIGRTMIN (value 0), then SIGUSR1 (value 1000), then SIGRTMIN n - 1
  *                          times more: each once, the SIGRTMIN values in order
+ *
+ * Each hold mode with `-store` appended (`hold-rt-store`, ...) waits in a TILESTORED (or, for
+ * `plain`, a store) to the missing page instead: the store, resumed, must leave the tile's
+ * bytes in the page.
  */
 #include "hostile.h"
 #include <fcntl.h>
@@ -353,8 +357,10 @@ static int threads(int nthreads, int n) {
     return 0;
 }
 
-/* hold: one load site, its instruction blocked on a missing page as long as the test wants. */
-extern const unsigned char hold_site[];
+/* hold: one load site (or store site), its instruction blocked on a missing page as long as
+ * the test wants. */
+extern const unsigned char hold_site[], hold_store_site[];
+static int hold_store;
 static uint8_t *hold_page, hold_source[4096] __attribute__((aligned(4096)));
 static int hold_uffd, hold_n, hold_eagain = -1;
 static volatile int hold_during;
@@ -371,6 +377,19 @@ __attribute__((noinline)) static void load_site(const void *p) {
         __asm__ volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nop, where the product was */
                          "movb (%%rdi), %%al\n" ::"D"(p)
                          : "rax", "memory");
+}
+
+__attribute__((noinline)) static void store_site(void *p) {
+    if (amx_work)
+        __asm__ volatile(".globl hold_store_site\n"
+                         "hold_store_site:\n"
+                         ".byte 0xc4, 0xe2, 0x7a, 0x4b, 0x04, 0x37\n" ::"D"(p),
+                         "S"(64L)
+                         : "memory");
+    else
+        __asm__ volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n" /* nop, where the store was */
+                         "movb $1, (%%rdi)\n" ::"D"(p)
+                         : "memory");
 }
 
 static int queue_to_looper(int sig, int value) {
@@ -429,6 +448,14 @@ static void *resolver(void *arg) {
 }
 
 static int hold(const char *mode, int n) {
+    static char base[32];
+    size_t len = strlen(mode);
+    if (len > 6 && len < sizeof base && !strcmp(mode + len - 6, "-store")) {
+        memcpy(base, mode, len - 6);
+        base[len - 6] = 0;
+        mode = base;
+        hold_store = 1;
+    }
     hold_mode = mode;
     hold_n = n < MAX ? n : MAX;
     int expect = !strcmp(mode, "hold-usr1") ? 2 : !strcmp(mode, "hold-mixed") ? hold_n + 1 : hold_n;
@@ -455,8 +482,12 @@ static int hold(const char *mode, int n) {
     looper = pthread_self();
     /* Hot first: the site is patched after it trapped twice. */
     static uint8_t warm[1024];
-    for (int i = 0; i < 4; i++)
-        load_site(warm);
+    for (int i = 0; i < 4; i++) {
+        if (hold_store)
+            store_site(warm);
+        else
+            load_site(warm);
+    }
     hold_uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
     if (hold_uffd < 0)
         hold_uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
@@ -474,9 +505,18 @@ static int hold(const char *mode, int n) {
     }
     pattern(hold_source, 9);
     handler_amx = amx_work;
+    /* The store's tile 0: bytes the page does not get from the resolver. */
+    static uint8_t stored[1024];
+    if (hold_store && amx_work) {
+        pattern(stored, 13);
+        tileload0(stored, 64);
+    }
     pthread_t t;
     pthread_create(&t, NULL, resolver, NULL);
-    load_site(hold_page);
+    if (hold_store)
+        store_site(hold_page);
+    else
+        load_site(hold_page);
     pthread_join(t, NULL);
     wait_for(&received, expect);
     printf("received: %d of %d\n", received, expect);
@@ -494,7 +534,10 @@ static int hold(const char *mode, int n) {
         printf("refused: %d\n", hold_eagain);
     /* Not compared with the kernel's: where the instruction waits, the silicon delivers. */
     printf("handled while the instruction waited: %d\n", hold_during);
-    if (amx_work) {
+    if (amx_work && hold_store) {
+        printf("patched: %s\n", hold_store_site[0] == 0xE9 ? "yes" : "no");
+        printf("page: %s\n", memcmp(hold_page, stored, 1024) ? "wrong" : "the tile's");
+    } else if (amx_work) {
         static uint8_t out[1024];
         tilestore0(out, 64);
         printf("patched: %s\n", hold_site[0] == 0xE9 ? "yes" : "no");
