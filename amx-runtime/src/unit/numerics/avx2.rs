@@ -229,15 +229,29 @@ fn int8_few_rows<const SA: bool, const SB: bool, const R: usize>(
         }
     }
     for (m, accm) in acc.iter().enumerate() {
-        // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
-        let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(accm[0], accm[1]));
-        let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(accm[2], accm[3]));
-        let row = [
-            _mm256_add_epi32(lo, load_half_row(c, m, 0)),
-            _mm256_add_epi32(hi, load_half_row(c, m, 1)),
-        ];
-        store_row(c, m, n_dwords, row);
+        add_pair_sums(c, m, n_dwords, accm);
     }
+}
+
+/// Adds to row `m` of C (its dwords `0..n_dwords`) the pair sums of [`int8_products`]' four
+/// accumulators of that row: dword lanes `2n`, `2n + 1` of them hold the two halves of column
+/// `n`'s sum.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add_pair_sums(c: &mut [u8; 1024], m: usize, n_dwords: usize, acc: &[__m256i]) {
+    let (Some(&a0), Some(&a1), Some(&a2), Some(&a3)) =
+        (acc.first(), acc.get(1), acc.get(2), acc.get(3))
+    else {
+        return;
+    };
+    // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
+    let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(a0, a1));
+    let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(a2, a3));
+    let row = [
+        _mm256_add_epi32(lo, load_half_row(c, m, 0)),
+        _mm256_add_epi32(hi, load_half_row(c, m, 1)),
+    ];
+    store_row(c, m, n_dwords, row);
 }
 
 /// Writes `tile`'s bytes extended to i16 (sign-extended where `signed`) into `out`, as
@@ -318,15 +332,7 @@ fn int8_products(
             if m0 + j >= m_rows {
                 break;
             }
-            let acc = &acc[j * 4..j * 4 + 4];
-            // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
-            let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(acc[0], acc[1]));
-            let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(acc[2], acc[3]));
-            let row = [
-                _mm256_add_epi32(lo, load_half_row(c, m, 0)),
-                _mm256_add_epi32(hi, load_half_row(c, m, 1)),
-            ];
-            store_row(c, m, n_dwords, row);
+            add_pair_sums(c, m, n_dwords, &acc[j * 4..j * 4 + 4]);
         }
     }
 }
