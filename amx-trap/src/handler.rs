@@ -125,15 +125,14 @@ fn program_pkru(ctx: &Ctx) -> Option<u32> {
 pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> Resume<'a> {
     let mut regs = Regs::of(&ctx.frame.uc);
     let pkru = program_pkru(ctx);
-    let (outcome, stopped) = interruptible(slot, ctx, insn, || {
+    let Some(outcome) = interruptible(slot, ctx, insn, || {
         execute(insn, &mut regs, slot.unit(), pkru)
-    });
-    if stopped {
+    }) else {
         // Stopped by a signal: the instruction stays where it is (a load or store at
         // the row it reached, in start_row), and the signal held back meanwhile is delivered
         // there (`entry::finish`); the program's return from its handler runs it again.
         return Resume::Context(ctx);
-    }
+    };
     complete_or_raise(slot, ctx, outcome, &regs)
 }
 
@@ -154,13 +153,14 @@ pub(crate) fn emulate<'a>(slot: &Slot, ctx: &'a mut Ctx, insn: &Instruction) -> 
 /// holds them back; a handler the kernel called directly would run in the middle of the
 /// engine's work. Not while a patched site's instruction is under way on the thread, whose
 /// `restart` is its own. Two system calls per trapped load or store; products touch no
-/// memory. Returns `run`'s result, and whether a signal stopped it.
+/// memory. Returns `run`'s result, or `None` where a signal stopped the instruction (before
+/// `run`, or in its copy).
 fn interruptible<R>(
     slot: &Slot,
     ctx: &Ctx,
     insn: &Instruction,
     run: impl FnOnce() -> R,
-) -> (R, bool) {
+) -> Option<R> {
     let open = if insn.mem.is_some()
         && crate::signals::virtualized()
         && slot.fast_frame.load(Ordering::Acquire) == 0
@@ -170,15 +170,32 @@ fn interruptible<R>(
         0
     };
     if open == 0 {
-        return (run(), false);
+        return Some(run());
     }
     slot.restart.store(false, Ordering::Release);
     slot.stoppable_copy.store(true, Ordering::Release);
-    let before = crate::signals::unblock(open);
-    let result = run();
+    // Refused (a seccomp filter on rt_sigprocmask), the copy runs under the entry's mask, as
+    // in a program that installed the engine itself; the mask before is then unknown, and
+    // restoring a guess could unblock what the entry blocks.
+    let Ok(before) = crate::sys::try_sigprocmask(libc::SIG_UNBLOCK, open) else {
+        slot.stoppable_copy.store(false, Ordering::Release);
+        return Some(run());
+    };
+    // A signal that came before the window (pending, delivered as the call unblocked it, and
+    // held back) stops the instruction before its first row: held until the copy ended, it
+    // could wait for a page that its handler must bring.
+    let result = if slot.deferred.load(Ordering::Acquire) & open != 0 {
+        slot.restart.store(true, Ordering::Release);
+        None
+    } else {
+        Some(run())
+    };
     crate::signals::set_mask(before);
     slot.stoppable_copy.store(false, Ordering::Release);
-    (result, slot.restart.swap(false, Ordering::AcqRel))
+    if slot.restart.swap(false, Ordering::AcqRel) {
+        return None;
+    }
+    result
 }
 
 /// Ends an executed instruction: completed, its zmm result (if any) goes into the frame and RIP

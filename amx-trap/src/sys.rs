@@ -167,6 +167,25 @@ pub fn sigprocmask(how: i32, set: Option<u64>) -> u64 {
     rt_sigprocmask(how, set, call)
 }
 
+/// [`sigprocmask`] that reports a refusal (a seccomp filter's errno) rather than a mask of 0.
+pub fn try_sigprocmask(how: i32, set: u64) -> Result<u64, i32> {
+    let mut old = 0u64;
+    // SAFETY: the kernel reads 8 bytes at `set` (a live local) and writes 8 to `old`, a live
+    // local.
+    let rc = unsafe {
+        call(
+            libc::SYS_rt_sigprocmask,
+            &[
+                how as u64,
+                &set as *const u64 as u64,
+                &mut old as *mut u64 as u64,
+                8,
+            ],
+        )
+    };
+    check(rc).map(|_| old)
+}
+
 /// [`sigprocmask`] made for the program (see [`program_call6`]).
 pub fn program_sigprocmask(how: i32, set: Option<u64>) -> u64 {
     rt_sigprocmask(how, set, program_call)
