@@ -162,48 +162,39 @@ pub unsafe fn mprotect(addr: u64, len: usize, prot: i32) -> Result<u64, i32> {
     check(unsafe { call(libc::SYS_mprotect, &[addr, len as u64, prot as u64]) })
 }
 
-/// `rt_sigprocmask(how, &set, &old, 8)`: the mask before.
+/// `rt_sigprocmask(how, &set, &old, 8)`: the mask before (0 where the call was refused).
 pub fn sigprocmask(how: i32, set: Option<u64>) -> u64 {
-    rt_sigprocmask(how, set, call)
+    rt_sigprocmask(how, set, call).unwrap_or(0)
 }
 
 /// [`sigprocmask`] that reports a refusal (a seccomp filter's errno) rather than a mask of 0.
 pub fn try_sigprocmask(how: i32, set: u64) -> Result<u64, i32> {
-    let mut old = 0u64;
-    // SAFETY: the kernel reads 8 bytes at `set` (a live local) and writes 8 to `old`, a live
-    // local.
-    let rc = unsafe {
-        call(
-            libc::SYS_rt_sigprocmask,
-            &[
-                how as u64,
-                &set as *const u64 as u64,
-                &mut old as *mut u64 as u64,
-                8,
-            ],
-        )
-    };
-    check(rc).map(|_| old)
+    rt_sigprocmask(how, Some(set), call)
 }
 
 /// [`sigprocmask`] made for the program (see [`program_call6`]).
 pub fn program_sigprocmask(how: i32, set: Option<u64>) -> u64 {
-    rt_sigprocmask(how, set, program_call)
+    rt_sigprocmask(how, set, program_call).unwrap_or(0)
 }
 
-/// `rt_sigprocmask` through `issue` ([`call`] or [`program_call`]).
-fn rt_sigprocmask(how: i32, set: Option<u64>, issue: unsafe fn(i64, &[u64]) -> i64) -> u64 {
+/// `rt_sigprocmask` through `issue` ([`call`] or [`program_call`]): the mask before, or the
+/// errno.
+fn rt_sigprocmask(
+    how: i32,
+    set: Option<u64>,
+    issue: unsafe fn(i64, &[u64]) -> i64,
+) -> Result<u64, i32> {
     let mut old = 0u64;
     let set_ptr = set.as_ref().map_or(0, |s| s as *const u64 as u64);
     // SAFETY: the kernel reads 8 bytes at `set_ptr` (a live local, or none) and writes 8 to
     // `old`, a live local.
-    unsafe {
+    let rc = unsafe {
         issue(
             libc::SYS_rt_sigprocmask,
             &[how as u64, set_ptr, &mut old as *mut u64 as u64, 8],
         )
     };
-    old
+    check(rc).map(|_| old)
 }
 
 /// `write(fd, buf)`: bytes written, or the errno.

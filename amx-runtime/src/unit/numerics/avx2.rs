@@ -238,12 +238,8 @@ fn int8_few_rows<const SA: bool, const SB: bool, const R: usize>(
 /// `n`'s sum.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn add_pair_sums(c: &mut [u8; 1024], m: usize, n_dwords: usize, acc: &[__m256i]) {
-    let (Some(&a0), Some(&a1), Some(&a2), Some(&a3)) =
-        (acc.first(), acc.get(1), acc.get(2), acc.get(3))
-    else {
-        return;
-    };
+fn add_pair_sums(c: &mut [u8; 1024], m: usize, n_dwords: usize, acc: &[__m256i; 4]) {
+    let [a0, a1, a2, a3] = *acc;
     // hadd gives columns [0 1 4 5 | 2 3 6 7]; quadwords (0, 2, 1, 3) put them in order.
     let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(a0, a1));
     let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_hadd_epi32(a2, a3));
@@ -317,13 +313,12 @@ fn int8_products(
         // Row m0 + 1 may lie past m_rows (at most row 15): computed from the tile's bytes and
         // dropped.
         let rows = [m0, (m0 + 1) % ROWS];
-        let mut acc = [_mm256_setzero_si256(); 8];
+        let mut acc = [[_mm256_setzero_si256(); 4]; 2];
         for (k, bk) in b_wide.iter().enumerate().take(k_dwords) {
-            for (j, &m) in rows.iter().enumerate() {
+            for (accm, &m) in acc.iter_mut().zip(&rows) {
                 // m < 16 and k < 16, so the index is below 256 and needs no check.
                 let av = _mm256_set1_epi64x(a_quads[(m % ROWS) * DWORDS + k % DWORDS] as i64);
-                for (i, &bv) in bk.iter().enumerate() {
-                    let x = &mut acc[j * 4 + i];
+                for (x, &bv) in accm.iter_mut().zip(bk) {
                     *x = _mm256_add_epi32(*x, _mm256_madd_epi16(av, bv));
                 }
             }
@@ -332,7 +327,7 @@ fn int8_products(
             if m0 + j >= m_rows {
                 break;
             }
-            add_pair_sums(c, m, n_dwords, &acc[j * 4..j * 4 + 4]);
+            add_pair_sums(c, m, n_dwords, &acc[j]);
         }
     }
 }
@@ -470,8 +465,9 @@ pub(super) unsafe fn dot_half(
     let mut aw = MaybeUninit::<Widened>::uninit();
     let mut bw = MaybeUninit::<Widened>::uninit();
     // In checked builds the rows of A left unwritten hold finite values (0x41 bytes, about
-    // 12.0), so that a kernel reading one gives wrong sums the tests see (a stale widening of
-    // the same tile, or NaNs, which the exact recomputation repairs, would hide it).
+    // 12.0), so that a kernel reading one gives wrong sums, which the start-up self-check and
+    // the tests see (a stale widening of the same tile, or NaNs, which the exact recomputation
+    // repairs, would hide it).
     #[cfg(debug_assertions)]
     // SAFETY: `aw` is a live `Widened` of plain bytes.
     unsafe {

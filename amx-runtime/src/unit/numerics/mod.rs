@@ -569,7 +569,8 @@ fn dot_half(
 /// the even elements of row `r`'s 16 dwords, `odd` those of the odd elements. It is what the
 /// AVX-512 and AVX2 floating-point kernels read, for A as for B, so the emulator can keep a
 /// tile's widened form while the tile is unchanged ([`reads_widened`]). The same 2 KiB hold
-/// a tile's bytes extended to i16 for the AVX2 integer kernel ([`extend`]): see [`Form`].
+/// a tile's bytes extended to i16 for the AVX2 integer kernel ([`extend`]; for the block
+/// kernel's B, in its split layout, [`extend_split`]): see [`Form`].
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(crate) struct Widened {
