@@ -169,8 +169,9 @@ where
 }
 
 /// The integer and floating-point products alike, one after the other on one thread: on the
-/// AVX2 kernels (`AMX_EMULATOR_KERNELS=avx2`) the emulator's block kernel prepares operands
-/// of each, in room made before the configuration, whatever the thread's calls before made.
+/// AVX2 kernels the emulator's block kernel prepares operands of each, in room made before the
+/// configuration, whatever the thread's calls before made. Where the CPU has AVX2 the test
+/// also runs itself again with the kernels capped at it (`AMX_EMULATOR_KERNELS=avx2`).
 #[test]
 fn nothing_is_allocated_while_a_configuration_is_held() {
     // A fresh thread: its packed-A scratch (and the emulator's prepared operands, where its
@@ -186,6 +187,27 @@ fn nothing_is_allocated_while_a_configuration_is_held() {
     })
     .join()
     .unwrap();
+    // The kernels that prepare operands are the AVX2 ones, which a CPU with AVX-512 does not
+    // pick by itself: this test again, in a process whose kernels are capped at AVX2.
+    const CAP: &str = "AMX_EMULATOR_KERNELS";
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var_os(CAP).is_none() && std::arch::is_x86_feature_detected!("avx2") {
+        let exe = std::env::current_exe().expect("the test's path");
+        let out = std::process::Command::new(exe)
+            .args([
+                "nothing_is_allocated_while_a_configuration_is_held",
+                "--exact",
+            ])
+            .env(CAP, "avx2")
+            .output()
+            .expect("the test run again");
+        assert!(
+            out.status.success(),
+            "capped at AVX2:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// The silicon code path (natively, or under the trap engine where the CPU lacks AMX) with an

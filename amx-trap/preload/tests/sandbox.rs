@@ -4,8 +4,7 @@
 //! only once a site was patched (a program that sandboxes itself after its start-up), with an
 //! errno, as browsers' sandboxes deny calls with SIGSYS (`SECCOMP_RET_TRAP`), and by killing
 //! the process (`SECCOMP_RET_KILL_PROCESS`, systemd's default) on a call the engine must not
-//! make at all. Where the
-//! CPU has AMX the program runs on the silicon as the reference.
+//! make at all. Where the CPU has AMX the program runs on the silicon as the reference.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::time::Duration;
