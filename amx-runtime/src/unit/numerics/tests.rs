@@ -1447,6 +1447,63 @@ fn block_int8_avx2_matches_instruction_sequence() {
             };
             assert_same("AVX2 int8 block", &got[t], &want[t], &ctx);
         }
+        // The same block with A's or B's tiles (or both) extended ahead, as a GEMM prepares
+        // them (A not biased), where they lie at whole tiles of their buffers: the same C.
+        if biased || !a_step.is_multiple_of(1024) || !b_step.is_multiple_of(1024) {
+            continue;
+        }
+        let extended = |x: &[u8], signed: bool, split: bool| -> Vec<Widened> {
+            x.chunks_exact(1024)
+                .map(|t| {
+                    let mut w = Widened::ZERO;
+                    let t: &Tile = t.try_into().unwrap();
+                    if split {
+                        // SAFETY: AVX2 is present (checked above).
+                        unsafe { avx2::extend_split(t, signed, &mut w) };
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { avx2::extend(t, signed, &mut w) };
+                    }
+                    w
+                })
+                .collect()
+        };
+        let (a_tiles, b_tiles) = (extended(&a, signs.0, false), extended(&b, signs.1, true));
+        let pa = super::block::PreparedTiles {
+            tiles: &a_tiles,
+            first: 0,
+            stride: a_step / 1024,
+        };
+        let pb = super::block::PreparedTiles {
+            tiles: &b_tiles,
+            stride: b_step / 1024,
+            ..pa
+        };
+        for (which, prepared) in [
+            ("A", (Some(pa), None)),
+            ("B", (None, Some(pb))),
+            ("both", (Some(pa), Some(pb))),
+        ] {
+            let mut again = c;
+            // SAFETY: as above; the prepared tiles are A's and B's own, extended with their
+            // signedness.
+            unsafe {
+                avx2::dot_2x2_int8_prepared(
+                    &mut again,
+                    (a.as_ptr(), a_step),
+                    (b.as_ptr(), b_step),
+                    prepared,
+                    steps,
+                    signs,
+                )
+            };
+            for t in 0..4 {
+                let ctx = |_: usize, _: usize| {
+                    format!("prepared {which}, tile {t}, steps {steps}, signedness {signs:?}")
+                };
+                assert_same("AVX2 int8 block, prepared", &again[t], &want[t], &ctx);
+            }
+        }
     }
 }
 
