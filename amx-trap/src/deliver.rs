@@ -28,7 +28,7 @@ use crate::signals::{self, bit, Action};
 use crate::slot::{self, Slot};
 
 /// The tile state in a frame: the configuration image, then the 8 tiles.
-const TILE_AREA: usize = 64 + 8 * TILE_BYTES;
+pub(crate) const TILE_AREA: usize = 64 + 8 * TILE_BYTES;
 
 /// Marks the FP state's reserved padding of a frame the engine built.
 const MARK: u32 = 0x5458_4d41;

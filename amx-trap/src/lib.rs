@@ -77,6 +77,8 @@ mod resident;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod signals;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod sigstack;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod slot;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod slotless;
@@ -243,7 +245,18 @@ pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
     match feature {
         17 => Some(Ok(())),
         18 => {
+            if PERMITTED.load(Ordering::Acquire) {
+                return Some(Ok(()));
+            }
+            // Linux refuses while a thread's alternate stack is too small for the frame with
+            // tile state (under the preload, which sees every thread's stack).
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            if let Err(e) = sigstack::claim() {
+                return Some(Err(e));
+            }
             PERMITTED.store(true, Ordering::Release);
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            sigstack::release();
             Some(Ok(()))
         }
         _ => None,
@@ -466,6 +479,10 @@ pub mod preload {
         owned, pending, program_action, program_mask, release_pending, set_program_action,
         set_program_view, virtualized, waiting, Action, ENGINE,
     };
+    pub use crate::sigstack::{
+        change as change_signal_stack, forget_thread as forget_signal_stack,
+        minimum as signal_stack_minimum, model as model_signal_stacks,
+    };
 
     /// Installs the engine for a preloaded library: the signals it takes, the program's masks
     /// virtualized for them, and CPUID faulting where asked for (`AMX_TRAP_CPUID=1`) and
@@ -477,6 +494,7 @@ pub mod preload {
 
     /// Gives this thread's engine state back (the thread is about to end).
     pub fn thread_exit() {
+        crate::sigstack::forget_thread();
         if let Some(slot) = crate::slot::current() {
             crate::tls::thread().store(std::ptr::null_mut(), std::sync::atomic::Ordering::Release);
             slot.release();

@@ -22,7 +22,11 @@
 //! - **memory** (`mprotect`, `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `mmap` over
 //!   existing memory): the engine removes its patches from code before the program changes it;
 //! - **the permission** (`arch_prctl` and `syscall(SYS_arch_prctl)`): `ARCH_REQ_XCOMP_PERM` and
-//!   `ARCH_GET_XCOMP_PERM` are answered as Linux on an AMX CPU answers them.
+//!   `ARCH_GET_XCOMP_PERM` are answered as Linux on an AMX CPU answers them;
+//! - **signal stack sizes** (`getauxval(AT_MINSIGSTKSZ)`, `sysconf(_SC_MINSIGSTKSZ)` and
+//!   `sysconf(_SC_SIGSTKSZ)`, `sigaltstack` and `syscall(SYS_sigaltstack)`): the smallest stack
+//!   counts the tile state, and with the permission held a smaller alternate stack is refused,
+//!   as Linux on an AMX CPU refuses it (`ENOMEM`, and `ENOSPC` for the permission request).
 //!
 //! Where the CPU has AMX itself, the library installs nothing and every interposed function
 //! forwards to the C library. The engine's README says what the library promises and what it
@@ -41,6 +45,8 @@ mod sig;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod spawn;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod stack;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod thread;
 
 /// Runs when the library is loaded (an ELF constructor in `.init_array`).
@@ -54,7 +60,9 @@ extern "C" fn constructor() {
     real::resolve();
     spawn::resolve();
     jmp::resolve();
-    let _ = engine::preload::install();
+    if engine::preload::install().is_ok() {
+        stack::model();
+    }
 }
 
 /// The engine's hook, for the `amx-runtime` of the program this library is preloaded into.

@@ -178,6 +178,9 @@ pub unsafe extern "C" fn syscall(
         libc::SYS_rt_sigprocmask => {
             result(rt_sigprocmask(a1, a2 as *const u64, a3 as *mut u64, a4))
         }
+        libc::SYS_sigaltstack if a1 != 0 => {
+            libc::c_long::from(crate::stack::change(|| forward() == 0))
+        }
         libc::SYS_rt_sigpending => {
             let rc = forward();
             if rc == 0 && a1 != 0 && a2 == 8 {

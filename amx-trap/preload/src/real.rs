@@ -80,5 +80,8 @@ real! {
     munmap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t) -> libc::c_int;
     madvise: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int) -> libc::c_int;
     mmap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int, libc::c_int, libc::c_int, libc::off_t) -> *mut libc::c_void;
+    getauxval: unsafe extern "C" fn(libc::c_ulong) -> libc::c_ulong;
+    sysconf: unsafe extern "C" fn(libc::c_int) -> libc::c_long;
+    sigaltstack: unsafe extern "C" fn(*const libc::stack_t, *mut libc::stack_t) -> libc::c_int;
     mremap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::size_t, libc::c_int, *mut libc::c_void) -> *mut libc::c_void;
 }

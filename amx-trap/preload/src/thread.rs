@@ -15,6 +15,8 @@ extern "C-unwind" fn started(start: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `pthread_create` passes the Box it leaked for this thread, used once.
     let Start { f, arg, mask } = *unsafe { Box::from_raw(start.cast::<Start>()) };
     sig::set_program_mask(mask);
+    // A new thread has no alternate stack; its id may be an ended thread's.
+    engine::preload::forget_signal_stack();
     let r = f(arg);
     engine::preload::thread_exit();
     r

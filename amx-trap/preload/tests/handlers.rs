@@ -1,8 +1,10 @@
 //! Program handlers under the preload get the kernel's semantics (`tests/c/handlers.c`):
 //! `SA_NODEFER`, `sa_mask`, `SA_RESETHAND`, `SA_SIGINFO`, `SA_ONSTACK`, `SS_AUTODISARM`, for
 //! ordinary signals and the engine's own, nested; and a stack overflow caught on a small
-//! alternate stack is caught exactly as without the library. Runs everywhere (on a CPU with
-//! AMX with the engine forced on).
+//! alternate stack is caught exactly as without the library. Alternate stacks are sized as on
+//! an AMX CPU (`tests/c/sigstack.c`): the smallest counts the tile state, and one too small for
+//! it is refused once the permission is held. Runs everywhere (on a CPU with AMX with the
+//! engine forced on, or natively where the silicon's kernel gives the answers).
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::time::Duration;
@@ -113,4 +115,111 @@ fn signals_meet_a_patched_product_at_its_boundaries() {
         "handlers saw the engine's code: {run}"
     );
     assert_eq!(run.line("boundary result:"), "the products'", "{run}");
+}
+
+/// `tests/c/sigstack.c` where Linux's answers are the silicon's: natively on a CPU with AMX,
+/// under the preload elsewhere.
+fn sigstack(args: &[&str]) -> Option<Run> {
+    let prog = build("sigstack.c", &[])?;
+    let run = if native_amx() {
+        Program::native(&prog, args).run()
+    } else {
+        Program::preloaded(&prog, args).run()
+    };
+    assert!(run.ok(), "{run}");
+    Some(run)
+}
+
+/// The smallest signal stack the program can ask for counts the tile state, as on an AMX CPU
+/// (whose `AT_MINSIGSTKSZ` includes it): the host's plus the room the engine's frames take for
+/// it, and the C library's `sysconf` answers derived from it.
+#[test]
+fn the_smallest_signal_stack_counts_the_tile_state() {
+    let Some(run) = sigstack(&["sizes"]) else {
+        return;
+    };
+    let number = |key: &str| -> i64 { run.line(key).parse().expect("a number") };
+    let min = number("auxv:");
+    assert_eq!(number("minsigstksz:"), min, "{run}");
+    assert_eq!(number("sigstksz:"), (4 * min.max(2048)).max(8192), "{run}");
+    if !native_amx() {
+        let prog = build("sigstack.c", &[]).expect("built above");
+        let host = Program::native(&prog, &["sizes"]).run();
+        let host_min: i64 = host.line("auxv:").parse().expect("a number");
+        assert_eq!(
+            min,
+            host_min + 64 + 8 * 1024 + 64,
+            "{run}\nwithout the library:\n{host}"
+        );
+    }
+}
+
+/// With the permission held, `sigaltstack` refuses a stack the frame with tile state does not
+/// fit (`ENOMEM`), and the permission is refused while the caller's stack is too small
+/// (`ENOSPC`), as Linux on an AMX CPU does.
+#[test]
+fn sigaltstack_and_the_permission_refuse_a_stack_too_small_for_tiles() {
+    let Some(run) = sigstack(&["own"]) else {
+        return;
+    };
+    let mut want = vec![
+        ("8 KiB stack before the permission:", "0"),
+        ("request with it:", "-1 No space left on device"),
+        ("disable:", "0"),
+        ("request without it:", "0"),
+        ("1 KiB under the smallest:", "-1 Cannot allocate memory"),
+        ("the smallest:", "0"),
+        ("the same again:", "0"),
+        ("8 KiB:", "-1 Cannot allocate memory"),
+        ("kept:", "yes"),
+        ("8 KiB through syscall:", "-1 Cannot allocate memory"),
+        ("under MINSIGSTKSZ:", "-1 Cannot allocate memory"),
+        ("disable again:", "0"),
+        ("a large one:", "0"),
+        (
+            "4 KiB from a handler on the stack:",
+            "-1 Operation not permitted",
+        ),
+    ];
+    if !native_amx() {
+        // The engine's boundary is a distribution kernel's (built with 32-bit emulation).
+        want.push(("112 bytes under:", "-1 Cannot allocate memory"));
+        want.push(("111 bytes under:", "0"));
+    }
+    for (key, value) in want {
+        assert_eq!(run.line(key), value, "{key}\n{run}");
+    }
+}
+
+/// The permission is refused while another thread has a stack too small (`ENOSPC`), granted
+/// once it has given it up; a thread that ended with a small stack does not count.
+#[test]
+fn the_permission_is_refused_while_another_thread_has_a_small_stack() {
+    let Some(run) = sigstack(&["threads"]) else {
+        return;
+    };
+    assert_eq!(
+        run.line("request while a thread has 8 KiB:"),
+        "-1 No space left on device",
+        "{run}"
+    );
+    assert_eq!(run.line("request after it disabled it:"), "0", "{run}");
+}
+
+/// Every alternate stack `sigaltstack` takes with the permission held fits the frame of a
+/// handler interrupting code with tiles configured (the engine's frame carries the tile
+/// state): the smallest it takes, and `AT_MINSIGSTKSZ` bytes.
+#[test]
+fn a_handler_fits_the_smallest_stack_taken_with_tiles_configured() {
+    if !engine_runs_amx() {
+        return;
+    }
+    for extra in ["-111", "0"] {
+        let Some(run) = sigstack(&["fits", extra]) else {
+            return;
+        };
+        assert_eq!(run.line("the stack:"), "0", "{extra}\n{run}");
+        assert_eq!(run.line("handler on the stack:"), "yes", "{extra}\n{run}");
+        assert_eq!(run.line("tiles kept:"), "yes", "{extra}\n{run}");
+    }
 }
