@@ -138,6 +138,10 @@ impl std::error::Error for InstallError {}
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PERMITTED: AtomicBool = AtomicBool::new(false);
+/// The process the engine serves (set at installation and in a `fork` child): a task of
+/// another id in this memory is a `vfork` child.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+static PROCESS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 /// What the engine does with the AMX instructions it traps: one of [`mode`].
 static MODE: AtomicU8 = AtomicU8::new(mode::EMULATE);
 
@@ -232,7 +236,14 @@ pub(crate) fn permission_granted() -> bool {
     if assisting() {
         return assist::permitted();
     }
-    PERMITTED.load(Ordering::Acquire)
+    if PERMITTED.load(Ordering::Acquire) {
+        return true;
+    }
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    if let Some(slot) = slot::current() {
+        return slot.own_permission.load(Ordering::Acquire);
+    }
+    false
 }
 
 /// `arch_prctl(ARCH_REQ_XCOMP_PERM, feature)` as Linux on the modelled CPU answers it, or
@@ -243,10 +254,24 @@ pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
         return None;
     }
     match feature {
-        17 => Some(Ok(())),
+        // Only tile data asks for a permission; XTILECFG is among the default features, which
+        // Linux does not take requests for.
+        17 => Some(Err(libc::EOPNOTSUPP)),
         18 => {
-            if PERMITTED.load(Ordering::Acquire) {
+            if permission_granted() {
                 return Some(Ok(()));
+            }
+            // A `vfork` child is a process of its own on the silicon: its permission is not
+            // its parent's, though it runs in its parent's memory until `exec` or `_exit`.
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+            if sys::getpid() != PROCESS.load(Ordering::Acquire) {
+                return Some(match slot::get() {
+                    Ok(slot) => {
+                        slot.own_permission.store(true, Ordering::Release);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                });
             }
             // Linux refuses while a thread's alternate stack is too small for the frame with
             // tile state (under the preload, which sees every thread's stack).
@@ -261,6 +286,17 @@ pub fn request_xcomp_perm(feature: u64) -> Option<Result<(), i32>> {
         }
         _ => None,
     }
+}
+
+/// `arch_prctl(ARCH_GET_XCOMP_SUPP)` as Linux on the modelled CPU answers it, given the
+/// kernel's answer: the tile components 17 and 18 always (the kernel supports them whether
+/// or not the process asked for them).
+#[doc(hidden)]
+pub fn xcomp_supp(kernel: u64) -> u64 {
+    if !emulating() {
+        return kernel;
+    }
+    kernel | 3 << 17
 }
 
 /// `arch_prctl(ARCH_GET_XCOMP_PERM)` as Linux on the modelled CPU answers it, given the
@@ -501,6 +537,32 @@ pub mod preload {
         }
     }
 
+    /// This thread's tile configuration, for a thread it creates to start with (`None`: the
+    /// INIT state, or tiles the silicon holds).
+    pub fn tile_config() -> Option<[u8; 64]> {
+        use amx_runtime::TileUnit;
+        if !crate::emulating() {
+            return None;
+        }
+        let slot = crate::slot::current()?;
+        if !slot.has_unit() {
+            return None;
+        }
+        let unit = slot.unit();
+        unit.is_configured().then(|| unit.sttilecfg())
+    }
+
+    /// Starts this new thread with its creator's tile configuration and zeroed tile data, as
+    /// Linux starts a thread on the silicon: a clone gets its creator's default XSAVE
+    /// features, the tile configuration among them, and not the tile data (`fpu_clone`).
+    pub fn inherit_tile_config(config: &[u8; 64]) {
+        use amx_runtime::TileUnit;
+        if let Ok(slot) = crate::slot::get() {
+            // The creator's unit took this image, so this one does.
+            let _ = slot.unit().ldtilecfg(config);
+        }
+    }
+
     /// This thread's view of the engine's signals (for a thread it starts).
     pub fn view() -> u64 {
         crate::tls::view().load(std::sync::atomic::Ordering::Relaxed)
@@ -578,6 +640,7 @@ mod linux {
             ] {
                 signals::take(sig).map_err(|errno| InstallError::Sigaction { errno })?;
             }
+            super::PROCESS.store(crate::sys::getpid(), Ordering::Release);
             ACTIVE.store(true, Ordering::Release);
             if !native {
                 crate::patch::prepare(preload);
@@ -599,10 +662,19 @@ mod linux {
         Ok(())
     }
 
-    /// In a fork's child: the forking thread's slot is the child's.
+    /// In a fork's child: the forking thread's slot is the child's, and its tile data is
+    /// zeros. Linux copies a child's default XSAVE features, the tile configuration among them,
+    /// but not the tile data, a dynamic feature (`fpu_clone`).
     extern "C" fn forked() {
+        super::PROCESS.store(crate::sys::getpid(), Ordering::Release);
         if let Some(slot) = crate::slot::current() {
             slot.adopt();
+            if super::emulating() && slot.has_unit() {
+                let unit = slot.unit();
+                for t in 0..8 {
+                    unit.set_tile_bytes(t, &[0; amx_runtime::TILE_BYTES]);
+                }
+            }
         }
     }
 

@@ -82,6 +82,9 @@ pub(crate) struct Slot {
     /// unblocked (`handler::interruptible`): a signal arriving then in the copy routine stops
     /// the instruction as at a patched site (`restart`).
     pub(crate) stoppable_copy: std::sync::atomic::AtomicBool,
+    /// The tile-data permission granted to this task alone: a `vfork` child, its own process
+    /// on the silicon, that asked for it in its parent's memory (see `request_xcomp_perm`).
+    pub(crate) own_permission: std::sync::atomic::AtomicBool,
     /// The thread's emulated tile unit.
     pub(crate) unit: UnsafeCell<Emulator>,
     /// The unit a [`crate::HandlerScope`] gave the signal handler running on this thread (null:
@@ -153,6 +156,11 @@ impl Slot {
         // SAFETY: one activation per thread uses the unit at a time (the caller's contract),
         // and no other thread reaches this slot while its owner lives.
         unsafe { &mut *self.unit.get() }
+    }
+
+    /// Whether the slot holds a unit (else the thread's tile state is INIT).
+    pub(crate) fn has_unit(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
     }
 
     /// Records the slot as the calling thread's: after a `fork`, the child's copy of its
@@ -351,6 +359,7 @@ fn reset(slot: &Slot) {
     slot.primed.store(0, Ordering::Relaxed);
     slot.restart.store(false, Ordering::Relaxed);
     slot.stoppable_copy.store(false, Ordering::Relaxed);
+    slot.own_permission.store(false, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).
     slot.ready.store(false, Ordering::Relaxed);

@@ -20,6 +20,8 @@ fn answer(
     if !engine::is_active() {
         return None;
     }
+    // The kernel reads the option as an int.
+    let code = libc::c_long::from(code as i32);
     match code {
         c if c == libc::c_long::from(ARCH_REQ_XCOMP_PERM) => {
             match engine::request_xcomp_perm(arg)? {
@@ -32,27 +34,33 @@ fn answer(
         }
         c if c == libc::c_long::from(ARCH_GET_XCOMP_PERM) || c == ARCH_GET_XCOMP_SUPP => {
             let out = arg as *mut u64;
-            if out.is_null() {
-                set_errno(libc::EFAULT);
-                return Some(-1);
-            }
-            // The kernel writes its own mask first (and reports a bad pointer itself).
-            let rc = kernel();
+            // The kernel writes its own mask first, and reports a bad pointer itself.
             let mut mask = 0u64;
-            if rc == 0 {
+            if kernel() == 0 {
                 // SAFETY: the kernel just wrote 8 bytes at `out`, so they are writable memory
                 // of the caller's.
                 mask = unsafe { out.read_unaligned() };
-            } else if code != libc::c_long::from(ARCH_GET_XCOMP_PERM) {
-                return Some(rc);
+            } else {
+                // SAFETY: reads this thread's errno.
+                let refused = unsafe { *libc::__errno_location() };
+                if refused == libc::EFAULT {
+                    return Some(-1);
+                }
+                // A kernel without the request (before Linux 5.16): the pointer is checked by
+                // a call every kernel has that writes 8 bytes there, the pending signals.
+                // SAFETY: rt_sigpending writes 8 bytes at `out` or fails with EFAULT.
+                let probe = unsafe { engine::sys::call(libc::SYS_rt_sigpending, &[arg, 8]) };
+                if probe != 0 {
+                    set_errno(libc::EFAULT);
+                    return Some(-1);
+                }
             }
             let answer = if code == ARCH_GET_XCOMP_SUPP {
-                let supported = engine::xcomp_perm(0) & (3 << 17);
-                mask | supported
+                engine::xcomp_supp(mask)
             } else {
                 engine::xcomp_perm(mask)
             };
-            // SAFETY: the caller passed `out` for the kernel to write a u64 to.
+            // SAFETY: the kernel wrote 8 bytes at `out` just now, or accepted it for 8.
             unsafe { out.write_unaligned(answer) };
             Some(0)
         }

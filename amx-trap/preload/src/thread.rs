@@ -1,20 +1,31 @@
 //! Threads: a new thread gets the mask its creator set (or its attributes'), as a thread the
-//! kernel starts gets its creator's; and its engine state is given back when it ends.
+//! kernel starts gets its creator's, and its creator's tile configuration with zeroed tile
+//! data, as on the silicon; its engine state is given back when it ends.
 
 use crate::{active, sig};
 
-/// What a thread starts with: the program's function and argument, and its mask.
+/// What a thread starts with: the program's function and argument, its mask, and its
+/// creator's tile configuration.
 struct Start {
     f: extern "C-unwind" fn(*mut libc::c_void) -> *mut libc::c_void,
     arg: *mut libc::c_void,
     mask: u64,
+    tiles: Option<[u8; 64]>,
 }
 
 /// The new thread's first function: the program's mask, then the program's function.
 extern "C-unwind" fn started(start: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `pthread_create` passes the Box it leaked for this thread, used once.
-    let Start { f, arg, mask } = *unsafe { Box::from_raw(start.cast::<Start>()) };
+    let Start {
+        f,
+        arg,
+        mask,
+        tiles,
+    } = *unsafe { Box::from_raw(start.cast::<Start>()) };
     sig::set_program_mask(mask);
+    if let Some(config) = tiles {
+        engine::preload::inherit_tile_config(&config);
+    }
     // A new thread has no alternate stack; its id may be an ended thread's.
     engine::preload::forget_signal_stack();
     let r = f(arg);
@@ -50,7 +61,13 @@ pub unsafe extern "C" fn pthread_create(
             mask = sig::bits(&set);
         }
     }
-    let start = Box::into_raw(Box::new(Start { f, arg, mask }));
+    let tiles = engine::preload::tile_config();
+    let start = Box::into_raw(Box::new(Start {
+        f,
+        arg,
+        mask,
+        tiles,
+    }));
     // SAFETY: forwarded, with our start function and its argument.
     let rc = unsafe { real(thread, attr, started, start.cast()) };
     if rc != 0 {

@@ -275,3 +275,77 @@ fn a_program_without_amx_that_vforks_runs_as_without_the_library() {
         "{run}"
     );
 }
+
+/// `tests/c/process.c` where Linux's answers are the silicon's: natively on a CPU with AMX,
+/// under the preload elsewhere.
+fn process(mode: &str) -> Option<Run> {
+    let prog = build("process.c", &[])?;
+    let run = if native_amx() {
+        Program::native(&prog, &[mode]).run()
+    } else {
+        Program::preloaded(&prog, &[mode]).run()
+    };
+    assert!(run.ok(), "{run}");
+    Some(run)
+}
+
+/// The permission calls answer as Linux on an AMX CPU: the tile components always supported,
+/// tile data permitted once asked for, no request for the tile configuration (only tile data
+/// takes one), `EFAULT` for a mask that cannot be written (the process lives on), and the
+/// option read as an int.
+#[test]
+fn the_permission_calls_answer_as_on_the_silicon() {
+    let Some(run) = process("calls") else {
+        return;
+    };
+    for (key, value) in [
+        ("supp before:", "3"),
+        ("perm before:", "1"),
+        ("request 17:", "-1 Operation not supported"),
+        ("request 64:", "-1 Invalid argument"),
+        ("perm after refusals:", "1"),
+        ("perm into read-only:", "-1 Bad address"),
+        ("supp into read-only:", "-1 Bad address"),
+        ("perm into NULL:", "-1 Bad address"),
+        ("request with high option bits:", "0"),
+        ("perm after:", "3"),
+        ("request 17 after:", "-1 Operation not supported"),
+        ("supp after:", "3"),
+    ] {
+        assert_eq!(run.line(key), value, "{key}\n{run}");
+    }
+}
+
+/// A new thread and a fork child start with their creator's tile configuration and tile data
+/// zeros: Linux copies a new task's default XSAVE features, the configuration among them, and
+/// not the tile data.
+#[test]
+fn new_tasks_inherit_the_configuration_and_not_the_tile_data() {
+    let Some(run) = process("inherit") else {
+        return;
+    };
+    for who in ["thread", "fork child", "creator"] {
+        assert_eq!(
+            run.line(&format!("{who} config:")),
+            "palette 1 rows 8 colsb 64",
+            "{who}\n{run}"
+        );
+    }
+    assert_eq!(run.line("thread tmm0:"), "zeros", "{run}");
+    assert_eq!(run.line("fork child tmm0:"), "zeros", "{run}");
+    assert_eq!(run.line("creator tmm0:"), "the creator's", "{run}");
+}
+
+/// A `vfork` child is a process of its own: the permission it asks for is not its parent's,
+/// though it runs in its parent's memory.
+#[test]
+fn a_vfork_childs_permission_is_not_its_parents() {
+    let Some(run) = process("vfork") else {
+        return;
+    };
+    assert_eq!(
+        run.line("parent perm after the child's request:"),
+        "1",
+        "{run}"
+    );
+}

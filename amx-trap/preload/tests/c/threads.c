@@ -16,7 +16,8 @@
  *              the library
  *   oomsite    a TILEZERO site the main thread ran until it was patched, then run by a thread
  *              that never configured tiles and can map no state: #UD (SIGILL, ILL_ILLOPN) at
- *              the site, as for any unconfigured thread
+ *              the site, as for any unconfigured thread (the main thread releases its tiles
+ *              before it starts the thread, which would inherit its configuration)
  */
 #include "hostile.h"
 #include <pthread.h>
@@ -276,6 +277,7 @@ static int oomsite(void) {
     ldtilecfg(&c);
     for (int i = 0; i < 1000; i++)
         zero_site();
+    tilerelease();
     pthread_t t;
     pthread_barrier_init(&started, NULL, 2);
     pthread_barrier_init(&limited, NULL, 2);
@@ -285,7 +287,6 @@ static int oomsite(void) {
     setrlimit(RLIMIT_AS, &rl);
     pthread_barrier_wait(&limited);
     pthread_join(t, NULL);
-    tilerelease();
     say("done\n");
     return 0;
 }
