@@ -462,6 +462,12 @@ pub(super) unsafe fn dot_half(
     if m_rows == 0 || n_dwords == 0 {
         return;
     }
+    if m_rows == 1 && half == Half::Bf16 {
+        // A GEMV's tiles: B's rows are read once, so they are widened in registers.
+        // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
+        unsafe { bf16_one_row(c, a, b, n_dwords, k_dwords) };
+        return;
+    }
     let mut aw = MaybeUninit::<Widened>::uninit();
     let mut bw = MaybeUninit::<Widened>::uninit();
     // In checked builds the rows of A left unwritten hold finite values (0x41 bytes, about
@@ -494,6 +500,118 @@ pub(super) unsafe fn dot_half(
             half,
         )
     }
+}
+
+/// [`dot_half`] on bf16 with one row of A: B's rows widened in registers as the kernel reads
+/// them, each once, where the group kernel widens all 16 into memory first and computes a
+/// group of 4 rows. Per k, the same FMAs on the same values in the same order as
+/// [`float_kernel`] for row 0, so the same bits.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16_one_row(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    n_dwords: usize,
+    k_dwords: usize,
+) {
+    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
+    if n_dwords == 0 {
+        return;
+    }
+    // A's row 0 widened: the elements the kernel broadcasts, even then odd.
+    let (even, odd) = split_row(a, 0, Half::Bf16);
+    let mut ae = [0f32; 16];
+    let mut ao = [0f32; 16];
+    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
+    unsafe {
+        _mm256_storeu_si256(ae.as_mut_ptr().cast(), even[0]);
+        _mm256_storeu_si256(ae.as_mut_ptr().add(8).cast(), even[1]);
+        _mm256_storeu_si256(ao.as_mut_ptr().cast(), odd[0]);
+        _mm256_storeu_si256(ao.as_mut_ptr().add(8).cast(), odd[1]);
+    }
+    let mut out = [0u32; 16];
+    // MXCSR saved, MXCSR in the kernel, and the mask of a dword's odd bf16.
+    let mut csr = [0u32, MXCSR_AMX, 0xFFFF_0000];
+    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
+    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0, and writes the 64 bytes of `out`;
+    // `csr` is a live local of 3 dwords the block saves MXCSR into and restores it from before
+    // exiting, so no floating-point operation of the compiler's runs under MXCSR_AMX. ymm0-ymm9 are
+    // declared clobbered, the pointers and counter are inout; no stack is used. The CPU
+    // supports AVX2 and FMA (this function's contract).
+    unsafe {
+        asm!(
+            "vstmxcsr dword ptr [{csr}]",
+            "vldmxcsr dword ptr [{csr} + 4]",
+            "vpbroadcastd ymm9, dword ptr [{csr} + 8]",
+            "vxorps xmm0, xmm0, xmm0",
+            "vxorps xmm1, xmm1, xmm1",
+            "vxorps xmm2, xmm2, xmm2",
+            "vxorps xmm3, xmm3, xmm3",
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            // Row k of B, columns 0-7 and 8-15: the even bf16 of each dword shifted up, the
+            // odd one masked (exact).
+            "vmovdqu ymm4, ymmword ptr [{b}]",
+            "vmovdqu ymm5, ymmword ptr [{b} + 32]",
+            "vbroadcastss ymm6, dword ptr [{ae}]",
+            "vbroadcastss ymm7, dword ptr [{ao}]",
+            "vpslld ymm8, ymm4, 16",
+            "vfmadd231ps ymm0, ymm8, ymm6",
+            "vpslld ymm8, ymm5, 16",
+            "vfmadd231ps ymm1, ymm8, ymm6",
+            "vpand ymm4, ymm4, ymm9",
+            "vfmadd231ps ymm2, ymm4, ymm7",
+            "vpand ymm5, ymm5, ymm9",
+            "vfmadd231ps ymm3, ymm5, ymm7",
+            "add {b}, 64",
+            "add {ae}, 4",
+            "add {ao}, 4",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            "vaddps ymm0, ymm0, ymm2",
+            "vaddps ymm1, ymm1, ymm3",
+            "vaddps ymm0, ymm0, ymmword ptr [{c}]",
+            "vaddps ymm1, ymm1, ymmword ptr [{c} + 32]",
+            "vmovups ymmword ptr [{out}], ymm0",
+            "vmovups ymmword ptr [{out} + 32], ymm1",
+            "vldmxcsr dword ptr [{csr}]",
+            csr = in(reg) csr.as_mut_ptr(),
+            b = inout(reg) b.as_ptr() => _,
+            ae = inout(reg) ae.as_ptr() => _,
+            ao = inout(reg) ao.as_ptr() => _,
+            n = inout(reg) k_dwords => _,
+            c = in(reg) c.as_ptr(),
+            out = in(reg) out.as_mut_ptr(),
+            out("ymm0") _,
+            out("ymm1") _,
+            out("ymm2") _,
+            out("ymm3") _,
+            out("ymm4") _,
+            out("ymm5") _,
+            out("ymm6") _,
+            out("ymm7") _,
+            out("ymm8") _,
+            out("ymm9") _,
+            options(nostack),
+        )
+    };
+    // SAFETY: `out` is 64 readable bytes; the loads are unaligned.
+    let mut row = unsafe {
+        [
+            _mm256_loadu_si256(out.as_ptr().cast()),
+            _mm256_loadu_si256(out.as_ptr().add(8).cast()),
+        ]
+    };
+    let nan = ((1u32 << n_dwords) - 1) & nan_lanes(row);
+    if nan != 0 {
+        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, Half::Bf16);
+    }
+    store_row(c, 0, n_dwords, row);
 }
 
 /// [`dot_half`] with A and B already widened (`aw`, `bw`, from [`widen`] of `a` and `b`): the

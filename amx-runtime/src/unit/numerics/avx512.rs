@@ -1591,13 +1591,105 @@ pub(super) unsafe fn dot_half(
 ) {
     // SAFETY: the CPU supports AVX-512F (this function's contract).
     unsafe {
-        if m_rows <= GROUP {
+        if m_rows == 1 && half == Half::Bf16 {
+            // A GEMV's tiles: B's rows are read once, so they are widened in registers.
+            bf16_one_row(c, a, b, n_dwords, k_dwords)
+        } else if m_rows <= GROUP {
             // One group of rows (a GEMV's edge tiles have one): A's other rows are not read.
             half_rows::<GROUP>(c, a, b, (m_rows, n_dwords, k_dwords), half)
         } else {
             half_rows::<ROWS>(c, a, b, (m_rows, n_dwords, k_dwords), half)
         }
     }
+}
+
+/// [`dot_half`] on bf16 with one row of A: B's rows widened in registers as the kernel reads
+/// them, each once, where [`half_rows`] widens all 16 into memory first and computes a group
+/// of 8 rows. The same operations in the same order as [`groups_kernel`] for row 0, so the
+/// same bits.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn bf16_one_row(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    n_dwords: usize,
+    k_dwords: usize,
+) {
+    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
+    if n_dwords == 0 {
+        return;
+    }
+    // A's row 0 widened: the elements the kernel broadcasts, even then odd.
+    let (even, odd) = split(load_row(a, 0), Half::Bf16);
+    let mut ae = [0f32; 16];
+    let mut ao = [0f32; 16];
+    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
+    unsafe {
+        _mm512_storeu_si512(ae.as_mut_ptr().cast(), even);
+        _mm512_storeu_si512(ao.as_mut_ptr().cast(), odd);
+    }
+    let mut out = [0u32; 16];
+    let mut csr = [0u32, MXCSR_AMX];
+    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
+    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0, and writes the 64 bytes of `out`;
+    // `csr` is a live local the block saves MXCSR into and restores it from before exiting,
+    // so no floating-point operation of the compiler's runs under MXCSR_AMX. zmm0, zmm1 and
+    // zmm16-zmm18 are declared clobbered, the pointers and counter are inout; no stack is
+    // used. The CPU supports AVX-512F (this function's contract).
+    unsafe {
+        asm!(
+            "vstmxcsr dword ptr [{csr}]",
+            "vldmxcsr dword ptr [{csr} + 4]",
+            "vpbroadcastd zmm18, {high:e}",
+            "vxorps xmm0, xmm0, xmm0",
+            "vxorps xmm1, xmm1, xmm1",
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            // Row k of B: the even bf16 of each dword shifted up, the odd one masked: exact.
+            "vmovdqu32 zmm16, zmmword ptr [{b}]",
+            "vpslld zmm17, zmm16, 16",
+            "vpandd zmm16, zmm16, zmm18",
+            "vfmadd231ps zmm0, zmm17, dword ptr [{ae}]{{1to16}}",
+            "vfmadd231ps zmm1, zmm16, dword ptr [{ao}]{{1to16}}",
+            "add {b}, 64",
+            "add {ae}, 4",
+            "add {ao}, 4",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            "vaddps zmm0, zmm0, zmm1",
+            "vaddps zmm0, zmm0, zmmword ptr [{c}]",
+            "vmovups zmmword ptr [{out}], zmm0",
+            "vldmxcsr dword ptr [{csr}]",
+            csr = in(reg) csr.as_mut_ptr(),
+            high = in(reg) 0xFFFF_0000_u32,
+            b = inout(reg) b.as_ptr() => _,
+            ae = inout(reg) ae.as_ptr() => _,
+            ao = inout(reg) ao.as_ptr() => _,
+            n = inout(reg) k_dwords => _,
+            c = in(reg) c.as_ptr(),
+            out = in(reg) out.as_mut_ptr(),
+            out("zmm0") _,
+            out("zmm1") _,
+            out("zmm16") _,
+            out("zmm17") _,
+            out("zmm18") _,
+            options(nostack),
+        )
+    };
+    // SAFETY: `out` is 64 readable bytes; the load is unaligned.
+    let mut row = unsafe { _mm512_loadu_si512(out.as_ptr().cast()) };
+    let mask = lane_mask(n_dwords);
+    let v = _mm512_castsi512_ps(row);
+    let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(mask, v, v);
+    if nan != 0 {
+        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, Half::Bf16);
+    }
+    store_row_masked(c, 0, mask, row);
 }
 
 /// [`dot_half`] with A's first `N` rows converted (`N` a multiple of [`GROUP`], at least
