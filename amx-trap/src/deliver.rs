@@ -50,6 +50,20 @@ pub(crate) fn deliver<'a>(
     sync: bool,
 ) -> Resume<'a> {
     let held = slot.held_back.load(Ordering::Relaxed);
+    let g = &mut ctx.frame.uc.gregs;
+    if sync {
+        slot.program_trap.store(
+            g[reg::TRAPNO] << 32 | g[reg::ERR] & 0xFFFF_FFFF,
+            Ordering::Relaxed,
+        );
+    } else {
+        // Between two instructions, as the silicon's interrupts come: RF clear, and the
+        // thread's last trap the program's own, not a #UD or breakpoint the engine consumed.
+        let trap = slot.program_trap.load(Ordering::Relaxed);
+        g[reg::TRAPNO] = trap >> 32;
+        g[reg::ERR] = trap & 0xFFFF_FFFF;
+        g[reg::EFL] &= !0x1_0000;
+    }
     // The mask the interrupted context gets back.
     let interrupted = signals::program_mask(ctx.frame.uc.sigmask & !held);
     let Some((action, effective)) = admit(sig, info, sync, interrupted) else {
@@ -167,8 +181,6 @@ struct Place {
     fp: u64,
     /// The tile state, for a configured thread.
     tiles: Option<u64>,
-    /// The frame enters the alternate stack.
-    entering: bool,
 }
 
 fn on_stack(stack: &Stack, sp: u64) -> bool {
@@ -198,12 +210,7 @@ fn place(uc: &Ucontext, onstack: bool, fp_len: usize, tiles: bool) -> Option<Pla
     if (nested || entering) && !on_stack(&stack, frame) {
         return None;
     }
-    Some(Place {
-        frame,
-        fp,
-        tiles,
-        entering,
-    })
+    Some(Place { frame, fp, tiles })
 }
 
 /// Writes `len` bytes of the engine's at `at` in the program's memory, with every protection
@@ -296,7 +303,9 @@ fn launch(
     // No FP state: rt_sigreturn gives the handler the initial one.
     uc.fpregs = 0;
     uc.sigmask = real;
-    if place.entering && uc.stack.flags & kframe::SS_AUTODISARM != 0 {
+    // SS_AUTODISARM: the kernel disarms the alternate stack at every delivery, whether or not
+    // the handler runs on it (`signal_delivered`); the frame keeps it for the way back.
+    if uc.stack.flags & kframe::SS_AUTODISARM != 0 {
         signals::disable_altstack();
         uc.stack = Stack {
             flags: kframe::SS_DISABLE,
@@ -424,33 +433,84 @@ extern "C" fn restore_entry(uc: *mut Ucontext) {
 /// kept). `uc` is the frame's `uc` (or a copy of it), found at `uc_at`. Idempotent: a signal
 /// that interrupted the restorer redoes it (`finish_restorer`).
 pub(crate) fn restore(uc: &mut Ucontext, uc_at: u64) {
-    if uc.fpregs != 0 {
-        let mut mark = [0u8; 20];
-        // SAFETY: the FP state of the frame (the engine wrote it; `fpregs` is the frame's own
-        // unless the handler changed it, and then it points to whatever the handler chose,
-        // which rt_sigreturn reads too).
-        let readable = unsafe {
-            access::copy(
-                mark.as_mut_ptr(),
-                uc.fpregs.wrapping_add(kframe::sw::PADDING as u64) as *const u8,
-                20,
-            )
-        };
-        let word = |at: usize| {
-            mark.get(at..at + 8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map_or(0, u64::from_le_bytes)
-        };
-        let tiles = word(4);
-        let ours = readable.is_ok()
-            && u32::from_le_bytes([mark[0], mark[1], mark[2], mark[3]]) == MARK
-            && word(12) == tiles ^ uc_at ^ KEY;
-        if let (true, Some(slot)) = (ours, slot::current()) {
-            put_back(slot, tiles);
+    if let Some(slot) = slot::current() {
+        match saved_tiles(uc, uc_at) {
+            Saved::At(tiles) => put_back(slot, tiles),
+            Saved::Init => put_back(slot, 0),
+            Saved::Elsewhere => {}
         }
     }
     uc.sigmask = signals::set_program_view(uc.sigmask);
     signals::release_pending();
+}
+
+/// The tile state a frame returns to, as `rt_sigreturn` will read its FP state.
+enum Saved {
+    /// The state the engine saved at this address (0: the INIT state).
+    At(u64),
+    /// The INIT state: `rt_sigreturn` resets every state component the frame does not restore
+    /// (`fpu__restore_sig`): with no FP state (`fpregs` NULL, as in a frame the engine stacked
+    /// on a handler's entry, whose state is INIT), with FP state it cannot read (it then
+    /// raises SIGSEGV), or without valid XSAVE markers (it restores the legacy x87 and SSE
+    /// state alone).
+    Init,
+    /// FP state the engine did not write (the handler pointed `fpregs` at another valid state):
+    /// its tile components are not the engine's to read, and the tiles stay as the handler
+    /// left them.
+    Elsewhere,
+}
+
+/// What `rt_sigreturn` of the frame whose `uc` is at `uc_at` does to the tile state.
+fn saved_tiles(uc: &Ucontext, uc_at: u64) -> Saved {
+    if uc.fpregs == 0 {
+        return Saved::Init;
+    }
+    // The software bytes (464..512): MAGIC1, the sizes, and the engine's marker.
+    let mut sw = [0u8; 48];
+    // SAFETY: the engine's buffer; the frame's FP state is the program's memory (the engine
+    // wrote it; a handler may point `fpregs` anywhere, which rt_sigreturn reads too).
+    let read = unsafe {
+        access::copy(
+            sw.as_mut_ptr(),
+            uc.fpregs.wrapping_add(kframe::sw::AT as u64) as *const u8,
+            sw.len(),
+        )
+    };
+    if read.is_err() {
+        return Saved::Init;
+    }
+    let at = |offset: usize| offset - kframe::sw::AT;
+    let word32 = |offset: usize| kframe::u32_at(&sw, at(offset)).unwrap_or(0) as usize;
+    let word64 = |offset: usize| kframe::u64_at(&sw, at(offset)).unwrap_or(0);
+    // The kernel's checks of the XSAVE markers (check_xstate_in_sigframe): failing them, it
+    // restores the legacy state alone and resets the rest, the tiles among it.
+    let xstate_size = word32(kframe::sw::XSTATE_SIZE);
+    if word32(kframe::sw::AT) != kframe::sw::MAGIC1 as usize
+        || xstate_size < 512 + 64
+        || xstate_size > word32(kframe::sw::EXTENDED_SIZE)
+    {
+        return Saved::Init;
+    }
+    let mut magic2 = [0u8; 4];
+    // SAFETY: as above.
+    let read = unsafe {
+        access::copy(
+            magic2.as_mut_ptr(),
+            uc.fpregs.wrapping_add(xstate_size as u64) as *const u8,
+            4,
+        )
+    };
+    if read.is_err() || u32::from_le_bytes(magic2) != kframe::MAGIC2 {
+        return Saved::Init;
+    }
+    let marker = kframe::sw::PADDING;
+    let tiles = word64(marker + 4);
+    let ours = word32(marker) == MARK as usize && word64(marker + 12) == tiles ^ uc_at ^ KEY;
+    if ours {
+        Saved::At(tiles)
+    } else {
+        Saved::Elsewhere
+    }
 }
 
 /// Loads the tile state saved at `tiles` (0: the INIT state) into the thread's unit.

@@ -120,6 +120,9 @@ pub(crate) fn synchronous(sig: i32, code: i32) -> bool {
         )
 }
 
+/// `si_code` of a single-step trap (EFLAGS.TF).
+const TRAP_TRACE: i32 = 2;
+
 /// `si_code` of a seccomp filter's SIGSYS (`SECCOMP_RET_TRAP`).
 const SYS_SECCOMP: i32 = 1;
 
@@ -182,6 +185,9 @@ extern "C" fn entry_rust(sig: i32, info: *mut u8, uc: *mut Ucontext, nested: u64
             if synchronous(sig, code) {
                 if !slot.is_callers() {
                     crate::fatal::shared_state(sig, rip);
+                }
+                if sig == libc::SIGTRAP && code == TRAP_TRACE {
+                    crate::fatal::single_step(rip);
                 }
                 crate::fatal::engine_fault(sig, rip);
             }

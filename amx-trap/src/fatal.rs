@@ -87,6 +87,18 @@ pub(crate) fn shared_state(sig: i32, rip: u64) -> ! {
     )
 }
 
+/// A single-step trap inside the engine: the program set EFLAGS.TF itself (not a debugger,
+/// whose ptrace sees the trap first) and stepped into a patched site, what the engine does not
+/// support, said as such rather than as a bug of its own.
+pub(crate) fn single_step(rip: u64) -> ! {
+    inside_engine(
+        libc::SIGTRAP,
+        rip,
+        b": the program single-steps (EFLAGS.TF) into a patched AMX instruction: not \
+          supported (AMX_TRAP_PATCH=0 runs it, one step short)\n",
+    )
+}
+
 /// Says that signal `sig` came inside the engine at `rip`, then `why`, and dies of it.
 fn inside_engine(sig: i32, rip: u64, why: &[u8]) -> ! {
     let (mut a, mut b) = ([0u8; 20], [0u8; 18]);

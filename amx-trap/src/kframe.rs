@@ -96,6 +96,9 @@ pub(crate) mod sw {
     pub(crate) const PADDING: usize = AT + 20;
 }
 
+/// `FP_XSTATE_MAGIC2`, the word after the XSAVE state of a frame (at `XSTATE_SIZE`).
+pub(crate) const MAGIC2: u32 = 0x4650_5845;
+
 /// Offsets of the XSAVE header in the FP state.
 pub(crate) const XSTATE_BV: usize = 512;
 

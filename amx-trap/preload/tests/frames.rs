@@ -74,6 +74,64 @@ fn an_alternate_stack_above_the_interrupted_frame() {
     );
 }
 
+/// A handler that changes its frame's FP state: `rt_sigreturn` restores what it can and resets
+/// the rest, the tiles among it (`fpu__restore_sig`): with `fpregs` NULL, with MAGIC1
+/// overwritten (the legacy state alone), and with FP state it cannot read (SIGSEGV, and the
+/// user state reset).
+#[test]
+fn a_frame_whose_fp_state_a_handler_changed_returns_to_init() {
+    let Some(prog) = build("frames.c", &[]) else {
+        return;
+    };
+    for patch in ["1", "0"] {
+        let run = Program::preloaded(&prog, &["changed"])
+            .env("AMX_TRAP_PATCH", patch)
+            .run();
+        assert!(run.ok(), "AMX_TRAP_PATCH={patch}: {run}");
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "fpregs NULL: SIGSEGV 0, INIT after 1",
+                "MAGIC1 overwritten: SIGSEGV 0, INIT after 1",
+                "fpregs unreadable: SIGSEGV 1, INIT after 1",
+            ],
+            "AMX_TRAP_PATCH={patch}: {run}"
+        );
+    }
+}
+
+/// Signals that come together (three 150 us timers over a loop of tile loads) are entered one
+/// on top of the other at one boundary, as the kernel stacks their frames: each handler still
+/// starts from INIT, whatever the handler entered just before it left in the tiles. The
+/// contexts they interrupt are between two instructions, as the silicon's: RF clear, and no
+/// trap number (the #UD the engine consumes is not the program's).
+#[test]
+fn handlers_entered_one_on_top_of_another_each_start_from_init() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("frames.c", &[]) else {
+        return;
+    };
+    for patch in ["1", "0"] {
+        let run = Program::preloaded(&prog, &["stacked", "1"])
+            .env("AMX_TRAP_PATCH", patch)
+            .run();
+        assert!(run.ok(), "AMX_TRAP_PATCH={patch}: {run}");
+        assert_eq!(
+            run.line("timers that ran:"),
+            "3, handlers entered without INIT: 0, loop results wrong: 0",
+            "AMX_TRAP_PATCH={patch}: {run}"
+        );
+        assert_eq!(
+            run.line("interrupted contexts with RF or a trap number:"),
+            "0",
+            "AMX_TRAP_PATCH={patch}: {run}"
+        );
+    }
+}
+
 #[test]
 fn a_cxx_exception_thrown_from_a_handler() {
     let Some(prog) = build("exceptions.cc", &["-fnon-call-exceptions"]) else {

@@ -6,8 +6,21 @@
  *   abandon   handlers left by siglongjmp, again and again, then one returning
  *   altstack  an alternate stack above the interrupted frame, handlers on it nested, returning
  *             and left by siglongjmp
+ *   changed   handlers that change their frame's FP state before returning: fpregs NULL, MAGIC1
+ *             overwritten, fpregs pointing to no memory (rt_sigreturn then raises SIGSEGV);
+ *             Linux restores what it can of the FP state and resets the rest, the tiles
+ *             among it: the interrupted code continues with the INIT state
+ *   stacked N three interval timers for N seconds over a loop of tile loads, their handlers each
+ *             checking the INIT state on entry and loading a configuration of their own:
+ *             signals delivered together at one boundary are entered one on top of the other,
+ *             and each handler still starts from INIT; the contexts they interrupt have RF
+ *             clear and no trap number, as between two instructions of the silicon
  */
 #include "hostile.h"
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <time.h>
+#include <ucontext.h>
 
 /* A configuration with `rows` rows in every tile, and tile 0 loaded with pattern `seed`. */
 static void make_state(int rows, int seed) {
@@ -160,6 +173,107 @@ static int altstack(void) {
     return 0;
 }
 
+static volatile int change;
+static sigjmp_buf after_bad_frame;
+
+/* Makes a state of its own, then changes its frame as `change` says. */
+static void changing_handler(int sig, siginfo_t *info, void *context) {
+    (void)sig;
+    (void)info;
+    ucontext_t *uc = context;
+    make_state(4, 9);
+    char *fp = (char *)uc->uc_mcontext.fpregs;
+    if (change == 0) {
+        uc->uc_mcontext.fpregs = NULL;
+    } else if (change == 1) {
+        memset(fp + 464, 0, 4);
+    } else {
+        static void *nowhere;
+        if (!nowhere)
+            nowhere = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        uc->uc_mcontext.fpregs = nowhere;
+    }
+}
+
+static void bad_frame_segv(int sig) {
+    (void)sig;
+    siglongjmp(after_bad_frame, 1);
+}
+
+static int changed(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = changing_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGSEGV, bad_frame_segv);
+    const char *what[] = {"fpregs NULL", "MAGIC1 overwritten", "fpregs unreadable"};
+    for (change = 0; change < 3; change++) {
+        make_state(16, 1);
+        int segv = 0;
+        if (sigsetjmp(after_bad_frame, 1) == 0)
+            raise(SIGUSR1);
+        else
+            segv = 1;
+        printf("%s: SIGSEGV %d, INIT after %d\n", what[change], segv, is_init());
+    }
+    return 0;
+}
+
+static volatile long entered[65], not_init[65], trap_marks;
+
+static void timer_handler(int sig, siginfo_t *info, void *context) {
+    (void)info;
+    ucontext_t *uc = context;
+    entered[sig]++;
+    if (!is_init())
+        not_init[sig]++;
+    /* Interrupted between two instructions of a program that never faulted: RF clear, no
+     * trap number, as the silicon's interrupts leave them. */
+    if ((uc->uc_mcontext.gregs[REG_EFL] & 0x10000) || uc->uc_mcontext.gregs[REG_TRAPNO] != 0)
+        trap_marks++;
+    tilecfg c;
+    config(&c, sig == SIGALRM ? 2 : sig == SIGVTALRM ? 3 : 4);
+    ldtilecfg(&c);
+}
+
+static int stacked(int seconds) {
+    int sigs[] = {SIGALRM, SIGVTALRM, SIGPROF};
+    int timers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = timer_handler;
+    sa.sa_flags = SA_SIGINFO;
+    for (int i = 0; i < 3; i++)
+        sigaction(sigs[i], &sa, NULL);
+    static uint8_t data[1024], out[1024];
+    pattern(data, 4);
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    struct itimerval every = {{0, 150}, {0, 150}}, off = {{0, 0}, {0, 0}};
+    for (int i = 0; i < 3; i++)
+        setitimer(timers[i], &every, NULL);
+    long wrong = 0;
+    time_t end = time(NULL) + seconds;
+    while (time(NULL) < end) {
+        tileload0(data, 64);
+        tilestore0(out, 64);
+        wrong += memcmp(data, out, sizeof out) != 0;
+    }
+    for (int i = 0; i < 3; i++)
+        setitimer(timers[i], &off, NULL);
+    long handled = 0, bad = 0;
+    for (int i = 0; i < 3; i++) {
+        handled += entered[sigs[i]] > 0;
+        bad += not_init[sigs[i]];
+    }
+    printf("timers that ran: %ld, handlers entered without INIT: %ld, loop results wrong: %ld\n",
+           handled, bad, wrong);
+    printf("interrupted contexts with RF or a trap number: %ld\n", trap_marks);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (request_amx() != 0) {
@@ -173,5 +287,9 @@ int main(int argc, char **argv) {
         return abandon();
     if (!strcmp(mode, "altstack"))
         return altstack();
+    if (!strcmp(mode, "changed"))
+        return changed();
+    if (!strcmp(mode, "stacked") && argc > 2)
+        return stacked(atoi(argv[2]));
     return 2;
 }

@@ -57,6 +57,15 @@ static void plain_handler(int sig) {
     on_alt[sig] = on_altstack(&local);
 }
 
+static volatile int disarmed_inside = -1;
+
+static void peek_handler(int sig) {
+    (void)sig;
+    stack_t in;
+    sigaltstack(NULL, &in);
+    disarmed_inside = (in.ss_flags & SS_DISABLE) != 0;
+}
+
 static void set(int sig, int flags, unsigned long long mask, int siginfo) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -127,6 +136,13 @@ static int semantics(void) {
         sigaltstack(NULL, &now);
         printf("autodisarm: altstack %d, armed after %d\n", on_alt[SIGUSR1],
                now.ss_sp == altstack && !(now.ss_flags & SS_DISABLE));
+        /* A handler not on the alternate stack: Linux disarms it at every delivery all the
+         * same (signal_delivered). */
+        signal(SIGUSR2, peek_handler);
+        raise(SIGUSR2);
+        sigaltstack(NULL, &now);
+        printf("autodisarm, handler not on it: disarmed inside %d, armed after %d\n",
+               disarmed_inside, now.ss_sp == altstack && !(now.ss_flags & SS_DISABLE));
     }
     return 0;
 }
