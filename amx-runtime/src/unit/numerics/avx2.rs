@@ -63,10 +63,10 @@ pub(super) fn float_available() -> bool {
     })
 }
 
-/// Whether the block kernel's own fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),
-/// keeps fp16 denormals: a block of two steps whose second step the kernel widens (the first
-/// is widened before it), each multiplying the fp16 denormal 2^-24 by 2^15, against the exact
-/// model. VCVTPH2PS ignores DAZ on the CPUs documented to date; a CPU that flushed would get
+/// Whether the block kernel's and the one-row kernel's own fp16 conversions, which run under
+/// [`MXCSR_AMX`] (DAZ set), keep fp16 denormals: a block of two steps whose second step the
+/// kernel widens (the first is widened before it), and one product of the one-row kernel, each
+/// multiplying the fp16 denormal 2^-24 by 2^15, against the exact model. VCVTPH2PS ignores DAZ on the CPUs documented to date; a CPU that flushed would get
 /// 2^-9 instead of 2^-8 and run the portable kernels.
 ///
 /// # Safety
@@ -87,7 +87,12 @@ unsafe fn fp16_widened_under_daz() -> bool {
     let mut c = [[0u8; 1024]; 4];
     // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
     let done = unsafe { half_block(&mut c, (&a, 0), (&b, 0), 2, Half::Fp16, (None, None)) };
-    done && get_dword(&c[0], 0, 0) == want && want != 0
+    // The one-row kernel converts under the same MXCSR: one step of the same product.
+    let mut row = [0u8; 1024];
+    // SAFETY: as above.
+    unsafe { half_one_row(&mut row, &a0, &b0, 1, 1, Half::Fp16) };
+    let one = exact::dot_element(0, &a0, &b0, 0, 0, 1, Half::Fp16);
+    done && get_dword(&c[0], 0, 0) == want && want != 0 && get_dword(&row, 0, 0) == one
 }
 
 /// One tile's rows as 256-bit vectors: row `r` is `[r][0]` and `[r][1]` (16 fp32 or i32
@@ -462,10 +467,10 @@ pub(super) unsafe fn dot_half(
     if m_rows == 0 || n_dwords == 0 {
         return;
     }
-    if m_rows == 1 && half == Half::Bf16 {
-        // A GEMV's tiles: B's rows are read once, so they are widened in registers.
+    if m_rows == 1 {
+        // A GEMV's tiles: B's rows are read once, so they are converted in registers.
         // SAFETY: the CPU supports AVX2, FMA and F16C (this function's contract).
-        unsafe { bf16_one_row(c, a, b, n_dwords, k_dwords) };
+        unsafe { half_one_row(c, a, b, n_dwords, k_dwords, half) };
         return;
     }
     let mut aw = MaybeUninit::<Widened>::uninit();
@@ -502,50 +507,17 @@ pub(super) unsafe fn dot_half(
     }
 }
 
-/// [`dot_half`] on bf16 with one row of A: B's rows widened in registers as the kernel reads
-/// them, each once, where the group kernel widens all 16 into memory first and computes a
-/// group of 4 rows. Per k, the same FMAs on the same values in the same order as
-/// [`float_kernel`] for row 0, so the same bits.
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bf16_one_row(
-    c: &mut [u8; 1024],
-    a: &[u8; 1024],
-    b: &[u8; 1024],
-    n_dwords: usize,
-    k_dwords: usize,
-) {
-    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
-    if n_dwords == 0 {
-        return;
-    }
-    // A's row 0 widened: the elements the kernel broadcasts, even then odd.
-    let (even, odd) = split_row(a, 0, Half::Bf16);
-    let mut ae = [0f32; 16];
-    let mut ao = [0f32; 16];
-    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
-    unsafe {
-        _mm256_storeu_si256(ae.as_mut_ptr().cast(), even[0]);
-        _mm256_storeu_si256(ae.as_mut_ptr().add(8).cast(), even[1]);
-        _mm256_storeu_si256(ao.as_mut_ptr().cast(), odd[0]);
-        _mm256_storeu_si256(ao.as_mut_ptr().add(8).cast(), odd[1]);
-    }
-    let mut out = [0u32; 16];
-    // MXCSR saved, MXCSR in the kernel, and the mask of a dword's odd bf16.
-    let mut csr = [0u32, MXCSR_AMX, 0xFFFF_0000];
-    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
-    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0, and writes the 64 bytes of `out`;
-    // `csr` is a live local of 3 dwords the block saves MXCSR into and restores it from before
-    // exiting, so no floating-point operation of the compiler's runs under MXCSR_AMX. ymm0-ymm9 are
-    // declared clobbered, the pointers and counter are inout; no stack is used. The CPU
-    // supports AVX2 and FMA (this function's contract).
-    unsafe {
+/// The asm of [`half_one_row`]: `$lo` and `$hi` turn B's row k, columns 0-7 in ymm4 and 8-15
+/// in ymm5, into their even elements in ymm8 and their odd ones in ymm4 / ymm5 (fp32), and
+/// run the row's FMAs; ymm9 holds the bf16 odd mask, ymm10 [`FP16_SPLIT`] in both lanes.
+macro_rules! one_row_asm {
+    ($csr:expr, $b:expr, $ae:expr, $ao:expr, $k:expr, $c:expr, $out:expr;
+     [$($lo:literal),+] [$($hi:literal),+]) => {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
             "vpbroadcastd ymm9, dword ptr [{csr} + 8]",
+            "vbroadcasti128 ymm10, xmmword ptr [{split}]",
             "vxorps xmm0, xmm0, xmm0",
             "vxorps xmm1, xmm1, xmm1",
             "vxorps xmm2, xmm2, xmm2",
@@ -553,19 +525,15 @@ unsafe fn bf16_one_row(
             "test {n}, {n}",
             "jz 3f",
             "2:",
-            // Row k of B, columns 0-7 and 8-15: the even bf16 of each dword shifted up, the
-            // odd one masked (exact).
             "vmovdqu ymm4, ymmword ptr [{b}]",
             "vmovdqu ymm5, ymmword ptr [{b} + 32]",
             "vbroadcastss ymm6, dword ptr [{ae}]",
             "vbroadcastss ymm7, dword ptr [{ao}]",
-            "vpslld ymm8, ymm4, 16",
+            $($lo,)+
             "vfmadd231ps ymm0, ymm8, ymm6",
-            "vpslld ymm8, ymm5, 16",
-            "vfmadd231ps ymm1, ymm8, ymm6",
-            "vpand ymm4, ymm4, ymm9",
             "vfmadd231ps ymm2, ymm4, ymm7",
-            "vpand ymm5, ymm5, ymm9",
+            $($hi,)+
+            "vfmadd231ps ymm1, ymm8, ymm6",
             "vfmadd231ps ymm3, ymm5, ymm7",
             "add {b}, 64",
             "add {ae}, 4",
@@ -580,13 +548,14 @@ unsafe fn bf16_one_row(
             "vmovups ymmword ptr [{out}], ymm0",
             "vmovups ymmword ptr [{out} + 32], ymm1",
             "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
-            b = inout(reg) b.as_ptr() => _,
-            ae = inout(reg) ae.as_ptr() => _,
-            ao = inout(reg) ao.as_ptr() => _,
-            n = inout(reg) k_dwords => _,
-            c = in(reg) c.as_ptr(),
-            out = in(reg) out.as_mut_ptr(),
+            csr = in(reg) $csr,
+            split = in(reg) FP16_SPLIT.0.as_ptr(),
+            b = inout(reg) $b => _,
+            ae = inout(reg) $ae => _,
+            ao = inout(reg) $ao => _,
+            n = inout(reg) $k => _,
+            c = in(reg) $c,
+            out = in(reg) $out,
             out("ymm0") _,
             out("ymm1") _,
             out("ymm2") _,
@@ -597,8 +566,87 @@ unsafe fn bf16_one_row(
             out("ymm7") _,
             out("ymm8") _,
             out("ymm9") _,
+            out("ymm10") _,
             options(nostack),
         )
+    };
+}
+
+/// [`dot_half`] with one row of A (a GEMV's tiles): B's rows converted in registers as the
+/// kernel reads them, each once, where the group kernel converts all 16 into memory first and
+/// computes a group of 4 rows. Per k, the same FMAs on the same values in the same order as
+/// [`float_kernel`] for row 0, so the same bits. fp16's VCVTPH2PS runs under the kernel's
+/// MXCSR, as in the block kernel, which DAZ does not affect (checked at start-up:
+/// [`fp16_widened_under_daz`]).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn half_one_row(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
+    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
+    if n_dwords == 0 {
+        return;
+    }
+    // A's row 0 converted: the elements the kernel broadcasts, even then odd.
+    let (even, odd) = split_row(a, 0, half);
+    let mut ae = [0f32; 16];
+    let mut ao = [0f32; 16];
+    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
+    unsafe {
+        _mm256_storeu_si256(ae.as_mut_ptr().cast(), even[0]);
+        _mm256_storeu_si256(ae.as_mut_ptr().add(8).cast(), even[1]);
+        _mm256_storeu_si256(ao.as_mut_ptr().cast(), odd[0]);
+        _mm256_storeu_si256(ao.as_mut_ptr().add(8).cast(), odd[1]);
+    }
+    let mut out = [0u32; 16];
+    // MXCSR saved, MXCSR in the kernel, and the mask of a dword's odd bf16.
+    let mut csr = [0u32, MXCSR_AMX, 0xFFFF_0000];
+    let csr = csr.as_mut_ptr();
+    let (bp, aep, aop, cp, outp) = (
+        b.as_ptr(),
+        ae.as_ptr(),
+        ao.as_ptr(),
+        c.as_ptr(),
+        out.as_mut_ptr(),
+    );
+    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
+    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0, the 3 dwords of `csr` and the 16
+    // bytes of the static `FP16_SPLIT`, and writes the 64 bytes of `out` and `csr`'s first
+    // dword, all live locals or borrowed; it saves MXCSR and restores it before exiting, so no
+    // floating-point operation of the compiler's runs under MXCSR_AMX. ymm0-ymm10 are
+    // declared clobbered, the pointers and counter are inout; no stack is used. The CPU
+    // supports AVX2, FMA and F16C (this function's contract).
+    unsafe {
+        match half {
+            // The even bf16 of each dword shifted up, the odd one masked: exact.
+            Half::Bf16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
+                ["vpslld ymm8, ymm4, 16", "vpand ymm4, ymm4, ymm9"]
+                ["vpslld ymm8, ymm5, 16", "vpand ymm5, ymm5, ymm9"]),
+            // The 8 even halves gathered low and the 8 odd ones high (VPSHUFB per lane, then
+            // VPERMQ), each 8 converted: as `split_row` does.
+            Half::Fp16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
+            [
+                "vpshufb ymm4, ymm4, ymm10",
+                "vpermq ymm4, ymm4, 0xD8",
+                "vcvtph2ps ymm8, xmm4",
+                "vextracti128 xmm4, ymm4, 1",
+                "vcvtph2ps ymm4, xmm4"
+            ]
+            [
+                "vpshufb ymm5, ymm5, ymm10",
+                "vpermq ymm5, ymm5, 0xD8",
+                "vcvtph2ps ymm8, xmm5",
+                "vextracti128 xmm5, ymm5, 1",
+                "vcvtph2ps ymm5, xmm5"
+            ]),
+        }
     };
     // SAFETY: `out` is 64 readable bytes; the loads are unaligned.
     let mut row = unsafe {
@@ -609,7 +657,7 @@ unsafe fn bf16_one_row(
     };
     let nan = ((1u32 << n_dwords) - 1) & nan_lanes(row);
     if nan != 0 {
-        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, Half::Bf16);
+        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, half);
     }
     store_row(c, 0, n_dwords, row);
 }

@@ -23,7 +23,7 @@ use core::arch::x86_64::{
 use core::mem::MaybeUninit;
 use core::sync::atomic::AtomicU8;
 
-use super::{exact, get_dword, Half, Widened, DWORDS, ROWS};
+use super::{exact, get_dword, set_dword, Half, Widened, DWORDS, ROWS};
 
 /// Whether [`dot_int8`] may run on this CPU.
 #[inline]
@@ -43,6 +43,8 @@ pub(super) fn float_available() -> bool {
                 // SAFETY: the CPU supports AVX-512F (checked just before, `&&` short-circuits).
                 unsafe { dot_half(c, a, b, m, n, k, Half::Bf16) }
             })
+            // SAFETY: as above.
+            && unsafe { fp16_one_row_under_daz() }
     })
 }
 
@@ -1591,9 +1593,9 @@ pub(super) unsafe fn dot_half(
 ) {
     // SAFETY: the CPU supports AVX-512F (this function's contract).
     unsafe {
-        if m_rows == 1 && half == Half::Bf16 {
-            // A GEMV's tiles: B's rows are read once, so they are widened in registers.
-            bf16_one_row(c, a, b, n_dwords, k_dwords)
+        if m_rows == 1 {
+            // A GEMV's tiles: B's rows are read once, so they are converted in registers.
+            half_one_row(c, a, b, n_dwords, k_dwords, half)
         } else if m_rows <= GROUP {
             // One group of rows (a GEMV's edge tiles have one): A's other rows are not read.
             half_rows::<GROUP>(c, a, b, (m_rows, n_dwords, k_dwords), half)
@@ -1603,56 +1605,21 @@ pub(super) unsafe fn dot_half(
     }
 }
 
-/// [`dot_half`] on bf16 with one row of A: B's rows widened in registers as the kernel reads
-/// them, each once, where [`half_rows`] widens all 16 into memory first and computes a group
-/// of 8 rows. The same operations in the same order as [`groups_kernel`] for row 0, so the
-/// same bits.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[target_feature(enable = "avx512f")]
-unsafe fn bf16_one_row(
-    c: &mut [u8; 1024],
-    a: &[u8; 1024],
-    b: &[u8; 1024],
-    n_dwords: usize,
-    k_dwords: usize,
-) {
-    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
-    if n_dwords == 0 {
-        return;
-    }
-    // A's row 0 widened: the elements the kernel broadcasts, even then odd.
-    let (even, odd) = split(load_row(a, 0), Half::Bf16);
-    let mut ae = [0f32; 16];
-    let mut ao = [0f32; 16];
-    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
-    unsafe {
-        _mm512_storeu_si512(ae.as_mut_ptr().cast(), even);
-        _mm512_storeu_si512(ao.as_mut_ptr().cast(), odd);
-    }
-    let mut out = [0u32; 16];
-    let mut csr = [0u32, MXCSR_AMX];
-    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
-    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0, and writes the 64 bytes of `out`;
-    // `csr` is a live local the block saves MXCSR into and restores it from before exiting,
-    // so no floating-point operation of the compiler's runs under MXCSR_AMX. zmm0, zmm1 and
-    // zmm16-zmm18 are declared clobbered, the pointers and counter are inout; no stack is
-    // used. The CPU supports AVX-512F (this function's contract).
-    unsafe {
+/// The asm of [`half_one_row`]: `$convert` turns B's row k in zmm16 into its even elements in
+/// zmm17 and its odd ones in zmm16, as fp32.
+macro_rules! one_row_asm {
+    ($csr:expr, $b:expr, $ae:expr, $ao:expr, $k:expr, $c:expr, $out:expr; $($convert:literal),+) => {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
-            "vpbroadcastd zmm18, {high:e}",
+            "vpbroadcastd zmm18, dword ptr [{csr} + 8]",
             "vxorps xmm0, xmm0, xmm0",
             "vxorps xmm1, xmm1, xmm1",
             "test {n}, {n}",
             "jz 3f",
             "2:",
-            // Row k of B: the even bf16 of each dword shifted up, the odd one masked: exact.
             "vmovdqu32 zmm16, zmmword ptr [{b}]",
-            "vpslld zmm17, zmm16, 16",
-            "vpandd zmm16, zmm16, zmm18",
+            $($convert,)+
             "vfmadd231ps zmm0, zmm17, dword ptr [{ae}]{{1to16}}",
             "vfmadd231ps zmm1, zmm16, dword ptr [{ao}]{{1to16}}",
             "add {b}, 64",
@@ -1665,14 +1632,13 @@ unsafe fn bf16_one_row(
             "vaddps zmm0, zmm0, zmmword ptr [{c}]",
             "vmovups zmmword ptr [{out}], zmm0",
             "vldmxcsr dword ptr [{csr}]",
-            csr = in(reg) csr.as_mut_ptr(),
-            high = in(reg) 0xFFFF_0000_u32,
-            b = inout(reg) b.as_ptr() => _,
-            ae = inout(reg) ae.as_ptr() => _,
-            ao = inout(reg) ao.as_ptr() => _,
-            n = inout(reg) k_dwords => _,
-            c = in(reg) c.as_ptr(),
-            out = in(reg) out.as_mut_ptr(),
+            csr = in(reg) $csr,
+            b = inout(reg) $b => _,
+            ae = inout(reg) $ae => _,
+            ao = inout(reg) $ao => _,
+            n = inout(reg) $k => _,
+            c = in(reg) $c,
+            out = in(reg) $out,
             out("zmm0") _,
             out("zmm1") _,
             out("zmm16") _,
@@ -1681,15 +1647,98 @@ unsafe fn bf16_one_row(
             options(nostack),
         )
     };
+}
+
+/// [`dot_half`] with one row of A (a GEMV's tiles): B's rows converted in registers as the
+/// kernel reads them, each once, where [`half_rows`] converts all 16 into memory first and
+/// computes a group of 8 rows. The same operations in the same order as [`groups_kernel`] for
+/// row 0, so the same bits. fp16's VCVTPH2PS runs under the kernel's MXCSR here, which DAZ
+/// does not affect ([`fp16_one_row_under_daz`] checks it at start-up).
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+unsafe fn half_one_row(
+    c: &mut [u8; 1024],
+    a: &[u8; 1024],
+    b: &[u8; 1024],
+    n_dwords: usize,
+    k_dwords: usize,
+    half: Half,
+) {
+    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
+    if n_dwords == 0 {
+        return;
+    }
+    // A's row 0 converted: the elements the kernel broadcasts, even then odd.
+    let (even, odd) = split(load_row(a, 0), half);
+    let mut ae = [0f32; 16];
+    let mut ao = [0f32; 16];
+    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
+    unsafe {
+        _mm512_storeu_si512(ae.as_mut_ptr().cast(), even);
+        _mm512_storeu_si512(ao.as_mut_ptr().cast(), odd);
+    }
+    let mut out = [0u32; 16];
+    // MXCSR saved, MXCSR in the kernel, and the mask of a dword's odd bf16.
+    let mut csr = [0u32, MXCSR_AMX, 0xFFFF_0000];
+    let csr = csr.as_mut_ptr();
+    let (bp, aep, aop, cp, outp) = (
+        b.as_ptr(),
+        ae.as_ptr(),
+        ao.as_ptr(),
+        c.as_ptr(),
+        out.as_mut_ptr(),
+    );
+    // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
+    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0 and the 3 dwords of `csr`, and
+    // writes the 64 bytes of `out` and `csr`'s first dword, all live locals or borrowed; it
+    // saves MXCSR and restores it before exiting, so no floating-point operation of the
+    // compiler's runs under MXCSR_AMX. zmm0, zmm1 and zmm16-zmm18 are declared clobbered, the
+    // pointers and counter are inout; no stack is used. The CPU supports AVX-512F (this
+    // function's contract).
+    unsafe {
+        match half {
+            // The even bf16 of each dword shifted up, the odd one masked: exact.
+            Half::Bf16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
+                "vpslld zmm17, zmm16, 16",
+                "vpandd zmm16, zmm16, zmm18"),
+            // Each dword's low half, then its high half, narrowed to 16 fp16 and converted.
+            Half::Fp16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
+                "vpmovdw ymm17, zmm16",
+                "vcvtph2ps zmm17, ymm17",
+                "vpsrld zmm16, zmm16, 16",
+                "vpmovdw ymm16, zmm16",
+                "vcvtph2ps zmm16, ymm16"),
+        }
+    };
     // SAFETY: `out` is 64 readable bytes; the load is unaligned.
     let mut row = unsafe { _mm512_loadu_si512(out.as_ptr().cast()) };
     let mask = lane_mask(n_dwords);
     let v = _mm512_castsi512_ps(row);
     let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(mask, v, v);
     if nan != 0 {
-        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, Half::Bf16);
+        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, half);
     }
     store_row_masked(c, 0, mask, row);
+}
+
+/// Whether [`half_one_row`]'s fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),
+/// keeps fp16 denormals: the fp16 denormal 2^-24 times 2^15 must give 2^-9. VCVTPH2PS ignores
+/// DAZ on the CPUs documented to date; a CPU that flushed would get 0 and run other kernels.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cold]
+#[target_feature(enable = "avx512f")]
+unsafe fn fp16_one_row_under_daz() -> bool {
+    let (mut a, mut b, mut c) = ([0u8; 1024], [0u8; 1024], [0u8; 1024]);
+    set_dword(&mut a, 0, 0, 0x0001); // fp16 2^-24 (denormal), even element 0
+    set_dword(&mut b, 0, 0, 0x7800); // fp16 2^15
+    let want = exact::dot_element(0, &a, &b, 0, 0, 1, Half::Fp16);
+    // SAFETY: the CPU supports AVX-512F (this function's contract).
+    unsafe { half_one_row(&mut c, &a, &b, 1, 1, Half::Fp16) };
+    get_dword(&c, 0, 0) == want && want != 0
 }
 
 /// [`dot_half`] with A's first `N` rows converted (`N` a multiple of [`GROUP`], at least
