@@ -249,7 +249,7 @@ unsafe fn int8_kernel(
     let (m, n, k) = clamp(m_rows, n_dwords, k_dwords);
     match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX-512F and AVX-512 VNNI (this function's contract).
+        // SAFETY: the CPU has AVX-512F, AVX-512BW and AVX-512 VNNI (this function's contract).
         KernelPath::Avx512 => unsafe { avx512::dot_int8(c, a, b, m, n, k, a_signed, b_signed) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2 and AVX-VNNI (this function's contract).
