@@ -152,6 +152,30 @@ pub(crate) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) -> Result<()
 }
 
 impl Fault {
+    /// A fault the kernel reports with `si_code` SI_KERNEL and no address (#GP, #SS).
+    const fn kernel(sig: i32, trapno: u64) -> Fault {
+        let mut info = [0u8; 128];
+        info[0] = sig as u8;
+        info[8] = 0x80; // SI_KERNEL
+        Fault {
+            info,
+            trapno,
+            err: 0,
+        }
+    }
+
+    /// #GP(0) of a memory reference (a non-canonical address), as Linux reports it: SIGSEGV.
+    pub(crate) const GENERAL_PROTECTION: Fault = Fault::kernel(libc::SIGSEGV, 13);
+
+    /// #SS(0): a non-canonical reference through the stack segment (a base of RSP or RBP
+    /// without an FS or GS override), as Linux reports it (`exc_stack_segment`): SIGBUS.
+    pub(crate) const STACK_SEGMENT: Fault = Fault::kernel(libc::SIGBUS, 12);
+
+    /// Whether this is the CPU's #GP of a memory reference.
+    pub(crate) fn is_general_protection(&self) -> bool {
+        self.trapno == 13 && self.signal() == libc::SIGSEGV
+    }
+
     /// Stands for a fault whose record is missing (a copy outside an activation: a bug).
     pub(crate) const UNKNOWN: Fault = Fault {
         info: {

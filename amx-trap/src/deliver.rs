@@ -362,6 +362,11 @@ core::arch::global_asm!(
     ".hidden amx_trap_restorer_blocked",
     ".globl amx_trap_restorer_blocked",
     "amx_trap_restorer_blocked:",
+    // AC off for the engine's work, whatever the handler left (rt_sigreturn restores the
+    // frame's flags).
+    "    pushfq",
+    "    and dword ptr [rsp], {no_ac}",
+    "    popfq",
     "    mov rbx, rsp",
     "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
     "    mov rax, qword ptr fs:[rax]",
@@ -388,6 +393,7 @@ core::arch::global_asm!(
     ".popsection",
     restore = sym restore_entry,
     mask = const signals::ENTRY_MASK,
+    no_ac = const crate::entry::NO_AC,
 );
 
 extern "C" {

@@ -51,6 +51,12 @@ core::arch::global_asm!(
     ".globl amx_trap_entry",
     ".type amx_trap_entry, @function",
     "amx_trap_entry:",
+    // EFLAGS.AC off: the kernel enters a handler with the interrupted AC (it clears only DF,
+    // RF and TF), and with AC set the engine's own unaligned accesses would raise #AC. The
+    // frame keeps the program's flags for rt_sigreturn.
+    "    pushfq",
+    "    and dword ptr [rsp], {no_ac}",
+    "    popfq",
     "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
     "    mov rax, qword ptr fs:[rax]",
     "    xor ecx, ecx",
@@ -80,7 +86,11 @@ core::arch::global_asm!(
     ".popsection",
     rust = sym entry_rust,
     dispatch = sym dispatch,
+    no_ac = const NO_AC,
 );
+
+/// EFLAGS with AC (alignment check, bit 18) cleared, as an `and` mask.
+pub(crate) const NO_AC: i32 = !0x4_0000;
 
 extern "C" {
     fn amx_trap_entry();

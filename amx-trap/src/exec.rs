@@ -159,11 +159,14 @@ fn step_tiles(
     };
     match (insn.op, insn.mem, shape) {
         (Operation::Ldtilecfg, Some(m), _) => {
-            let at = Operand::new(&m, regs, next).row(0);
+            let operand = Operand::new(&m, regs, next);
+            let at = operand.row(0);
             let mut img = [0u8; 64];
             program(&mut || {
-                // SAFETY: `img` is ours; the operand is the program's, any address.
-                unsafe { access::copy(img.as_mut_ptr(), at as *const u8, 64) }.map_err(mem)
+                operand.access(at, 64, || {
+                    // SAFETY: `img` is ours; the operand is the program's, any address.
+                    unsafe { access::copy(img.as_mut_ptr(), at as *const u8, 64) }
+                })
             })?;
             // Checked first, without the message an emulator fault would format.
             if !check::ldtilecfg_accepts(&img, unit.palette_table()) {
@@ -173,11 +176,14 @@ fn step_tiles(
                 .map_err(|_| Exception::GeneralProtection)
         }
         (Operation::Sttilecfg, Some(m), _) => {
-            let at = Operand::new(&m, regs, next).row(0);
+            let operand = Operand::new(&m, regs, next);
+            let at = operand.row(0);
             let img = unit.sttilecfg();
             program(&mut || {
-                // SAFETY: as above, for a store.
-                unsafe { access::copy(at as *mut u8, img.as_ptr(), 64) }.map_err(mem)
+                operand.access(at, 64, || {
+                    // SAFETY: as above, for a store.
+                    unsafe { access::copy(at as *mut u8, img.as_ptr(), 64) }
+                })
             })
         }
         (Operation::Tilerelease, _, _) => {
@@ -237,10 +243,6 @@ fn ud<T>(_: T) -> Exception {
     Exception::InvalidOpcode
 }
 
-fn mem(f: Fault) -> Exception {
-    Exception::Memory(f)
-}
-
 /// A memory operand's addresses.
 struct Operand {
     /// The effective address of row 0, wrapped at the address size.
@@ -251,6 +253,9 @@ struct Operand {
     addr32: bool,
     /// The FS or GS base (0 without a segment prefix).
     segment: u64,
+    /// The reference goes through the stack segment (base RSP or RBP, no FS or GS override):
+    /// a non-canonical address is #SS there, not #GP (SDM vol. 1, 3.3.7.1).
+    stack: bool,
 }
 
 impl Operand {
@@ -267,7 +272,35 @@ impl Operand {
             stride: size(m.index.map_or(0, |i| register(i) << m.scale)),
             addr32: m.addr32,
             segment: segment_base(m.segment),
+            stack: m.segment.is_none() && matches!(m.base, Some(4 | 5)),
         }
+    }
+
+    /// The fault of an access of `len` bytes at `at` (an address from [`Operand::row`]), or
+    /// of the copy `access` makes of it: the CPU checks a reference as a whole, so one that
+    /// runs from canonical into non-canonical addresses is #GP before any byte is touched
+    /// (the copy, in pieces, would meet the unmappable page's #PF first); and through the
+    /// stack segment that #GP is #SS.
+    fn access(
+        &self,
+        at: u64,
+        len: usize,
+        copy: impl FnOnce() -> Result<(), Fault>,
+    ) -> Result<(), Exception> {
+        let canonical = |x: u64| matches!((x as i64) >> 47, 0 | -1);
+        let last = at.wrapping_add(len.saturating_sub(1) as u64);
+        let result = if len > 0 && canonical(at) && !canonical(last) {
+            Err(Fault::GENERAL_PROTECTION)
+        } else {
+            copy()
+        };
+        result.map_err(|f| {
+            Exception::Memory(if self.stack && f.is_general_protection() {
+                Fault::STACK_SEGMENT
+            } else {
+                f
+            })
+        })
     }
 
     /// The linear address of row `r`.
@@ -336,10 +369,14 @@ fn load(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<(),
         .take(rows)
         .skip(start)
     {
+        let at = m.row(r);
         // SAFETY: the row is the tile's, `colsb` <= 64 bytes; the source is the program's.
-        if let Err(f) = unsafe { access::copy(row.as_mut_ptr(), m.row(r) as *const u8, colsb) } {
+        let copied = m.access(at, colsb, || unsafe {
+            access::copy(row.as_mut_ptr(), at as *const u8, colsb)
+        });
+        if let Err(e) = copied {
             end = r;
-            outcome = Err(Exception::Memory(f));
+            outcome = Err(e);
             break;
         }
     }
@@ -368,10 +405,14 @@ fn store(unit: &mut Emulator, t: u8, shape: TileShape, m: &Operand) -> Result<()
         .take(rows)
         .skip(start)
     {
+        let at = m.row(r);
         // SAFETY: the row is ours; the destination is the program's.
-        if let Err(f) = unsafe { access::copy(m.row(r) as *mut u8, row.as_ptr(), colsb) } {
+        let copied = m.access(at, colsb, || unsafe {
+            access::copy(at as *mut u8, row.as_ptr(), colsb)
+        });
+        if let Err(e) = copied {
             unit.set_start_row(r as u8);
-            return Err(Exception::Memory(f));
+            return Err(e);
         }
     }
     unit.set_start_row(0);

@@ -155,8 +155,12 @@ macro_rules! entry_asm {
             concat!($name, "_marked:"),
             "    mov rbp, rsp",
             "    mov rbx, rax",
-            // The C ABI's direction flag.
+            // The C ABI's direction flag, and AC off for the engine's own unaligned accesses
+            // (the frame's saved flags give the program its own back).
             "    cld",
+            "    pushfq",
+            "    and dword ptr [rsp], {no_ac}",
+            "    popfq",
             $($save,)*
             "    mov qword ptr [rbx + {area}], rsp",
             "    mov rdi, rbp",
@@ -217,6 +221,7 @@ macro_rules! entry_asm {
             held_back = const offsets::HELD_BACK,
             ret = const std::mem::offset_of!(Frame, slot),
             to_defer = const DEFER_EXIT - FAULT_EXIT,
+            no_ac = const crate::entry::NO_AC,
         );
     };
 }

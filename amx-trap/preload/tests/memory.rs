@@ -125,3 +125,49 @@ fn addresses_in_every_operand_form() {
         assert_eq!(run.line(form), "ok", "{form} {run}");
     }
 }
+
+/// A non-canonical operand is #GP, and #SS (SIGBUS) through the stack segment (base RBP or
+/// RSP), as the CPU's own references (SDM vol. 1, 3.3.7.1); a row that runs from the last
+/// canonical bytes into non-canonical ones is one reference, #GP before the unmapped page
+/// below the boundary is touched.
+#[test]
+fn non_canonical_operands_fault_as_the_cpu_faults() {
+    let Some(run) = run("memory.c", &["canonical"]) else {
+        return;
+    };
+    for (key, value) in [
+        ("[rbp + rsi] load:", "sig 7 code 128 addr 0 trapno 12"),
+        ("[rdi + rbp] load:", "sig 11 code 128 addr 0 trapno 13"),
+        ("[rbp] ldtilecfg:", "sig 7 code 128 addr 0 trapno 12"),
+        (
+            "row across the canonical end:",
+            "sig 11 code 128 addr 0 trapno 13",
+        ),
+    ] {
+        assert_eq!(run.line(key), value, "{key}\n{run}");
+    }
+}
+
+/// With EFLAGS.AC set (alignment checking), aligned tile operands raise nothing, as on the
+/// silicon: the kernel enters signal handlers with the program's AC, and the engine clears it
+/// for its own work, at trapped and patched sites alike.
+#[test]
+fn alignment_checking_leaves_aligned_operands_alone() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("memory.c", &[]) else {
+        return;
+    };
+    for patch in ["1", "0"] {
+        let run = Program::preloaded(&prog, &["ac"])
+            .env("AMX_TRAP_PATCH", patch)
+            .run();
+        assert!(run.ok(), "AMX_TRAP_PATCH={patch}: {run}");
+        assert_eq!(
+            run.line("with AC set:"),
+            "ok",
+            "AMX_TRAP_PATCH={patch}: {run}"
+        );
+    }
+}

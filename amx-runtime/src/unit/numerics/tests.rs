@@ -135,9 +135,8 @@ impl Kernel {
                 (!avx_vnni::int8_available()).then_some("the CPU lacks AVX2 or AVX-VNNI")
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => {
-                (!avx512::int8_available()).then_some("the CPU lacks AVX-512F, AVX-512BW or AVX-512 VNNI")
-            }
+            Kernel::Avx512 => (!avx512::int8_available())
+                .then_some("the CPU lacks AVX-512F, AVX-512BW or AVX-512 VNNI"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => Some("not an x86-64 target"),
         }

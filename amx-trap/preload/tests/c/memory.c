@@ -9,6 +9,12 @@
  *   xom        an instruction on an execute-only page
  *   seccomp    a seccomp filter denies process_vm_readv and process_vm_writev
  *   pkru       a protection key that denies the access: SEGV_PKUERR with the key
+ *   canonical  non-canonical operands: #SS (SIGBUS, SI_KERNEL, REG_TRAPNO 12) through the stack
+ *              segment (base RBP or RSP), #GP (SIGSEGV, trap 13) otherwise, and #GP for a row
+ *              that runs from the last canonical bytes into non-canonical ones, which the CPU
+ *              checks as one reference before touching the unmapped page below it
+ *   ac         EFLAGS.AC (alignment checking) set around aligned tile operands, at sites
+ *              trapped and patched: no fault, as on the silicon
  */
 #include "hostile.h"
 #include <fcntl.h>
@@ -238,6 +244,75 @@ static int pkru(void) {
     return 0;
 }
 
+/* The fault of `run`, as "sig S code C addr A trapno T". */
+static void report_fault(const char *what, void (*run)(void)) {
+    catch(SIGSEGV);
+    catch(SIGBUS);
+    seen_sig = 0;
+    /* Each time: a handler left by siglongjmp leaves its own (INIT) tile state. */
+    ldtilecfg(&cfg);
+    if (sigsetjmp(out, 1) == 0)
+        run();
+    printf("%s: sig %d code %d addr %#lx trapno %ld\n", what, seen_sig, seen_code,
+           (unsigned long)seen_addr, seen_trapno);
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+}
+
+#define NONCANONICAL 0x8000000000001000ul
+
+/* tileloadd tmm0, [rbp + rsi*1 + 0], with RBP non-canonical (128 bytes of red zone kept). */
+static void load_rbp_base(void) {
+    __asm__ volatile("sub $128, %%rsp\n\tpush %%rbp\n\tmov %0, %%rbp\n\t"
+                     ".byte 0xc4, 0xe2, 0x7b, 0x4b, 0x44, 0x35, 0x00\n\t"
+                     "pop %%rbp\n\tadd $128, %%rsp" ::"r"(NONCANONICAL), "S"(64L)
+                     : "memory");
+}
+
+/* tileloadd tmm0, [rdi + rbp*1]: RBP as the index, the base RDI (the data segment). */
+static void load_rbp_index(void) {
+    __asm__ volatile("sub $128, %%rsp\n\tpush %%rbp\n\tmov $64, %%rbp\n\t"
+                     ".byte 0xc4, 0xe2, 0x7b, 0x4b, 0x04, 0x2f\n\t"
+                     "pop %%rbp\n\tadd $128, %%rsp" ::"D"(NONCANONICAL)
+                     : "memory");
+}
+
+/* ldtilecfg [rbp + 0], RBP non-canonical. */
+static void ldtilecfg_rbp(void) {
+    __asm__ volatile("sub $128, %%rsp\n\tpush %%rbp\n\tmov %0, %%rbp\n\t"
+                     ".byte 0xc4, 0xe2, 0x78, 0x49, 0x45, 0x00\n\t"
+                     "pop %%rbp\n\tadd $128, %%rsp" ::"r"(NONCANONICAL)
+                     : "memory");
+}
+
+/* A 64-byte row from the last 32 canonical bytes (in the page no process can map). */
+static void load_across_canonical_end(void) { tileload0((void *)0x7fffffffffe0ul, 64); }
+
+static int canonical(void) {
+    report_fault("[rbp + rsi] load", load_rbp_base);
+    report_fault("[rdi + rbp] load", load_rbp_index);
+    report_fault("[rbp] ldtilecfg", ldtilecfg_rbp);
+    report_fault("row across the canonical end", load_across_canonical_end);
+    tilerelease();
+    return 0;
+}
+
+static int alignment_check(void) {
+    static uint8_t data[1024] __attribute__((aligned(64))), back[1024] __attribute__((aligned(64)));
+    pattern(data, 3);
+    __asm__ volatile("pushfq\n\torl $0x40000, (%%rsp)\n\tpopfq" ::: "cc");
+    for (int i = 0; i < 6; i++) {
+        ldtilecfg(&cfg);
+        tilezero0();
+        tileload0(data, 64);
+        tilestore0(back, 64);
+    }
+    __asm__ volatile("pushfq\n\tandl $0xfffbffff, (%%rsp)\n\tpopfq" ::: "cc");
+    tilerelease();
+    printf("with AC set: %s\n", memcmp(data, back, sizeof data) ? "wrong" : "ok");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (request_amx() != 0) {
@@ -260,5 +335,9 @@ int main(int argc, char **argv) {
         return seccomp();
     if (!strcmp(mode, "pkru"))
         return pkru();
+    if (!strcmp(mode, "canonical"))
+        return canonical();
+    if (!strcmp(mode, "ac"))
+        return alignment_check();
     return 2;
 }
