@@ -667,6 +667,7 @@ mod linux {
     /// but not the tile data, a dynamic feature (`fpu_clone`).
     extern "C" fn forked() {
         super::PROCESS.store(crate::sys::getpid(), Ordering::Release);
+        crate::patch::forked();
         if let Some(slot) = crate::slot::current() {
             slot.adopt();
             if super::emulating() && slot.has_unit() {

@@ -1,9 +1,13 @@
-//! `/proc/self/maps`, read without allocating (from a signal handler): whether the mapping at
-//! an address is private.
+//! `/proc/self/maps`, read without allocating (from a signal handler): whether the engine may
+//! write into the code of the mapping at an address.
 
-/// Whether the mapping holding `addr` is private (`p`) rather than shared (`s`); `None` when
-/// the file cannot be read or holds no mapping at `addr`.
-pub(crate) fn private(addr: u64) -> Option<bool> {
+/// Whether the code of the mapping holding `addr` may be patched: a private mapping (`p`; a
+/// write into a shared one would reach the file, or the other processes mapping it), not
+/// writable (a program that writes its code in place, without a system call the engine sees,
+/// could write into the jump, or lose its write to the engine's), and not the main thread's
+/// stack (a stub page placed within reach would stop its growth). `None` when the file cannot
+/// be read or holds no mapping at `addr`.
+pub(crate) fn patchable(addr: u64) -> Option<bool> {
     let fd = crate::sys::open(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
     let mut found = None;
     let mut buf = [0u8; 4096];
@@ -41,9 +45,10 @@ pub(crate) fn private(addr: u64) -> Option<bool> {
     found
 }
 
-/// For a line `start-end perms ...` whose range holds `addr`: whether its perms say private.
+/// For a line `start-end perms offset dev inode path` whose range holds `addr`: whether its
+/// code may be patched ([`patchable`]).
 fn covers(line: &[u8], addr: u64) -> Option<bool> {
-    let mut fields = line.split(|&b| b == b' ');
+    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty());
     let range = fields.next()?;
     let perms = fields.next()?;
     let dash = range.iter().position(|&b| b == b'-')?;
@@ -52,7 +57,8 @@ fn covers(line: &[u8], addr: u64) -> Option<bool> {
     if !(start..end).contains(&addr) {
         return None;
     }
-    Some(perms.get(3) == Some(&b'p'))
+    let path = fields.nth(3);
+    Some(perms.get(3) == Some(&b'p') && perms.get(1) != Some(&b'w') && path != Some(b"[stack]"))
 }
 
 fn hex(digits: &[u8]) -> Option<u64> {
@@ -74,15 +80,25 @@ mod tests {
         assert_eq!(covers(line, 0x7f12a000), Some(true));
         assert_eq!(covers(line, 0x7f12bfff), Some(true));
         assert_eq!(covers(line, 0x7f12c000), None);
-        let shared = b"7f000000-7f001000 rwxs 00000000 00:01 99 /memfd:jit (deleted)";
+        let shared = b"7f000000-7f001000 r-xs 00000000 00:01 99 /memfd:jit (deleted)";
         assert_eq!(covers(shared, 0x7f000010), Some(false));
+        let writable = b"7f000000-7f001000 rwxp 00000000 00:00 0 ";
+        assert_eq!(covers(writable, 0x7f000010), Some(false));
+        let stack = b"7ffc0000-7ffc2000 rwxp 00000000 00:00 0                          [stack]";
+        assert_eq!(covers(stack, 0x7ffc0010), Some(false));
+        let stack_rx = b"7ffc0000-7ffc2000 r-xp 00000000 00:00 0                          [stack]";
+        assert_eq!(covers(stack_rx, 0x7ffc0010), Some(false));
+        let anonymous = b"7f000000-7f001000 r-xp 00000000 00:00 0";
+        assert_eq!(covers(anonymous, 0x7f000010), Some(true));
         assert_eq!(covers(b"garbage", 1), None);
     }
 
     #[test]
-    fn this_process_code_is_private() {
+    fn this_process_code_is_patchable_and_shared_or_writable_memory_is_not() {
         let code = lines_are_read_as_the_kernel_writes_them as *const () as u64;
-        assert_eq!(private(code), Some(true));
+        assert_eq!(patchable(code), Some(true));
+        let local = 0u8;
+        assert_eq!(patchable(&local as *const u8 as u64), Some(false));
         // SAFETY: a shared anonymous page, unmapped below.
         let shared = unsafe {
             libc::mmap(
@@ -95,9 +111,9 @@ mod tests {
             )
         };
         assert_ne!(shared, libc::MAP_FAILED);
-        assert_eq!(private(shared as u64), Some(false));
+        assert_eq!(patchable(shared as u64), Some(false));
         // SAFETY: the page mapped above.
         unsafe { libc::munmap(shared, 4096) };
-        assert_eq!(private(8), None);
+        assert_eq!(patchable(8), None);
     }
 }

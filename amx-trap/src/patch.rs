@@ -17,8 +17,11 @@
 //! threads. Removing a patch is the same sequence backwards.
 //!
 //! **What the engine never patches**: a site in a shared mapping (the write would reach the
-//! file, or another process), a site whose bytes changed since it trapped, and any site while
-//! the engine does not hold SIGTRAP (its `int3` must never reach a handler of the program's).
+//! file, or another process), in a writable one (a JIT that writes its code in place, with no
+//! system call the engine sees, could write into the jump's bytes, or lose its write to the
+//! engine's own), or on the main thread's stack (a stub page within reach would stop its
+//! growth); a site whose bytes changed since it trapped; and any site while the engine does
+//! not hold SIGTRAP (its `int3` must never reach a handler of the program's).
 //! Stub pages are placed within reach of the jump but never above the program break, where the
 //! heap of `brk` grows.
 //!
@@ -421,8 +424,8 @@ fn refused(rip: u64, insn: &Instruction, code: &[u8]) -> bool {
     if decode::decode(now) != Decoded::Amx(*insn) || now.get(..same) != code.get(..same) {
         return true;
     }
-    // A write into a shared mapping would reach the file, or the other processes mapping it.
-    crate::maps::private(rip) != Some(true)
+    // Shared, writable and stack mappings are never patched (see `maps::patchable`).
+    crate::maps::patchable(rip) != Some(true)
 }
 
 /// Writes the jump for `site` (claimed by this thread). Returns whether the site is patched.
@@ -483,6 +486,13 @@ fn patch(site: &Site, rip: u64, insn: &Instruction, code: &[u8]) -> bool {
         site.state.store(REFUSED, Ordering::Release);
     }
     false
+}
+
+/// In a `fork` child: a patch another thread of the parent had under way stays as far as it
+/// got (a site left PATCHING keeps being emulated at its `int3`), and the lock that thread held
+/// is free, as no thread of the child holds it.
+pub(crate) fn forked() {
+    PATCH_LOCK.store(false, Ordering::Release);
 }
 
 /// Removes `site`'s patch: its original first bytes written back (if its jump is still

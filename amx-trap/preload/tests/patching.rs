@@ -43,6 +43,25 @@ fn code_rewritten_in_place_runs_as_written() {
         "before ok, after ok",
         "{run}"
     );
+    assert_eq!(
+        run.line("rewritten through /proc/self/mem:"),
+        "written 1, before ok, after ok",
+        "{run}"
+    );
+    // The writable page's site was never patched (its first byte is still VEX's); the
+    // read-only page's was (the jump), where the engine patches at all.
+    assert_eq!(
+        run.line("writable code's first byte after 100 runs:"),
+        "0xc4",
+        "{run}"
+    );
+    if !native_amx() {
+        assert_eq!(
+            run.line("read-only code's first byte after 50 runs:"),
+            "0xe9",
+            "{run}"
+        );
+    }
 }
 
 #[test]
@@ -126,4 +145,22 @@ fn an_instruction_costs_a_bounded_part_of_the_programs_stack() {
             "AMX_TRAP_PATCH={patch}: {bytes} bytes of the program's stack: {run}"
         );
     }
+}
+
+/// A `fork` while another thread's sites are being patched: the child inherits the patch under
+/// way, and changing its code's protection (which removes patches) must not wait for a thread
+/// the child does not have.
+#[test]
+fn a_fork_during_patching_leaves_the_child_free() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(run) = run(&["forks"], &[]) else {
+        return;
+    };
+    assert_eq!(
+        run.line("forks while patching:"),
+        "made, children hung 0",
+        "{run}"
+    );
 }

@@ -3,7 +3,9 @@
  * not ask for (or swallow one it did), and never stop the heap from growing.
  *
  *   shared       hot code in a MAP_SHARED file mapping: the file keeps its bytes
- *   rewrite      hot code rewritten in place (a displacement): the new instruction runs
+ *   rewrite      hot code rewritten in place (a displacement): the new instruction runs; on a
+ *                writable page (never patched) with plain stores, on a read-only one (patched)
+ *                through /proc/self/mem
  *   remap        hot code unmapped and replaced, and moved with mremap
  *   int3         a freed code page refilled with int3: SIGTRAP at the old entry
  *   sigtrap      the program's SIGTRAP handler, while threads run sites being patched: it sees
@@ -11,6 +13,9 @@
  *   brk          a hot site in a non-PIE executable, then the heap grows by 256 MiB (run with
  *                address space randomization off, so that the heap starts right after it)
  *   bytes        whether the hot code's bytes read back changed (what a program can see)
+ *   forks        fork, again and again, while another thread's sites are being patched; each
+ *                child changes the protection of that code (which removes patches) and exits:
+ *                none may hang on the patch another thread of its parent had under way
  */
 #include "hostile.h"
 #include <fcntl.h>
@@ -18,6 +23,8 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 
 static tilecfg cfg;
 
@@ -95,6 +102,23 @@ static int rewrite(void) {
     int after = run((copy_fn)code, 50, 512);
     printf("rewritten in place: before %s, after %s\n", before ? "ok" : "wrong",
            after ? "ok" : "wrong");
+    /* Hot sites on a writable page keep their bytes: a store into the first five would land
+     * in a jump's displacement. */
+    printf("writable code's first byte after 100 runs: %#x\n", code[0]);
+    /* Code that is not writable, rewritten through /proc/self/mem (as a debugger or a
+     * hot-patcher writes it), with no system call that protects or maps it: its patch is
+     * there before the write, and the instruction written runs. */
+    uint8_t *rx = rwx_code();
+    mprotect(rx, 4096, PROT_READ | PROT_EXEC);
+    int rx_before = run((copy_fn)rx, 50, 0);
+    printf("read-only code's first byte after 50 runs: %#x\n", rx[0]);
+    int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    int written = fd >= 0 && pwrite(fd, &disp, 4, (off_t)(uintptr_t)(rx + 6)) == 4;
+    if (fd >= 0)
+        close(fd);
+    int rx_after = run((copy_fn)rx, 50, 512);
+    printf("rewritten through /proc/self/mem: written %d, before %s, after %s\n", written,
+           rx_before ? "ok" : "wrong", rx_after ? "ok" : "wrong");
     return 0;
 }
 
@@ -231,6 +255,54 @@ static int bytes(void) {
     return 0;
 }
 
+#define FORK_SITES 400
+static uint8_t *fork_code;
+static volatile int patcher_done;
+
+static void *patcher(void *arg) {
+    (void)arg;
+    static uint8_t src[2048], dst[1024];
+    ldtilecfg(&cfg);
+    for (int r = 0; r < FORK_SITES; r++)
+        for (int i = 0; i < 3; i++)
+            ((copy_fn)(fork_code + 64 * r))(src, 64, dst);
+    patcher_done = 1;
+    return NULL;
+}
+
+static int forks(void) {
+    size_t size = 64 * FORK_SITES;
+    fork_code = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int r = 0; r < FORK_SITES; r++)
+        memcpy(fork_code + 64 * r, copy_disp, sizeof copy_disp);
+    mprotect(fork_code, size, PROT_READ | PROT_EXEC);
+    pthread_t t;
+    pthread_create(&t, NULL, patcher, NULL);
+    int made = 0, hung = 0;
+    while (!patcher_done && made < 300 && !hung) {
+        pid_t child = fork();
+        if (child == 0) {
+            mprotect(fork_code, size, PROT_READ | PROT_WRITE);
+            _exit(0);
+        }
+        made++;
+        int status, waited = 0;
+        while (waitpid(child, &status, WNOHANG) == 0) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            if (++waited > 2000) {
+                hung++;
+                kill(child, SIGKILL);
+                waitpid(child, &status, 0);
+                break;
+            }
+        }
+    }
+    pthread_join(t, NULL);
+    printf("forks while patching: %s, children hung %d\n", made > 0 ? "made" : "none", hung);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (request_amx() != 0) {
@@ -243,6 +315,8 @@ int main(int argc, char **argv) {
         return shared();
     if (!strcmp(mode, "rewrite"))
         return rewrite();
+    if (!strcmp(mode, "forks"))
+        return forks();
     if (!strcmp(mode, "remap"))
         return remap();
     if (!strcmp(mode, "int3"))
