@@ -1603,9 +1603,15 @@ pub(super) unsafe fn dot_half(
 ) {
     // SAFETY: the CPU supports AVX-512F (this function's contract).
     unsafe {
+        // A GEMV's tiles, or a few tokens': B's rows are read once or twice, so they are
+        // converted in registers.
+        let shape = (m_rows, n_dwords, k_dwords);
         if m_rows == 1 {
-            // A GEMV's tiles: B's rows are read once, so they are converted in registers.
-            half_one_row(c, a, b, n_dwords, k_dwords, half)
+            half_few_rows::<1>(c, a, b, shape, half)
+        } else if m_rows == 2 {
+            half_few_rows::<2>(c, a, b, shape, half)
+        } else if m_rows <= 4 {
+            half_few_rows::<4>(c, a, b, shape, half)
         } else if m_rows <= GROUP {
             // One group of rows (a GEMV's edge tiles have one): A's other rows are not read.
             half_rows::<GROUP>(c, a, b, (m_rows, n_dwords, k_dwords), half)
@@ -1615,32 +1621,44 @@ pub(super) unsafe fn dot_half(
     }
 }
 
-/// The asm of [`half_one_row`]: `$convert` turns B's row k in zmm16 into its even elements in
-/// zmm17 and its odd ones in zmm16, as fp32.
-macro_rules! one_row_asm {
-    ($csr:expr, $b:expr, $ae:expr, $ao:expr, $k:expr, $c:expr, $out:expr; $($convert:literal),+) => {
+/// The asm of [`half_few_rows`]: `$convert` turns B's row k in zmm16 into its even elements
+/// in zmm17 and its odd ones in zmm16, as fp32; then each row `(offset, te, to)` takes its two
+/// FMAs, A's elements broadcast from `ae` / `ao` at the row's offset. At the end each row's
+/// `(te + to) + C` goes to `out` at its offset.
+macro_rules! few_rows_asm {
+    (
+        $csr:expr, $b:expr, $ae:expr, $ao:expr, $k:expr, $c:expr, $out:expr;
+        [$($convert:literal),+];
+        $(($off:literal, $te:literal, $to:literal)),+
+    ) => {
         asm!(
             "vstmxcsr dword ptr [{csr}]",
             "vldmxcsr dword ptr [{csr} + 4]",
             "vpbroadcastd zmm18, dword ptr [{csr} + 8]",
-            "vxorps xmm0, xmm0, xmm0",
-            "vxorps xmm1, xmm1, xmm1",
+            $(
+                concat!("vxorps xmm", $te, ", xmm", $te, ", xmm", $te),
+                concat!("vxorps xmm", $to, ", xmm", $to, ", xmm", $to),
+            )+
             "test {n}, {n}",
             "jz 3f",
             "2:",
             "vmovdqu32 zmm16, zmmword ptr [{b}]",
             $($convert,)+
-            "vfmadd231ps zmm0, zmm17, dword ptr [{ae}]{{1to16}}",
-            "vfmadd231ps zmm1, zmm16, dword ptr [{ao}]{{1to16}}",
+            $(
+                concat!("vfmadd231ps zmm", $te, ", zmm17, dword ptr [{ae} + ", $off, "]{{1to16}}"),
+                concat!("vfmadd231ps zmm", $to, ", zmm16, dword ptr [{ao} + ", $off, "]{{1to16}}"),
+            )+
             "add {b}, 64",
             "add {ae}, 4",
             "add {ao}, 4",
             "dec {n}",
             "jnz 2b",
             "3:",
-            "vaddps zmm0, zmm0, zmm1",
-            "vaddps zmm0, zmm0, zmmword ptr [{c}]",
-            "vmovups zmmword ptr [{out}], zmm0",
+            $(
+                concat!("vaddps zmm", $te, ", zmm", $te, ", zmm", $to),
+                concat!("vaddps zmm", $te, ", zmm", $te, ", zmmword ptr [{c} + ", $off, "]"),
+                concat!("vmovups zmmword ptr [{out} + ", $off, "], zmm", $te),
+            )+
             "vldmxcsr dword ptr [{csr}]",
             csr = in(reg) $csr,
             b = inout(reg) $b => _,
@@ -1651,6 +1669,12 @@ macro_rules! one_row_asm {
             out = in(reg) $out,
             out("zmm0") _,
             out("zmm1") _,
+            out("zmm2") _,
+            out("zmm3") _,
+            out("zmm4") _,
+            out("zmm5") _,
+            out("zmm6") _,
+            out("zmm7") _,
             out("zmm16") _,
             out("zmm17") _,
             out("zmm18") _,
@@ -1659,37 +1683,86 @@ macro_rules! one_row_asm {
     };
 }
 
-/// [`dot_half`] with one row of A (a GEMV's tiles): B's rows converted in registers as the
-/// kernel reads them, each once, where [`half_rows`] converts all 16 into memory first and
-/// computes a group of 8 rows. The same operations in the same order as [`groups_kernel`] for
-/// row 0, so the same bits. fp16's VCVTPH2PS runs under the kernel's MXCSR here, which DAZ
-/// does not affect ([`fp16_one_row_under_daz`] checks it at start-up).
+/// [`few_rows_asm`] for `R` rows (1, 2 or 4) and the conversion of `half`.
+macro_rules! few_rows_for {
+    ($r:expr, $half:expr, $($operands:expr),+) => {
+        match ($r, $half) {
+            // The even bf16 of each dword shifted up, the odd one masked: exact.
+            (1, Half::Bf16) => few_rows_asm!($($operands),+;
+                ["vpslld zmm17, zmm16, 16", "vpandd zmm16, zmm16, zmm18"];
+                ("0", "0", "1")),
+            (2, Half::Bf16) => few_rows_asm!($($operands),+;
+                ["vpslld zmm17, zmm16, 16", "vpandd zmm16, zmm16, zmm18"];
+                ("0", "0", "1"), ("64", "2", "3")),
+            (_, Half::Bf16) => few_rows_asm!($($operands),+;
+                ["vpslld zmm17, zmm16, 16", "vpandd zmm16, zmm16, zmm18"];
+                ("0", "0", "1"), ("64", "2", "3"), ("128", "4", "5"), ("192", "6", "7")),
+            // Each dword's low half, then its high half, narrowed to 16 fp16 and converted.
+            (1, Half::Fp16) => few_rows_asm!($($operands),+;
+                [
+                    "vpmovdw ymm17, zmm16",
+                    "vcvtph2ps zmm17, ymm17",
+                    "vpsrld zmm16, zmm16, 16",
+                    "vpmovdw ymm16, zmm16",
+                    "vcvtph2ps zmm16, ymm16"
+                ];
+                ("0", "0", "1")),
+            (2, Half::Fp16) => few_rows_asm!($($operands),+;
+                [
+                    "vpmovdw ymm17, zmm16",
+                    "vcvtph2ps zmm17, ymm17",
+                    "vpsrld zmm16, zmm16, 16",
+                    "vpmovdw ymm16, zmm16",
+                    "vcvtph2ps zmm16, ymm16"
+                ];
+                ("0", "0", "1"), ("64", "2", "3")),
+            (_, Half::Fp16) => few_rows_asm!($($operands),+;
+                [
+                    "vpmovdw ymm17, zmm16",
+                    "vcvtph2ps zmm17, ymm17",
+                    "vpsrld zmm16, zmm16, 16",
+                    "vpmovdw ymm16, zmm16",
+                    "vcvtph2ps zmm16, ymm16"
+                ];
+                ("0", "0", "1"), ("64", "2", "3"), ("128", "4", "5"), ("192", "6", "7")),
+        }
+    };
+}
+
+/// [`dot_half`] with `R` rows of A (1, 2 or 4; a GEMV's tiles, or a few tokens'): B's rows
+/// converted in registers as the kernel reads them, each once, where [`half_rows`] converts
+/// all 16 into memory first and computes a group of 8 rows. The same operations in the same
+/// order as [`groups_kernel`] for those rows, so the same bits; rows from `m_rows` to `R` are
+/// computed from whatever A holds there and dropped. fp16's VCVTPH2PS runs under the
+/// kernel's MXCSR here, which DAZ does not affect ([`fp16_one_row_under_daz`] checks it at
+/// start-up).
 ///
 /// # Safety
-/// The CPU must support AVX-512F.
+/// The CPU must support AVX-512F; `R` is 1, 2 or 4 and `m_rows <= R`.
 #[target_feature(enable = "avx512f")]
-unsafe fn half_one_row(
+unsafe fn half_few_rows<const R: usize>(
     c: &mut [u8; 1024],
     a: &[u8; 1024],
     b: &[u8; 1024],
-    n_dwords: usize,
-    k_dwords: usize,
+    (m_rows, n_dwords, k_dwords): (usize, usize, usize),
     half: Half,
 ) {
-    let (_, n_dwords, k_dwords) = super::clamp(1, n_dwords, k_dwords);
-    if n_dwords == 0 {
+    let (m_rows, n_dwords, k_dwords) = super::clamp(m_rows.min(R), n_dwords, k_dwords);
+    if m_rows == 0 || n_dwords == 0 {
         return;
     }
-    // A's row 0 converted: the elements the kernel broadcasts, even then odd.
-    let (even, odd) = split(load_row(a, 0), half);
-    let mut ae = [0f32; 16];
-    let mut ao = [0f32; 16];
-    // SAFETY: `ae` and `ao` are 64 writable bytes each; the stores are unaligned.
-    unsafe {
-        _mm512_storeu_si512(ae.as_mut_ptr().cast(), even);
-        _mm512_storeu_si512(ao.as_mut_ptr().cast(), odd);
+    // A's rows converted: the elements the kernel broadcasts, even then odd, 64 bytes a row.
+    let mut ae = [[0f32; 16]; R];
+    let mut ao = [[0f32; 16]; R];
+    for (r, (e, o)) in ae.iter_mut().zip(ao.iter_mut()).enumerate() {
+        let (even, odd) = split(load_row(a, r), half);
+        // SAFETY: `e` and `o` are 64 writable bytes each; the stores are unaligned.
+        unsafe {
+            _mm512_storeu_si512(e.as_mut_ptr().cast(), even);
+            _mm512_storeu_si512(o.as_mut_ptr().cast(), odd);
+        }
     }
-    let mut out = [0u32; 16];
+    let mut out = [[0u32; 16]; R];
     // MXCSR saved, MXCSR in the kernel, and the mask of a dword's odd bf16.
     let mut csr = [0u32, MXCSR_AMX, 0xFFFF_0000];
     let csr = csr.as_mut_ptr();
@@ -1701,39 +1774,28 @@ unsafe fn half_one_row(
         out.as_mut_ptr(),
     );
     // SAFETY: the block reads B's rows 0..k_dwords (k_dwords <= 16, 64 bytes each, inside
-    // `b`), dwords 0..k_dwords of `ae` and `ao`, C's row 0 and the 3 dwords of `csr`, and
-    // writes the 64 bytes of `out` and `csr`'s first dword, all live locals or borrowed; it
-    // saves MXCSR and restores it before exiting, so no floating-point operation of the
-    // compiler's runs under MXCSR_AMX. zmm0, zmm1 and zmm16-zmm18 are declared clobbered, the
-    // pointers and counter are inout; no stack is used. The CPU supports AVX-512F (this
-    // function's contract).
-    unsafe {
-        match half {
-            // The even bf16 of each dword shifted up, the odd one masked: exact.
-            Half::Bf16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
-                "vpslld zmm17, zmm16, 16",
-                "vpandd zmm16, zmm16, zmm18"),
-            // Each dword's low half, then its high half, narrowed to 16 fp16 and converted.
-            Half::Fp16 => one_row_asm!(csr, bp, aep, aop, k_dwords, cp, outp;
-                "vpmovdw ymm17, zmm16",
-                "vcvtph2ps zmm17, ymm17",
-                "vpsrld zmm16, zmm16, 16",
-                "vpmovdw ymm16, zmm16",
-                "vcvtph2ps zmm16, ymm16"),
-        }
-    };
-    // SAFETY: `out` is 64 readable bytes; the load is unaligned.
-    let mut row = unsafe { _mm512_loadu_si512(out.as_ptr().cast()) };
+    // `b`), dwords 0..k_dwords of the R rows of `ae` and `ao`, C's rows 0..R (R <= 4, inside
+    // `c`) and the 3 dwords of `csr`, and writes the R rows of `out` and `csr`'s first dword,
+    // all live locals or borrowed (the asm for R rows touches rows 0..R only: R is 1, 2 or 4,
+    // the contract); it saves MXCSR and restores it before exiting, so no floating-point
+    // operation of the compiler's runs under MXCSR_AMX. zmm0-zmm7 and zmm16-zmm18 are
+    // declared clobbered, the pointers and counter are inout; no stack is used. The CPU
+    // supports AVX-512F (this function's contract).
+    unsafe { few_rows_for!(R, half, csr, bp, aep, aop, k_dwords, cp, outp) };
     let mask = lane_mask(n_dwords);
-    let v = _mm512_castsi512_ps(row);
-    let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(mask, v, v);
-    if nan != 0 {
-        row = fix_nan_lanes(row, c, a, b, 0, nan, k_dwords, half);
+    for (m, dwords) in out.iter().enumerate().take(m_rows) {
+        // SAFETY: `dwords` is 64 readable bytes; the load is unaligned.
+        let mut row = unsafe { _mm512_loadu_si512(dwords.as_ptr().cast()) };
+        let v = _mm512_castsi512_ps(row);
+        let nan = _mm512_mask_cmp_ps_mask::<_CMP_UNORD_Q>(mask, v, v);
+        if nan != 0 {
+            row = fix_nan_lanes(row, c, a, b, m, nan, k_dwords, half);
+        }
+        store_row_masked(c, m, mask, row);
     }
-    store_row_masked(c, 0, mask, row);
 }
 
-/// Whether [`half_one_row`]'s fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),
+/// Whether [`half_few_rows`]'s fp16 conversion, which runs under [`MXCSR_AMX`] (DAZ set),
 /// keeps fp16 denormals: the fp16 denormal 2^-24 times 2^15 must give 2^-9. VCVTPH2PS ignores
 /// DAZ on the CPUs documented to date; a CPU that flushed would get 0 and run other kernels.
 ///
@@ -1747,7 +1809,7 @@ unsafe fn fp16_one_row_under_daz() -> bool {
     set_dword(&mut b, 0, 0, 0x7800); // fp16 2^15
     let want = exact::dot_element(0, &a, &b, 0, 0, 1, Half::Fp16);
     // SAFETY: the CPU supports AVX-512F (this function's contract).
-    unsafe { half_one_row(&mut c, &a, &b, 1, 1, Half::Fp16) };
+    unsafe { half_few_rows::<1>(&mut c, &a, &b, (1, 1, 1), Half::Fp16) };
     get_dword(&c, 0, 0) == want && want != 0
 }
 

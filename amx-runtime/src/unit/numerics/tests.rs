@@ -1114,25 +1114,27 @@ fn fp16_differential_special_heavy() {
     half_differential(Half::Fp16, 0xF016_0001, 800);
 }
 
-/// One row of A (a GEMV's tiles, which the AVX-512 bf16 kernel computes with B widened in
-/// registers): special values, and moderate ones whose every lane is the kernel's own sum.
+/// One to eight rows of A (a GEMV's tiles, or a few tokens': up to four the kernels compute
+/// with B converted in registers): special values, and moderate ones whose every lane is the
+/// kernel's own sum.
 #[test]
-fn half_one_row_differential() {
+fn half_few_rows_differential() {
     let mut rng = Rng(0x000E_1234);
     for half in [Half::Bf16, Half::Fp16] {
-        for iter in 0..400 {
+        for iter in 0..600 {
             let (c, a, b) = if iter % 2 == 0 {
                 random_half_tiles(&mut rng, half)
             } else {
                 moderate_tiles(&mut rng, half)
             };
+            let m = 1 + iter % 8;
             let n = 1 + rng.below(16) as usize;
             let k = if iter % 7 == 0 {
                 0
             } else {
                 1 + rng.below(16) as usize
             };
-            all_half_paths(&c, &a, &b, 1, n, k, half);
+            all_half_paths(&c, &a, &b, m, n, k, half);
         }
     }
 }
