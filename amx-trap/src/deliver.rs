@@ -83,7 +83,19 @@ pub(crate) fn deliver<'a>(
 fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Action, u64)> {
     signals::catch_up(sig);
     let action = signals::program_action(sig);
-    let effective = signals::wait_mask().unwrap_or(interrupted);
+    // During a wait (`sigsuspend`, `ppoll`...) the wait's mask is in effect. A wrapped signal
+    // that mask blocks cannot have come during the wait (the kernel blocked it too): it came
+    // as the call returned, with the program's own mask back.
+    let effective = match signals::wait_mask() {
+        Some(wait) if signals::owned(sig) || wait & bit(sig) == 0 => wait,
+        _ => interrupted,
+    };
+    if effective & bit(sig) != 0 && !sync {
+        // Sent while the program (its view of the engine's signals) blocks it: pending,
+        // whatever its action ("blocked signals are never ignored", `sig_ignored`).
+        signals::keep_pending(sig, info, si_code(info) == SI_TKILL);
+        return None;
+    }
     if !action.is_handler() {
         if action.handler == libc::SIG_IGN && !sync {
             return None;
@@ -97,12 +109,8 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Ac
         die_with(sig, info);
     }
     if effective & bit(sig) != 0 {
-        if sync {
-            die_with(sig, info);
-        }
-        // Sent while the program (its view of the engine's signals) blocks it: pending.
-        signals::keep_pending(sig, info, si_code(info) == SI_TKILL);
-        return None;
+        // A fault the program blocks: the kernel's forced delivery ends the process.
+        die_with(sig, info);
     }
     if action.flags & libc::SA_RESETHAND as u64 != 0 {
         signals::reset_after_delivery(sig);

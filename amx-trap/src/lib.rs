@@ -563,6 +563,26 @@ pub mod preload {
         }
     }
 
+    /// The program's `N` words at `at`, read as the kernel's `copy_from_user` reads them:
+    /// `None` where they cannot be read (the system call's `EFAULT`; the engine takes the
+    /// fault, the program never sees it).
+    pub fn read_user<const N: usize>(at: usize) -> Option<[u64; N]> {
+        let mut words = [0u64; N];
+        // SAFETY: `words` is ours, 8 * N bytes; the program's side is any address (a fault is
+        // recovered).
+        unsafe { crate::access::copy(words.as_mut_ptr().cast(), at as *const u8, 8 * N) }
+            .ok()
+            .map(|()| words)
+    }
+
+    /// Writes `words` to the program's memory at `at`, as `copy_to_user`: `false` where it
+    /// cannot be written (`EFAULT`).
+    pub fn write_user<const N: usize>(at: usize, words: &[u64; N]) -> bool {
+        // SAFETY: `words` is ours, 8 * N bytes; the program's side is any address (a fault is
+        // recovered).
+        unsafe { crate::access::copy(at as *mut u8, words.as_ptr().cast(), 8 * N) }.is_ok()
+    }
+
     /// This thread's view of the engine's signals (for a thread it starts).
     pub fn view() -> u64 {
         crate::tls::view().load(std::sync::atomic::Ordering::Relaxed)

@@ -400,6 +400,11 @@ pub fn set_program_action(
     if state == OWNED {
         store(e, *action, OWNED);
         program_rt_sigaction(sig, &entry_action(sig, action, true))?;
+        if action.handler == libc::SIG_IGN {
+            // Ignoring a signal discards its pending instances, the process's and every
+            // thread's (`do_sigaction`).
+            forget_pending(sig);
+        }
     } else if wrap && action.is_handler() {
         store(e, *action, WRAPPED);
         program_rt_sigaction(sig, &entry_action(sig, action, false))?;
@@ -562,6 +567,20 @@ pub(crate) fn keep_pending(sig: i32, info: &[u8; 128], thread_directed: bool) {
             put_info(slot, info);
             owner.store(tid, Ordering::Release);
             return;
+        }
+    }
+}
+
+/// Forgets every pending instance of engine signal `sig`, the process's and the threads'.
+fn forget_pending(sig: i32) {
+    let Some(p) = pending_of(sig) else {
+        return;
+    };
+    p.process.store(false, Ordering::Release);
+    for owner in &p.threads {
+        let tid = owner.load(Ordering::Acquire);
+        if tid > 0 {
+            let _ = owner.compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 }

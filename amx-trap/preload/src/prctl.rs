@@ -98,13 +98,20 @@ fn rt_sigaction(
         return Err(libc::EINVAL);
     }
     let sig = i32::try_from(sig).map_err(|_| libc::EINVAL)?;
-    // SAFETY: the caller passes null or a valid kernel sigaction.
-    let new = unsafe { act.as_ref() }.map(|k| Action {
-        handler: k.handler as usize,
-        flags: k.flags,
-        mask: k.mask,
-        restorer: k.restorer as usize,
-    });
+    // The kernel's layout: handler, flags, restorer, mask. A pointer it cannot read: EFAULT.
+    let new = match act.is_null() {
+        true => None,
+        false => {
+            let [handler, flags, restorer, mask] =
+                trap::read_user::<4>(act as usize).ok_or(libc::EFAULT)?;
+            Some(Action {
+                handler: handler as usize,
+                flags,
+                mask,
+                restorer: restorer as usize,
+            })
+        }
+    };
     let before = sig::set_action(sig, new.as_ref(), || {
         if forward() == 0 {
             Ok(())
@@ -113,14 +120,14 @@ fn rt_sigaction(
             Err(unsafe { *libc::__errno_location() })
         }
     })?;
-    // SAFETY: the caller passes null or a writable kernel sigaction.
-    if let Some(old) = unsafe { old.as_mut() } {
-        *old = KAction {
-            handler: before.handler as u64,
-            flags: before.flags,
-            restorer: before.restorer as u64,
-            mask: before.mask,
-        };
+    let words = [
+        before.handler as u64,
+        before.flags,
+        before.restorer as u64,
+        before.mask,
+    ];
+    if !old.is_null() && !trap::write_user(old as usize, &words) {
+        return Err(libc::EFAULT);
     }
     Ok(0)
 }
@@ -136,12 +143,15 @@ fn rt_sigprocmask(
         return Err(libc::EINVAL);
     }
     let how = i32::try_from(how).map_err(|_| libc::EINVAL)?;
-    // SAFETY: the caller passes null or a readable 8-byte mask.
-    let set = unsafe { set.as_ref() }.copied();
+    // Masks the kernel cannot read or write: EFAULT (the new one before any change, the old
+    // one after it, as the kernel orders them).
+    let set = match set.is_null() {
+        true => None,
+        false => Some(trap::read_user::<1>(set as usize).ok_or(libc::EFAULT)?[0]),
+    };
     let before = sig::change_mask(how, set)?;
-    // SAFETY: the caller passes null or a writable 8-byte mask.
-    if let Some(old) = unsafe { old.as_mut() } {
-        *old = before;
+    if !old.is_null() && !trap::write_user(old as usize, &[before]) {
+        return Err(libc::EFAULT);
     }
     Ok(0)
 }

@@ -81,6 +81,9 @@ real! {
     madvise: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int) -> libc::c_int;
     mmap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::c_int, libc::c_int, libc::c_int, libc::off_t) -> *mut libc::c_void;
     getauxval: unsafe extern "C" fn(libc::c_ulong) -> libc::c_ulong;
+    sigblock: unsafe extern "C" fn(libc::c_int) -> libc::c_int;
+    sigsetmask: unsafe extern "C" fn(libc::c_int) -> libc::c_int;
+    siggetmask: unsafe extern "C" fn() -> libc::c_int;
     sysconf: unsafe extern "C" fn(libc::c_int) -> libc::c_long;
     sigaltstack: unsafe extern "C" fn(*const libc::stack_t, *mut libc::stack_t) -> libc::c_int;
     mremap: unsafe extern "C" fn(*mut libc::c_void, libc::size_t, libc::size_t, libc::c_int, *mut libc::c_void) -> *mut libc::c_void;

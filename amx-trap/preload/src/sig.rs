@@ -36,10 +36,40 @@ pub(crate) fn set_of(mask: u64) -> libc::sigset_t {
     set
 }
 
-/// Writes the first 64 signals of `out` (the rest is left as is, as the kernel leaves it).
-fn write_bits(out: *mut libc::sigset_t, mask: u64) {
-    // SAFETY: the caller passes a writable sigset_t (checked non-null by callers).
-    unsafe { out.cast::<u64>().write_unaligned(mask) };
+/// Writes the first 64 signals of `out` (the rest is left as is, as the kernel leaves it);
+/// `Err(EFAULT)` where `out` cannot be written.
+fn write_bits(out: *mut libc::sigset_t, mask: u64) -> Result<(), i32> {
+    if trap::write_user(out as usize, &[mask]) {
+        Ok(())
+    } else {
+        Err(libc::EFAULT)
+    }
+}
+
+/// The first 64 signals of the program's `set` (null: none); `Err(EFAULT)` where it cannot be
+/// read, as the kernel's `copy_from_user`.
+fn read_bits(set: *const libc::sigset_t) -> Result<Option<u64>, i32> {
+    if set.is_null() {
+        return Ok(None);
+    }
+    match trap::read_user::<1>(set as usize) {
+        Some([bits]) => Ok(Some(bits)),
+        None => Err(libc::EFAULT),
+    }
+}
+
+/// `sigprocmask` on the program's mask through the C library's pointers: the new set read as
+/// the C library reads it, itself (a fault there is the program's, as without the library),
+/// the old one written as the kernel writes it for the C library (`EFAULT`, after the change).
+fn mask_through(how: i32, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> Result<(), i32> {
+    // SAFETY: the caller passes null or a valid sigset_t, as the C library's contract says;
+    // the C library reads it the same way.
+    let set = unsafe { set.as_ref() }.map(|s| bits(s) & !INTERNAL);
+    let before = change_mask(how, set)?;
+    if !old.is_null() {
+        write_bits(old, before)?;
+    }
+    Ok(())
 }
 
 const SA_RESTORER: i32 = 0x0400_0000;
@@ -324,6 +354,61 @@ pub unsafe extern "C" fn sigignore(sig: libc::c_int) -> libc::c_int {
     }
 }
 
+/// The BSD mask calls (`sigblock`, `sigsetmask`, `siggetmask`) as the C library defines them:
+/// signals 1 to 32 as an int, the call `sigprocmask` with that set (the others cleared), the
+/// int of the mask before. The C library makes them with its internal `sigprocmask`, which
+/// the library does not see: without these, the program's view of the engine's signals would
+/// not follow them (a shell's child, which unblocks everything with `sigsetmask(0)`, would
+/// keep SIGSEGV and the others blocked).
+fn bsd_mask(how: i32, mask: libc::c_int) -> libc::c_int {
+    match change_mask(how, Some(u64::from(mask as u32) & !INTERNAL)) {
+        Ok(before) => before as u32 as libc::c_int,
+        Err(e) => {
+            set_errno(e);
+            -1
+        }
+    }
+}
+
+/// `sigblock(3)`.
+///
+/// # Safety
+/// As the C library's `sigblock`.
+#[no_mangle]
+pub unsafe extern "C" fn sigblock(mask: libc::c_int) -> libc::c_int {
+    match (active(), crate::real::sigblock()) {
+        // SAFETY: forwarded.
+        (false, Some(real)) => unsafe { real(mask) },
+        _ => bsd_mask(libc::SIG_BLOCK, mask),
+    }
+}
+
+/// `sigsetmask(3)`.
+///
+/// # Safety
+/// As the C library's `sigsetmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigsetmask(mask: libc::c_int) -> libc::c_int {
+    match (active(), crate::real::sigsetmask()) {
+        // SAFETY: forwarded.
+        (false, Some(real)) => unsafe { real(mask) },
+        _ => bsd_mask(libc::SIG_SETMASK, mask),
+    }
+}
+
+/// `siggetmask(3)`.
+///
+/// # Safety
+/// As the C library's `siggetmask`.
+#[no_mangle]
+pub unsafe extern "C" fn siggetmask() -> libc::c_int {
+    match (active(), crate::real::siggetmask()) {
+        // SAFETY: forwarded.
+        (false, Some(real)) => unsafe { real() },
+        _ => bsd_mask(libc::SIG_BLOCK, 0),
+    }
+}
+
 /// The kernel's mask of this thread.
 fn real_mask() -> u64 {
     engine::sys::program_sigprocmask(libc::SIG_BLOCK, None)
@@ -381,15 +466,8 @@ pub unsafe extern "C" fn sigprocmask(
             }
         };
     }
-    // SAFETY: the caller passes null or a valid sigset_t.
-    let set = unsafe { set.as_ref() }.map(|s| bits(s) & !INTERNAL);
-    match change_mask(how, set) {
-        Ok(before) => {
-            if !old.is_null() {
-                write_bits(old, before);
-            }
-            0
-        }
+    match mask_through(how, set, old) {
+        Ok(()) => 0,
         Err(e) => {
             set_errno(e);
             -1
@@ -414,15 +492,8 @@ pub unsafe extern "C" fn pthread_sigmask(
             None => libc::ENOSYS,
         };
     }
-    // SAFETY: the caller passes null or a valid sigset_t.
-    let set = unsafe { set.as_ref() }.map(|s| bits(s) & !INTERNAL);
-    match change_mask(how, set) {
-        Ok(before) => {
-            if !old.is_null() {
-                write_bits(old, before);
-            }
-            0
-        }
+    match mask_through(how, set, old) {
+        Ok(()) => 0,
         Err(e) => e,
     }
 }
@@ -442,7 +513,8 @@ pub unsafe extern "C" fn sigpending(set: *mut libc::sigset_t) -> libc::c_int {
     if rc == 0 && active() && !set.is_null() {
         // SAFETY: the kernel just wrote the set.
         let now = bits(unsafe { &*set });
-        write_bits(set, now | trap::pending());
+        // The kernel wrote these 8 bytes just now: writable.
+        let _ = write_bits(set, now | trap::pending());
     }
     rc
 }
@@ -488,13 +560,12 @@ pub(crate) fn suspend(wanted: u64, wait: impl FnOnce(u64) -> i32) -> i32 {
 /// Runs a call that waits with the mask `mask` (null: the thread's): the kernel gets it
 /// without the engine's signals, a handler run meanwhile the program's mask.
 fn wait_with(mask: *const libc::sigset_t, call: impl FnOnce(*const libc::sigset_t) -> i32) -> i32 {
-    // SAFETY: the caller's mask, null or valid.
-    let Some(m) = (unsafe { mask.as_ref() }).filter(|_| active()) else {
+    // A mask it cannot read goes to the kernel as it is, which fails the call with EFAULT.
+    let Some(m) = read_bits(mask).ok().flatten().filter(|_| active()) else {
         return call(mask);
     };
-    let mut copy = *m;
-    write_bits(&mut copy, bits(m) & !trap::ENGINE);
-    trap::waiting(bits(m), || call(&copy))
+    let copy = set_of(m & !trap::ENGINE);
+    trap::waiting(m, || call(&copy))
 }
 
 /// `ppoll(2)`, its mask without the engine's signals.
