@@ -20,6 +20,11 @@ pub enum Operand {
     C,
     /// The residual input of an [`Epilogue`](crate::Epilogue), M x N.
     Residual,
+    /// The floating-point input of a quantization ([`quantize`](crate::quantize)).
+    QuantizeInput,
+    /// The integer output of a quantization ([`quantize`](crate::quantize)): the A of a
+    /// later GEMM.
+    QuantizeOutput,
 }
 
 impl fmt::Display for Operand {
@@ -29,6 +34,8 @@ impl fmt::Display for Operand {
             Operand::B => "B",
             Operand::C => "C",
             Operand::Residual => "the residual",
+            Operand::QuantizeInput => "the quantization's input",
+            Operand::QuantizeOutput => "the quantized output",
         })
     }
 }

@@ -464,9 +464,11 @@ impl Gemm {
         let mut stats = RunStats::empty(backend, threads);
         if backend == Backend::Hardware {
             // The silicon's features and limits are the same on every thread: refuse a CPU that
-            // cannot run one of the call's micro-kernels before any worker writes to C.
-            crate::tile_ops::silicon_supports(P::KIND)?;
+            // cannot run one of the call's micro-kernels before any worker writes to C. A CPU
+            // without AMX at all (or the permission) is told so first, not as a missing
+            // instruction.
             let limits = amx_runtime::tmul_limits_on(backend)?;
+            crate::tile_ops::silicon_supports(P::KIND)?;
             for shape in shapes(m, n) {
                 configs::check_limits(shape, limits)?;
             }

@@ -117,8 +117,14 @@ fn check<T>(x: &MatRef<'_, f32>, out: &MatMut<'_, T>) -> Result<(), GemmError> {
             out.cols,
         ),
     ])?;
-    check_slice(Operand::A, x.rows, x.cols, x.ld, x.data.len())?;
-    check_slice(Operand::A, out.rows, out.cols, out.ld, out.data.len())
+    check_slice(Operand::QuantizeInput, x.rows, x.cols, x.ld, x.data.len())?;
+    check_slice(
+        Operand::QuantizeOutput,
+        out.rows,
+        out.cols,
+        out.ld,
+        out.data.len(),
+    )
 }
 
 /// Row `i` of a matrix (its `cols` elements).
@@ -131,7 +137,7 @@ fn row<T>(data: &[T], i: usize, cols: usize, ld: usize) -> &[T] {
 ///
 /// # Errors
 /// [`GemmError::DimensionMismatch`] when `out` is not `x`'s shape; slice and leading-dimension
-/// errors ([`Operand::A`]). Nothing is written then.
+/// errors ([`Operand::QuantizeInput`], [`Operand::QuantizeOutput`]). Nothing is written then.
 pub fn quantize<T: Quantized>(
     x: MatRef<'_, f32>,
     out: MatMut<'_, T>,

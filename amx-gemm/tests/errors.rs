@@ -149,8 +149,12 @@ fn hardware_request_without_hardware_is_an_error() {
         .backend(Backend::Hardware)
         .run(2, &[1i8; 4], 2, &packed, &mut c, 2)
         .unwrap_err();
+    // The cause is the missing tile unit, not one of its instructions.
     assert!(
-        matches!(err, GemmError::Configure(_) | GemmError::Unsupported(_)),
+        matches!(
+            err,
+            GemmError::Configure(amx_runtime::ConfigureError::Unavailable(_))
+        ),
         "{err}"
     );
 }
@@ -296,4 +300,25 @@ fn verify_linear_reads_b_as_its_view_says() {
         matches!(wrong, Err(VerifyError::LinearMismatch(_))),
         "{wrong:?}"
     );
+}
+
+/// A quantization's slices are named as what they are, not as a GEMM operand.
+#[test]
+fn a_quantization_names_its_input_and_output() {
+    use amx_gemm::quantize::quantize;
+    use amx_gemm::{MatMut, MatRef, Operand};
+    let x = [1.0f32; 8];
+    let mut out = [0i8; 7];
+    let err = quantize(MatRef::new(&x, 2, 4), MatMut::new(&mut out, 2, 4)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GemmError::SliceTooShort {
+                operand: Operand::QuantizeOutput,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("quantized output"), "{err}");
 }

@@ -178,6 +178,14 @@ impl Default for TileConfig {
 /// let err = TileConfig::builder().tile(2, 4, 6).build().unwrap_err();
 /// assert!(err.to_string().starts_with("tile t2 has 6 bytes per row (colsb), not a multiple of 4"));
 ///
+/// // A tile is left unused by leaving it out, as in the macro (`t1: 0 x 0` does not compile).
+/// let err = TileConfig::builder().tile(0, 16, 64).tile(1, 0, 0).build().unwrap_err();
+/// assert_eq!(err.unused_shapes(), &[1]);
+/// assert_eq!(
+///     err.to_string(),
+///     "tile t1 is 0 x 0, the shape of an unused tile; leave t1 out to keep it unused"
+/// );
+///
 /// assert_eq!(TileConfig::builder().palette(0).build().unwrap(), TileConfig::INIT);
 /// let err = TileConfig::builder().palette(0).tile(0, 16, 64).build().unwrap_err();
 /// assert_eq!(err.to_string(), "there is no tile t0; palette 0 (INIT) has no tiles");
@@ -246,7 +254,12 @@ impl TileConfigBuilder {
             palette: self.palette,
             max_names: names,
         });
-        let err = ConfigError::with_missing(report.iter().copied().collect(), missing.collect());
+        // A tile given 0 x 0 is one left unused by a mistake (the macro's rule).
+        let unused = (0..image::TILE_SLOTS as u8)
+            .filter(|&t| self.shapes[t as usize].is_some_and(TileShape::is_unused))
+            .collect();
+        let err = ConfigError::with_missing(report.iter().copied().collect(), missing.collect())
+            .with_unused_shapes(unused);
         if err.is_empty() {
             Ok(TileConfig { bytes })
         } else {

@@ -121,7 +121,9 @@ impl fmt::Display for ConfigureError {
             ConfigureError::Config(e) => write!(f, "the configuration does not fit this CPU: {e}"),
             ConfigureError::Fault(e) => e.fmt(f),
             ConfigureError::Busy => f.write_str(
-                "a tile guard is already alive on this thread; drop it before configuring again",
+                "a tile guard is alive on this thread and its tiles are in use; drop the guard \
+                 first (to configure again, release the tiles, change the thread's emulator or \
+                 run a GEMM on this thread)",
             ),
             ConfigureError::Unsupported(why) => why.fmt(f),
             ConfigureError::ThreadExiting => {

@@ -126,12 +126,15 @@ impl Capabilities {
     }
 
     /// Whether tile-data instructions would still raise SIGILL because the permission has not
-    /// been granted (yet) to this process.
+    /// been granted (yet) to this process: `false` on a CPU without AMX-TILE, where there is
+    /// nothing to permit (they raise SIGILL whatever the permission;
+    /// [`unavailable`](Self::unavailable) says why).
     pub fn needs_permission(&self) -> bool {
-        !matches!(
-            self.permission,
-            PermissionState::Granted | PermissionState::NotApplicable
-        )
+        self.amx_tile
+            && !matches!(
+                self.permission,
+                PermissionState::Granted | PermissionState::NotApplicable
+            )
     }
 
     /// XCR0 bit 17: the OS manages the tile configuration state (XTILECFG).

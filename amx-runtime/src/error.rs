@@ -12,6 +12,7 @@ pub struct ConfigError {
     violations: Vec<Violation>,
     missing: Vec<NoSuchTile>,
     start_row_under_init: Option<u8>,
+    unused_shapes: Vec<u8>,
 }
 
 impl ConfigError {
@@ -27,7 +28,13 @@ impl ConfigError {
             violations,
             missing,
             start_row_under_init: None,
+            unused_shapes: Vec::new(),
         }
+    }
+
+    pub(crate) fn with_unused_shapes(mut self, tiles: Vec<u8>) -> ConfigError {
+        self.unused_shapes = tiles;
+        self
     }
 
     /// The builder's palette 0 with a start_row, which LDTILECFG would ignore.
@@ -37,7 +44,17 @@ impl ConfigError {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.violations.is_empty() && self.missing.is_empty() && self.start_row_under_init.is_none()
+        self.violations.is_empty()
+            && self.missing.is_empty()
+            && self.start_row_under_init.is_none()
+            && self.unused_shapes.is_empty()
+    }
+
+    /// The tiles given the shape `0 x 0` (the builder's): the shape of an unused tile, which
+    /// the configuration gets by leaving the tile out, so giving it is a mistake, as in the
+    /// `tilecfg!` macro.
+    pub fn unused_shapes(&self) -> &[u8] {
+        &self.unused_shapes
     }
 
     /// A non-zero start_row given to the builder with palette 0 (INIT configures no tile, so
@@ -65,9 +82,20 @@ impl fmt::Display for ConfigError {
                  it; remove it or use palette 1"
             )
         });
+        let unused: Vec<String> = self
+            .unused_shapes
+            .iter()
+            .map(|t| {
+                format!(
+                    "tile t{t} is 0 x 0, the shape of an unused tile; leave t{t} out to keep it \
+                     unused"
+                )
+            })
+            .collect();
         let sentences = init
             .iter()
             .map(|s| s as &dyn fmt::Display)
+            .chain(unused.iter().map(|s| s as &dyn fmt::Display))
             .chain(self.missing.iter().map(|m| m as &dyn fmt::Display))
             .chain(self.violations.iter().map(|v| v as &dyn fmt::Display));
         for (i, s) in sentences.enumerate() {

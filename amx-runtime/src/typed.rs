@@ -504,9 +504,10 @@ impl<L: Layout> TypedTiles<L> {
             return;
         }
         panic!(
-            "typed tiles: the configuration of layout `{}` was changed behind its guard (through \
-             untyped(), another Hardware handle, or raw intrinsics and resync); configure it \
-             again before running typed instructions",
+            "typed tiles: the configuration of layout `{0}` was changed behind its guard (through \
+             untyped(), another Hardware handle, or raw intrinsics and resync); load it again \
+             with `untyped().reconfigure(&{0}::CONFIG)` (which zeroes the tiles) before running \
+             typed instructions",
             std::any::type_name::<L>()
         );
     }

@@ -236,6 +236,8 @@ fn cpu_without_amx() {
     assert_eq!(caps.palettes, PaletteTable::NONE);
     assert_eq!(caps.unavailable(), Some(Unavailable::NoAmxTile));
     assert!(!caps.is_usable());
+    // Nothing to permit without a tile unit.
+    assert!(!caps.needs_permission());
 
     // The AMX machine kind with the AMX bits cleared: NoAmxTile comes before every later reason.
     let dump = amx_machine().map(7, 0, |[a, b, c, d]| {
