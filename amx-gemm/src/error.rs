@@ -61,7 +61,8 @@ pub enum GemmError {
         operand: Operand,
         /// The leading dimension passed.
         ld: usize,
-        /// The row length (columns) it must be at least.
+        /// The length of the matrix's rows as stored (its columns; for a transposed A, M), which
+        /// the leading dimension must reach.
         cols: usize,
     },
     /// A slice is too short for the rows, columns and leading dimension passed.
@@ -123,7 +124,8 @@ impl fmt::Display for GemmError {
             } => write!(f, "dimension mismatch: {what}: {expected} vs {found}"),
             GemmError::LeadingDimension { operand, ld, cols } => write!(
                 f,
-                "leading dimension of {operand} is {ld}, smaller than its {cols} columns"
+                "leading dimension of {operand} is {ld}, shorter than its rows as stored ({cols} \
+                 elements each)"
             ),
             GemmError::SliceTooShort {
                 operand,

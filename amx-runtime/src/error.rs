@@ -146,7 +146,8 @@ pub enum Fault {
     OutOfBounds {
         /// The tile being loaded or stored.
         tile: u8,
-        /// Elements the instruction needs (the end of the last row it touches).
+        /// Elements the instruction needs (the end of the last row it touches); `usize::MAX`
+        /// where that end overflows (a stride too large for any slice).
         needed: usize,
         /// Elements the slice has.
         len: usize,
@@ -158,6 +159,15 @@ impl fmt::Display for Fault {
         match self {
             Fault::GeneralProtection(gp) => write!(f, "#GP: {gp}"),
             Fault::InvalidOpcode(ud) => write!(f, "#UD: {ud}"),
+            Fault::OutOfBounds {
+                tile,
+                needed: usize::MAX,
+                len,
+            } => write!(
+                f,
+                "tile t{tile}'s rows would end past the largest possible slice (its stride is too \
+                 large for any memory); its slice has {len} elements"
+            ),
             Fault::OutOfBounds { tile, needed, len } => write!(
                 f,
                 "tile t{tile} would touch the first {needed} elements of its slice, which has \
@@ -490,6 +500,28 @@ mod tests {
         let mut emu = Emulator::new();
         emu.ldtilecfg(config.as_bytes()).unwrap();
         emu
+    }
+
+    #[test]
+    fn a_stride_too_large_for_any_slice_is_said_so() {
+        let config = TileConfig::builder().tile(0, 16, 64).build().unwrap();
+        let mut emu = emulator_with(&config);
+        let data = [0u8; 1024];
+        let err = emu.tileloadd(0, &data, usize::MAX / 2).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Fault::OutOfBounds {
+                    needed: usize::MAX,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("too large for any memory"),
+            "{err}"
+        );
     }
 
     #[test]
