@@ -408,6 +408,10 @@ fn gammas(kind: PrecisionKind, k: usize) -> (f64, f64) {
 /// reference (see the [module docs](self), which prove it): for a sum over `k` products with
 /// `|c0| + sum |a_k||b_k| = magnitude` (computed in `f64` from the inputs as the tiles read
 /// them). Infinite when `k` is too large for the bound (about `2^29` or more).
+///
+/// Compare with an `f64` reference (this module's): a plain `f32` loop has an error of its
+/// own, up to about `k * 2^-24 * magnitude`, which for large `k` exceeds this bound, so a
+/// correct output may look wrong against it.
 pub fn bf16_tolerance(k: usize, magnitude: f64) -> f64 {
     float_tolerance(PrecisionKind::Bf16, k, magnitude)
 }
