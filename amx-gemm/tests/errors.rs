@@ -121,7 +121,11 @@ fn a_guard_alive_on_the_calling_thread_is_reported() {
         .run(2, &[1i8; 4], 2, &packed, &mut c, 2)
         .unwrap_err();
     assert_eq!(err, GemmError::Configure(amx_runtime::ConfigureError::Busy));
-    assert!(err.to_string().contains("a tile guard is alive on this thread"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("a tile guard is alive on this thread"),
+        "{err}"
+    );
 }
 
 #[test]
