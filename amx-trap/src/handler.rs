@@ -311,8 +311,11 @@ fn raise<'a>(slot: &Slot, ctx: &'a mut Ctx, e: Exception) -> Resume<'a> {
             (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPN, rip))
         }
         Exception::DeviceNotAvailable => {
-            g[reg::TRAPNO] = 0;
-            g[reg::ERR] = 0;
+            // Linux raises XFD's SIGILL without recording a trap (`handle_xfd_event`): the
+            // context shows the thread's last one, 0 for a thread that has had none.
+            let trap = slot.program_trap.load(Ordering::Relaxed);
+            g[reg::TRAPNO] = trap >> 32;
+            g[reg::ERR] = trap & 0xFFFF_FFFF;
             (libc::SIGILL, siginfo(libc::SIGILL, ILL_ILLOPC, rip))
         }
         Exception::GeneralProtection => {

@@ -29,7 +29,7 @@
 //! | #UD (bad encoding, or the tile state forbids it) | SIGILL, `ILL_ILLOPN`, REG_TRAPNO 6 |
 //! | #GP (a configuration LDTILECFG rejects) | SIGSEGV, `SI_KERNEL`, REG_TRAPNO 13, `si_addr` 0 |
 //! | a fault of the memory operand | the CPU's own: SIGSEGV (`SEGV_MAPERR`, `SEGV_ACCERR`, `SEGV_PKUERR`, or `SI_KERNEL` for a non-canonical address) or SIGBUS (`BUS_ADRERR`, or `SI_KERNEL` for a non-canonical address through the stack segment), with its `si_addr`, REG_TRAPNO and REG_ERR; start_row left at the faulting row |
-//! | XFD (tile data before `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`) | SIGILL, `ILL_ILLOPC`, REG_TRAPNO 0 |
+//! | XFD (tile data before `arch_prctl(ARCH_REQ_XCOMP_PERM, 18)`) | SIGILL, `ILL_ILLOPC`, REG_TRAPNO and REG_ERR of the thread's last trap (0 for a thread that has had none) |
 //!
 //! A handler gets these in a signal frame of the kernel's layout, on the stack the kernel
 //! would choose, with the INIT tile state; it may return (the interrupted tile state comes

@@ -349,3 +349,15 @@ fn a_vfork_childs_permission_is_not_its_parents() {
         "{run}"
     );
 }
+
+/// XFD's SIGILL (tile data before the permission) shows the thread's last trap, as Linux
+/// raises it without recording one of its own: after a page fault the program handled, that
+/// page fault's number and error code.
+#[test]
+fn the_xfd_signal_shows_the_threads_last_trap() {
+    let Some(run) = process("xfd") else {
+        return;
+    };
+    assert_eq!(run.line("page fault:"), "trapno 14 err 6", "{run}");
+    assert_eq!(run.line("xfd after it:"), "code 1 trapno 14 err 6", "{run}");
+}

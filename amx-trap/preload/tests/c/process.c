@@ -12,6 +12,9 @@
  *             configuration among them, and not the tile data); the creator's are unchanged
  *   vfork     a vfork child asking for the permission before _exit: the parent, another
  *             process, still has none
+ *   xfd       tile data before the permission, after a page fault the program handled: the
+ *             SIGILL (ILL_ILLOPC) shows the thread's last trap, the page fault's (Linux raises
+ *             XFD's signal without recording a trap of its own)
  */
 #include "hostile.h"
 #include <pthread.h>
@@ -129,6 +132,34 @@ static int vfork_permission(void) {
     return 0;
 }
 
+static volatile long seen_trapno, seen_err;
+static volatile int seen_code;
+
+static void note_fault(int sig, siginfo_t *info, void *ctx) {
+    (void)sig;
+    ucontext_t *uc = ctx;
+    seen_code = info->si_code;
+    seen_trapno = uc->uc_mcontext.gregs[REG_TRAPNO];
+    seen_err = uc->uc_mcontext.gregs[REG_ERR];
+    siglongjmp(jump, 1);
+}
+
+static int xfd(void) {
+    struct sigaction sa = {.sa_sigaction = note_fault, .sa_flags = SA_SIGINFO | SA_NODEFER};
+    sigaction(SIGILL, &sa, NULL);
+    sigaction(SIGSEGV, &sa, NULL);
+    if (sigsetjmp(jump, 1) == 0)
+        *(volatile int *)16 = 1;
+    printf("page fault: trapno %ld err %ld\n", seen_trapno, seen_err);
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    if (sigsetjmp(jump, 1) == 0)
+        tilezero0();
+    printf("xfd after it: code %d trapno %ld err %ld\n", seen_code, seen_trapno, seen_err);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "calls";
@@ -138,5 +169,7 @@ int main(int argc, char **argv) {
         return inherit();
     if (!strcmp(mode, "vfork"))
         return vfork_permission();
+    if (!strcmp(mode, "xfd"))
+        return xfd();
     return 2;
 }
