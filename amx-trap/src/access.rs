@@ -136,11 +136,13 @@ pub(crate) fn recover_at() -> u64 {
 }
 
 /// Copies `len` bytes from `src` to `dst`, either of which may be the program's memory; on a
-/// fault, the fault (recorded by the signal entry in the thread's slot).
+/// fault, the fault (recorded by the signal entry in the thread's slot, where it has one; else
+/// [`Fault::UNKNOWN`]).
 ///
 /// # Safety
 /// Whichever side is the engine's own is valid for `len` bytes; the program's side may be any
-/// address. Called by an engine activation of a thread that has a slot.
+/// address. The engine is installed (its SIGSEGV and SIGBUS entry recovers the routine's
+/// faults, in an activation or in the program's own context alike).
 pub(crate) unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) -> Result<(), Fault> {
     // SAFETY: the routine touches exactly `dst..dst+len` and `src..src+len`; faults on them
     // are recovered (the caller's contract covers the rest).

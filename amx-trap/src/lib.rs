@@ -565,8 +565,12 @@ pub mod preload {
 
     /// The program's `N` words at `at`, read as the kernel's `copy_from_user` reads them:
     /// `None` where they cannot be read (the system call's `EFAULT`; the engine takes the
-    /// fault, the program never sees it).
+    /// fault, the program never sees it). Only while the engine is installed, whose entry
+    /// recovers the fault; `None` otherwise, without reading.
     pub fn read_user<const N: usize>(at: usize) -> Option<[u64; N]> {
+        if !super::is_active() {
+            return None;
+        }
         let mut words = [0u64; N];
         // SAFETY: `words` is ours, 8 * N bytes; the program's side is any address (a fault is
         // recovered).
@@ -576,8 +580,12 @@ pub mod preload {
     }
 
     /// Writes `words` to the program's memory at `at`, as `copy_to_user`: `false` where it
-    /// cannot be written (`EFAULT`).
+    /// cannot be written (`EFAULT`). Only while the engine is installed (as [`read_user`]);
+    /// `false` otherwise, without writing.
     pub fn write_user<const N: usize>(at: usize, words: &[u64; N]) -> bool {
+        if !super::is_active() {
+            return false;
+        }
         // SAFETY: `words` is ours, 8 * N bytes; the program's side is any address (a fault is
         // recovered).
         unsafe { crate::access::copy(at as *mut u8, words.as_ptr().cast(), 8 * N) }.is_ok()

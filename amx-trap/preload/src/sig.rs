@@ -560,8 +560,12 @@ pub(crate) fn suspend(wanted: u64, wait: impl FnOnce(u64) -> i32) -> i32 {
 /// Runs a call that waits with the mask `mask` (null: the thread's): the kernel gets it
 /// without the engine's signals, a handler run meanwhile the program's mask.
 fn wait_with(mask: *const libc::sigset_t, call: impl FnOnce(*const libc::sigset_t) -> i32) -> i32 {
-    // A mask it cannot read goes to the kernel as it is, which fails the call with EFAULT.
-    let Some(m) = read_bits(mask).ok().flatten().filter(|_| active()) else {
+    // Without the engine nothing is read here (no entry would recover a fault); with it, a
+    // mask it cannot read goes to the kernel as it is, which fails the call with EFAULT.
+    if !active() {
+        return call(mask);
+    }
+    let Some(m) = read_bits(mask).ok().flatten() else {
         return call(mask);
     };
     let copy = set_of(m & !trap::ENGINE);
