@@ -15,7 +15,8 @@
 //!   them are kept and honoured as the kernel would, and every other handler is entered by the
 //!   engine, with the INIT tile state, as on the silicon;
 //! - **signal masks** (`sigprocmask`, `pthread_sigmask`, `syscall(SYS_rt_sigprocmask)`,
-//!   `sigsuspend`, `sigpending`, `ppoll`, `pselect`, `epoll_pwait`, `__sigsetjmp` and the
+//!   `sigblock`, `sigsetmask`, `siggetmask`, `sigsuspend`, `sigpending`, `ppoll`, `pselect`,
+//!   `epoll_pwait`, `__sigsetjmp` and the
 //!   `longjmp` family, threads, `posix_spawn`, `vfork`, `exec`): the kernel never blocks the
 //!   engine's five signals, and the program sees and inherits the masks it set (a `vfork`
 //!   child, which runs in its parent's memory, gets engine state of its own);
