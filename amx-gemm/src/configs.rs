@@ -29,7 +29,7 @@
 
 use std::sync::OnceLock;
 
-use amx_runtime::rules::{check_dot, TileShape, TmulLimits};
+use amx_runtime::rules::{check_dot, PaletteTable, TileShape, TmulLimits};
 use amx_runtime::{tilecfg, TileConfig};
 
 use crate::error::{GemmError, InternalError, Unsupported};
@@ -237,6 +237,19 @@ pub(crate) fn check_limits(shape: MicroShape, limits: TmulLimits) -> Result<(), 
         })?;
     }
     Ok(())
+}
+
+/// Whether the unit's palette table accepts the configuration of `shape` (the load-time rules
+/// LDTILECFG applies, the same code `configure` runs): a unit with a smaller palette 1 would
+/// refuse it at `configure`, with an error naming the crate's internal tiles.
+pub(crate) fn check_palette(shape: MicroShape, table: &PaletteTable) -> Result<(), GemmError> {
+    config(shape)?.check_against(table).map_err(|error| {
+        GemmError::Unsupported(Unsupported::Palette {
+            palette: table.get(1).copied(),
+            micro_tile: (shape.rows, shape.cols),
+            error,
+        })
+    })
 }
 
 fn check_table() -> Result<(), GemmError> {

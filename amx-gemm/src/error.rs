@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use amx_runtime::rules::DotMismatch;
-use amx_runtime::{ConfigError, ConfigureError, Fault, Feature, TmulLimits};
+use amx_runtime::{ConfigError, ConfigureError, Fault, Feature, Palette, TmulLimits};
 
 use crate::precision::PrecisionKind;
 
@@ -300,6 +300,16 @@ pub enum Unsupported {
         /// The operand rule they break.
         mismatch: DotMismatch,
     },
+    /// The unit's palette table cannot hold a micro-kernel's tiles (a CPU, VM or emulator whose
+    /// palette 1 has fewer than the architectural 16 rows of 64 bytes, or no palette 1).
+    Palette {
+        /// The unit's palette 1 (`None`: the table has none).
+        palette: Option<Palette>,
+        /// The micro-tile (rows, columns of C) whose configuration the table refuses.
+        micro_tile: (u8, u8),
+        /// The load-time rule the configuration breaks under the table.
+        error: ConfigError,
+    },
 }
 
 impl fmt::Display for Unsupported {
@@ -318,6 +328,15 @@ impl fmt::Display for Unsupported {
                 f,
                 "the {rows}x{cols} micro-kernel's dot products need larger TMUL limits: \
                  {mismatch}"
+            ),
+            Unsupported::Palette {
+                micro_tile: (rows, cols),
+                error,
+                ..
+            } => write!(
+                f,
+                "the {rows}x{cols} micro-kernel's tiles do not fit this unit's palette table: \
+                 {error}"
             ),
         }
     }

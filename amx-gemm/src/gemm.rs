@@ -468,8 +468,10 @@ impl Gemm {
             // without AMX at all (or the permission) is told so first, not as a missing
             // instruction.
             let limits = amx_runtime::tmul_limits_on(backend)?;
+            let table = amx_runtime::palette_table_on(backend)?;
             crate::tile_ops::silicon_supports(P::KIND)?;
             for shape in shapes(m, n) {
+                configs::check_palette(shape, &table)?;
                 configs::check_limits(shape, limits)?;
             }
         }
@@ -1015,6 +1017,7 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
         return Ok(stats);
     }
     let limits = amx_runtime::tmul_limits_on(p.backend)?;
+    let table = amx_runtime::palette_table_on(p.backend)?;
     if p.backend == Backend::Hardware {
         // Foreign AMX code on this thread (oneDNN, MKL, raw intrinsics) may have loaded its own
         // configuration, or released the tiles, since this thread's last call: the runtime's
@@ -1031,6 +1034,7 @@ fn work<P: Precision>(p: &Problem<'_, P>, index: usize) -> Result<WorkerStats, G
     let mut panel_len = 0;
     for region in &regions {
         panel_len = panel_len.max(kc_steps(p, region).saturating_mul(STEP));
+        configs::check_palette(region.shape, &table)?;
         configs::check_limits(region.shape, limits)?;
         let need = scratch_bytes(p, region).ok_or(GemmError::TooLarge {
             operand: Operand::A,

@@ -15,7 +15,8 @@ use std::cell::Cell;
 use amx_gemm::reference::{self, Outputs};
 use amx_gemm::{Backend, Bf16, Fp16, Gemm, GemmError, Int8, PackedB, Precision, Unsupported, U8S8};
 use amx_runtime::{
-    set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, PaletteTable, TmulLimits,
+    set_thread_emulator, tmul_limits_on, ConfigureError, Emulator, Palette, PaletteTable,
+    TmulLimits,
 };
 
 thread_local! {
@@ -137,6 +138,49 @@ fn small_tmul_limits_are_an_error_not_a_fault() {
         refused_under_small_limits::<Int8>();
         refused_under_small_limits::<U8S8>();
         refused_under_small_limits::<Bf16>();
+    })
+    .join()
+    .unwrap();
+}
+
+/// A unit whose palette 1 has `rows` rows of `bytes` bytes: the GEMM refuses it with a typed
+/// error naming the palette, before it writes anything, whatever the shape.
+fn refused_under_a_small_palette<P: Precision>(rows: u16, bytes: u16)
+where
+    P::A: amx_test_support::Random,
+    P::B: amx_test_support::Random,
+    P::C: amx_test_support::Random,
+{
+    let small = Palette {
+        max_rows: rows,
+        bytes_per_row: bytes,
+        ..Palette::PALETTE_1
+    };
+    let table = PaletteTable::one(small);
+    set_thread_emulator(Emulator::with_limits(table, TmulLimits::ARCHITECTURAL).unwrap()).unwrap();
+    for (m, n, k) in SHAPES {
+        let (ran, c, _) = gemm::<P>(m, n, k);
+        match ran {
+            Err(GemmError::Unsupported(why @ Unsupported::Palette { palette, .. })) => {
+                assert_eq!(palette, Some(small));
+                assert!(why.to_string().contains("palette"), "{why}");
+            }
+            other => panic!("{m}x{n}x{k} under palette 1 of {rows}x{bytes}: {other:?}"),
+        }
+        assert!(
+            c.iter().all(|v| *v == P::C::default()),
+            "{m}x{n}x{k}: C written before the refusal"
+        );
+    }
+    set_thread_emulator(Emulator::new()).unwrap();
+}
+
+#[test]
+fn a_small_palette_is_an_error_naming_it() {
+    std::thread::spawn(|| {
+        refused_under_a_small_palette::<Int8>(8, 64);
+        refused_under_a_small_palette::<Bf16>(16, 32);
+        refused_under_a_small_palette::<U8S8>(1, 4);
     })
     .join()
     .unwrap();

@@ -35,7 +35,7 @@ use crate::config::TileConfig;
 use crate::detect::Unavailable;
 use crate::error::{ConfigError, Fault, Feature};
 use crate::unit::{Emulator, Hardware, TileUnit};
-use amx_tilecfg::TmulLimits;
+use amx_tilecfg::{PaletteTable, TmulLimits};
 
 /// How often this thread's configuration requests were served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -598,6 +598,43 @@ pub fn tmul_limits_on(backend: Backend) -> Result<TmulLimits, ConfigureError> {
                         .map_or(TmulLimits::ARCHITECTURAL, |e| e.tmul_limits());
                     slot.set(emulator);
                     limits
+                })
+                .map_err(|_| ConfigureError::ThreadExiting)
+        }
+    }
+}
+
+/// The palette table that configurations on `backend` are checked against on this thread: the
+/// CPU's (CPUID leaf 0x1D) on the hardware; on the emulator, that of this thread's emulator (the
+/// architectural one unless [`set_thread_emulator`] installed another). Code that loads fixed
+/// configurations (precomputed kernels, a GEMM's micro-tiles) asks this before configuring, to
+/// tell a unit too small for them from a wrong configuration.
+///
+/// ```
+/// use amx_runtime::{palette_table_on, Backend, PaletteTable};
+///
+/// assert_eq!(palette_table_on(Backend::Emulated).unwrap(), PaletteTable::ARCHITECTURAL);
+/// ```
+///
+/// # Errors
+/// As [`tmul_limits_on`].
+pub fn palette_table_on(backend: Backend) -> Result<PaletteTable, ConfigureError> {
+    match backend {
+        Backend::Hardware => Hardware::new()
+            .map(|h| *h.palette_table())
+            .map_err(ConfigureError::Unavailable),
+        Backend::Emulated => {
+            if THREAD.with(|t| t.busy.get()) {
+                return Err(ConfigureError::Busy);
+            }
+            EMULATOR
+                .try_with(|slot| {
+                    let emulator = slot.take();
+                    let table = emulator
+                        .as_ref()
+                        .map_or(PaletteTable::ARCHITECTURAL, |e| *e.palette_table());
+                    slot.set(emulator);
+                    table
                 })
                 .map_err(|_| ConfigureError::ThreadExiting)
         }

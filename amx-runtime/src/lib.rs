@@ -132,12 +132,12 @@ pub mod vnni;
 
 pub use amx_macros::tilecfg;
 pub use amx_tilecfg as rules;
-pub use amx_tilecfg::{ElemType, PaletteTable, TileShape, TmulLimits};
+pub use amx_tilecfg::{ElemType, Palette, PaletteTable, TileShape, TmulLimits};
 pub use backend::{backend, Backend, BackendChoice, BackendError};
 pub use config::{TileConfig, TileConfigBuilder};
 pub use context::{
-    configure, configure_on, counters, release, release_on, set_thread_emulator, tmul_limits_on,
-    ConfigureError, Counters, Requirement, Tiles, Unsupported,
+    configure, configure_on, counters, palette_table_on, release, release_on, set_thread_emulator,
+    tmul_limits_on, ConfigureError, Counters, Requirement, Tiles, Unsupported,
 };
 pub use detect::{detect, Capabilities, Unavailable};
 pub use error::{
