@@ -16,8 +16,8 @@
 //!   engine, with the INIT tile state, as on the silicon;
 //! - **signal masks** (`sigprocmask`, `pthread_sigmask`, `syscall(SYS_rt_sigprocmask)`,
 //!   `sigblock`, `sigsetmask`, `siggetmask`, `sigsuspend`, `sigpending`, `ppoll`, `pselect`,
-//!   `epoll_pwait`, `__sigsetjmp` and the
-//!   `longjmp` family, threads, `posix_spawn`, `vfork`, `exec`): the kernel never blocks the
+//!   `epoll_pwait`, `__sigsetjmp` and the `longjmp` family, `getcontext`, `setcontext`,
+//!   `swapcontext` and the return of a `makecontext` function, threads, `posix_spawn`, `vfork`, `exec`): the kernel never blocks the
 //!   engine's five signals, and the program sees and inherits the masks it set (a `vfork`
 //!   child, which runs in its parent's memory, gets engine state of its own);
 //! - **memory** (`mprotect`, `pkey_mprotect`, `munmap`, `mremap`, `madvise`, `mmap` over
@@ -49,6 +49,8 @@ mod spawn;
 mod stack;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod thread;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod ucontext;
 
 /// Runs when the library is loaded (an ELF constructor in `.init_array`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -61,6 +63,7 @@ extern "C" fn constructor() {
     real::resolve();
     spawn::resolve();
     jmp::resolve();
+    ucontext::resolve();
     if engine::preload::install().is_ok() {
         stack::model();
     }

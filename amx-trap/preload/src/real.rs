@@ -71,6 +71,10 @@ real! {
     execlp: usize;
     execle: usize;
     __sigsetjmp: usize;
+    getcontext: usize;
+    swapcontext: usize;
+    setcontext: usize;
+    makecontext: unsafe extern "C" fn(*mut libc::ucontext_t, extern "C" fn(), libc::c_int, ...);
     siglongjmp: unsafe extern "C" fn(*mut libc::c_void, libc::c_int) -> !;
     longjmp: unsafe extern "C" fn(*mut libc::c_void, libc::c_int) -> !;
     _longjmp: unsafe extern "C" fn(*mut libc::c_void, libc::c_int) -> !;
