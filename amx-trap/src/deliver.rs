@@ -22,7 +22,6 @@ use amx_runtime::{TileUnit, TILE_BYTES};
 
 use crate::access;
 use crate::entry::{si_code, Ctx, Resume};
-use crate::fatal;
 use crate::kframe::{self, reg, RtFrame, Stack, Ucontext};
 use crate::signals::{self, bit, Action};
 use crate::slot::{self, Slot};
@@ -66,8 +65,13 @@ pub(crate) fn deliver<'a>(
     }
     // The mask the interrupted context gets back.
     let interrupted = signals::program_mask(ctx.frame.uc.sigmask & !held);
-    let Some((action, effective)) = admit(sig, info, sync, interrupted) else {
-        return Resume::Context(ctx);
+    let (action, effective) = match admit(sig, info, sync, interrupted) {
+        Admitted::Handler(action, effective) => (action, effective),
+        Admitted::Nothing => return Resume::Context(ctx),
+        Admitted::Fatal => {
+            ctx.frame.uc.sigmask &= !bit(sig);
+            return Resume::Context(ctx);
+        }
     };
     match launch(slot, ctx, sig, info, &action, interrupted, effective) {
         Ok(()) => Resume::Handler(ctx),
@@ -75,12 +79,23 @@ pub(crate) fn deliver<'a>(
     }
 }
 
+/// What [`admit`] decided.
+enum Admitted {
+    /// The program's handler runs, with its action, and the mask in effect when the signal
+    /// came (a wait's own, during `sigsuspend`).
+    Handler(Action, u64),
+    /// No handler runs: ignored, made pending, or left to the kernel's default.
+    Nothing,
+    /// The signal ends the process ([`arm_fatal`]): the interrupted context resumes, with the
+    /// signal unblocked, only for the kernel to end the process there.
+    Fatal,
+}
+
 /// What the kernel decides before it enters a handler for `sig`, the interrupted context's
-/// mask being `interrupted` (the program's view): the program's action and the mask in effect
-/// when the signal came (a wait's own, during `sigsuspend`), or `None` where no handler runs
-/// (ignored, made pending, or left to the kernel's default). A synchronous signal that no
-/// handler can take ends the process here.
-fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Action, u64)> {
+/// mask being `interrupted` (the program's view). A signal that ends the process (a
+/// synchronous one no handler can take, one of the engine's five with the default action) is
+/// armed to do so at the interrupted context.
+fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Admitted {
     signals::catch_up(sig);
     let action = signals::program_action(sig);
     // During a wait (`sigsuspend`, `ppoll`...) the wait's mask is in effect. A wrapped signal
@@ -94,28 +109,51 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Ac
         // Sent while the program (its view of the engine's signals) blocks it: pending,
         // whatever its action ("blocked signals are never ignored", `sig_ignored`).
         signals::keep_pending(sig, info, si_code(info) == SI_TKILL);
-        return None;
+        return Admitted::Nothing;
     }
     if !action.is_handler() {
         if action.handler == libc::SIG_IGN && !sync {
-            return None;
+            return Admitted::Nothing;
         }
         if !signals::owned(sig) {
             // A wrapped signal whose handler went meanwhile: the kernel's default, once the
             // signal is unblocked again on the way out.
             signals::raise_here(sig, info);
-            return None;
+            return Admitted::Nothing;
         }
-        die_with(sig, info);
+        arm_fatal(sig, info);
+        return Admitted::Fatal;
     }
     if effective & bit(sig) != 0 {
         // A fault the program blocks: the kernel's forced delivery ends the process.
-        die_with(sig, info);
+        arm_fatal(sig, info);
+        return Admitted::Fatal;
     }
     if action.flags & libc::SA_RESETHAND as u64 != 0 {
         signals::reset_after_delivery(sig);
     }
-    Some((action, effective))
+    Admitted::Handler(action, effective)
+}
+
+/// Makes `sig` end the process at the context the thread resumes, as its default action
+/// does on the silicon there: with the default action in the kernel, queued with `info`
+/// (blocked in the engine's own context until then). A core dump, a debugger and a crash
+/// reporter then see the program's registers and stack at the faulting instruction, not the
+/// engine's. The caller resumes a context that leaves the signal unblocked, without entering
+/// another handler first (the kernel takes a synchronous signal before any other).
+fn arm_fatal(sig: i32, info: &[u8; 128]) {
+    signals::kernel_default(sig);
+    signals::block(bit(sig));
+    signals::raise_here(sig, info);
+    FATAL.store(true, Ordering::Relaxed);
+}
+
+/// A signal armed by [`arm_fatal`] ends the process: nothing more is delivered meanwhile.
+static FATAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process is ending by a signal armed to end it (see [`arm_fatal`]).
+pub(crate) fn ending() -> bool {
+    FATAL.load(Ordering::Relaxed)
 }
 
 /// Delivers `sig` to the program from the kernel's own frame (`info` and `uc` are its siginfo
@@ -128,8 +166,13 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Option<(Ac
 /// tile state to save or to reset for the handler.
 pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, sync: bool) {
     let interrupted = signals::program_mask(uc.sigmask);
-    let Some((action, effective)) = admit(sig, info, sync, interrupted) else {
-        return;
+    let (action, effective) = match admit(sig, info, sync, interrupted) {
+        Admitted::Handler(action, effective) => (action, effective),
+        Admitted::Nothing => return,
+        Admitted::Fatal => {
+            uc.sigmask &= !bit(sig);
+            return;
+        }
     };
     let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
     let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
@@ -160,16 +203,11 @@ pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext
 fn cannot_deliver<'a>(slot: &Slot, ctx: &'a mut Ctx, sig: i32) -> Resume<'a> {
     let info = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
     if sig == libc::SIGSEGV {
-        die_with(libc::SIGSEGV, &info);
+        arm_fatal(libc::SIGSEGV, &info);
+        ctx.frame.uc.sigmask &= !bit(libc::SIGSEGV);
+        return Resume::Context(ctx);
     }
     deliver(slot, ctx, libc::SIGSEGV, &info, true)
-}
-
-/// Ends the process with `sig` as its default action would, `info` being what it carries.
-pub(crate) fn die_with(sig: i32, info: &[u8; 128]) -> ! {
-    signals::kernel_default(sig);
-    signals::raise_here(sig, info);
-    fatal::die_of(sig)
 }
 
 /// A siginfo of the kernel's, for an exception.

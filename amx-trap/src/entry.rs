@@ -462,7 +462,10 @@ fn raise(slot: &Slot, deferred: u64) {
 /// While a patched site's instruction is still under way (the work is a handler's that the
 /// kernel called in its middle) nothing is delivered: the signals wait for the instruction.
 fn deliver_held_back<'a>(slot: &Slot, resume: Resume<'a>) -> Resume<'a> {
-    if slot.deferred.load(Ordering::Relaxed) == 0 || slot.fast_frame.load(Ordering::Acquire) != 0 {
+    if slot.deferred.load(Ordering::Relaxed) == 0
+        || slot.fast_frame.load(Ordering::Acquire) != 0
+        || crate::deliver::ending()
+    {
         return resume;
     }
     let (ctx, mut entered) = match resume {
