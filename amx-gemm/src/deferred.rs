@@ -425,11 +425,14 @@ impl Out {
 pub(crate) struct Support(());
 
 impl Support {
-    /// `Some` where the CPU has the features (the standard library caches the tests).
+    /// `Some` where the CPU has the features (the standard library caches the tests) and the
+    /// emulator's floating-point kernels are not capped below AVX-512
+    /// (`AMX_EMULATOR_KERNELS`, which makes an AVX-512 CPU run what an AVX2-only CPU runs).
     pub(crate) fn detect() -> Option<Support> {
         #[cfg(target_arch = "x86_64")]
         {
-            let has = std::arch::is_x86_feature_detected!("avx512f")
+            let has = amx_runtime::Emulator::float_kernels() == amx_runtime::KernelPath::Avx512
+                && std::arch::is_x86_feature_detected!("avx512f")
                 && std::arch::is_x86_feature_detected!("avx512bf16")
                 && std::arch::is_x86_feature_detected!("avx512bw")
                 && std::arch::is_x86_feature_detected!("avx512dq");

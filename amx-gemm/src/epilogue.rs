@@ -1296,10 +1296,19 @@ pub(crate) enum VectorIsa {
 }
 
 impl VectorIsa {
-    /// The widest variant this CPU runs (the standard library caches the feature tests).
+    /// The widest variant this CPU runs (the standard library caches the feature tests), at
+    /// most the width of the emulator's floating-point kernels: `AMX_EMULATOR_KERNELS=avx2`
+    /// on an AVX-512 CPU runs the epilogue an AVX2-only CPU runs, as it runs its products.
     pub(crate) fn detect() -> VectorIsa {
-        [VectorIsa::Avx512, VectorIsa::Avx2]
-            .into_iter()
+        use amx_runtime::{Emulator, KernelPath};
+        let allowed: &[VectorIsa] = match Emulator::float_kernels() {
+            KernelPath::Avx512 => &[VectorIsa::Avx512, VectorIsa::Avx2],
+            KernelPath::Portable => &[],
+            _ => &[VectorIsa::Avx2],
+        };
+        allowed
+            .iter()
+            .copied()
             .find(|isa| isa.supported())
             .unwrap_or(VectorIsa::Baseline)
     }
@@ -1558,6 +1567,47 @@ pub(crate) fn model_grouped<O: Output>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `AMX_EMULATOR_KERNELS` caps the epilogue's vector code as it caps the emulator's
+    /// products, so that an AVX-512 CPU runs what an AVX2-only CPU runs: this test runs itself
+    /// again under each cap and checks the variant chosen there.
+    #[test]
+    fn the_kernel_cap_caps_the_epilogue() {
+        const CAP: &str = "AMX_EMULATOR_KERNELS";
+        const NAME: &str = "epilogue::tests::the_kernel_cap_caps_the_epilogue";
+        match std::env::var(CAP).as_deref() {
+            Ok("avx2") => {
+                let want = if VectorIsa::Avx2.supported() {
+                    VectorIsa::Avx2
+                } else {
+                    VectorIsa::Baseline
+                };
+                assert_eq!(VectorIsa::detect(), want);
+                assert!(crate::deferred::Support::detect().is_none());
+            }
+            Ok("portable") => {
+                assert_eq!(VectorIsa::detect(), VectorIsa::Baseline);
+                assert!(crate::deferred::Support::detect().is_none());
+            }
+            Ok(_) => {}
+            Err(_) => {
+                for cap in ["avx2", "portable"] {
+                    let exe = std::env::current_exe().expect("the test's path");
+                    let out = std::process::Command::new(exe)
+                        .args([NAME, "--exact"])
+                        .env(CAP, cap)
+                        .output()
+                        .expect("the test runs itself");
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    assert!(
+                        out.status.success() && text.contains("1 passed"),
+                        "under {CAP}={cap}:\n{text}{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+        }
+    }
 
     /// Values that exercise every branch of the stages: signed zeros, denormals, the ends of
     /// the f32 range, infinities, NaNs, the activations' clamps and saturations, half-way

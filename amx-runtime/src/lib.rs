@@ -154,6 +154,7 @@ pub use half::{bf16, f16};
 /// which then print the typed tiles' types with full paths.)
 pub use raw_cpuid::{CpuIdReader, CpuIdResult};
 pub use typed::{configure_typed, configure_typed_on, TypedTiles};
+pub use unit::numerics::KernelPath;
 pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES, TILE_BYTES};
 
 /// The crate's README, whose examples run as doctests.

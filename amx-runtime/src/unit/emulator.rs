@@ -3,7 +3,7 @@
 use amx_tilecfg::{image, DotKind, DotMismatch, PaletteTable, TileShape, TmulLimits};
 
 use super::numerics::row::RowOp;
-use super::numerics::{Form, Half, RowCorrections, Widened};
+use super::numerics::{Form, Half, KernelPath, RowCorrections, Widened};
 use super::{check, numerics, Product, TileUnit, ROW_BYTES, TILES, TILE_BYTES};
 use crate::error::{Fault, Mnemonic, UdReason};
 
@@ -225,6 +225,21 @@ impl Emulator {
     /// The TMUL limits this emulator checks dot products against.
     pub fn tmul_limits(&self) -> TmulLimits {
         self.limits
+    }
+
+    /// The kernel every emulator of this process runs TDPBF16PS and TDPFP16PS with: the
+    /// widest this CPU has, at most what `AMX_EMULATOR_KERNELS` allows. Vector code beside the
+    /// emulator (a GEMM's fused epilogue) may follow it, so that the cap makes an AVX-512 CPU
+    /// run what an AVX2-only CPU runs.
+    ///
+    /// ```
+    /// use amx_runtime::{Emulator, KernelPath};
+    ///
+    /// let path = Emulator::float_kernels();
+    /// assert!(matches!(path, KernelPath::Avx512 | KernelPath::Avx2 | KernelPath::Portable));
+    /// ```
+    pub fn float_kernels() -> KernelPath {
+        numerics::float_path()
     }
 
     /// Whether a configuration is loaded (TILES_CONFIGURED).
