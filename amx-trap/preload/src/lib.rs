@@ -60,6 +60,29 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 extern "C" fn constructor() {
+    start();
+}
+
+/// Whether the library has started: 0 not yet, 1 starting, 2 done.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+static STARTED: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Finds the C library's functions and installs the engine, once: from the constructor, or
+/// from the first interposed call that comes before it. The constructors of the libraries the
+/// program links run before this library's (the loader runs a preload's last), and they may
+/// ask for the AMX permission, run AMX instructions or start threads that block every signal,
+/// as they would on the silicon. A call made while another thread starts the library (or from
+/// a signal handler that interrupted the start) does not wait: it finds the engine as it is.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn start() {
+    use std::sync::atomic::Ordering;
+    if STARTED.load(Ordering::Acquire) != 0
+        || STARTED
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        return;
+    }
     real::resolve();
     spawn::resolve();
     jmp::resolve();
@@ -67,6 +90,7 @@ extern "C" fn constructor() {
     if engine::preload::install().is_ok() {
         stack::model();
     }
+    STARTED.store(2, Ordering::Release);
 }
 
 /// The engine's hook, for the `amx-runtime` of the program this library is preloaded into.
@@ -81,8 +105,10 @@ fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Whether the engine runs (and the interposed functions do more than forward).
+/// Whether the engine runs (and the interposed functions do more than forward); the first
+/// call starts the library if its constructor has not run yet ([`start`]).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn active() -> bool {
+    start();
     engine::is_active() && engine::preload::virtualized()
 }

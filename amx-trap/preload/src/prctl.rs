@@ -17,6 +17,7 @@ fn answer(
     arg: libc::c_ulong,
     kernel: impl Fn() -> libc::c_long,
 ) -> Option<libc::c_long> {
+    crate::start();
     if !engine::is_active() {
         return None;
     }

@@ -40,3 +40,29 @@ fn amx_works_after_the_library_is_closed() {
         }
     }
 }
+
+/// A library the program links asks for the permission, runs AMX instructions and starts a
+/// thread that blocks every signal, all in its constructor (`tests/c/early.c`), which the
+/// loader runs before the preloaded library's: the engine starts at the first call the
+/// library interposes. Before, the permission request reached the host kernel (EOPNOTSUPP),
+/// and the worker's first AMX instruction ended the process with SIGILL.
+#[test]
+fn amx_in_a_linked_librarys_constructor_works() {
+    let Some(lib) = build("early.c", &["-shared", "-fPIC", "-DLIBRARY"]) else {
+        return;
+    };
+    let lib = lib.to_str().expect("the build path is UTF-8");
+    let Some(prog) = build("early.c", &[lib]) else {
+        return;
+    };
+    let run = if native_amx() {
+        Program::native(&prog, &[]).run()
+    } else {
+        Program::preloaded(&prog, &[]).run()
+    };
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.line("constructor permission:"), "0 (errno 0)", "{run}");
+    assert_eq!(run.line("constructor tiles:"), "ok", "{run}");
+    assert_eq!(run.line("worker tiles:"), "ok", "{run}");
+    assert_eq!(run.line("main permission has tile data:"), "1", "{run}");
+}
