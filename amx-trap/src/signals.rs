@@ -142,20 +142,34 @@ fn sigprocmask(how: i32, mask: u64) -> u64 {
 
 /// Queues `sig` with `info` to this thread. Where the siginfo cannot be queued (a seccomp
 /// filter denying `rt_tgsigqueueinfo`), the signal is sent without it (`tgkill`: `SI_TKILL`,
-/// this process as the sender) rather than lost.
+/// this process as the sender) rather than lost. A real-time signal the kernel refuses to
+/// queue (`EAGAIN`: the user's pending signals at `RLIMIT_SIGPENDING`) is sent as `kill`
+/// sends one (`SI_USER`), which the kernel never refuses: it arrives with that siginfo
+/// instead of its own.
 pub(crate) fn raise_here(sig: i32, info: &[u8; 128]) {
     let mut info = *info;
     info[..4].copy_from_slice(&sig.to_le_bytes());
     let (pid, tid) = (sys::getpid(), sys::gettid());
-    // SAFETY: the kernel copies the 128-byte siginfo. A process may queue any si_code to
-    // itself.
-    let rc = unsafe {
-        sys::call(
-            libc::SYS_rt_tgsigqueueinfo,
-            &[pid as u64, tid as u64, sig as u64, info.as_ptr() as u64],
-        )
+    let queue = |info: &[u8; 128]| {
+        // SAFETY: the kernel copies the 128-byte siginfo. A process may queue any si_code to
+        // itself.
+        unsafe {
+            sys::call(
+                libc::SYS_rt_tgsigqueueinfo,
+                &[pid as u64, tid as u64, sig as u64, info.as_ptr() as u64],
+            )
+        }
     };
-    if rc < 0 && rc != -i64::from(libc::EAGAIN) {
+    let rc = queue(&info);
+    if rc == -i64::from(libc::EAGAIN) {
+        // SI_USER from this process, as `kill` sends it: without a queue entry where there is
+        // no room, its bit pending all the same.
+        let mut user = [0u8; 128];
+        user[..4].copy_from_slice(&sig.to_le_bytes());
+        user[16..20].copy_from_slice(&(pid as u32).to_le_bytes());
+        user[20..24].copy_from_slice(&sys::getuid().to_le_bytes());
+        let _ = queue(&user);
+    } else if rc < 0 {
         let _ = sys::tgkill(pid, tid, sig);
     }
 }

@@ -119,6 +119,12 @@ pub fn getpid() -> i32 {
     unsafe { call(libc::SYS_getpid, &[]) as i32 }
 }
 
+/// `getuid()`.
+pub fn getuid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { call(libc::SYS_getuid, &[]) as u32 }
+}
+
 /// `gettid()`.
 pub fn gettid() -> i32 {
     // SAFETY: no arguments.

@@ -459,3 +459,32 @@ fn a_sigsegv_sent_during_a_trapped_load_leaves_the_loads_fault_deliverable() {
     assert!(preloaded.ok(), "under the library: {preloaded}");
     same_lines(&native, &preloaded, &["seen:"]);
 }
+
+/// Two real-time timer signals expiring together during a patched product, the first one's
+/// handler blocking the second, with the user's queue of pending signals full
+/// (`tests/c/timers.c`): the second comes after the first one's handler, every time, as
+/// without the library. The engine, raising it again for after that handler, lost it where
+/// the kernel refused to queue it (`EAGAIN`).
+#[test]
+fn a_held_back_real_time_signal_survives_a_full_queue() {
+    let Some(prog) = build("timers.c", &["-lrt"]) else {
+        return;
+    };
+    let limit = std::time::Duration::from_secs_f64(30.0 * slowness());
+    let native = Program::native(&prog, &["plain", "200"]).limit(limit).run();
+    assert!(native.ok(), "{native}");
+    assert_eq!(
+        native.line("trials"),
+        "200, first 200, second 200",
+        "{native}"
+    );
+    let run = if native_amx() {
+        Program::native(&prog, &["amx", "200"]).limit(limit).run()
+    } else {
+        Program::preloaded(&prog, &["amx", "200"])
+            .limit(limit)
+            .run()
+    };
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.line("trials"), "200, first 200, second 200", "{run}");
+}
