@@ -8,15 +8,21 @@
 /// stack (a stub page placed within reach would stop its growth). `None` when the file cannot
 /// be read or holds no mapping at `addr`.
 pub(crate) fn patchable(addr: u64) -> Option<bool> {
-    let fd = crate::sys::open(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC).ok()?;
+    static MAPS: crate::sys::OwnFile =
+        crate::sys::OwnFile::new(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC);
+    let file = MAPS.get()?;
+    let fd = file.fd();
+    // From the start, whatever the kept descriptor's offset (threads may read it at once).
+    let mut at = 0u64;
     let mut found = None;
     let mut buf = [0u8; 4096];
     // A line longer than the buffer's rest is carried over to its start.
     let mut kept = 0;
     'read: while let Some(free) = buf.get_mut(kept..) {
-        let Ok(n) = crate::sys::read(fd, free).map(|n| n as usize) else {
+        let Ok(n) = crate::sys::pread(fd, free, at).map(|n| n as usize) else {
             break;
         };
+        at += n as u64;
         if n == 0 {
             break;
         }
@@ -41,7 +47,6 @@ pub(crate) fn patchable(addr: u64) -> Option<bool> {
             kept = 0;
         }
     }
-    crate::sys::close(fd);
     found
 }
 

@@ -557,26 +557,22 @@ fn engine_holds_sigtrap() -> bool {
         .is_some_and(|a| a.handler == crate::entry::handler() as u64)
 }
 
-/// `/proc/self/mem`, open for writing code as a debugger writes breakpoints.
-struct Mem(i32);
+/// `/proc/self/mem`, kept open for writing code as a debugger writes breakpoints.
+static MEM: crate::sys::OwnFile =
+    crate::sys::OwnFile::new(c"/proc/self/mem", libc::O_RDWR | libc::O_CLOEXEC);
+
+/// `/proc/self/mem`, open.
+struct Mem(crate::sys::FileUse);
 
 impl Mem {
     fn open() -> Option<Mem> {
-        crate::sys::open(c"/proc/self/mem", libc::O_RDWR | libc::O_CLOEXEC)
-            .ok()
-            .map(Mem)
+        MEM.get().map(Mem)
     }
 
     /// Writes `bytes` at `addr` of this process.
     fn poke(&self, addr: u64, bytes: &[u8]) -> bool {
         i64::try_from(addr).is_ok()
-            && crate::sys::pwrite(self.0, bytes, addr) == Ok(bytes.len() as u64)
-    }
-}
-
-impl Drop for Mem {
-    fn drop(&mut self) {
-        crate::sys::close(self.0);
+            && crate::sys::pwrite(self.0.fd(), bytes, addr) == Ok(bytes.len() as u64)
     }
 }
 

@@ -228,13 +228,13 @@ pub fn open(path: &std::ffi::CStr, flags: i32) -> Result<i32, i32> {
     .map(|fd| fd as i32)
 }
 
-/// `read(fd, buf)`.
-pub fn read(fd: i32, buf: &mut [u8]) -> Result<u64, i32> {
+/// `pread64(fd, buf, offset)`.
+pub fn pread(fd: i32, buf: &mut [u8], offset: u64) -> Result<u64, i32> {
     // SAFETY: the kernel writes at most `buf.len()` bytes of a live buffer.
     check(unsafe {
         call(
-            libc::SYS_read,
-            &[fd as u64, buf.as_mut_ptr() as u64, buf.len() as u64],
+            libc::SYS_pread64,
+            &[fd as u64, buf.as_mut_ptr() as u64, buf.len() as u64, offset],
         )
     })
 }
@@ -254,4 +254,176 @@ pub fn pwrite(fd: i32, buf: &[u8], offset: u64) -> Result<u64, i32> {
 pub fn close(fd: i32) {
     // SAFETY: the caller's descriptor.
     unsafe { call(libc::SYS_close, &[fd as u64]) };
+}
+
+/// A file the engine keeps open for itself (`/proc/self/maps`, `/proc/self/mem`), at a
+/// descriptor number away from the ones the program uses.
+///
+/// `open` takes the lowest free number, which the program may be about to `dup2` onto, or
+/// have just closed to do so (on the silicon nothing else opens files in the process): the
+/// engine's reads would then consume the program's file, its writes of code go into it, and
+/// its `close` close the program's. So the file is opened once per process, moved at once to a
+/// number near the descriptor limit, and kept there; each use checks that the number still
+/// holds it (the same device and inode as the path's: a program may close every descriptor,
+/// as daemons and shells do before `exec`), and opens it again where it does not. A `fork`
+/// child opens its own (the parent's `/proc/self` files are the parent's). Where a sandbox
+/// refuses the calls that move or check it, it is opened for each use and closed after, as
+/// before.
+pub struct OwnFile {
+    path: &'static std::ffi::CStr,
+    flags: i32,
+    /// The kept descriptor (-1: none), the process it was opened in, and its device and inode.
+    fd: std::sync::atomic::AtomicI32,
+    pid: std::sync::atomic::AtomicI32,
+    dev: std::sync::atomic::AtomicU64,
+    ino: std::sync::atomic::AtomicU64,
+}
+
+/// A descriptor of an [`OwnFile`] in use: closed on drop where it is not the kept one.
+pub struct FileUse {
+    fd: i32,
+    close: bool,
+}
+
+impl FileUse {
+    /// The descriptor.
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+}
+
+impl Drop for FileUse {
+    fn drop(&mut self) {
+        if self.close {
+            close(self.fd);
+        }
+    }
+}
+
+impl OwnFile {
+    /// `path`, to be opened with `flags` (`O_CLOEXEC` among them).
+    pub const fn new(path: &'static std::ffi::CStr, flags: i32) -> OwnFile {
+        use std::sync::atomic::{AtomicI32, AtomicU64};
+        OwnFile {
+            path,
+            flags,
+            fd: AtomicI32::new(-1),
+            pid: AtomicI32::new(0),
+            dev: AtomicU64::new(0),
+            ino: AtomicU64::new(0),
+        }
+    }
+
+    /// The file, open: the kept descriptor where it still holds the file, else a new one.
+    pub fn get(&self) -> Option<FileUse> {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+        let pid = getpid();
+        let kept = self.fd.load(Acquire);
+        let want = stat_path(self.path);
+        if kept >= 0 && self.pid.load(Relaxed) == pid && want.is_some() && stat_fd(kept) == want {
+            return Some(FileUse {
+                fd: kept,
+                close: false,
+            });
+        }
+        let low = open(self.path, self.flags).ok()?;
+        let (Some(want), Some(high)) = (want, dup_high(low)) else {
+            // Nothing to move it with or check it against: this use only.
+            return Some(FileUse {
+                fd: low,
+                close: true,
+            });
+        };
+        let high_ok = stat_fd(high) == Some(want);
+        if stat_fd(low) == Some(want) {
+            close(low);
+        }
+        if !high_ok {
+            // The program put its own file at `low` before the move.
+            close(high);
+            return None;
+        }
+        // The kept one is stale: this process's other file, inherited from the parent, or a
+        // number the program closed or reused. Replaced only if no other thread replaced it.
+        if self
+            .fd
+            .compare_exchange(kept, high, AcqRel, Acquire)
+            .is_err()
+        {
+            return Some(FileUse {
+                fd: high,
+                close: true,
+            });
+        }
+        let stale = (kept >= 0).then(|| (kept, self.dev.load(Relaxed), self.ino.load(Relaxed)));
+        self.pid.store(pid, Relaxed);
+        self.dev.store(want.0, Relaxed);
+        self.ino.store(want.1, Release);
+        if let Some((fd, dev, ino)) = stale {
+            // Still the file it was (the parent's, in a fork child): this process's to close.
+            if fd != high && stat_fd(fd) == Some((dev, ino)) {
+                close(fd);
+            }
+        }
+        Some(FileUse {
+            fd: high,
+            close: false,
+        })
+    }
+}
+
+/// A duplicate of `fd`, close-on-exec, at the lowest free number at least 256 below the soft
+/// descriptor limit (at least 64); `None` where that fails.
+fn dup_high(fd: i32) -> Option<i32> {
+    let mut limit = [0u64; 2];
+    // SAFETY: getrlimit writes the 16-byte rlimit.
+    let got = check(unsafe {
+        call(
+            libc::SYS_getrlimit,
+            &[libc::RLIMIT_NOFILE as u64, limit.as_mut_ptr() as u64],
+        )
+    });
+    let base = match got {
+        Ok(_) => limit[0].saturating_sub(256).clamp(64, i32::MAX as u64),
+        Err(_) => 64,
+    };
+    // SAFETY: no memory arguments.
+    check(unsafe {
+        call(
+            libc::SYS_fcntl,
+            &[fd as u64, libc::F_DUPFD_CLOEXEC as u64, base],
+        )
+    })
+    .ok()
+    .map(|h| h as i32)
+}
+
+/// The device and inode of an open file.
+fn stat_fd(fd: i32) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is a valid value to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes one stat.
+    check(unsafe { call(libc::SYS_fstat, &[fd as u64, (&raw mut st) as u64]) })
+        .ok()
+        .map(|_| (st.st_dev, st.st_ino))
+}
+
+/// The device and inode of the file at `path`.
+fn stat_path(path: &std::ffi::CStr) -> Option<(u64, u64)> {
+    // SAFETY: an all-zero stat is a valid value to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path; newfstatat writes one stat.
+    check(unsafe {
+        call(
+            libc::SYS_newfstatat,
+            &[
+                libc::AT_FDCWD as u64,
+                path.as_ptr() as u64,
+                (&raw mut st) as u64,
+                0,
+            ],
+        )
+    })
+    .ok()
+    .map(|_| (st.st_dev, st.st_ino))
 }

@@ -164,3 +164,23 @@ fn a_fork_during_patching_leaves_the_child_free() {
         "{run}"
     );
 }
+
+/// The engine's files (`/proc/self/maps` to decide, `/proc/self/mem` to patch) never take the
+/// program's descriptor numbers (`tests/c/descriptors.c`): one thread closes a number and puts
+/// its own file there with `dup2`, over and over, while another's 256 sites are patched. The
+/// engine opened its files for each patch, at the lowest free number: it closed the program's
+/// file under it, and could read and write through the program's file in place of its own.
+#[test]
+fn the_engines_files_never_take_the_programs_descriptors() {
+    let Some(prog) = build("descriptors.c", &[]) else {
+        return;
+    };
+    let limit = std::time::Duration::from_secs_f64(30.0 * slowness());
+    let run = if native_amx() {
+        Program::native(&prog, &[]).limit(limit).run()
+    } else {
+        Program::preloaded(&prog, &[]).limit(limit).run()
+    };
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.line("closed"), "0, other 0", "{run}");
+}
