@@ -118,7 +118,7 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Admitted {
         if !signals::owned(sig) {
             // A wrapped signal whose handler went meanwhile: the kernel's default, once the
             // signal is unblocked again on the way out.
-            signals::raise_here(sig, info);
+            let _ = signals::raise_here(sig, info);
             return Admitted::Nothing;
         }
         arm_fatal(sig, info);
@@ -141,10 +141,14 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Admitted {
 /// reporter then see the program's registers and stack at the faulting instruction, not the
 /// engine's. The caller resumes a context that leaves the signal unblocked, without entering
 /// another handler first (the kernel takes a synchronous signal before any other).
+/// Where the signal cannot be sent at all (a sandbox refusing every way), the process ends
+/// here, from the engine's stack, rather than resuming an instruction that would fault again.
 fn arm_fatal(sig: i32, info: &[u8; 128]) {
     signals::kernel_default(sig);
     signals::block(bit(sig));
-    signals::raise_here(sig, info);
+    if !signals::raise_here(sig, info) {
+        crate::fatal::die_of(sig);
+    }
     FATAL.store(true, Ordering::Relaxed);
 }
 

@@ -444,7 +444,7 @@ pub(crate) fn raise_held_back(slot: &Slot) -> u64 {
 fn raise(slot: &Slot, deferred: u64) {
     for sig in 1..=64 {
         if deferred & signals::bit(sig) != 0 {
-            signals::raise_here(sig, &slot.deferred_info(sig));
+            let _ = signals::raise_here(sig, &slot.deferred_info(sig));
         }
     }
 }

@@ -145,8 +145,8 @@ fn sigprocmask(how: i32, mask: u64) -> u64 {
 /// this process as the sender) rather than lost. A real-time signal the kernel refuses to
 /// queue (`EAGAIN`: the user's pending signals at `RLIMIT_SIGPENDING`) is sent as `kill`
 /// sends one (`SI_USER`), which the kernel never refuses: it arrives with that siginfo
-/// instead of its own.
-pub(crate) fn raise_here(sig: i32, info: &[u8; 128]) {
+/// instead of its own. Whether the signal was sent (a sandbox may refuse every way).
+pub(crate) fn raise_here(sig: i32, info: &[u8; 128]) -> bool {
     let mut info = *info;
     info[..4].copy_from_slice(&sig.to_le_bytes());
     let (pid, tid) = (sys::getpid(), sys::gettid());
@@ -168,9 +168,9 @@ pub(crate) fn raise_here(sig: i32, info: &[u8; 128]) {
         user[..4].copy_from_slice(&sig.to_le_bytes());
         user[16..20].copy_from_slice(&(pid as u32).to_le_bytes());
         user[20..24].copy_from_slice(&sys::getuid().to_le_bytes());
-        let _ = queue(&user);
-    } else if rc < 0 {
-        let _ = sys::tgkill(pid, tid, sig);
+        queue(&user) >= 0
+    } else {
+        rc >= 0 || sys::tgkill(pid, tid, sig).is_ok()
     }
 }
 
@@ -629,7 +629,7 @@ pub fn release_pending() {
             if owner.load(Ordering::Acquire) == tid {
                 let info = get_info(slot);
                 owner.store(0, Ordering::Release);
-                raise_here(sig, &info);
+                let _ = raise_here(sig, &info);
             }
         }
         if p.process.swap(false, Ordering::AcqRel) {
