@@ -582,9 +582,23 @@ fn acquire(backend: Backend) -> Result<Tiles, ConfigureError> {
 /// [`Tiles::emulator`]); [`ConfigureError::ThreadExiting`] once the thread's emulator is torn
 /// down.
 pub fn tmul_limits_on(backend: Backend) -> Result<TmulLimits, ConfigureError> {
+    ask_unit(
+        backend,
+        |h| h.tmul_limits(),
+        |e| e.map_or(TmulLimits::ARCHITECTURAL, |e| e.tmul_limits()),
+    )
+}
+
+/// What `hardware` reads from the silicon's unit, or `emulated` from this thread's emulator
+/// (`None`: the thread has none yet, and gets the architectural one on its first use).
+fn ask_unit<T>(
+    backend: Backend,
+    hardware: impl FnOnce(&Hardware) -> T,
+    emulated: impl FnOnce(Option<&Emulator>) -> T,
+) -> Result<T, ConfigureError> {
     match backend {
         Backend::Hardware => Hardware::new()
-            .map(|h| h.tmul_limits())
+            .map(|h| hardware(&h))
             .map_err(ConfigureError::Unavailable),
         Backend::Emulated => {
             if THREAD.with(|t| t.busy.get()) {
@@ -593,11 +607,9 @@ pub fn tmul_limits_on(backend: Backend) -> Result<TmulLimits, ConfigureError> {
             EMULATOR
                 .try_with(|slot| {
                     let emulator = slot.take();
-                    let limits = emulator
-                        .as_ref()
-                        .map_or(TmulLimits::ARCHITECTURAL, |e| e.tmul_limits());
+                    let answer = emulated(emulator.as_deref());
                     slot.set(emulator);
-                    limits
+                    answer
                 })
                 .map_err(|_| ConfigureError::ThreadExiting)
         }
@@ -619,26 +631,11 @@ pub fn tmul_limits_on(backend: Backend) -> Result<TmulLimits, ConfigureError> {
 /// # Errors
 /// As [`tmul_limits_on`].
 pub fn palette_table_on(backend: Backend) -> Result<PaletteTable, ConfigureError> {
-    match backend {
-        Backend::Hardware => Hardware::new()
-            .map(|h| *h.palette_table())
-            .map_err(ConfigureError::Unavailable),
-        Backend::Emulated => {
-            if THREAD.with(|t| t.busy.get()) {
-                return Err(ConfigureError::Busy);
-            }
-            EMULATOR
-                .try_with(|slot| {
-                    let emulator = slot.take();
-                    let table = emulator
-                        .as_ref()
-                        .map_or(PaletteTable::ARCHITECTURAL, |e| *e.palette_table());
-                    slot.set(emulator);
-                    table
-                })
-                .map_err(|_| ConfigureError::ThreadExiting)
-        }
-    }
+    ask_unit(
+        backend,
+        |h| *h.palette_table(),
+        |e| e.map_or(PaletteTable::ARCHITECTURAL, |e| *e.palette_table()),
+    )
 }
 
 /// Makes `emulator` this thread's emulated tile unit: the next [`configure_on`] with
