@@ -69,6 +69,7 @@ pub(crate) fn deliver<'a>(
         Admitted::Handler(action, effective) => (action, effective),
         Admitted::Nothing => return Resume::Context(ctx),
         Admitted::Fatal => {
+            slot.ending.store(true, Ordering::Relaxed);
             ctx.frame.uc.sigmask &= !bit(sig);
             return Resume::Context(ctx);
         }
@@ -141,23 +142,18 @@ fn admit(sig: i32, info: &[u8; 128], sync: bool, interrupted: u64) -> Admitted {
 /// reporter then see the program's registers and stack at the faulting instruction, not the
 /// engine's. The caller resumes a context that leaves the signal unblocked, without entering
 /// another handler first (the kernel takes a synchronous signal before any other).
-/// Where the signal cannot be sent at all (a sandbox refusing every way), the process ends
-/// here, from the engine's stack, rather than resuming an instruction that would fault again.
+/// Where the default action cannot be set or the signal cannot be sent (a sandbox refusing
+/// `rt_sigaction` or every way of sending it), the process ends here instead, from the
+/// engine's stack ([`crate::fatal::die_of`]): resumed, the program would meet the engine's
+/// entry again, with the same fault, for ever.
 fn arm_fatal(sig: i32, info: &[u8; 128]) {
-    signals::kernel_default(sig);
+    if !signals::kernel_default(sig) {
+        crate::fatal::die_of(sig);
+    }
     signals::block(bit(sig));
     if !signals::raise_here(sig, info) {
         crate::fatal::die_of(sig);
     }
-    FATAL.store(true, Ordering::Relaxed);
-}
-
-/// A signal armed by [`arm_fatal`] ends the process: nothing more is delivered meanwhile.
-static FATAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether the process is ending by a signal armed to end it (see [`arm_fatal`]).
-pub(crate) fn ending() -> bool {
-    FATAL.load(Ordering::Relaxed)
 }
 
 /// Delivers `sig` to the program from the kernel's own frame (`info` and `uc` are its siginfo
@@ -208,6 +204,7 @@ fn cannot_deliver<'a>(slot: &Slot, ctx: &'a mut Ctx, sig: i32) -> Resume<'a> {
     let info = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
     if sig == libc::SIGSEGV {
         arm_fatal(libc::SIGSEGV, &info);
+        slot.ending.store(true, Ordering::Relaxed);
         ctx.frame.uc.sigmask &= !bit(libc::SIGSEGV);
         return Resume::Context(ctx);
     }

@@ -464,7 +464,7 @@ fn raise(slot: &Slot, deferred: u64) {
 fn deliver_held_back<'a>(slot: &Slot, resume: Resume<'a>) -> Resume<'a> {
     if slot.deferred.load(Ordering::Relaxed) == 0
         || slot.fast_frame.load(Ordering::Acquire) != 0
-        || crate::deliver::ending()
+        || slot.ending.swap(false, Ordering::Relaxed)
     {
         return resume;
     }

@@ -45,11 +45,34 @@ pub(crate) fn hex(n: u64, buf: &mut [u8; 18]) -> &[u8] {
 }
 
 /// Ends the process with `sig` as its default action does (a core dump where that is the
-/// default), whatever the program installed or blocked.
+/// default), whatever the program installed or blocked. Where the default action cannot be
+/// put in the kernel's table (a sandbox refusing `rt_sigaction`), a fault of the signal's
+/// kind, raised with the signal blocked, makes the kernel take its default action itself, as
+/// it does for any fault it cannot deliver; failing that, the process exits with `128 + sig`.
 pub(crate) fn die_of(sig: i32) -> ! {
-    crate::signals::kernel_default(sig);
-    crate::signals::unblock(crate::signals::bit(sig));
-    let _ = crate::sys::tgkill(crate::sys::getpid(), crate::sys::gettid(), sig);
+    let bit = crate::signals::bit(sig);
+    if crate::signals::kernel_default(sig) {
+        crate::signals::unblock(bit);
+        let _ = crate::sys::tgkill(crate::sys::getpid(), crate::sys::gettid(), sig);
+    } else {
+        crate::signals::block(bit);
+        // SAFETY: each raises its exception and never completes: a load from address 0
+        // (unmapped in every Linux process), an undefined opcode, a breakpoint. The kernel
+        // ends the process at it.
+        unsafe {
+            match sig {
+                libc::SIGSEGV => core::arch::asm!(
+                    "mov {v}, qword ptr [{at}]",
+                    at = in(reg) 0usize,
+                    v = out(reg) _,
+                    options(nostack, readonly)
+                ),
+                libc::SIGILL => core::arch::asm!("ud2", options(nostack, nomem)),
+                libc::SIGTRAP => core::arch::asm!("int3", options(nostack, nomem)),
+                _ => {}
+            }
+        }
+    }
     // SAFETY: ends the process; no memory argument.
     unsafe { crate::sys::call(libc::SYS_exit_group, &[128 + sig as u64]) };
     loop {

@@ -1,6 +1,10 @@
 //! `/proc/self/maps`, read without allocating (from a signal handler): whether the engine may
 //! write into the code of the mapping at an address.
 
+/// `/proc/self/maps`, kept open.
+pub(crate) static MAPS: crate::sys::OwnFile =
+    crate::sys::OwnFile::new(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC);
+
 /// Whether the code of the mapping holding `addr` may be patched: a private mapping (`p`; a
 /// write into a shared one would reach the file, or the other processes mapping it), not
 /// writable (a program that writes its code in place, without a system call the engine sees,
@@ -8,8 +12,6 @@
 /// stack (a stub page placed within reach would stop its growth). `None` when the file cannot
 /// be read or holds no mapping at `addr`.
 pub(crate) fn patchable(addr: u64) -> Option<bool> {
-    static MAPS: crate::sys::OwnFile =
-        crate::sys::OwnFile::new(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC);
     let file = MAPS.get()?;
     let fd = file.fd();
     // From the start, whatever the kept descriptor's offset (threads may read it at once).

@@ -558,7 +558,7 @@ fn engine_holds_sigtrap() -> bool {
 }
 
 /// `/proc/self/mem`, kept open for writing code as a debugger writes breakpoints.
-static MEM: crate::sys::OwnFile =
+pub(crate) static MEM: crate::sys::OwnFile =
     crate::sys::OwnFile::new(c"/proc/self/mem", libc::O_RDWR | libc::O_CLOEXEC);
 
 /// `/proc/self/mem`, open.

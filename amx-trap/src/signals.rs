@@ -111,9 +111,10 @@ pub(crate) fn kernel_action(sig: i32) -> Option<KAction> {
     rt_sigaction(sig, None, Some(&mut old)).ok().map(|()| old)
 }
 
-/// Puts the default action in the kernel's table for `sig`.
-pub(crate) fn kernel_default(sig: i32) {
-    let _ = rt_sigaction(sig, Some(&KAction::default()), None);
+/// Puts the default action in the kernel's table for `sig`; whether it could (a sandbox may
+/// refuse `rt_sigaction`).
+pub(crate) fn kernel_default(sig: i32) -> bool {
+    rt_sigaction(sig, Some(&KAction::default()), None).is_ok()
 }
 
 /// Blocks `mask` on this thread (the current mask before).

@@ -85,6 +85,9 @@ pub(crate) struct Slot {
     /// The tile-data permission granted to this task alone: a `vfork` child, its own process
     /// on the silicon, that asked for it in its parent's memory (see `request_xcomp_perm`).
     pub(crate) own_permission: std::sync::atomic::AtomicBool,
+    /// A signal armed to end the process (`deliver::arm_fatal`) waits in the context this
+    /// thread resumes: its exit delivers nothing else first.
+    pub(crate) ending: std::sync::atomic::AtomicBool,
     /// The trap number (high half) and error code (low half) of the last exception delivered
     /// to the program on this thread: what the kernel's contexts report as the thread's last
     /// trap on the silicon, where the #UD and breakpoints the engine consumes never happen.
@@ -364,6 +367,7 @@ fn reset(slot: &Slot) {
     slot.restart.store(false, Ordering::Relaxed);
     slot.stoppable_copy.store(false, Ordering::Relaxed);
     slot.own_permission.store(false, Ordering::Relaxed);
+    slot.ending.store(false, Ordering::Relaxed);
     slot.program_trap.store(0, Ordering::Relaxed);
     slot.scoped.store(std::ptr::null_mut(), Ordering::Relaxed);
     // The unit is written later, on the work stack (`get_light`).

@@ -263,7 +263,7 @@ pub fn close(fd: i32) {
 /// have just closed to do so (on the silicon nothing else opens files in the process): the
 /// engine's reads would then consume the program's file, its writes of code go into it, and
 /// its `close` close the program's. So the file is opened once per process, moved at once to a
-/// number near the descriptor limit, and kept there; each use checks that the number still
+/// high number (from half the descriptor limit, or 1024), and kept there; each use checks that the number still
 /// holds it (the same device and inode as the path's: a program may close every descriptor,
 /// as daemons and shells do before `exec`), and opens it again where it does not. A `fork`
 /// child opens its own (the parent's `/proc/self` files are the parent's). Where a sandbox
@@ -277,6 +277,9 @@ pub struct OwnFile {
     pid: std::sync::atomic::AtomicI32,
     dev: std::sync::atomic::AtomicU64,
     ino: std::sync::atomic::AtomicU64,
+    /// The one it replaced, kept for [`OwnFile::vfork_child_left`]: a `vfork` child, in its
+    /// parent's memory, replaces the parent's with its own.
+    prev: [std::sync::atomic::AtomicU64; 3],
 }
 
 /// A descriptor of an [`OwnFile`] in use: closed on drop where it is not the kept one.
@@ -311,7 +314,22 @@ impl OwnFile {
             pid: AtomicI32::new(0),
             dev: AtomicU64::new(0),
             ino: AtomicU64::new(0),
+            prev: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
         }
+    }
+
+    /// After a `vfork` child `child` left the address space (`exec` or `_exit`): the file it
+    /// kept here is its own, gone with it, and the one it replaced, the parent's, is kept again.
+    pub fn vfork_child_left(&self, child: i32) {
+        use std::sync::atomic::Ordering::{Relaxed, Release};
+        if self.pid.load(Relaxed) != child {
+            return;
+        }
+        let [fd_pid, dev, ino] = self.prev.each_ref().map(|w| w.load(Relaxed));
+        self.pid.store((fd_pid >> 32) as i32, Relaxed);
+        self.dev.store(dev, Relaxed);
+        self.ino.store(ino, Relaxed);
+        self.fd.store(fd_pid as u32 as i32, Release);
     }
 
     /// The file, open: the kept descriptor where it still holds the file, else a new one.
@@ -356,6 +374,13 @@ impl OwnFile {
             });
         }
         let stale = (kept >= 0).then(|| (kept, self.dev.load(Relaxed), self.ino.load(Relaxed)));
+        let old_pid = self.pid.load(Relaxed);
+        self.prev[0].store(
+            u64::from(old_pid as u32) << 32 | u64::from(kept as u32),
+            Relaxed,
+        );
+        self.prev[1].store(self.dev.load(Relaxed), Relaxed);
+        self.prev[2].store(self.ino.load(Relaxed), Relaxed);
         self.pid.store(pid, Relaxed);
         self.dev.store(want.0, Relaxed);
         self.ino.store(want.1, Release);
@@ -372,8 +397,8 @@ impl OwnFile {
     }
 }
 
-/// A duplicate of `fd`, close-on-exec, at the lowest free number at least 256 below the soft
-/// descriptor limit (at least 64); `None` where that fails.
+/// A duplicate of `fd`, close-on-exec, at the lowest free number from half the soft descriptor
+/// limit, or from 1024 under a larger limit; `None` where that fails.
 fn dup_high(fd: i32) -> Option<i32> {
     let mut limit = [0u64; 2];
     // SAFETY: getrlimit writes the 16-byte rlimit.
@@ -383,8 +408,10 @@ fn dup_high(fd: i32) -> Option<i32> {
             &[libc::RLIMIT_NOFILE as u64, limit.as_mut_ptr() as u64],
         )
     });
+    // High enough to stay clear of the numbers a program takes in turn, low enough that the
+    // table the kernel copies at every `fork` stays small (it spans the highest number open).
     let base = match got {
-        Ok(_) => limit[0].saturating_sub(256).clamp(64, i32::MAX as u64),
+        Ok(_) => (limit[0] / 2).clamp(3, 1024),
         Err(_) => 64,
     };
     // SAFETY: no memory arguments.

@@ -93,9 +93,12 @@ extern "C" fn failed(errno: i32) -> i32 {
 }
 
 /// The child is gone from this address space (it called `exec` or `_exit`: only then does
-/// `vfork` return): the slots it mapped here are free for the process's threads.
+/// `vfork` return): the slots it mapped here are free for the process's threads, and the files
+/// the engine keeps are the parent's again where the child replaced them with its own.
 extern "C" fn reclaim(child: i32) {
     crate::slot::release_process(child);
+    crate::patch::MEM.vfork_child_left(child);
+    crate::maps::MAPS.vfork_child_left(child);
 }
 
 /// Finishes, for a context the signal entry interrupted inside [`amx_trap_vfork`] after its

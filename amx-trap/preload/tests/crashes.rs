@@ -68,3 +68,28 @@ fn an_unhandled_amx_fault_ends_the_process_at_the_amx_instruction() {
         assert_eq!(last, "SIGSEGV at site+0 (expected SIGSEGV)", "{mode}");
     }
 }
+
+/// Under a seccomp filter that refuses `rt_sigaction`, an unhandled fault (a store, and an AMX
+/// instruction's) still ends the process with its signal: the engine could not put the
+/// default action back in the kernel's table, and the signal it raised came back to it, for
+/// ever.
+#[test]
+fn a_fault_ends_the_process_under_a_sandbox_refusing_sigaction() {
+    let Some(prog) = build("crash.c", &[]) else {
+        return;
+    };
+    let limit = std::time::Duration::from_secs_f64(10.0 * slowness());
+    for mode in ["sandboxed-plain", "sandboxed-amx"] {
+        let run = if native_amx() {
+            Program::native(&prog, &[mode]).limit(limit).run()
+        } else {
+            Program::preloaded(&prog, &[mode]).limit(limit).run()
+        };
+        assert!(run.ok(), "{mode}: {run}");
+        if run.stdout.starts_with("skip:") {
+            eprintln!("{mode}: {}", run.stdout.trim());
+            continue;
+        }
+        assert_eq!(run.line("killed by"), "SIGSEGV", "{mode}: {run}");
+    }
+}

@@ -184,3 +184,23 @@ fn the_engines_files_never_take_the_programs_descriptors() {
     assert!(run.ok(), "{run}");
     assert_eq!(run.line("closed"), "0, other 0", "{run}");
 }
+
+/// `vfork` children that patch sites of their own, in their parent's memory, leave the parent
+/// with as many open descriptors as before (`tests/c/descriptors.c vfork`): a child replaced
+/// the parent's kept files with its own, and the parent, opening them again, left its own
+/// open.
+#[test]
+fn vfork_children_that_patch_leave_their_parents_descriptors_alone() {
+    let Some(prog) = build("descriptors.c", &[]) else {
+        return;
+    };
+    let run = if native_amx() {
+        Program::native(&prog, &["vfork"]).run()
+    } else {
+        Program::preloaded(&prog, &["vfork"]).run()
+    };
+    assert!(run.ok(), "{run}");
+    let line = run.line("descriptors before");
+    let (before, after) = line.split_once(", after ").expect("two counts");
+    assert_eq!(before, after, "{run}");
+}

@@ -10,10 +10,16 @@
  *   ud        UD2, SIGILL with the default action
  *   amx       TILELOADD from an unmapped address (the first execution of its site)
  *   patched   the same site after it ran 20 times from readable memory (patched by then)
+ *   sandboxed-plain, sandboxed-amx   the store, or the TILELOADD, under a seccomp filter that
+ *             refuses rt_sigaction (EPERM): the process still dies of the fault
  *
  * Prints "skip: ..." where ptrace is refused. */
 #include "hostile.h"
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/user.h>
@@ -39,8 +45,33 @@ __attribute__((noinline)) static void load_tile(const void *p, long stride) {
 
 static uint8_t readable[16 * 64];
 
+/* A seccomp filter refusing rt_sigaction with EPERM, everything else allowed. */
+static void refuse_sigaction(void) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigaction, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        _exit(101);
+}
+
 static int run(const char *mode) {
-    if (!strcmp(mode, "plain") || !strcmp(mode, "blocked") || !strcmp(mode, "ignored")) {
+    if (!strcmp(mode, "sandboxed-plain")) {
+        refuse_sigaction();
+        store_to((void *)0x40);
+    } else if (!strcmp(mode, "sandboxed-amx")) {
+        if (request_amx())
+            return 1;
+        tilecfg c;
+        config(&c, 16);
+        ldtilecfg(&c);
+        refuse_sigaction();
+        load_tile((void *)0x40, 64);
+    } else if (!strcmp(mode, "plain") || !strcmp(mode, "blocked") || !strcmp(mode, "ignored")) {
         if (!strcmp(mode, "blocked")) {
             sigset_t s;
             sigemptyset(&s);
@@ -71,7 +102,7 @@ static const char *site_of(const char *mode, uintptr_t *site) {
         *site = (uintptr_t)ud_site;
         return "SIGILL";
     }
-    *site = (uintptr_t)(!strcmp(mode, "amx") || !strcmp(mode, "patched") ? amx_site : plain_site);
+    *site = (uintptr_t)(strstr(mode, "amx") || !strcmp(mode, "patched") ? amx_site : plain_site);
     return "SIGSEGV";
 }
 
@@ -96,6 +127,10 @@ int main(int argc, char **argv) {
         if (WIFEXITED(status)) {
             if (WEXITSTATUS(status) == 100) {
                 printf("skip: ptrace refused\n");
+                return 0;
+            }
+            if (WEXITSTATUS(status) == 101) {
+                printf("skip: seccomp refused\n");
                 return 0;
             }
             printf("exited %d\n", WEXITSTATUS(status));
