@@ -561,18 +561,23 @@ fn engine_holds_sigtrap() -> bool {
 pub(crate) static MEM: crate::sys::OwnFile =
     crate::sys::OwnFile::new(c"/proc/self/mem", libc::O_RDWR | libc::O_CLOEXEC);
 
-/// `/proc/self/mem`, open.
-struct Mem(crate::sys::FileUse);
+/// Writes into this process's code through `/proc/self/mem`.
+struct Mem;
 
 impl Mem {
+    /// `None` where `/proc/self/mem` cannot be opened (a sandbox, no `/proc`).
     fn open() -> Option<Mem> {
-        MEM.get().map(Mem)
+        MEM.get().map(|_| Mem)
     }
 
-    /// Writes `bytes` at `addr` of this process.
+    /// Writes `bytes` at `addr` of this process. The file is checked (and opened again where
+    /// need be) for each write: another thread of the program may close every descriptor
+    /// between two writes of a patch (`close_range`), which would leave the site half patched.
     fn poke(&self, addr: u64, bytes: &[u8]) -> bool {
         i64::try_from(addr).is_ok()
-            && crate::sys::pwrite(self.0.fd(), bytes, addr) == Ok(bytes.len() as u64)
+            && MEM
+                .get()
+                .is_some_and(|f| crate::sys::pwrite(f.fd(), bytes, addr) == Ok(bytes.len() as u64))
     }
 }
 
