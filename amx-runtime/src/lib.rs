@@ -126,6 +126,7 @@ pub mod intrinsics;
 #[cfg_attr(docsrs, doc(cfg(feature = "peak")))]
 pub mod peak;
 pub mod permit;
+mod signal_scope;
 pub mod typed;
 mod unit;
 pub mod vnni;
@@ -153,6 +154,7 @@ pub use half::{bf16, f16};
 /// re-exported: the whole crate would make names such as `Tile` ambiguous in rustc's messages,
 /// which then print the typed tiles' types with full paths.)
 pub use raw_cpuid::{CpuIdReader, CpuIdResult};
+pub use signal_scope::{signal_scope, SignalScope};
 pub use typed::{configure_typed, configure_typed_on, TypedTiles};
 pub use unit::numerics::KernelPath;
 pub use unit::{Emulator, Hardware, TileUnit, UnsupportedTable, ROW_BYTES, TILES, TILE_BYTES};

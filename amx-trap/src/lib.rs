@@ -465,38 +465,46 @@ pub fn hardware() -> Result<Hardware, Unavailable> {
 /// While alive, this thread's AMX instructions run on a fresh INIT state; the state before
 /// comes back when it drops. Open one at the top of a signal handler that uses AMX, in a
 /// program that installed the engine itself (the kernel calls such a handler directly; the
-/// preload, and the engine's own deliveries, give every handler this already). Does nothing
-/// while the engine is inactive. A handler left by `siglongjmp` keeps the state it left, as
-/// on the silicon.
+/// preload, and the engine's own deliveries, give every handler this already), and let it
+/// drop last, as the handler returns. A handler left by `siglongjmp` keeps the state it left,
+/// as on the silicon.
 ///
 /// The scope gives the handler an emulated unit of its own, and the interrupted code's unit
 /// is not touched: the kernel may call the handler while a patched site is in the middle of
 /// an instruction on that unit, and the instruction then finishes on what it started with.
+/// It also holds an [`amx_runtime::SignalScope`], which keeps `amx-runtime`'s tracked
+/// configuration in step (the handler's INIT state, then the interrupted code's), on the
+/// silicon and under the preload too: a handler that uses `amx-runtime` opens one there as
+/// well. Scopes nest and drop in the reverse order of their opening; one dropped out of order
+/// ends the process.
 #[derive(Debug)]
 #[must_use = "the interrupted state comes back when the scope drops"]
 pub struct HandlerScope {
     /// The handler's unit (an anonymous mapping, see `save_scope`), 0 when none was made.
     saved: usize,
-    _thread_bound: std::marker::PhantomData<*const ()>,
+    /// The runtime's tracked state, given back after the engine's (field order: it drops
+    /// after `Drop::drop` ran).
+    runtime: amx_runtime::SignalScope,
 }
 
 /// Opens a [`HandlerScope`].
 pub fn handler_scope() -> HandlerScope {
+    let runtime = amx_runtime::signal_scope();
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     if is_active() && emulating() {
         return HandlerScope {
             saved: linux::save_scope(),
-            _thread_bound: std::marker::PhantomData,
+            runtime,
         };
     }
-    HandlerScope {
-        saved: 0,
-        _thread_bound: std::marker::PhantomData,
-    }
+    HandlerScope { saved: 0, runtime }
 }
 
 impl Drop for HandlerScope {
     fn drop(&mut self) {
+        // Out of order, the engine's units would be unlinked wrongly (the one this scope
+        // replaced may be gone): the runtime's check ends the process before anything moves.
+        self.runtime.check_order();
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.saved != 0 {
             linux::restore_scope(self.saved);

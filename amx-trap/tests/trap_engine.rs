@@ -534,3 +534,73 @@ fn a_handler_gets_its_mask_and_resethand() {
     assert!(!out.stdout.contains("survived"), "{out}");
     assert_eq!(out.signal(), Some(libc::SIGILL), "{out}");
 }
+
+/// A handler scope keeps `amx-runtime`'s tracked configuration in step with the engine's: a
+/// configuration loaded inside the scope is not taken, after it, for the one the interrupted
+/// code has. Before, the scope swapped the engine's unit only: `configure` after the scope
+/// skipped its LDTILECFG (the tracked copy still said the scope's 1x4 tiles), and a checked
+/// store of one 4-byte row executed with the outer 16x64 tile, writing 124 bytes.
+#[test]
+fn a_handler_scope_keeps_the_runtimes_tracked_configuration_in_step() {
+    if !trap_engine() {
+        return;
+    }
+    use amx_runtime::{configure, tilecfg, TileConfig};
+    static BIG: TileConfig = tilecfg! { palette 1; t0: 16x64; t1: 16x64 };
+    static SMALL: TileConfig = tilecfg! { palette 1; t0: 1x4; t1: 1x4 };
+    std::thread::spawn(|| {
+        let src = vec![0xABu8; 1024];
+        {
+            let mut t = configure(&BIG).unwrap();
+            t.tileloadd(0, &src, 64).unwrap();
+        }
+        {
+            let _scope = trap::handler_scope();
+            let mut t = configure(&SMALL).unwrap();
+            t.tilezero(1).unwrap();
+        }
+        // A row of 4 bytes, with room after it that a 16-row store would reach.
+        let mut buf = vec![0u8; 4 + 1020];
+        let mut t = configure(&SMALL).unwrap();
+        t.tilestored(0, &mut buf[..4], 4).unwrap();
+        assert!(
+            buf[4..].iter().all(|&b| b == 0),
+            "a 1x4 store wrote past its row"
+        );
+    })
+    .join()
+    .unwrap();
+}
+
+/// Handler scopes dropped out of order end the process with a message, rather than unlink the
+/// engine's units wrongly (the scope dropped first unmapped the unit the other one puts back).
+#[test]
+fn handler_scopes_dropped_out_of_order_end_the_process() {
+    const CHILD: &str = "AMX_TRAP_TEST_SCOPES_OUT_OF_ORDER";
+    if std::env::var_os(CHILD).is_some() {
+        let _ = trap::install();
+        let a = trap::handler_scope();
+        let b = trap::handler_scope();
+        drop(a);
+        drop(b);
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test's path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "handler_scopes_dropped_out_of_order_end_the_process",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("the test runs itself");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGABRT),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("reverse order"));
+}

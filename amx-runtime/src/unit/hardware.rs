@@ -127,6 +127,30 @@ fn tracked_here() -> *const Tracked {
     TRACKED.with(|t| t as *const Tracked)
 }
 
+/// This thread's tracked configuration and epoch, replaced by the INIT state (zeros) under a
+/// new epoch: what a signal handler starts with (see [`crate::SignalScope`]).
+pub(crate) fn take_tracked() -> ([u8; 64], u64) {
+    TRACKED.with(|t| {
+        let saved = (std::array::from_fn(|i| t.config[i].get()), t.epoch.get());
+        for cell in &t.config {
+            cell.set(0);
+        }
+        t.epoch.set(saved.1.wrapping_add(1));
+        saved
+    })
+}
+
+/// Puts back what [`take_tracked`] took, its epoch included: the interrupted code's typed tiles
+/// find their configuration as they left it.
+pub(crate) fn give_back_tracked((config, epoch): ([u8; 64], u64)) {
+    TRACKED.with(|t| {
+        for (cell, byte) in t.config.iter().zip(config) {
+            cell.set(byte);
+        }
+        t.epoch.set(epoch);
+    })
+}
+
 /// The CPU's own AMX unit, for the calling thread. Neither `Send` nor `Sync`: tile state belongs
 /// to a thread, and all handles on a thread share it.
 ///

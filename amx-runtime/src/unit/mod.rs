@@ -13,6 +13,7 @@ pub(crate) mod numerics;
 
 pub use emulator::{Emulator, UnsupportedTable};
 pub use hardware::Hardware;
+pub(crate) use hardware::{give_back_tracked, take_tracked};
 
 use crate::error::{Fault, Feature, Mnemonic};
 
