@@ -32,7 +32,10 @@ pub(crate) fn handle<'a>(slot: &Slot, sig: i32, ctx: &'a mut Ctx) -> Resume<'a> 
         fastpath::settle(slot, ctx);
     }
     match sig {
-        libc::SIGILL if code > 0 => sigill(slot, ctx, &info),
+        libc::SIGILL if code > 0 => {
+            patch::note_mask(ctx.frame.uc.sigmask);
+            sigill(slot, ctx, &info)
+        }
         libc::SIGSEGV if code == SI_KERNEL && cpuid::faulting() => {
             let rip = ctx.frame.uc.rip();
             if cpuid::answer_at(rip, &mut ctx.frame.uc.gregs) {

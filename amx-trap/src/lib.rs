@@ -310,12 +310,16 @@ pub fn xcomp_perm(kernel: u64) -> u64 {
     kernel | 1 << 17 | granted
 }
 
-/// The tile registers the engine holds for this thread (`None` when inactive).
+/// The tile registers the engine holds for this thread (`None` when inactive, or no such
+/// tile). A thread that has run no AMX instruction yet has no engine state: its tiles are the
+/// INIT state's zeros, as XSAVE reads them on the silicon.
 fn tile_data(t: u8) -> Option<[u8; 1024]> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
         if is_active() && emulating() {
-            let slot = slot::current()?;
+            let Some(slot) = slot::current() else {
+                return (usize::from(t) < amx_runtime::TILES).then_some([0; 1024]);
+            };
             slot.prepare_unit();
             return slot.unit().tile_bytes(t).copied();
         }

@@ -112,6 +112,17 @@ static CHECK_SIGTRAP: AtomicBool = AtomicBool::new(true);
 const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 5;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: libc::c_int = 1 << 6;
 
+/// A trapped AMX instruction's thread had SIGTRAP in its kernel mask (`mask`): a program that
+/// installed the engine itself blocked it on a thread that runs AMX code, against the README's
+/// rule. A site another thread patches passes through an int3, whose SIGTRAP would end such a
+/// thread, which on the silicon meets no int3: no site is patched from then on. (Under the
+/// preload the kernel never blocks the engine's signals.)
+pub(crate) fn note_mask(mask: u64) {
+    if mask & crate::signals::bit(libc::SIGTRAP) != 0 && ENABLED.load(Ordering::Relaxed) {
+        ENABLED.store(false, Ordering::Release);
+    }
+}
+
 /// Turns patching of hot sites on or off for sites not patched yet (sites already patched stay
 /// patched). On by default, off when `AMX_TRAP_PATCH=0` was set when the engine was installed.
 /// Patched and unpatched sites give the same results and raise the same exceptions; patching

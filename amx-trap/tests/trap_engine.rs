@@ -604,3 +604,20 @@ fn handler_scopes_dropped_out_of_order_end_the_process() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("reverse order"));
 }
+
+/// `Hardware::tile_data` on a thread that has run no AMX instruction reads the INIT state's
+/// zeros, as XSAVE does on the silicon (it reported a missing XSAVE feature: the thread had no
+/// engine state yet).
+#[test]
+fn tile_data_of_a_fresh_thread_is_zeros() {
+    if !trap_engine() {
+        return;
+    }
+    let zeros = std::thread::spawn(|| {
+        let mut hw = amx_runtime::Hardware::new().expect("the engine's unit");
+        hw.tile_data(0).map(|t| t.iter().all(|&b| b == 0))
+    })
+    .join()
+    .unwrap();
+    assert_eq!(zeros, Ok(true));
+}

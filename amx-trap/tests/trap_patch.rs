@@ -408,3 +408,50 @@ fn fork_inherits_patched_sites() {
     // SAFETY: releases this thread's configuration.
     unsafe { _tile_release() };
 }
+
+#[test]
+#[ignore = "run by a_thread_blocking_sigtrap_stops_patching in a child process"]
+fn child_sigtrap_blocked() {
+    if !in_child() {
+        return;
+    }
+    trap::install().unwrap();
+    amx_runtime::permit::request_permission().unwrap();
+    let before = trap::patching();
+    std::thread::spawn(|| {
+        // SAFETY: a mask of SIGTRAP alone, blocked on this thread.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTRAP);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        }
+        let a = bytes(1, 1024);
+        let b = bytes(2, 1024);
+        assert_eq!(round_on_engine(&a, &b), round_on_emulator(&a, &b));
+    })
+    .join()
+    .unwrap();
+    println!("patching before {before} after {}", trap::patching());
+}
+
+/// A thread of a program that installed the engine itself runs AMX code with SIGTRAP blocked
+/// (against the README's rule): the site another thread patches passes through an int3, whose
+/// SIGTRAP would end that thread. Its first trapped instruction turns patching off instead.
+#[test]
+fn a_thread_blocking_sigtrap_stops_patching() {
+    if !trap_engine() {
+        return;
+    }
+    let run = Child::new("child_sigtrap_blocked").run();
+    run.assert_passed();
+    if run.stdout.contains("patching before false") {
+        println!("patching unavailable here");
+        return;
+    }
+    assert!(
+        run.stdout.contains("patching before true after false"),
+        "{}",
+        run.stdout
+    );
+}
