@@ -621,3 +621,48 @@ fn tile_data_of_a_fresh_thread_is_zeros() {
     .unwrap();
     assert_eq!(zeros, Ok(true));
 }
+
+/// Typed tiles made inside a handler scope and used after it never pass their configuration
+/// check by meeting their epoch again: the scope puts the interrupted code's epoch back, and
+/// the changes after it take epochs never used on the thread. (Counting on from the epoch put
+/// back, the second change after the scope met the typed tiles' epoch, and their unchecked
+/// store ran under another configuration.)
+#[test]
+fn typed_tiles_from_a_handler_scope_never_match_a_later_configuration() {
+    if !trap_engine() {
+        return;
+    }
+    use amx_runtime::{configure_typed, tilecfg, TileConfig, TileUnit};
+    tilecfg! {
+        struct Small;
+        palette 1;
+        t0 as c: 1x4 i32;
+    }
+    static BIG: TileConfig = tilecfg! { palette 1; t0: 16x64; };
+    static OTHER: TileConfig = tilecfg! { palette 1; t0: 16x60; };
+    std::thread::spawn(|| {
+        let mut hw = amx_runtime::Hardware::new().expect("the engine's unit");
+        hw.ldtilecfg(BIG.as_bytes()).unwrap();
+        let mut typed = {
+            let _scope = trap::handler_scope();
+            configure_typed::<Small>().unwrap()
+        };
+        // Two changes after the scope, through the unchecked-by-guard handle.
+        hw.ldtilecfg(OTHER.as_bytes()).unwrap();
+        hw.ldtilecfg(BIG.as_bytes()).unwrap();
+        let mut out = vec![0i32; 1 + 1023];
+        let stored = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            typed.store(Small::c, &mut out[..1], 1).unwrap();
+        }));
+        assert!(
+            stored.is_err(),
+            "the typed store ran under another configuration"
+        );
+        assert!(
+            out[1..].iter().all(|&v| v == 0),
+            "a 1x4 store wrote past its row"
+        );
+    })
+    .join()
+    .unwrap();
+}

@@ -105,9 +105,22 @@ struct Tracked {
     /// one-byte store rather than a copy of the whole image. (The typed path has nothing to
     /// store: see `TypedTiles::RECORDS_START_ROW`.)
     config: [Cell<u8>; 64],
-    /// Counts this thread's configuration changes (LDTILECFG, TILERELEASE, resync) through any
-    /// `Hardware` handle, so typed tiles notice a configuration changed behind them.
+    /// Changes with each of this thread's configuration changes (LDTILECFG, TILERELEASE,
+    /// resync) through any `Hardware` handle, so typed tiles notice a configuration changed
+    /// behind them.
     epoch: Cell<u64>,
+    /// The next epoch: every change takes a value never used before on the thread, so that an
+    /// epoch put back by a [`crate::SignalScope`] is never met again by later changes.
+    next_epoch: Cell<u64>,
+}
+
+impl Tracked {
+    /// A new epoch, never used before on this thread.
+    fn new_epoch(&self) {
+        let next = self.next_epoch.get();
+        self.next_epoch.set(next.wrapping_add(1));
+        self.epoch.set(next);
+    }
 }
 
 thread_local! {
@@ -115,6 +128,7 @@ thread_local! {
         Tracked {
             config: [const { Cell::new(0) }; 64],
             epoch: Cell::new(0),
+            next_epoch: Cell::new(1),
         }
     };
     /// Whether this thread vouched that its cores execute TDPFP16PS.
@@ -135,7 +149,7 @@ pub(crate) fn take_tracked() -> ([u8; 64], u64) {
         for cell in &t.config {
             cell.set(0);
         }
-        t.epoch.set(saved.1.wrapping_add(1));
+        t.new_epoch();
         saved
     })
 }
@@ -302,7 +316,7 @@ impl Hardware {
     /// Records `config` as loaded: a new epoch.
     fn set_tracked(&self, config: [u8; 64]) {
         let here = self.here();
-        here.epoch.set(here.epoch.get().wrapping_add(1));
+        here.new_epoch();
         for (cell, byte) in here.config.iter().zip(config) {
             cell.set(byte);
         }
