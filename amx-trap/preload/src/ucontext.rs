@@ -247,25 +247,23 @@ unsafe extern "C" fn start_context() -> ! {
 /// The C library's `getcontext` where this library only forwards (the engine does not run),
 /// else 0.
 extern "C" fn forward_getcontext() -> usize {
-    if REAL_GETCONTEXT.load(Ordering::Relaxed) == 0 {
-        resolve();
-    }
-    if active() {
-        0
-    } else {
-        REAL_GETCONTEXT.load(Ordering::Relaxed)
-    }
+    forward(&REAL_GETCONTEXT)
 }
 
 /// As [`forward_getcontext`], for `swapcontext`.
 extern "C" fn forward_swapcontext() -> usize {
-    if REAL_SWAPCONTEXT.load(Ordering::Relaxed) == 0 {
+    forward(&REAL_SWAPCONTEXT)
+}
+
+/// The function in `real` (resolved on first use) where this library only forwards, else 0.
+fn forward(real: &AtomicUsize) -> usize {
+    if real.load(Ordering::Relaxed) == 0 {
         resolve();
     }
     if active() {
         0
     } else {
-        REAL_SWAPCONTEXT.load(Ordering::Relaxed)
+        real.load(Ordering::Relaxed)
     }
 }
 
