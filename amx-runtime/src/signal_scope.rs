@@ -30,9 +30,12 @@ thread_local! {
 /// use amx_runtime::signal_scope;
 ///
 /// extern "C" fn handler(_sig: i32) {
-///     let _scope = signal_scope();
+///     // SAFETY: a signal handler that returns normally, and the scope drops as it returns:
+///     // Linux then gives the interrupted code its tile state back.
+///     let _scope = unsafe { signal_scope() };
 ///     // ... AMX work with amx-runtime, from the INIT state ...
 /// } // the interrupted code's tracked state is back
+/// # // Called directly here, not as a handler: it loads nothing, so the unit is unchanged.
 /// # handler(0);
 /// ```
 #[derive(Debug)]
@@ -45,7 +48,16 @@ pub struct SignalScope {
 
 /// Opens a [`SignalScope`]. Allocates nothing and takes no lock: callable from a signal
 /// handler.
-pub fn signal_scope() -> SignalScope {
+///
+/// # Safety
+/// When the scope drops, the thread's tile unit must hold the state it held when the scope
+/// opened: Linux restores it as a signal handler returns (drop the scope as the handler
+/// returns normally, not before its last AMX instruction, and do not leave the handler by
+/// `siglongjmp` with the scope alive), and `amx_trap::handler_scope` restores the engine's
+/// emulated unit. Elsewhere, a configuration loaded or released inside the scope would stay on
+/// the unit while the tracked copy said the earlier one was back, and the safe API's checks
+/// would measure buffers against the wrong tiles.
+pub unsafe fn signal_scope() -> SignalScope {
     let depth = DEPTH.with(|d| {
         let depth = d.get().wrapping_add(1);
         d.set(depth);
@@ -113,7 +125,8 @@ mod tests {
             outer[48] = 16;
             give_back_tracked((outer, 7));
             {
-                let _scope = signal_scope();
+                // SAFETY: no unit is touched inside: the tracked state alone is tested.
+                let _scope = unsafe { signal_scope() };
                 assert_eq!(tracked().0, [0; 64]);
                 assert_ne!(tracked().1, 7);
                 let mut inner = [0u8; 64];
@@ -122,7 +135,8 @@ mod tests {
                 inner[48] = 1;
                 give_back_tracked((inner, 100));
                 {
-                    let _nested = signal_scope();
+                    // SAFETY: as above.
+                    let _nested = unsafe { signal_scope() };
                     assert_eq!(tracked().0, [0; 64]);
                 }
                 assert_eq!(tracked(), (inner, 100));

@@ -477,38 +477,48 @@ pub fn hardware() -> Result<Hardware, Unavailable> {
 /// is not touched: the kernel may call the handler while a patched site is in the middle of
 /// an instruction on that unit, and the instruction then finishes on what it started with.
 /// It also holds an [`amx_runtime::SignalScope`], which keeps `amx-runtime`'s tracked
-/// configuration in step (the handler's INIT state, then the interrupted code's), on the
-/// silicon and under the preload too: a handler that uses `amx-runtime` opens one there as
-/// well. Scopes nest and drop in the reverse order of their opening; one dropped out of order
-/// ends the process.
+/// configuration in step with the unit (the scope's INIT state, then the one before). Where the
+/// engine does not emulate (the silicon runs the program) it does nothing: there, Linux swaps
+/// the tile state at a handler's entry and return, and a handler that uses `amx-runtime`'s safe
+/// API opens an `amx_runtime::signal_scope()` itself (its safety contract is that swap).
+/// Scopes nest and drop in the reverse order of their opening; one dropped out of order ends
+/// the process.
 #[derive(Debug)]
 #[must_use = "the interrupted state comes back when the scope drops"]
 pub struct HandlerScope {
     /// The handler's unit (an anonymous mapping, see `save_scope`), 0 when none was made.
     saved: usize,
-    /// The runtime's tracked state, given back after the engine's (field order: it drops
-    /// after `Drop::drop` ran).
-    runtime: amx_runtime::SignalScope,
+    /// While the engine emulates: the runtime's tracked state, given back after the engine's
+    /// unit (field order: it drops after `Drop::drop` ran).
+    runtime: Option<amx_runtime::SignalScope>,
 }
 
 /// Opens a [`HandlerScope`].
 pub fn handler_scope() -> HandlerScope {
-    let runtime = amx_runtime::signal_scope();
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     if is_active() && emulating() {
+        // SAFETY: the engine's unit for this thread is swapped with the scope's below and
+        // swapped back when the scope drops, before the runtime's scope drops: the unit then
+        // holds the state it held when the runtime's scope opened, wherever the scope lives.
+        let runtime = unsafe { amx_runtime::signal_scope() };
         return HandlerScope {
             saved: linux::save_scope(),
-            runtime,
+            runtime: Some(runtime),
         };
     }
-    HandlerScope { saved: 0, runtime }
+    HandlerScope {
+        saved: 0,
+        runtime: None,
+    }
 }
 
 impl Drop for HandlerScope {
     fn drop(&mut self) {
         // Out of order, the engine's units would be unlinked wrongly (the one this scope
         // replaced may be gone): the runtime's check ends the process before anything moves.
-        self.runtime.check_order();
+        if let Some(runtime) = &self.runtime {
+            runtime.check_order();
+        }
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.saved != 0 {
             linux::restore_scope(self.saved);
