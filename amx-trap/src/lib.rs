@@ -497,14 +497,18 @@ pub struct HandlerScope {
 pub fn handler_scope() -> HandlerScope {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     if is_active() && emulating() {
-        // SAFETY: the engine's unit for this thread is swapped with the scope's below and
-        // swapped back when the scope drops, before the runtime's scope drops: the unit then
-        // holds the state it held when the runtime's scope opened, wherever the scope lives.
-        let runtime = unsafe { amx_runtime::signal_scope() };
-        return HandlerScope {
-            saved: linux::save_scope(),
-            runtime: Some(runtime),
-        };
+        let saved = linux::save_scope();
+        if saved != 0 {
+            // SAFETY: the engine's unit for this thread was just swapped with the scope's,
+            // and is swapped back when the scope drops, before the runtime's scope drops: the
+            // unit then holds the state it held when the runtime's scope opened, wherever the
+            // scope lives. (Where no unit could be mapped, neither scope is opened.)
+            let runtime = unsafe { amx_runtime::signal_scope() };
+            return HandlerScope {
+                saved,
+                runtime: Some(runtime),
+            };
+        }
     }
     HandlerScope {
         saved: 0,
