@@ -17,7 +17,7 @@ fn ui() {
     }
 }
 
-/// The toolchain the operand-mismatch snapshots were recorded with.
+/// The toolchain the snapshots of `operand_mismatches` were recorded with.
 const RECORDED_WITH: &str = "rustc 1.95.";
 
 /// Typed operands that do not fit a dot product. The error is the trait bound's
@@ -26,6 +26,10 @@ const RECORDED_WITH: &str = "rustc 1.95.";
 /// the day renders them), and those change between compiler versions. So these snapshots are
 /// compared only on the toolchain they were recorded with; elsewhere the test is skipped, with
 /// its reason shown (the same checks run, as passing code, in `tests/typed_tiles.rs`).
+///
+/// The guards that stay on their thread (`tests/ui/threads/`) are here for the same reason:
+/// the error on the user's `thread::spawn` is the compiler's own, and its notes quote the
+/// standard library's source lines.
 #[test]
 fn operand_mismatches() {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
@@ -41,5 +45,7 @@ fn operand_mismatches() {
             version.trim()
         );
     }
-    trybuild::TestCases::new().compile_fail("tests/ui/operands/*.rs");
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/ui/operands/*.rs");
+    t.compile_fail("tests/ui/threads/*.rs");
 }

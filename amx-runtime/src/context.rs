@@ -34,6 +34,7 @@ use crate::backend::{backend, Backend, BackendError};
 use crate::config::TileConfig;
 use crate::detect::Unavailable;
 use crate::error::{ConfigError, Fault, Feature};
+use crate::thread_bound::ThreadBound;
 use crate::unit::{Emulator, Hardware, TileUnit};
 use amx_tilecfg::{PaletteTable, TmulLimits};
 
@@ -259,7 +260,7 @@ enum Unit {
 /// configuration loaded (see the [policy](crate::context)).
 pub struct Tiles {
     unit: Unit,
-    _thread_bound: PhantomData<*const ()>,
+    _thread_bound: ThreadBound,
 }
 
 impl Tiles {

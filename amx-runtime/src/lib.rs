@@ -127,6 +127,7 @@ pub mod intrinsics;
 pub mod peak;
 pub mod permit;
 mod signal_scope;
+mod thread_bound;
 pub mod typed;
 mod unit;
 pub mod vnni;

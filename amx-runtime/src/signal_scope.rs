@@ -13,6 +13,8 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
+use crate::thread_bound::ThreadBound;
+
 thread_local! {
     /// Scopes open on this thread.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
@@ -43,7 +45,7 @@ thread_local! {
 pub struct SignalScope {
     saved: ([u8; 64], u64),
     depth: u32,
-    _thread_bound: PhantomData<*const ()>,
+    _thread_bound: ThreadBound,
 }
 
 /// Opens a [`SignalScope`]. Allocates nothing and takes no lock: callable from a signal

@@ -16,6 +16,7 @@ use crate::backend::Backend;
 use crate::context::{Requirement, Unsupported};
 use crate::detect::Unavailable;
 use crate::error::{Fault, Feature, Mnemonic, UdReason};
+use crate::thread_bound::ThreadBound;
 
 /// What the process learned about the silicon on the first successful [`Hardware::new`].
 #[derive(Debug)]
@@ -215,10 +216,9 @@ pub(crate) fn give_back_tracked((config, epoch): ([u8; 64], u64)) {
 #[derive(Debug)]
 pub struct Hardware {
     silicon: &'static Silicon,
-    /// This thread's tracked state ([`tracked_here`]): the raw pointer also keeps the handle
-    /// on its thread (neither `Send` nor `Sync`).
+    _thread_bound: ThreadBound,
+    /// This thread's tracked state ([`tracked_here`]).
     here: *const Tracked,
-    _thread_bound: PhantomData<*const ()>,
 }
 
 /// The #UD of a dot product whose feature the CPU lacks (out of line: the rare case).
@@ -254,8 +254,8 @@ impl Hardware {
         };
         Ok(Hardware {
             silicon,
-            here: tracked_here(),
             _thread_bound: PhantomData,
+            here: tracked_here(),
         })
     }
 
