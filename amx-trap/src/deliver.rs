@@ -157,13 +157,19 @@ fn arm_fatal(sig: i32, info: &[u8; 128]) {
 }
 
 /// Delivers `sig` to the program from the kernel's own frame (`info` and `uc` are its siginfo
-/// and context), for a thread that has no slot and cannot map one: the program's handler is
-/// called here, on the stack the kernel chose for the entry, with the mask the kernel would give
-/// it, and returns into the kernel's frame, whose `rt_sigreturn` resumes the context `uc` then
-/// describes. The kernel entered the entry with the program's own `SA_ONSTACK` for a wrapped
-/// signal; for one of the engine's five it always takes the alternate stack where there is one.
-/// Such a thread has never run an AMX instruction (its first one maps a slot), so there is no
-/// tile state to save or to reset for the handler.
+/// and context), for a thread that has no slot and cannot map one, so has no work stack. Such a
+/// thread has never run an AMX instruction (its first one maps a slot): there is no tile state
+/// to save or to reset for the handler. Returns only where no handler runs; otherwise the
+/// thread leaves through `rt_sigreturn` into the handler.
+///
+/// The handler gets a frame as the kernel's, which unwinders, C++ exceptions and `siglongjmp`
+/// go through as through the kernel's, and which returns into the engine's restorer. Where the
+/// kernel put the entry's frame where the handler's goes (a wrapped signal's entry has the
+/// program's `SA_ONSTACK`; one of the engine's five has it always, so the frames coincide
+/// unless the handler avoids an alternate stack the entry took), that frame becomes the
+/// handler's: it holds the interrupted context and FP state already. Otherwise the handler's
+/// is written where the kernel would put it; in the one case where that lies on the stack the
+/// engine runs on (never, where the kernel places frames as [`place`] does), below it.
 pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, sync: bool) {
     let interrupted = signals::program_mask(uc.sigmask);
     let (action, effective) = match admit(sig, info, sync, interrupted) {
@@ -174,29 +180,132 @@ pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext
             return;
         }
     };
+    info[..4].copy_from_slice(&sig.to_le_bytes());
+    let (mask, oldmask) = (uc.sigmask, uc.gregs[reg::OLDMASK]);
+    let frame = match frame_in_place(uc, info, &action, interrupted) {
+        Ok(frame) => frame,
+        Err(()) => {
+            (uc.sigmask, uc.gregs[reg::OLDMASK]) = (mask, oldmask);
+            // As `cannot_deliver`: SIGSEGV, fatal if that was SIGSEGV's own delivery.
+            let mut segv = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
+            if sig == libc::SIGSEGV {
+                arm_fatal(libc::SIGSEGV, &segv);
+                uc.sigmask &= !bit(libc::SIGSEGV);
+                return;
+            }
+            return deliver_in_place(libc::SIGSEGV, &mut segv, uc, true);
+        }
+    };
     let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
     let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
-    // The handler sees the program's view of the interrupted mask, as in a frame the engine
-    // writes, and may change it for the way back.
+    // The handler's entry, as the kernel sets it up (see `launch`), in a frame of the engine's
+    // own on this stack, below the handler's.
+    let mut entry = RtFrame {
+        pretcode: 0,
+        uc: *uc,
+        info: [0; 128],
+    };
+    let uc_at = frame.wrapping_add(8);
+    let e = &mut entry.uc;
+    e.gregs[reg::RIP] = action.handler as u64;
+    e.gregs[reg::RSP] = frame;
+    e.gregs[reg::RDI] = sig as u64;
+    e.gregs[reg::RSI] = uc_at.wrapping_add(std::mem::size_of::<Ucontext>() as u64);
+    e.gregs[reg::RDX] = uc_at;
+    e.gregs[reg::RAX] = 0;
+    e.gregs[reg::EFL] &= !(0x400 | 0x1_0000 | 0x100);
+    e.fpregs = 0;
+    // The kernel disarmed an SS_AUTODISARM alternate stack as it entered the engine.
+    if e.stack.flags & kframe::SS_AUTODISARM != 0 {
+        e.stack = Stack {
+            flags: kframe::SS_DISABLE,
+            ..Stack::default()
+        };
+    }
+    e.sigmask = signals::set_program_view(handler_mask);
+    // SAFETY: `entry` is complete (the interrupted context, its registers changed as above),
+    // without FP state. The engine's frames below the kernel's are abandoned: none holds
+    // anything to release (no slot, no lock, nothing allocated).
+    unsafe { crate::entry::sigreturn_from(&entry.uc) }
+}
+
+/// Makes the frame the program's handler runs on, for [`deliver_in_place`]: the kernel's frame
+/// of the entry where it lies where the handler's goes, else a copy of it written there (see
+/// there). The frame returns into the restorer, records the program's view of the
+/// interrupted mask, and has the engine's marker with no tile state saved: were a slot mapped
+/// while the handler runs, the restorer would give the interrupted code the INIT state, which
+/// it had. `Err` where the frame cannot be written (no stack left).
+fn frame_in_place(
+    uc: &mut Ucontext,
+    info: &[u8; 128],
+    action: &Action,
+    interrupted: u64,
+) -> Result<u64, ()> {
+    let uc_at = uc as *mut Ucontext as u64;
+    let kernel_frame = uc_at.wrapping_sub(8);
+    let fp_len = if uc.fpregs != 0 {
+        // SAFETY: the kernel's FP state in its frame, at least the 512 legacy bytes.
+        kframe::fp_size(unsafe { &*(uc.fpregs as *const [u8; 512]) })
+    } else {
+        0
+    };
+    let onstack = action.flags & libc::SA_ONSTACK as u64 != 0;
+    let mut place = place(uc, onstack, fp_len, false).ok_or(())?;
     uc.sigmask = interrupted;
     uc.gregs[reg::OLDMASK] = interrupted;
-    info[..4].copy_from_slice(&sig.to_le_bytes());
-    signals::set_mask(signals::set_program_view(handler_mask));
-    // SAFETY: the program installed this address as a handler for `sig` (`is_handler`); every
-    // handler, with or without SA_SIGINFO, may be called with the three arguments of the ABI,
-    // which point into the kernel's frame, alive until the entry returns. A handler that
-    // unwinds (a C++ exception) is declared so: the unwinding stops at the entry, which is
-    // `extern "C"`, and ends the process there.
-    unsafe {
-        let handler: extern "C-unwind" fn(i32, *mut [u8; 128], *mut Ucontext) =
-            std::mem::transmute(action.handler);
-        handler(sig, info, uc);
+    let mark = |uc_at: u64| {
+        let mut mark = [0u8; 20];
+        mark[..4].copy_from_slice(&MARK.to_le_bytes());
+        mark[12..20].copy_from_slice(&(uc_at ^ KEY).to_le_bytes());
+        mark
+    };
+    if place.frame == kernel_frame && (fp_len == 0 || place.fp == uc.fpregs) {
+        let pretcode = restorer();
+        put(kernel_frame, (&pretcode as *const u64).cast(), 8)?;
+        if fp_len > 0 {
+            let mark = mark(uc_at);
+            put(uc.fpregs + kframe::sw::PADDING as u64, mark.as_ptr(), 20)?;
+        }
+        return Ok(kernel_frame);
     }
-    // Back: the entry's mask until its return; `rt_sigreturn` loads the kernel's part of the
-    // context's mask and the view keeps the rest.
-    signals::block(signals::ENTRY_MASK);
-    uc.sigmask = signals::set_program_view(uc.sigmask);
+    // The stack the engine runs on, from the kernel's frame down to well below this function.
+    let here = &place as *const Place as u64;
+    let live_top = kernel_frame
+        + (std::mem::size_of::<RtFrame>() as u64).max(
+            uc.fpregs
+                .wrapping_sub(kernel_frame)
+                .wrapping_add(fp_len as u64),
+        );
+    let live = here.saturating_sub(LIVE_BELOW)..live_top;
+    let end = (place.fp.wrapping_add(fp_len as u64))
+        .max(place.frame + std::mem::size_of::<RtFrame>() as u64);
+    if end > live.start && place.frame < live.end {
+        let mut below = *uc;
+        below.gregs[reg::RSP] = live.start;
+        place = self::place(&below, false, fp_len, false).ok_or(())?;
+    }
+    let mut frame = RtFrame {
+        pretcode: restorer(),
+        uc: *uc,
+        info: *info,
+    };
+    frame.uc.fpregs = if fp_len > 0 { place.fp } else { 0 };
+    put(
+        place.frame,
+        (&frame as *const RtFrame).cast(),
+        std::mem::size_of::<RtFrame>(),
+    )?;
+    if fp_len > 0 {
+        put(place.fp, uc.fpregs as *const u8, fp_len)?;
+        let mark = mark(place.frame.wrapping_add(8));
+        put(place.fp + kframe::sw::PADDING as u64, mark.as_ptr(), 20)?;
+    }
+    Ok(place.frame)
 }
+
+/// How far below [`frame_in_place`]'s own frame the engine's stack may still be in use before
+/// it leaves: the calls that write the handler's frame.
+const LIVE_BELOW: u64 = 16 * 1024;
 
 /// A handler frame that cannot be written (no stack left, an alternate stack too small): as
 /// Linux does, SIGSEGV, and death if that was SIGSEGV's own delivery.

@@ -25,7 +25,8 @@
 //!    `rt_sigreturn` from a frame it prepared. It never returns into the kernel's frame: that
 //!    frame may lie at the top of an alternate stack where another frame is about to go.
 //! 4. A thread that has no slot and cannot map one (no address space left) has no work stack:
-//!    [`crate::slotless`] delivers to the program from the kernel's frame and returns into it.
+//!    [`crate::slotless`] works on the kernel's frame, and either returns into it or leaves
+//!    through `rt_sigreturn` into the program's handler.
 //!
 //! The work stack is the slot's own: a signal handler of the program may run on an alternate
 //! stack of a few KiB, and executing an instruction needs more. While the engine works, every
@@ -340,7 +341,16 @@ impl Ctx {
 /// # Safety
 /// `ctx` is a complete frame: its `fpregs` is 0 or points to its own FP state.
 pub(crate) unsafe fn sigreturn(ctx: &Ctx) -> ! {
-    let uc = &ctx.frame.uc as *const Ucontext;
+    // SAFETY: the caller's contract.
+    unsafe { sigreturn_from(&ctx.frame.uc) }
+}
+
+/// Leaves through `rt_sigreturn` from the frame whose `uc` is at `uc`.
+///
+/// # Safety
+/// `uc` is a complete context, in a frame (`rt_sigreturn` reads only its `uc`); its `fpregs`
+/// is 0 or points to FP state that stays valid until the call.
+pub(crate) unsafe fn sigreturn_from(uc: *const Ucontext) -> ! {
     // SAFETY: rt_sigreturn reads the frame at RSP - 8 (its `uc` at RSP); the caller vouches for
     // its contents. Nothing runs after it on this stack.
     unsafe {

@@ -5,9 +5,10 @@
 //! in INIT and it has no tile state to save or emulate:
 //!
 //! - a signal for the program (a wrapped one, a fault of the program's, a SIGILL that is not
-//!   AMX) is delivered as the kernel delivers it: the program's handler is called on the kernel's
-//!   frame ([`deliver_in_place`]), so a program without AMX instructions behaves as without the
-//!   engine however little memory is left;
+//!   AMX) is delivered as the kernel delivers it: the program's handler is entered on a frame
+//!   of the kernel's layout, the kernel's own frame of the entry where it lies where the
+//!   handler's goes ([`deliver_in_place`]), so a program without AMX instructions behaves as
+//!   without the engine however little memory is left;
 //! - an AMX instruction meets, in order, the #UD conditions of the INIT state (every instruction
 //!   on tiles: none is configured), then what Linux gives a thread whose AMX state it cannot
 //!   allocate: SIGSEGV (`SI_KERNEL`, no address), delivered to the program's handler if it has

@@ -1,6 +1,6 @@
 //! Alternate signal stacks sized as on an AMX CPU: `getauxval(AT_MINSIGSTKSZ)` and
-//! `sysconf(_SC_MINSIGSTKSZ)`/`sysconf(_SC_SIGSTKSZ)` count the tile state the engine's frames
-//! carry, and `sigaltstack` refuses, once the permission is held, a stack that frame does not
+//! `sysconf(_SC_MINSIGSTKSZ)`/`sysconf(_SC_SIGSTKSZ)` (and the C library's other names of both,
+//! `__getauxval` and `__sysconf`) count the tile state the engine's frames carry, and `sigaltstack` refuses, once the permission is held, a stack that frame does not
 //! fit (the engine's `sigstack` module has the rules).
 
 use crate::set_errno;
@@ -48,6 +48,16 @@ pub unsafe extern "C" fn getauxval(kind: libc::c_ulong) -> libc::c_ulong {
     }
 }
 
+/// The C library's other name of `getauxval`, which libraries call in its place.
+///
+/// # Safety
+/// As the C library's `__getauxval`.
+#[no_mangle]
+pub unsafe extern "C" fn __getauxval(kind: libc::c_ulong) -> libc::c_ulong {
+    // SAFETY: the same contract.
+    unsafe { getauxval(kind) }
+}
+
 /// `sysconf(3)`.
 ///
 /// # Safety
@@ -70,6 +80,16 @@ pub unsafe extern "C" fn sysconf(name: libc::c_int) -> libc::c_long {
         SC_SIGSTKSZ if value > 0 => min.max(MINSIGSTKSZ).saturating_mul(4).max(SIGSTKSZ),
         _ => value,
     }
+}
+
+/// The C library's other name of `sysconf`, which libraries call in its place.
+///
+/// # Safety
+/// As the C library's `__sysconf`.
+#[no_mangle]
+pub unsafe extern "C" fn __sysconf(name: libc::c_int) -> libc::c_long {
+    // SAFETY: the same contract.
+    unsafe { sysconf(name) }
 }
 
 /// `sigaltstack(2)`.

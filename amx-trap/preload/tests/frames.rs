@@ -132,6 +132,34 @@ fn handlers_entered_one_on_top_of_another_each_start_from_init() {
     }
 }
 
+/// The same on a thread for which the engine can map no state (the address space used up, no
+/// reserve): the handler runs on a frame as the kernel's, which the exception leaves through
+/// (before, the engine called such a handler from its own frames, and the exception ended the
+/// process there). Without an alternate stack, with one the handler does not ask for (the
+/// kernel enters the engine there, and the handler's frame goes on the thread's stack), and
+/// with one it asks for.
+#[test]
+fn a_cxx_exception_thrown_from_a_handler_of_a_thread_without_memory() {
+    let Some(prog) = build("exceptions.cc", &["-fnon-call-exceptions"]) else {
+        return;
+    };
+    let native = Program::native(&prog, &["oom"]).run();
+    assert!(native.ok(), "{native}");
+    assert_eq!(
+        native.stdout,
+        "caught segv without memory, on the alternate stack 0\n".repeat(2)
+            + "caught segv without memory, on the alternate stack 1\n",
+        "{native}"
+    );
+    for reserve in ["0", "4"] {
+        let run = Program::preloaded(&prog, &["oom"])
+            .env("AMX_TRAP_RESERVE", reserve)
+            .run();
+        assert!(run.ok(), "reserve {reserve}: {run}");
+        assert_eq!(run.stdout, native.stdout, "reserve {reserve}: {run}");
+    }
+}
+
 #[test]
 fn a_cxx_exception_thrown_from_a_handler() {
     let Some(prog) = build("exceptions.cc", &["-fnon-call-exceptions"]) else {

@@ -142,6 +142,7 @@ fn the_smallest_signal_stack_counts_the_tile_state() {
     let min = number("auxv:");
     assert_eq!(number("minsigstksz:"), min, "{run}");
     assert_eq!(number("sigstksz:"), (4 * min.max(2048)).max(8192), "{run}");
+    assert_eq!(run.line("other names agree:"), "1", "{run}");
     if !native_amx() {
         let prog = build("sigstack.c", &[]).expect("built above");
         let host = Program::native(&prog, &["sizes"]).run();

@@ -1,7 +1,8 @@
 /* Alternate signal stack sizes as Linux on an AMX CPU reports and enforces them.
  *
  *   sizes     the smallest signal stack as the program can ask for it: getauxval
- *             (AT_MINSIGSTKSZ), sysconf(_SC_MINSIGSTKSZ), sysconf(_SC_SIGSTKSZ)
+ *             (AT_MINSIGSTKSZ), sysconf(_SC_MINSIGSTKSZ), sysconf(_SC_SIGSTKSZ), and the same
+ *             through the C library's other names, __getauxval and __sysconf
  *   own       the permission request with the caller's own 8 KiB alternate stack (ENOSPC),
  *             without it (granted); then, holding the permission, sigaltstack with stacks of
  *             every size class: 1 KiB under the smallest (ENOMEM); 112 and 111 bytes under
@@ -42,10 +43,18 @@ static size_t now_size(void) {
     return (ss.ss_flags & SS_DISABLE) ? 0 : ss.ss_size;
 }
 
+/* The C library's other names of getauxval and sysconf, which libraries call. */
+extern unsigned long __getauxval(unsigned long);
+extern long __sysconf(int);
+
 static int sizes(void) {
     printf("auxv: %lu\n", getauxval(AT_MINSIGSTKSZ));
     printf("minsigstksz: %ld\n", sysconf(_SC_MINSIGSTKSZ));
     printf("sigstksz: %ld\n", sysconf(_SC_SIGSTKSZ));
+    printf("other names agree: %d\n",
+           __getauxval(AT_MINSIGSTKSZ) == getauxval(AT_MINSIGSTKSZ) &&
+               __sysconf(_SC_MINSIGSTKSZ) == sysconf(_SC_MINSIGSTKSZ) &&
+               __sysconf(_SC_SIGSTKSZ) == sysconf(_SC_SIGSTKSZ));
     return 0;
 }
 

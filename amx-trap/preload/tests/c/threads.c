@@ -12,14 +12,15 @@
  *   oomfaults  no AMX at all, no memory left, on a thread that never ran AMX: a NULL load its
  *              SIGSEGV handler steps over, SA_RESETHAND | SA_NODEFER with an sa_mask, a
  *              handler left by siglongjmp, a ud2 whose SIGILL handler steps over it, and the
- *              wait mask of sigsuspend; every line printed must be the same with and without
- *              the library
+ *              wait mask of sigsuspend, the fault handlers walking the stack (backtrace());
+ *              every line printed must be the same with and without the library
  *   oomsite    a TILEZERO site the main thread ran until it was patched, then run by a thread
  *              that never configured tiles and can map no state: #UD (SIGILL, ILL_ILLOPN) at
  *              the site, as for any unconfigured thread (the main thread releases its tiles
  *              before it starts the thread, which would inherit its configuration)
  */
 #include "hostile.h"
+#include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <ucontext.h>
@@ -155,6 +156,20 @@ static int blocked(int sig) {
     return sigismember(&now, sig);
 }
 
+/* Whether a stack walk from the handler (the C library's, through the signal frame's unwind
+ * information) reaches the interrupted instruction, and goes on to the thread's start (at
+ * least two frames more: the thread's function is the interrupted one, under it the C
+ * library's start and clone; the library adds its own start between them). */
+static void walk(const ucontext_t *uc, char *b, size_t n) {
+    void *frames[64];
+    int depth = backtrace(frames, 64), at = -1;
+    for (int i = 0; i < depth && at < 0; i++)
+        if (frames[i] == (void *)uc->uc_mcontext.gregs[REG_RIP])
+            at = i;
+    snprintf(b, n, "walk: reaches the fault %d, goes on past it %d\n", at >= 0,
+             at >= 0 && depth - at - 1 >= 2);
+}
+
 /* A NULL load (`mov eax, [rax]`, 2 bytes) and a ud2 (2 bytes), each stepped over by its
  * handler through the context. */
 static void on_fault(int sig, siginfo_t *si, void *ctx) {
@@ -163,6 +178,8 @@ static void on_fault(int sig, siginfo_t *si, void *ctx) {
     snprintf(b, sizeof b, "fault: signal %d code %d addr %p, %s blocked %d, USR2 blocked %d\n",
              sig, si->si_code, sig == SIGSEGV ? si->si_addr : NULL,
              sig == SIGSEGV ? "SEGV" : "ILL", blocked(sig), blocked(SIGUSR2));
+    say(b);
+    walk(uc, b, sizeof b);
     say(b);
     uc->uc_mcontext.gregs[REG_RIP] += 2;
 }
@@ -292,6 +309,9 @@ static int oomsite(void) {
 }
 
 static int oomfaults(void) {
+    /* The C library loads its unwinder at the first walk: before memory runs out. */
+    void *warm[4];
+    backtrace(warm, 4);
     pthread_t t;
     pthread_barrier_init(&started, NULL, 2);
     pthread_barrier_init(&limited, NULL, 2);
