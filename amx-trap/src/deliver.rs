@@ -475,35 +475,11 @@ fn launch(
 // `uc`. It blocks every signal but SIGSEGV and SIGBUS (the copy routine's), counts itself as
 // engine work on the thread (a SIGSEGV or SIGBUS sent meanwhile is held back), and on the
 // thread's work stack puts back the tile state and the program's mask, then returns through
-// rt_sigreturn. The CFI describes it as a signal frame, as the C
-// library's restorer is described: the CFA and every register come from the `uc` at RSP. The
-// FDE starts one byte early, at a `nop`, because unwinders look up the caller of a frame at
-// its return address minus one.
+// rt_sigreturn. Its unwind information is a signal frame's (`kframe::signal_frame_cfi`).
 core::arch::global_asm!(
     ".pushsection .text.amx_trap_restorer,\"ax\",@progbits",
     ".p2align 4",
-    ".cfi_startproc simple",
-    ".cfi_signal_frame",
-    // CFA = *(rsp + 160): the interrupted RSP (uc + 40 + 8 * REG_RSP).
-    ".cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06",
-    // Each register at uc + 40 + 8 * REG_x (DWARF numbers: rax 0, rdx 1, rcx 2, rbx 3, rsi 4,
-    // rdi 5, rbp 6, r8-r15 8-15, return address 16).
-    ".cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01",
-    ".cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01",
-    ".cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01",
-    ".cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01",
-    ".cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00",
-    ".cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00",
-    ".cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00",
-    ".cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28",
-    ".cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30",
-    ".cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38",
-    ".cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00",
-    ".cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00",
-    ".cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00",
-    ".cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00",
-    ".cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00",
-    ".cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01",
+    kframe::signal_frame_cfi!(),
     "    nop",
     ".hidden amx_trap_restorer",
     ".globl amx_trap_restorer",

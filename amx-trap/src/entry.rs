@@ -52,12 +52,19 @@ core::arch::global_asm!(
     ".globl amx_trap_entry",
     ".type amx_trap_entry, @function",
     "amx_trap_entry:",
+    // Unwind information, for debuggers, profilers and crash reporters that walk the stack
+    // from the engine's code: the return address is the kernel frame's (the restorer, which
+    // unwinders recognise as a signal frame by its bytes), and the walk goes on through the
+    // kernel's frame into the interrupted code.
+    ".cfi_startproc",
     // EFLAGS.AC off: the kernel enters a handler with the interrupted AC (it clears only DF,
     // RF and TF), and with AC set the engine's own unaligned accesses would raise #AC. The
     // frame keeps the program's flags for rt_sigreturn.
     "    pushfq",
+    ".cfi_adjust_cfa_offset 8",
     "    and dword ptr [rsp], {no_ac}",
     "    popfq",
+    ".cfi_adjust_cfa_offset -8",
     "    mov rax, qword ptr [rip + amx_trap_thread@GOTTPOFF]",
     "    mov rax, qword ptr fs:[rax]",
     "    xor ecx, ecx",
@@ -70,19 +77,34 @@ core::arch::global_asm!(
     "amx_trap_entry_counted:",
     "2:",
     "    push rdi",
+    ".cfi_adjust_cfa_offset 8",
     "    push rsi",
+    ".cfi_adjust_cfa_offset 8",
     "    push rdx",
+    ".cfi_adjust_cfa_offset 8",
     "    call {rust}",
     "    pop rdx",
+    ".cfi_adjust_cfa_offset -8",
     "    pop rsi",
+    ".cfi_adjust_cfa_offset -8",
     "    pop rdi",
+    ".cfi_adjust_cfa_offset -8",
     "    test rax, rax",
     "    jnz 3f",
     "    ret",
     "3:",
+    // The work stack: the kernel's frame's address (the entry's RSP) kept at its top, twice
+    // (RSP stays 16-byte aligned), for the unwind information: CFA = *RSP + 8
+    // (DW_CFA_def_cfa_expression: DW_OP_breg7 0, DW_OP_deref, DW_OP_plus_uconst 8).
+    "    mov rcx, rsp",
+    ".cfi_def_cfa_register rcx",
     "    mov rsp, rax",
+    "    push rcx",
+    "    push rcx",
+    ".cfi_escape 0x0f, 0x05, 0x77, 0x00, 0x06, 0x23, 0x08",
     "    call {dispatch}",
     "    ud2",
+    ".cfi_endproc",
     ".size amx_trap_entry, . - amx_trap_entry",
     ".popsection",
     rust = sym entry_rust,

@@ -10,6 +10,7 @@
 //! 13: 0F 0B               ud2                    ; the exit that raises held-back signals
 //! 24: <entry address>
 //! 32: <site number>       (u32)
+//! 40: <site address>      (for the entry's unwind information)
 //! ```
 //!
 //! The common entry pushes RFLAGS and the 15 general-purpose registers (the *frame*), marks
@@ -74,6 +75,8 @@ pub(crate) const FAULT_EXIT: u64 = 11;
 pub(crate) const DEFER_EXIT: u64 = 13;
 const ENTRY_AT: usize = 24;
 const INDEX_AT: usize = 32;
+/// Offset in a stub of its site's address, which the entry's unwind information reads.
+const SITE_AT: usize = 40;
 
 const PAGE: u64 = 4096;
 
@@ -119,22 +122,64 @@ macro_rules! entry_asm {
             concat!(".globl ", $name),
             concat!(".type ", $name, ", @function"),
             concat!($name, ":"),
+            // Unwind information, for debuggers, profilers and crash reporters that walk the
+            // stack from the engine's code. The CFA is the site's RSP (the frame, then the 128
+            // bytes the stub skipped), and the frame holds the site's registers. The return
+            // address is the stub's fault exit, where no unwind information lies, except while
+            // `fast` runs: then it is the site itself, read from the stub (`SITE_AT`), and the
+            // walk goes on into the site's function as from a signal frame (whose PC is the
+            // interrupted instruction, not a return address past a call).
+            ".cfi_startproc",
+            ".cfi_signal_frame",
+            ".cfi_def_cfa_offset 136",
+            ".cfi_offset rip, -136",
             "    pushfq",
+            ".cfi_adjust_cfa_offset 8",
             "    push rax",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rax, -152",
             "    push rcx",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rcx, -160",
             "    push rdx",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rdx, -168",
             "    push rbx",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rbx, -176",
             "    push rbp",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rbp, -184",
             "    push rsi",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rsi, -192",
             "    push rdi",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset rdi, -200",
             "    push r8",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r8, -208",
             "    push r9",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r9, -216",
             "    push r10",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r10, -224",
             "    push r11",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r11, -232",
             "    push r12",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r12, -240",
             "    push r13",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r13, -248",
             "    push r14",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r14, -256",
             "    push r15",
+            ".cfi_adjust_cfa_offset 8",
+            ".cfi_offset r15, -264",
             concat!(".hidden ", $name, "_pushed"),
             concat!(".globl ", $name, "_pushed"),
             concat!($name, "_pushed:"),
@@ -154,6 +199,7 @@ macro_rules! entry_asm {
             concat!(".globl ", $name, "_marked"),
             concat!($name, "_marked:"),
             "    mov rbp, rsp",
+            ".cfi_def_cfa_register rbp",
             "    mov rbx, rax",
             // The C ABI's direction flag, and AC off for the engine's own unaligned accesses
             // (the frame's saved flags give the program its own back).
@@ -164,9 +210,16 @@ macro_rules! entry_asm {
             $($save,)*
             "    mov qword ptr [rbx + {area}], rsp",
             "    mov rdi, rbp",
+            // The return address while `fast` runs: the site, *(*(rbp + 128) + SITE_AT -
+            // FAULT_EXIT) (DW_CFA_val_expression, rip: DW_OP_breg6 128, DW_OP_deref,
+            // DW_OP_plus_uconst, DW_OP_deref).
+            ".cfi_escape 0x16, 0x10, 0x07, 0x76, 0x80, 0x01, 0x06, 0x23, {site_at}, 0x06",
             "    call {fast}",
             // 0: not done, the frame's return address stays the fault exit.
             "    test rax, rax",
+            // The rule above holds at the call's return address too: unwinders that take a
+            // signal frame's PC as it is (gdb) look the caller up there, not one byte before.
+            ".cfi_offset rip, -136",
             "    jz 9f",
             "    mov qword ptr [rbx + {commit}], rax",
             concat!(".hidden ", $name, "_committed"),
@@ -188,26 +241,44 @@ macro_rules! entry_asm {
             concat!(".globl ", $name, "_tail"),
             concat!($name, "_tail:"),
             "    mov rsp, rbp",
+            ".cfi_def_cfa_register rsp",
             concat!(".hidden ", $name, "_pops"),
             concat!(".globl ", $name, "_pops"),
             concat!($name, "_pops:"),
             "    pop r15",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r14",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r13",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r12",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r11",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r10",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r9",
+            ".cfi_adjust_cfa_offset -8",
             "    pop r8",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rdi",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rsi",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rbp",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rbx",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rdx",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rcx",
+            ".cfi_adjust_cfa_offset -8",
             "    pop rax",
+            ".cfi_adjust_cfa_offset -8",
             "    popfq",
+            ".cfi_adjust_cfa_offset -8",
             "    ret 128",
+            ".cfi_endproc",
             concat!(".hidden ", $name, "_end"),
             concat!(".globl ", $name, "_end"),
             concat!($name, "_end:"),
@@ -222,6 +293,7 @@ macro_rules! entry_asm {
             ret = const std::mem::offset_of!(Frame, slot),
             to_defer = const DEFER_EXIT - FAULT_EXIT,
             no_ac = const crate::entry::NO_AC,
+            site_at = const SITE_AT - FAULT_EXIT as usize,
         );
     };
 }
@@ -493,6 +565,7 @@ pub(crate) fn build_stub(site: u64, index: u32) -> Option<u64> {
     put(&mut code, DEFER_EXIT as usize, &[0x0F, 0x0B]);
     put(&mut code, ENTRY_AT, &entry.to_le_bytes());
     put(&mut code, INDEX_AT, &index.to_le_bytes());
+    put(&mut code, SITE_AT, &site.to_le_bytes());
     // A page of stubs within reach with room left.
     for (page, used) in PAGES.iter().zip(&USED) {
         let at = page.load(Ordering::Acquire);

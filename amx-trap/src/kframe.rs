@@ -15,6 +15,41 @@
 //! layout for the program's handlers (deliver.rs) and returns through `rt_sigreturn` from
 //! frames it prepared (entry.rs).
 
+/// The unwind information of a restorer (the return address of a handler, where RSP is the
+/// frame's `uc`), as the C library's restorer is described: a signal frame, the CFA and every
+/// register read from the `uc` at RSP. It opens the FDE (`.cfi_startproc`), which must start
+/// one byte before the restorer (at a `nop`): unwinders look up the caller of a frame at its
+/// return address minus one.
+macro_rules! signal_frame_cfi {
+    () => {
+        concat!(
+            ".cfi_startproc simple\n",
+            ".cfi_signal_frame\n",
+            // CFA = *(rsp + 160): the interrupted RSP (uc + 40 + 8 * REG_RSP).
+            ".cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06\n",
+            // Each register at uc + 40 + 8 * REG_x (DWARF numbers: rax 0, rdx 1, rcx 2, rbx 3,
+            // rsi 4, rdi 5, rbp 6, r8-r15 8-15, return address 16).
+            ".cfi_escape 0x10, 0x00, 0x03, 0x77, 0x90, 0x01\n",
+            ".cfi_escape 0x10, 0x01, 0x03, 0x77, 0x88, 0x01\n",
+            ".cfi_escape 0x10, 0x02, 0x03, 0x77, 0x98, 0x01\n",
+            ".cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01\n",
+            ".cfi_escape 0x10, 0x04, 0x03, 0x77, 0xf0, 0x00\n",
+            ".cfi_escape 0x10, 0x05, 0x03, 0x77, 0xe8, 0x00\n",
+            ".cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00\n",
+            ".cfi_escape 0x10, 0x08, 0x02, 0x77, 0x28\n",
+            ".cfi_escape 0x10, 0x09, 0x02, 0x77, 0x30\n",
+            ".cfi_escape 0x10, 0x0a, 0x02, 0x77, 0x38\n",
+            ".cfi_escape 0x10, 0x0b, 0x03, 0x77, 0xc0, 0x00\n",
+            ".cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00\n",
+            ".cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00\n",
+            ".cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00\n",
+            ".cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00\n",
+            ".cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01\n",
+        )
+    };
+}
+pub(crate) use signal_frame_cfi;
+
 /// `stack_t`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

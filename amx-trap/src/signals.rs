@@ -59,10 +59,14 @@ pub(crate) struct KAction {
 }
 
 // The restorer of the engine's own handler frames: the C library's instruction sequence, so that
-// unwinders that recognise a signal frame by its bytes recognise these.
+// unwinders that recognise a signal frame by its bytes recognise these, and the unwind
+// information of one, for those that read it (a walk from the engine's code then goes on
+// through the kernel's frame into the interrupted code).
 core::arch::global_asm!(
     ".pushsection .text.amx_trap_kernel_restorer,\"ax\",@progbits",
     ".p2align 4",
+    crate::kframe::signal_frame_cfi!(),
+    "    nop",
     ".hidden amx_trap_kernel_restorer",
     ".globl amx_trap_kernel_restorer",
     ".type amx_trap_kernel_restorer, @function",
@@ -70,6 +74,7 @@ core::arch::global_asm!(
     "    mov rax, 15",
     "    syscall",
     "    ud2",
+    ".cfi_endproc",
     ".size amx_trap_kernel_restorer, . - amx_trap_kernel_restorer",
     ".popsection",
 );
