@@ -24,7 +24,7 @@
 //! precision, rounded to `f32`), which also reports the gates' worst errors: `2^-21.1`.
 //!
 //! SiLU, `x / (1 + exp(-x))`, is computed as written: an exponential (`2^n e^r`, a degree-6
-//! polynomial) and a division. The sigmoid saturates slowly, so a table would need high degrees
+//! polynomial) and a division; below -88, where the exponential would overflow, it is `-0`. The sigmoid saturates slowly, so a table would need high degrees
 //! that cost more than the division on AVX2.
 
 use crate::epilogue::VectorIsa;
@@ -35,8 +35,9 @@ use crate::epilogue::VectorIsa;
 /// bits on every CPU and backend (see [`activation`](crate::activation)): for every finite
 /// `x`, the computed value is within `TOLERANCE * (1 + |x|)` of the exact function
 /// ([`Activation::TOLERANCE`]), which the tests check against `f64` over a dense sweep. NaN
-/// stays NaN (ReLU gives 0); `+inf` gives `+inf`, and `-inf` gives `-0` for the GELUs, `-inf`
-/// for SiLU and 0 for ReLU.
+/// stays NaN (ReLU gives 0); `+inf` gives `+inf`, and `-inf` gives `-0` for the GELUs and SiLU
+/// (SiLU is `-0` below -88, where its exact value is under `6e-37` in magnitude) and 0 for
+/// ReLU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Activation {
@@ -470,8 +471,10 @@ impl Lanes for SiluLanes {
             _mm512_set1_epi32(127),
         );
         let e = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32::<23>(biased)));
-        // silu
-        _mm512_div_ps(x, _mm512_add_ps(c(1.0), e))
+        // silu, -0 below SILU_ZERO_BELOW (a NaN compares false and stays)
+        let y = _mm512_div_ps(x, _mm512_add_ps(c(1.0), e));
+        let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, c(SILU_ZERO_BELOW));
+        _mm512_mask_blend_ps(below, y, c(-0.0))
     }
 }
 
@@ -558,9 +561,17 @@ fn exp_f32(x: f32) -> f32 {
     p * scale
 }
 
+/// Below this SiLU is -0: the exponential of `-x` is clamped there, and `x / (1 + e^88)` would
+/// grow with `|x|` (to -2 at `f32::MIN`) where the exact value is under `6e-37` in magnitude.
+const SILU_ZERO_BELOW: f32 = -88.0;
+
 #[inline(always)]
 fn silu(x: f32) -> f32 {
-    x / (1.0 + exp_f32(-x))
+    if x < SILU_ZERO_BELOW {
+        -0.0
+    } else {
+        x / (1.0 + exp_f32(-x))
+    }
 }
 
 /// SiLU over a slice, compiled for the widest vectors `isa` allows (the compiler vectorizes
@@ -698,6 +709,13 @@ mod tests {
             assert_eq!(a.apply(0.0).to_bits(), 0f32.to_bits());
             assert!(a.apply(f32::NAN).is_nan() && a.apply(-f32::NAN).is_nan());
         }
+        let silu = Activation::Silu;
+        for x in [-88.5, -100.0, -1e30, f32::MIN, f32::NEG_INFINITY] {
+            assert_eq!(silu.apply(x).to_bits(), (-0f32).to_bits(), "silu({x})");
+        }
+        assert!(silu.apply(-88.0) < 0.0 && silu.apply(-88.0) > -6e-37);
+        assert_eq!(silu.apply(f32::INFINITY), f32::INFINITY);
+        assert!(silu.apply(f32::NAN).is_nan());
     }
 
     /// The gates are continuous where the polynomials meet (within the bound) and monotone.

@@ -34,7 +34,9 @@
 //! Reading checks every field before it touches the data: magic, version, precision against
 //! the type asked for, layout, the zero bytes, that K and N give exactly the stated data size,
 //! that the column sums have the size N gives and that the blob holds exactly that much, then
-//! the checksum. Any mismatch is a [`BlobError`]; no input panics or reads out of bounds.
+//! the checksum, and last what a checksum cannot vouch for in a blob another tool wrote: that
+//! the layout's padding is zero (the products read it) and that each column sum is its
+//! column's. Any mismatch is a [`BlobError`]; no input panics or reads out of bounds.
 
 use std::fmt;
 
@@ -111,6 +113,21 @@ pub enum BlobError {
         /// What N and the precision give.
         expected: u64,
     },
+    /// A byte of the packed data's padding (past K in the last k-step, past N in the last
+    /// panel, a panel's gap) is not zero, as packing leaves it: the products would read it.
+    NonZeroPadding {
+        /// Offset in the blob.
+        offset: usize,
+    },
+    /// A column sum is not the sum of the column's packed elements.
+    WrongColumnSum {
+        /// The column.
+        column: usize,
+        /// The sum in the blob.
+        stated: i32,
+        /// The sum of the packed column.
+        computed: i32,
+    },
     /// [`PackedBView::from_blob`] needs the blob at a 64-byte-aligned address, so that the
     /// tiles it loads are aligned (use [`PackedB::from_bytes`], which copies, otherwise).
     Misaligned {
@@ -153,6 +170,18 @@ impl fmt::Display for BlobError {
             BlobError::ColumnSums { stated, expected } => write!(
                 f,
                 "the header states {stated} bytes of column sums; N and the precision give {expected}"
+            ),
+            BlobError::NonZeroPadding { offset } => write!(
+                f,
+                "byte {offset} of the blob is padding of the packed layout and must be zero"
+            ),
+            BlobError::WrongColumnSum {
+                column,
+                stated,
+                computed,
+            } => write!(
+                f,
+                "the blob's sum of column {column} is {stated}; its packed elements sum to {computed}"
             ),
             BlobError::Misaligned { offset } => write!(
                 f,
@@ -312,6 +341,28 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
     if stored != computed {
         return Err(BlobError::Checksum { stored, computed });
     }
+    // What a checksum cannot catch: a blob written by another tool (or a buggy one), with its
+    // own checksum, whose padding or column sums are not the ones packing gives.
+    if let Some(at) = PackedB::<P>::nonzero_padding(data, k_us, n_us) {
+        return Err(BlobError::NonZeroPadding {
+            offset: HEADER_BYTES + at,
+        });
+    }
+    if version != VERSION_1 && P::KIND.is_integer() {
+        let (steps, stride, _) =
+            PackedB::<P>::layout_of(k_us, n_us).map_err(|_| inconsistent.clone())?;
+        for (column, stated) in sums.chunks_exact(4).enumerate() {
+            let stated = i32::from_le_bytes([stated[0], stated[1], stated[2], stated[3]]);
+            let computed = PackedB::<P>::column_sum(data, steps, stride, column);
+            if stated != computed {
+                return Err(BlobError::WrongColumnSum {
+                    column,
+                    stated,
+                    computed,
+                });
+            }
+        }
+    }
     Ok(Parsed {
         k: k_us,
         n: n_us,
@@ -447,6 +498,72 @@ fn sums_in_place(bytes: &[u8]) -> Option<&[i32]> {
 mod tests {
     use super::*;
     use crate::{Bf16, Int8, U8S8};
+
+    /// Writes the checksum of a blob changed by hand (version 2).
+    fn reseal(blob: &mut [u8], packed_bytes: usize) {
+        let (h, rest) = blob.split_at(HEADER_BYTES);
+        let (data, sums) = rest.split_at(packed_bytes);
+        let crc = checksum(h, VERSION, data, sums);
+        blob[40..44].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Each data byte of a blob of zero weights set by hand, the checksum made to match: an
+    /// element (a byte that packing the same shape of non-zero weights sets) is read, and for
+    /// the int8 precisions its column's sum no longer matches; any other byte is padding, and
+    /// refused.
+    fn every_byte_set<P: Precision>(zeros: &PackedB<P>, nonzero: &PackedB<P>, every: usize) {
+        let blob = zeros.to_bytes();
+        let elements = nonzero.to_bytes();
+        let packed = zeros.packed_bytes();
+        let (mut read, mut refused) = (0, 0);
+        for at in (HEADER_BYTES..HEADER_BYTES + packed).step_by(every) {
+            let mut changed = blob.clone();
+            changed[at] = 0x7F;
+            reseal(&mut changed, packed);
+            let got = PackedB::<P>::from_bytes(&changed);
+            if elements[at] == 0 {
+                assert_eq!(got.unwrap_err(), BlobError::NonZeroPadding { offset: at });
+                refused += 1;
+            } else if P::KIND.is_integer() {
+                assert!(
+                    matches!(got, Err(BlobError::WrongColumnSum { stated: 0, .. })),
+                    "{at}: {got:?}"
+                );
+                read += 1;
+            } else {
+                assert!(got.is_ok(), "{at}: {got:?}");
+                read += 1;
+            }
+        }
+        assert!(read > 0 && refused > 0, "{read} {refused}");
+    }
+
+    #[test]
+    fn padding_and_column_sums_are_checked() {
+        // bf16: K = 3 of a 32-row k-step, N = 2 of a 32-column panel.
+        let (k, n) = (3, 2);
+        let zeros = PackedB::<Bf16>::pack(&[half::bf16::ZERO; 6], k, n, n).unwrap();
+        let ones = PackedB::<Bf16>::pack(&[half::bf16::ONE; 6], k, n, n).unwrap();
+        every_byte_set(&zeros, &ones, 1);
+        // int8: two panels, the second partial, and two k-steps, the second partial.
+        let (k, n) = (70, 40);
+        let zeros = PackedB::<Int8>::pack(&vec![0; k * n], k, n, n).unwrap();
+        let ones = PackedB::<Int8>::pack(&vec![1; k * n], k, n, n).unwrap();
+        every_byte_set(&zeros, &ones, 3);
+        // A wrong sum, the data intact.
+        let mut blob = ones.to_bytes();
+        let sums = HEADER_BYTES + ones.packed_bytes();
+        blob[sums + 4 * 39] ^= 1;
+        reseal(&mut blob, ones.packed_bytes());
+        assert_eq!(
+            PackedB::<Int8>::from_bytes(&blob).unwrap_err(),
+            BlobError::WrongColumnSum {
+                column: 39,
+                stated: 71,
+                computed: 70
+            }
+        );
+    }
 
     /// Unsigned weights' sums, recomputed from a version-1 blob's bytes, add them as `u8`.
     #[test]

@@ -295,30 +295,51 @@ impl<'a> Epilogue<'a> {
 
     /// Checks that per-row activation parameters cover the `m` rows of a call.
     pub(crate) fn check_rows(&self, m: usize) -> Result<(), GemmError> {
+        self.check_row_count(
+            m,
+            [
+                "per-row activation scales and M",
+                "per-row activation zero points and M",
+            ],
+        )
+    }
+
+    /// Checks, before a batched call writes anything, what its batches' epilogues take from
+    /// the per-row activation parameters (`rows`: the count times M): that they cover every
+    /// row, and that a float precision (`int_acc` false) meets no zero point among them.
+    pub(crate) fn check_batch_rows(&self, rows: usize, int_acc: bool) -> Result<(), GemmError> {
+        self.check_row_count(
+            rows,
+            [
+                "per-row activation scales and count x M",
+                "per-row activation zero points and count x M",
+            ],
+        )?;
+        if self.has_zero_point(rows) && !int_acc {
+            return Err(EpilogueError::ZeroPointForFloats.into());
+        }
+        Ok(())
+    }
+
+    fn check_row_count(&self, m: usize, what: [&'static str; 2]) -> Result<(), GemmError> {
         let Some(rows) = self.a_rows else {
             return Ok(());
         };
         let zero_points = rows.zero_points.map_or(m, <[i32]>::len);
         check_sizes(&[
-            (
-                "per-row activation scales and M",
-                m,
-                rows.scales.len().min(m),
-            ),
-            (
-                "per-row activation zero points and M",
-                m,
-                zero_points.min(m),
-            ),
+            (what[0], m, rows.scales.len().min(m)),
+            (what[1], m, zero_points.min(m)),
         ])
     }
 
-    /// Whether the activations have a zero point, which needs the weights' column sums.
-    pub(crate) fn has_zero_point(&self) -> bool {
+    /// Whether the activations of a call of `m` rows have a zero point, which needs the
+    /// weights' column sums (per-row zero points past row `m` are not the call's).
+    pub(crate) fn has_zero_point(&self, m: usize) -> bool {
         self.a_zero_point != 0
-            || self
-                .a_rows
-                .is_some_and(|r| r.zero_points.is_some_and(|z| z.iter().any(|&x| x != 0)))
+            || self.a_rows.is_some_and(|r| {
+                r.zero_points
+                    .is_some_and(|z| z.iter().take(m).any(|&x| x != 0))
+            })
     }
 
     /// The product's factor for a plain GEMM, `y = alpha A B + beta R` (default 1); it is
@@ -605,11 +626,12 @@ struct Grouped<'a> {
 }
 
 impl<'a> Grouped<'a> {
-    /// Checks per-K-group scales for an `n x k` B and gathers what the fold needs.
+    /// Checks per-K-group scales for an `n x k` B (and `m` rows of A) and gathers what the
+    /// fold needs.
     fn new(
         e: &Epilogue<'a>,
         int_acc: bool,
-        (n, k): (usize, usize),
+        (m, n, k): (usize, usize, usize),
         scales: &'a [f32],
         group: usize,
         group_sums: impl FnOnce(usize) -> Result<Vec<i32>, GemmError>,
@@ -620,19 +642,9 @@ impl<'a> Grouped<'a> {
         if group == 0 || !group.is_multiple_of(GROUP_QUANTUM) {
             return Err(EpilogueError::GroupSize(group).into());
         }
-        let groups = k.div_ceil(group);
-        let needed = groups.checked_mul(n).ok_or(GemmError::TooLarge {
-            operand: Operand::C,
-        })?;
-        if scales.len() < needed {
-            return Err(GemmError::DimensionMismatch {
-                what: "per-group weight scales and ceil(K / group) * N",
-                expected: needed,
-                found: scales.len(),
-            });
-        }
+        check_group_scales((n, k), group, scales)?;
         let steps = group / GROUP_QUANTUM;
-        let sums = if e.has_zero_point() && k > 0 {
+        let sums = if e.has_zero_point(m) && k > 0 {
             group_sums(steps)?
         } else {
             Vec::new()
@@ -646,6 +658,29 @@ impl<'a> Grouped<'a> {
             sums,
         })
     }
+}
+
+/// Checks that `scales` holds a weight scale per K-group (of `group` rows, positive) and
+/// column of an `n x k` B: `ceil(k / group) * n` of them.
+pub(crate) fn check_group_scales(
+    (n, k): (usize, usize),
+    group: usize,
+    scales: &[f32],
+) -> Result<(), GemmError> {
+    let needed = k
+        .div_ceil(group)
+        .checked_mul(n)
+        .ok_or(GemmError::TooLarge {
+            operand: Operand::C,
+        })?;
+    if scales.len() < needed {
+        return Err(GemmError::DimensionMismatch {
+            what: "per-group weight scales and ceil(K / group) * N",
+            expected: needed,
+            found: scales.len(),
+        });
+    }
+    Ok(())
 }
 
 /// One row's scales and offsets of a group for the panel whose first column is `at - g N`,
@@ -696,7 +731,7 @@ impl<'a> Prepared<'a> {
         ldo: usize,
     ) -> Result<Prepared<'a>, GemmError> {
         let int_acc = dtype.is_integer();
-        if e.has_zero_point() && !int_acc {
+        if e.has_zero_point(m) && !int_acc {
             return Err(EpilogueError::ZeroPointForFloats.into());
         }
         e.check_rows(m)?;
@@ -704,14 +739,14 @@ impl<'a> Prepared<'a> {
             WeightScale::Group { scales, group } => Some(Box::new(Grouped::new(
                 e,
                 int_acc,
-                (n, k),
+                (m, n, k),
                 scales,
                 group,
                 group_sums,
             )?)),
             _ => None,
         };
-        let sums = match (e.has_zero_point(), col_sums) {
+        let sums = match (e.has_zero_point(m), col_sums) {
             (false, _) => None,
             // Compensated per group instead.
             (_, _) if grouped.is_some() => None,

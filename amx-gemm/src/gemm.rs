@@ -142,7 +142,9 @@ impl Gemm {
     /// Worker threads; 0 (the default) means one per core (at most [`Gemm::MAX_THREADS`]).
     /// More threads than cores is allowed (they share the cores), up to [`Gemm::MAX_THREADS`]:
     /// a call with more fails with [`GemmError::TooManyThreads`]. Each thread count has its own
-    /// persistent pool; 1 runs on the calling thread. Ignored when a [`Gemm::pool`] is given.
+    /// persistent pool, kept for the life of the process (a program that uses many counts
+    /// keeps that many pools: give it one of its own with [`Gemm::pool`]); 1 runs on the
+    /// calling thread. Ignored when a [`Gemm::pool`] is given.
     pub fn threads(mut self, threads: usize) -> Gemm {
         self.threads = threads;
         self
@@ -155,6 +157,9 @@ impl Gemm {
     /// their tile configurations between calls as on the built-in pools. The tiles of a
     /// caller's pool are the caller's to release (`pool.broadcast(|_| amx_runtime::release())`);
     /// [`release_tiles`](crate::release_tiles) releases the crate's own pools only.
+    ///
+    /// A call needs every thread of the pool: it waits while a job of the caller's holds one,
+    /// so a job that waits for a GEMM on its own pool, run from another thread, never ends.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -703,8 +708,10 @@ impl Gemm {
     /// # Errors
     ///
     /// Those of [`Gemm::run_batched`] (with the output as C), a residual too short for the
-    /// last batch ([`Operand::Residual`]), then those of [`Gemm::run_with`] per batch: an
-    /// invalid epilogue is refused by the first batch, before any output is written.
+    /// last batch ([`Operand::Residual`]), per-row activation parameters fewer than
+    /// `count x M` ([`GemmError::DimensionMismatch`]) or with a zero point for a float
+    /// precision, then those of [`Gemm::run_with`] per batch: an invalid epilogue is refused
+    /// by the first batch, before any output is written.
     pub fn run_batched_with<P: Precision, O: Output>(
         &self,
         batch: Batch,
@@ -721,6 +728,10 @@ impl Gemm {
             let extent = crate::error::extent(Operand::Residual, m, n, ld)?;
             check_batch(Operand::Residual, batch.count, stride_o, extent, len)?;
         }
+        let rows = batch.count.checked_mul(m).ok_or(GemmError::TooLarge {
+            operand: Operand::A,
+        })?;
+        epilogue.check_batch_rows(rows, P::KIND.is_integer())?;
         let mut index = 0usize;
         self.batched::<P, _>(
             batch,

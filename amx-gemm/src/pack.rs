@@ -476,22 +476,72 @@ impl<P: Precision> PackedB<P> {
                 })
             }
             (true, None) => {
-                // Every byte of a column's tiles is one of its elements or zero padding.
                 for (nn, sum) in own.iter_mut().enumerate() {
-                    let (p, h, j) = (nn / NR, (nn % NR) / 16, nn % 16);
-                    for s in 0..steps {
-                        for r in 0..16 {
-                            let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
-                            for &x in &data[at..at + 4] {
-                                *sum = sum.wrapping_add(b_value(P::KIND, x));
-                            }
-                        }
-                    }
+                    *sum = Self::column_sum(data, steps, stride, nn);
                 }
             }
             (false, _) => {}
         }
         Ok(packed)
+    }
+
+    /// The sum of column `nn`'s elements in packed data of `steps` k-steps per panel, panels
+    /// `stride` bytes apart (the int8 precisions' column sum). Every byte of a column's tiles
+    /// is one of its elements or padding, which [`PackedB::nonzero_padding`] has found zero.
+    pub(crate) fn column_sum(data: &[u8], steps: usize, stride: usize, nn: usize) -> i32 {
+        let (p, h, j) = (nn / NR, (nn % NR) / 16, nn % 16);
+        let mut sum = 0i32;
+        for s in 0..steps {
+            for r in 0..16 {
+                let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
+                for &x in &data[at..at + 4] {
+                    sum = sum.wrapping_add(b_value(P::KIND, x));
+                }
+            }
+        }
+        sum
+    }
+
+    /// The offset of the first byte of packed `k x n` data that is padding and not zero: K's
+    /// last k-step past K, the columns past N, each panel's gap. [`PackedB::pack`] writes
+    /// zeros there, and the products rely on it (a zero of A's padding times a NaN in B's is
+    /// a NaN in C). `None` where there is none, or where `data` does not have the layout's
+    /// size (which the caller checked).
+    pub(crate) fn nonzero_padding(data: &[u8], k: usize, n: usize) -> Option<usize> {
+        let (steps, _, stride, total) = Self::layout(k, n).ok()?;
+        if total == 0 || data.len() != total {
+            return None;
+        }
+        let dtype = P::KIND;
+        let (kt, group, size) = (dtype.k_per_step(), dtype.group(), dtype.input_bytes());
+        // A tile row holds one dword per column: `group` consecutive rows of B.
+        debug_assert_eq!(group * size, 4);
+        let zero = |bytes: &[u8], at: usize| bytes.iter().position(|&b| b != 0).map(|i| at + i);
+        for (p, panel) in data.chunks_exact(stride).enumerate() {
+            let base = p * stride;
+            if let Some(at) = zero(&panel[steps * STEP..], base + steps * STEP) {
+                return Some(at);
+            }
+            for s in 0..steps {
+                for h in 0..2 {
+                    let cols = n.saturating_sub(p * NR + h * 16).min(16);
+                    for r in 0..kt / group {
+                        let rows = k.saturating_sub(s * kt + r * group).min(group);
+                        if cols == 16 && rows == group {
+                            continue;
+                        }
+                        let row = s * STEP + h * TILE + r * ROW_BYTES;
+                        for j in 0..16 {
+                            let from = row + 4 * j + if j < cols { rows * size } else { 0 };
+                            if let Some(at) = zero(&panel[from..row + 4 * j + 4], base + from) {
+                                return Some(at);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The layout of a packed `k x n` B: (steps, panel stride, total bytes), for views that

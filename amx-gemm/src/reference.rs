@@ -928,10 +928,11 @@ pub fn linear_model_grouped<P: Precision, O: Output>(
     let (b, ldb) = row_major(b)?;
     let b = &b[..];
     check_slice(Operand::C, m, n, ldo, out.len())?;
-    let WeightScale::Group { group, .. } = epilogue.w_scale else {
+    let WeightScale::Group { group, scales } = epilogue.w_scale else {
         return Err(EpilogueError::NotGrouped.into());
     };
     check_group(P::KIND, group)?;
+    epilogue::check_group_scales((n, k), group, scales)?;
     let params = Params::new(epilogue, m, n)?;
     epilogue.check_output::<O>()?;
     let groups = exact_groups::<P>(m, n, k, a, lda, b, ldb, group);

@@ -673,6 +673,75 @@ fn per_row_activation_parameters() {
     )
     .unwrap();
     assert!(out.iter().all(|&x| x == 0.02 * 2.0 * k as f32));
+    // Zero points past row M are not the call's: zeros for its rows are fine with bf16.
+    let mut past = vec![0i32; m + 1];
+    past[m] = 5;
+    let past_m = Epilogue::new().quantized_rows(&scales, Some(&past), WeightScale::Tensor(2.0));
+    gemm.run_with(
+        MatRef::new(&bf, m, k),
+        &pb,
+        MatMut::new(&mut out, m, n),
+        &past_m,
+    )
+    .unwrap();
+    assert!(out.iter().all(|&x| x == 0.02 * 2.0 * k as f32));
+}
+
+/// A batched call checks the per-row parameters of every product before it writes the first:
+/// too few for `count x M` rows, or a zero point of a later product's rows with a float
+/// precision.
+#[test]
+fn per_row_parameters_of_every_product_are_checked_first() {
+    let (count, m, n, k) = (2, 2, 3, 64);
+    let batch = Batch {
+        count,
+        stride_a: m * k,
+        stride_b: n * k,
+        stride_c: m * n,
+    };
+    let gemm = Gemm::new().backend(Backend::Emulated);
+    let a = vec![1u8; count * m * k];
+    let w = vec![1i8; count * n * k];
+    let scales = [1.0f32; 4];
+    let short = Epilogue::new().quantized_rows(&scales[..3], None, WeightScale::Tensor(1.0));
+    let mut y = vec![-1f32; count * m * n];
+    let err = gemm
+        .run_batched_with::<U8S8, f32>(
+            batch,
+            MatRef::new(&a, m, k),
+            BRef::n_by_k(&w, k, n),
+            MatMut::new(&mut y, m, n),
+            &short,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::DimensionMismatch {
+            what: "per-row activation scales and count x M",
+            expected: count * m,
+            found: 3
+        }
+    );
+    assert!(y.iter().all(|&x| x == -1.0), "{y:?}");
+    // bf16, the zero point in the second product's rows.
+    let a = vec![bf16::ONE; count * m * k];
+    let w = vec![bf16::ONE; count * n * k];
+    let zps = [0, 0, 0, 7];
+    let later = Epilogue::new().quantized_rows(&scales, Some(&zps), WeightScale::Tensor(1.0));
+    let err = gemm
+        .run_batched_with::<Bf16, f32>(
+            batch,
+            MatRef::new(&a, m, k),
+            BRef::n_by_k(&w, k, n),
+            MatMut::new(&mut y, m, n),
+            &later,
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        GemmError::InvalidEpilogue(EpilogueError::ZeroPointForFloats)
+    );
+    assert!(y.iter().all(|&x| x == -1.0), "{y:?}");
 }
 
 /// A batched call takes M per-row parameters per product, product `p`'s from `p * M`.

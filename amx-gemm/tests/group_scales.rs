@@ -295,7 +295,7 @@ fn bad_groups_are_typed_errors_and_leave_the_output_alone() {
             "{group}"
         );
     }
-    // ceil(200 / 64) = 4 groups of 5 channels: 19 scales are too few.
+    // ceil(200 / 64) = 4 groups of 5 channels: 19 scales are too few, for the model too.
     assert!(matches!(
         run(64, &scales[..19]),
         GemmError::DimensionMismatch {
@@ -304,6 +304,34 @@ fn bad_groups_are_typed_errors_and_leave_the_output_alone() {
             ..
         }
     ));
+    let b = vec![1i8; k * n];
+    let e = Epilogue::new().quantized(
+        1.0,
+        3,
+        WeightScale::Group {
+            scales: &scales[..19],
+            group: 64,
+        },
+    );
+    let mut model = vec![9u8; m * n];
+    let err = linear_model_grouped::<U8S8, u8>(
+        MatRef::new(&a, m, k),
+        BRef::k_by_n(&b, k, n),
+        &e,
+        MatMut::new(&mut model, m, n),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GemmError::DimensionMismatch {
+                expected: 20,
+                found: 19,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     // bf16 weights are not group-quantized.
     let pb = PackedB::<Bf16>::pack(&vec![bf16::ONE; k * n], k, n, n).unwrap();
     let e = Epilogue::new().quantized(
