@@ -186,14 +186,15 @@ pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext
         Ok(frame) => frame,
         Err(()) => {
             (uc.sigmask, uc.gregs[reg::OLDMASK]) = (mask, oldmask);
-            // As `cannot_deliver`: SIGSEGV, fatal if that was SIGSEGV's own delivery.
-            let mut segv = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
+            // As `cannot_deliver`: SIGSEGV, fatal if that was SIGSEGV's own delivery. Its
+            // siginfo replaces the signal's in the kernel's frame, which its handler may run on.
+            *info = siginfo(libc::SIGSEGV, SI_KERNEL, 0);
             if sig == libc::SIGSEGV {
-                arm_fatal(libc::SIGSEGV, &segv);
+                arm_fatal(libc::SIGSEGV, info);
                 uc.sigmask &= !bit(libc::SIGSEGV);
                 return;
             }
-            return deliver_in_place(libc::SIGSEGV, &mut segv, uc, true);
+            return deliver_in_place(libc::SIGSEGV, info, uc, true);
         }
     };
     let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
@@ -560,6 +561,16 @@ extern "C" fn restore_entry(uc: *mut Ucontext) {
     // program's memory (the engine wrote it; a handler may have changed it, as it may change
     // any frame).
     let uc = unsafe { &mut *uc };
+    if slot::current().is_none() {
+        // A thread without a slot (its handlers entered by `deliver_in_place`): nothing counts
+        // the restorer as engine work, so a SIGSEGV or SIGBUS that `restore` releases would be
+        // taken here, inside the restorer, with its mask. Blocked, it comes at the context the
+        // frame returns to, as the kernel delivers a signal that `rt_sigreturn` unblocks. (Not
+        // SIGSYS: a seccomp filter trapping the engine's own system call here, blocked, would
+        // end the process; a SIGSYS another process sent comes here, as on a thread with a
+        // slot it would not.)
+        signals::block(bit(libc::SIGSEGV) | bit(libc::SIGBUS));
+    }
     restore(uc, uc_at);
     if let Some(slot) = slot::current() {
         crate::entry::raise_held_back(slot);

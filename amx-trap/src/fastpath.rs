@@ -125,14 +125,20 @@ macro_rules! entry_asm {
             // Unwind information, for debuggers, profilers and crash reporters that walk the
             // stack from the engine's code. The CFA is the site's RSP (the frame, then the 128
             // bytes the stub skipped), and the frame holds the site's registers. The return
-            // address is the stub's fault exit, where no unwind information lies, except while
-            // `fast` runs: then it is the site itself, read from the stub (`SITE_AT`), and the
-            // walk goes on into the site's function as from a signal frame (whose PC is the
-            // interrupted instruction, not a return address past a call).
+            // address is the site itself, and the walk goes on into the site's function as from
+            // a signal frame (whose PC is the interrupted instruction, not a return address
+            // past a call). Until `fast` runs it is read from the stub (`SITE_AT`), through the
+            // stub's return address at CFA - 136: *(*(CFA - 136) + SITE_AT - FAULT_EXIT)
+            // (DW_CFA_val_expression, rip, the CFA pushed first: DW_OP_constu 136, DW_OP_minus,
+            // DW_OP_deref, DW_OP_plus_uconst, DW_OP_deref). While `fast` runs it is a copy on
+            // the stack, which unwinders that copy the stack and not the stub's page (perf) read
+            // too. After, the frame's return address is where the thread goes: past the
+            // instruction, in the site's function, or an exit of the stub (no unwind
+            // information there: the walk stops).
             ".cfi_startproc",
             ".cfi_signal_frame",
             ".cfi_def_cfa_offset 136",
-            ".cfi_offset rip, -136",
+            ".cfi_escape 0x16, 0x10, 0x08, 0x10, 0x88, 0x01, 0x1c, 0x06, 0x23, {site_at}, 0x06",
             "    pushfq",
             ".cfi_adjust_cfa_offset 8",
             "    push rax",
@@ -209,17 +215,21 @@ macro_rules! entry_asm {
             "    popfq",
             $($save,)*
             "    mov qword ptr [rbx + {area}], rsp",
+            // The site, twice (RSP stays 16-byte aligned), for the unwind information: the
+            // return address at RSP (DW_CFA_expression, rip: DW_OP_breg7 0).
+            "    mov rax, qword ptr [rbp + {ret}]",
+            "    mov rax, qword ptr [rax + {site_at}]",
+            "    push rax",
+            "    push rax",
+            ".cfi_escape 0x10, 0x10, 0x02, 0x77, 0x00",
             "    mov rdi, rbp",
-            // The return address while `fast` runs: the site, *(*(rbp + 128) + SITE_AT -
-            // FAULT_EXIT) (DW_CFA_val_expression, rip: DW_OP_breg6 128, DW_OP_deref,
-            // DW_OP_plus_uconst, DW_OP_deref).
-            ".cfi_escape 0x16, 0x10, 0x07, 0x76, 0x80, 0x01, 0x06, 0x23, {site_at}, 0x06",
             "    call {fast}",
-            // 0: not done, the frame's return address stays the fault exit.
-            "    test rax, rax",
             // The rule above holds at the call's return address too: unwinders that take a
             // signal frame's PC as it is (gdb) look the caller up there, not one byte before.
+            "    add rsp, 16",
             ".cfi_offset rip, -136",
+            // 0: not done, the frame's return address stays the fault exit.
+            "    test rax, rax",
             "    jz 9f",
             "    mov qword ptr [rbx + {commit}], rax",
             concat!(".hidden ", $name, "_committed"),

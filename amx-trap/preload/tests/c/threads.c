@@ -12,8 +12,11 @@
  *   oomfaults  no AMX at all, no memory left, on a thread that never ran AMX: a NULL load its
  *              SIGSEGV handler steps over, SA_RESETHAND | SA_NODEFER with an sa_mask, a
  *              handler left by siglongjmp, a ud2 whose SIGILL handler steps over it, and the
- *              wait mask of sigsuspend, the fault handlers walking the stack (backtrace());
- *              every line printed must be the same with and without the library
+ *              wait mask of sigsuspend, the fault handlers walking the stack (backtrace()),
+ *              a SIGSEGV and a SIGBUS raised in a handler that blocks them (taken after it),
+ *              and a ud2 with no stack left for its handler's frame (SIGSEGV instead, on the
+ *              alternate stack); every line printed must be the same with and without the
+ *              library
  *   oomsite    a TILEZERO site the main thread ran until it was patched, then run by a thread
  *              that never configured tiles and can map no state: #UD (SIGILL, ILL_ILLOPN) at
  *              the site, as for any unconfigured thread (the main thread releases its tiles
@@ -24,6 +27,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <ucontext.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 static void *amx_thread(void *arg) {
@@ -204,6 +208,55 @@ static void on_wake(int sig) {
     woke = sig;
 }
 
+/* A SIGSEGV or SIGBUS raised in a handler whose sa_mask blocks it: pending until the handler
+ * returns, then taken with the interrupted context's mask. */
+static int released_sig;
+static void on_released(int sig) {
+    char b[96];
+    snprintf(b, sizeof b, "released %d: USR1 blocked %d, itself %d\n", sig, blocked(SIGUSR1),
+             blocked(sig));
+    say(b);
+}
+static void on_release(int sig) {
+    (void)sig;
+    raise(released_sig);
+    say("raised in the handler: pending\n");
+}
+
+/* A ud2 with 512 bytes of stack left, its SIGILL handler on the thread's stack: the kernel
+ * cannot write the frame and sends SIGSEGV (SI_KERNEL), whose handler asks for the alternate
+ * stack, and leaves by siglongjmp. */
+static char *guarded;
+static char alternate[64 * 1024];
+static sigjmp_buf no_room_out;
+static void on_no_room_ill(int sig) {
+    (void)sig;
+    say("no room: the SIGILL handler ran\n");
+    _exit(5);
+}
+static void on_no_room(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    char b[96];
+    snprintf(b, sizeof b, "no room: signal %d code %d addr %p\n", sig, si->si_code, si->si_addr);
+    say(b);
+    siglongjmp(no_room_out, 1);
+}
+
+static void no_room(void) {
+    stack_t st = {.ss_sp = alternate, .ss_size = sizeof alternate};
+    sigaltstack(&st, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_no_room_ill;
+    sigaction(SIGILL, &sa, NULL);
+    sa.sa_sigaction = on_no_room;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, NULL);
+    if (!sigsetjmp(no_room_out, 1))
+        __asm__ volatile("mov %0, %%rsp\n\tud2" ::"r"(guarded + 4096 + 512) : "memory");
+    say("no room: back\n");
+}
+
 static void *faulting_thread(void *arg) {
     (void)arg;
     pthread_barrier_wait(&started);
@@ -258,6 +311,18 @@ static void *faulting_thread(void *arg) {
     snprintf(b, sizeof b, "after sigsuspend: woke by %d, ALRM blocked %d, USR2 blocked %d\n",
              woke, blocked(SIGALRM), blocked(SIGUSR2));
     say(b);
+
+    int released[] = {SIGSEGV, SIGBUS};
+    for (int i = 0; i < 2; i++) {
+        released_sig = released[i];
+        signal(released_sig, on_released);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_release;
+        sigaddset(&sa.sa_mask, released_sig);
+        sigaction(SIGUSR1, &sa, NULL);
+        raise(SIGUSR1);
+    }
+    no_room();
     return NULL;
 }
 
@@ -309,6 +374,10 @@ static int oomsite(void) {
 }
 
 static int oomfaults(void) {
+    /* A page of stack over a guard page, for `no_room`. */
+    guarded = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (guarded == MAP_FAILED || mprotect(guarded, 4096, PROT_NONE) != 0)
+        return 2;
     /* The C library loads its unwinder at the first walk: before memory runs out. */
     void *warm[4];
     backtrace(warm, 4);
