@@ -416,6 +416,12 @@ pub fn set_program_action(
     let Some(action) = action else {
         return Ok(before);
     };
+    // The kernel keeps no SIGKILL or SIGSTOP in an action's mask (`do_sigaction`): reading
+    // the action back shows neither.
+    let action = &Action {
+        mask: action.mask & !(bit(libc::SIGKILL) | bit(libc::SIGSTOP)),
+        ..*action
+    };
     let state = e.state.load(Ordering::Acquire);
     if state == OWNED {
         store(e, *action, OWNED);

@@ -51,3 +51,10 @@ fn blocked_engine_signals_stay_pending_whatever_their_action() {
 fn masks_and_actions_at_bad_addresses_are_efault() {
     same_as_without("efault");
 }
+
+/// An action's mask as the kernel keeps it: without SIGKILL and SIGSTOP, whatever the program
+/// gave (a JVM's crash report prints each handler's mask).
+#[test]
+fn an_actions_mask_never_holds_sigkill_or_sigstop() {
+    same_as_without("stored");
+}

@@ -12,6 +12,8 @@
  *            discards a pending one
  *   efault   masks and actions at addresses the kernel cannot read or write: EFAULT, through
  *            sigprocmask, pthread_sigmask and syscall(2)
+ *   stored   actions installed with every signal in sa_mask, read back: the kernel keeps
+ *            neither SIGKILL nor SIGSTOP there, and blocks neither in the handler
  */
 #include "hostile.h"
 /* The BSD mask calls are deprecated, and what a shell still makes. */
@@ -170,6 +172,30 @@ static int efault(void) {
     return 0;
 }
 
+static void show_stored(int sig) {
+    sigset_t now;
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    printf("handler %d: KILL blocked %d, STOP blocked %d, USR2 blocked %d\n", sig,
+           sigismember(&now, SIGKILL), sigismember(&now, SIGSTOP), sigismember(&now, SIGUSR2));
+}
+
+static int stored(void) {
+    int sigs[] = {SIGSEGV, SIGILL, SIGUSR1};
+    for (int i = 0; i < 3; i++) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = show_stored;
+        sigfillset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+        sigaction(sigs[i], NULL, &old);
+        printf("signal %d: KILL in sa_mask %d, STOP %d, USR2 %d\n", sigs[i],
+               sigismember(&old.sa_mask, SIGKILL), sigismember(&old.sa_mask, SIGSTOP),
+               sigismember(&old.sa_mask, SIGUSR2));
+        raise(sigs[i]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const char *mode = argc > 1 ? argv[1] : "waits";
@@ -181,5 +207,7 @@ int main(int argc, char **argv) {
         return blocked();
     if (!strcmp(mode, "efault"))
         return efault();
+    if (!strcmp(mode, "stored"))
+        return stored();
     return 2;
 }
