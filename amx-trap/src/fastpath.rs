@@ -129,8 +129,8 @@ macro_rules! entry_asm {
             // a signal frame (whose PC is the interrupted instruction, not a return address
             // past a call). Until `fast` runs it is read from the stub (`SITE_AT`), through the
             // stub's return address at CFA - 136: *(*(CFA - 136) + SITE_AT - FAULT_EXIT)
-            // (DW_CFA_val_expression, rip, the CFA pushed first: DW_OP_constu 136, DW_OP_minus,
-            // DW_OP_deref, DW_OP_plus_uconst, DW_OP_deref). While `fast` runs it is a copy on
+            // (DW_CFA_val_expression, rip, the CFA pushed first: DW_OP_const1u 136,
+            // DW_OP_minus, DW_OP_deref, DW_OP_plus_uconst, DW_OP_deref). While `fast` runs it is a copy on
             // the stack, which unwinders that copy the stack and not the stub's page (perf) read
             // too. After, the frame's return address is where the thread goes: past the
             // instruction, in the site's function, or an exit of the stub (no unwind
@@ -138,7 +138,7 @@ macro_rules! entry_asm {
             ".cfi_startproc",
             ".cfi_signal_frame",
             ".cfi_def_cfa_offset 136",
-            ".cfi_escape 0x16, 0x10, 0x08, 0x10, 0x88, 0x01, 0x1c, 0x06, 0x23, {site_at}, 0x06",
+            ".cfi_escape 0x16, 0x10, 0x07, 0x08, 0x88, 0x1c, 0x06, 0x23, {site_at}, 0x06",
             "    pushfq",
             ".cfi_adjust_cfa_offset 8",
             "    push rax",

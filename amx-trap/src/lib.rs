@@ -113,6 +113,10 @@ pub enum InstallError {
         /// The errno.
         errno: i32,
     },
+    /// The program runs under valgrind, which checks every signal frame a handler returns
+    /// through and ends the process at one the engine built. On the silicon valgrind does not
+    /// run AMX either (it stops at the first AMX instruction it meets).
+    Valgrind,
 }
 
 impl fmt::Display for InstallError {
@@ -130,6 +134,10 @@ impl fmt::Display for InstallError {
                     "installing the engine's signal handlers failed with errno {errno}"
                 )
             }
+            InstallError::Valgrind => f.write_str(
+                "the program runs under valgrind, which cannot run the trap engine's signal \
+                 frames (nor AMX instructions)",
+            ),
         }
     }
 }
@@ -640,6 +648,31 @@ mod linux {
         caps.amx_tile && caps.xtilecfg_enabled() && caps.xtiledata_enabled()
     }
 
+    /// Whether the program runs under valgrind: its `RUNNING_ON_VALGRIND` client request, a
+    /// sequence that changes nothing on a CPU (RDI rotated by 128 bits, `xchg rbx, rbx`) and
+    /// that valgrind's CPU answers in RDX.
+    fn under_valgrind() -> bool {
+        // VG_USERREQ__RUNNING_ON_VALGRIND and its five unused arguments.
+        let request: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
+        let answer: u64;
+        // SAFETY: rotations of RDI that add up to 128 bits and an exchange of RBX with itself
+        // change no register on a CPU; valgrind reads the request at RAX and writes RDX.
+        unsafe {
+            core::arch::asm!(
+                "rol rdi, 3",
+                "rol rdi, 13",
+                "rol rdi, 61",
+                "rol rdi, 51",
+                "xchg rbx, rbx",
+                inout("rdx") 0u64 => answer,
+                in("rax") request.as_ptr(),
+                inout("rdi") 0u64 => _,
+                options(nostack, readonly),
+            );
+        }
+        answer != 0
+    }
+
     fn env_is(name: &str, value: &str) -> bool {
         std::env::var_os(name).is_some_and(|v| v == value)
     }
@@ -667,6 +700,9 @@ mod linux {
         assist::prepare();
         cpuid::prepare();
         if !ACTIVE.load(Ordering::Acquire) {
+            if under_valgrind() {
+                return Err(InstallError::Valgrind);
+            }
             let native = native_amx();
             let model = Model::from_env();
             let engine_mode = if !native {

@@ -34,6 +34,8 @@
 //! cannot do.
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod bytes;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod jmp;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod mem;

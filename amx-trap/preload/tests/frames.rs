@@ -160,6 +160,30 @@ fn a_cxx_exception_thrown_from_a_handler_of_a_thread_without_memory() {
     }
 }
 
+/// The engine's signal paths call no function of another library (promise 5): with memory
+/// routines of another library's preloaded first, as a sanitizer's runtime defines them,
+/// nested handlers that each configure tiles and return (the engine saving and putting back
+/// tile state at each) never call them.
+#[test]
+fn the_engine_calls_no_other_librarys_memory_routines() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let (Some(prog), Some(routines)) = (
+        build("frames.c", &[]),
+        build("interpose.c", &["-shared", "-fPIC"]),
+    ) else {
+        return;
+    };
+    let both = format!("{}:{}", routines.display(), library().display());
+    let run = Program::preloaded(&prog, &["nested"])
+        .env("LD_PRELOAD", &both)
+        .run();
+    assert!(run.ok(), "{run}");
+    assert_eq!(run.line("interrupted state back:"), "1", "{run}");
+    assert!(run.stderr.contains("calls from the engine: 0\n"), "{run}");
+}
+
 #[test]
 fn a_cxx_exception_thrown_from_a_handler() {
     let Some(prog) = build("exceptions.cc", &["-fnon-call-exceptions"]) else {
