@@ -91,6 +91,7 @@ fn start() {
     ucontext::resolve();
     if engine::preload::install().is_ok() {
         stack::model();
+        real::warn_if_interposed_after();
     }
     STARTED.store(2, Ordering::Release);
 }

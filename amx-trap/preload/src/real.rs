@@ -17,6 +17,48 @@ pub(crate) fn lookup(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     found
 }
 
+/// Says on standard error, once, when another library that interposes `sigaction` comes after
+/// this one in the lookup order (a sanitizer's runtime linked into the program, the JVM's
+/// `libjsig` preloaded after this library): the engine takes the program's handlers first, so
+/// that library never sees them, and it works only when preloaded before this one (the
+/// README's order).
+pub(crate) fn warn_if_interposed_after() {
+    let Some(next) = sigaction() else {
+        return;
+    };
+    // SAFETY: dlsym and dladdr read the loader's tables; the names are NUL-terminated and the
+    // Dl_info is written by dladdr.
+    let (libc_file, next_file) = unsafe {
+        let version = libc::dlsym(libc::RTLD_DEFAULT, c"gnu_get_libc_version".as_ptr());
+        let mut libc_info: libc::Dl_info = std::mem::zeroed();
+        let mut next_info: libc::Dl_info = std::mem::zeroed();
+        if version.is_null()
+            || libc::dladdr(version, &mut libc_info) == 0
+            || libc::dladdr(next as *const libc::c_void, &mut next_info) == 0
+            || libc_info.dli_fname.is_null()
+            || next_info.dli_fname.is_null()
+        {
+            return;
+        }
+        (
+            std::ffi::CStr::from_ptr(libc_info.dli_fname),
+            std::ffi::CStr::from_ptr(next_info.dli_fname),
+        )
+    };
+    if libc_file == next_file {
+        return;
+    }
+    let mut message = Vec::with_capacity(400);
+    message.extend_from_slice(b"amx-trap: ");
+    message.extend_from_slice(next_file.to_bytes());
+    message.extend_from_slice(
+        b" also interposes sigaction and comes after libamx_trap_preload.so: the program's \
+          signal handlers do not reach it; preload it before libamx_trap_preload.so\n",
+    );
+    // SAFETY: writes the buffer's bytes to standard error.
+    let _ = unsafe { libc::write(2, message.as_ptr().cast(), message.len()) };
+}
+
 /// Declares `name() -> Option<type>`: the C library's function of that name.
 macro_rules! real {
     ($($name:ident: $ty:ty;)*) => {

@@ -66,3 +66,33 @@ fn amx_in_a_linked_librarys_constructor_works() {
     assert_eq!(run.line("worker tiles:"), "ok", "{run}");
     assert_eq!(run.line("main permission has tile data:"), "1", "{run}");
 }
+
+/// A library that interposes `sigaction` and comes after this one (a sanitizer's runtime, the
+/// JVM's `libjsig`) never sees the program's handlers, which the engine takes first: the
+/// library says so on standard error, naming it. Preloaded before, it is not named.
+#[test]
+fn a_later_interposer_of_sigaction_is_named() {
+    let (Some(prog), Some(other)) = (
+        build("masks.c", &[]),
+        build("interpose.c", &["-shared", "-fPIC"]),
+    ) else {
+        return;
+    };
+    let named = |first: &std::path::Path, second: &std::path::Path| {
+        let order = format!("{}:{}", first.display(), second.display());
+        let run = Program::preloaded(&prog, &["bsd"])
+            .env("LD_PRELOAD", &order)
+            .run();
+        assert!(run.ok(), "{order}: {run}");
+        let name = other
+            .file_name()
+            .expect("a file")
+            .to_string_lossy()
+            .into_owned();
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("amx-trap: ") && l.contains(&name) && l.contains("sigaction"))
+    };
+    assert!(named(&library(), &other));
+    assert!(!named(&other, &library()));
+}

@@ -1,9 +1,13 @@
 /* Built as a shared library and preloaded before the engine's: memcpy, memmove, memset, memcmp
  * and bcmp of its own, as a sanitizer's runtime defines them, counting the calls that come
  * from the engine's library (promise 5: no engine path calls into foreign code). At exit it
- * prints the count on standard error. */
+ * prints the count on standard error. It also interposes sigaction, forwarding it, as a
+ * sanitizer or the JVM's libjsig does: preloaded after the engine's library, the library says
+ * on standard error that it must come first. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <link.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -82,6 +86,14 @@ int memcmp(const void *a, const void *b, size_t n) {
 }
 
 int bcmp(const void *a, const void *b, size_t n) { return memcmp(a, b, n); }
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+    static int (*next)(int, const struct sigaction *, struct sigaction *);
+    if (!next)
+        next = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT,
+                                                                                "sigaction");
+    return next(sig, act, old);
+}
 
 __attribute__((destructor)) static void report(void) {
     char b[64];
