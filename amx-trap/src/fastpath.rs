@@ -130,11 +130,11 @@ macro_rules! entry_asm {
             // past a call). Until `fast` runs it is read from the stub (`SITE_AT`), through the
             // stub's return address at CFA - 136: *(*(CFA - 136) + SITE_AT - FAULT_EXIT)
             // (DW_CFA_val_expression, rip, the CFA pushed first: DW_OP_const1u 136,
-            // DW_OP_minus, DW_OP_deref, DW_OP_plus_uconst, DW_OP_deref). While `fast` runs it is a copy on
-            // the stack, which unwinders that copy the stack and not the stub's page (perf) read
-            // too. After, the frame's return address is where the thread goes: past the
-            // instruction, in the site's function, or an exit of the stub (no unwind
-            // information there: the walk stops).
+            // DW_OP_minus, DW_OP_deref, DW_OP_plus_uconst, DW_OP_deref). While `fast` runs it
+            // is a copy on the stack, which unwinders that copy the stack and not the stub's
+            // page (perf) read too. After, the frame's return address is where the thread
+            // goes: past the instruction, in the site's function, or an exit of the stub (no
+            // unwind information there: the walk stops).
             ".cfi_startproc",
             ".cfi_signal_frame",
             ".cfi_def_cfa_offset 136",
