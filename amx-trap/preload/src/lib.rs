@@ -63,6 +63,11 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 extern "C" fn constructor() {
     start();
+    // Here rather than in `start`, which a signal handler may run (`dladdr` takes the
+    // loader's lock): ordinary context, once.
+    if engine::is_active() {
+        real::warn_if_interposed_after();
+    }
 }
 
 /// Whether the library has started: 0 not yet, 1 starting, 2 done.
@@ -91,7 +96,6 @@ fn start() {
     ucontext::resolve();
     if engine::preload::install().is_ok() {
         stack::model();
-        real::warn_if_interposed_after();
     }
     STARTED.store(2, Ordering::Release);
 }
