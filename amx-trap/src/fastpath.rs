@@ -964,33 +964,42 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
         }
         return;
     }
-    if let Some((stub, off)) = stub_of(rip) {
-        let Some(site) = site_of_stub(stub) else {
-            return;
-        };
-        let uc = &mut ctx.frame.uc;
-        match off {
-            0 | 5 => {
-                // Before the call: the site, with the red zone given back after the `lea`.
-                uc.gregs[reg::RIP] = site.addr();
-                if off == 5 {
-                    uc.gregs[reg::RSP] = uc.rsp().wrapping_add(128);
-                }
+    if let Some(l) = chosen().filter(|l| (l.committed..l.tail).contains(&rip)) {
+        // Marked and done (held back when not done, so never here): past the instruction,
+        // the vector state from the save area (not in the registers yet). The marks are this
+        // entry's: a handler's site that interrupts another's instruction never marks (it
+        // takes the slow path).
+        let marked = slot.fast_frame.load(Ordering::Acquire);
+        let resume = slot.fast_commit.load(Ordering::Acquire);
+        if marked != 0 && resume != 0 {
+            let area = slot.fast_area.load(Ordering::Acquire);
+            if forward(&mut ctx.frame.uc, marked, resume).is_some() {
+                let _ = area_into(area, l.xsave, ctx);
             }
-            FAULT_EXIT => uc.gregs[reg::RIP] = site.addr(),
-            DEFER_EXIT => {
-                if let Some(resume) = restart_or_past(Some(slot), site) {
-                    uc.gregs[reg::RIP] = resume;
-                }
-            }
-            _ => {}
+            slot.fast_frame.store(0, Ordering::Release);
         }
         return;
+    }
+    settle_unmarked(Some(slot), &mut ctx.frame.uc);
+}
+
+/// [`settle`] for a thread without a slot (the signal entry found none and can map none): it
+/// never marks an instruction under way (the entry leaves through the fault exit first), so
+/// only the rules that need no marks apply.
+pub(crate) fn settle_without_slot(uc: &mut kframe::Ucontext) {
+    settle_unmarked(None, uc);
+}
+
+/// The rules of [`settle`] that read only the context, the frame and the stub: in a stub,
+/// pushing, pushed, and restoring (the vector state the program's again).
+fn settle_unmarked(slot: Option<&Slot>, uc: &mut kframe::Ucontext) {
+    let rip = uc.rip();
+    if stub_of(rip).is_some() {
+        return at_stub(slot, uc);
     }
     let Some(l) = chosen() else {
         return;
     };
-    let uc = &mut ctx.frame.uc;
     if (l.start..l.pushed).contains(&rip) {
         // Pushing: the registers are still the program's; the return address lies above the
         // pushes made.
@@ -1004,17 +1013,6 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
         if frame_into(frame, uc).is_some() {
             back(uc, frame.wrapping_add(FRAME_TO_RSP - 128 - 8));
         }
-    } else if (l.committed..l.tail).contains(&rip) {
-        // Marked and done (held back when not done, so never here): past the instruction.
-        // The marks are this entry's: a handler's site that interrupts another's instruction
-        // never marks (it takes the slow path).
-        let marked = slot.fast_frame.load(Ordering::Acquire);
-        let resume = slot.fast_commit.load(Ordering::Acquire);
-        if marked != 0 && resume != 0 {
-            let area = slot.fast_area.load(Ordering::Acquire);
-            forward(ctx, marked, resume, Some((area, l.xsave)));
-            slot.fast_frame.store(0, Ordering::Release);
-        }
     } else if (l.tail..l.end).contains(&rip) {
         // Restoring: the vector state is the program's again; the frame has every register.
         let frame = if rip == l.tail {
@@ -1024,7 +1022,39 @@ pub(crate) fn settle(slot: &Slot, ctx: &mut Ctx) {
                 .wrapping_sub(8 * count_before(l.pops, rip, true) as u64)
         };
         let resume = word(frame.wrapping_add(FRAME_TO_RSP - 128 - 8)).unwrap_or(0);
-        forward(ctx, frame, resume, None);
+        // The return address may be an exit of the stub (the instruction did not complete,
+        // or signals were held back meanwhile): where that exit leads.
+        if forward(uc, frame, resume).is_some() && stub_of(uc.rip()).is_some() {
+            at_stub(slot, uc);
+        }
+    }
+}
+
+/// A context in a stub at its boundary for the program: before the call, the site; at the
+/// fault exit, the site (the slow path runs the instruction there); at the held-back exit,
+/// where the instruction resumes (its site, or past it).
+fn at_stub(slot: Option<&Slot>, uc: &mut kframe::Ucontext) {
+    let Some((stub, off)) = stub_of(uc.rip()) else {
+        return;
+    };
+    let Some(site) = site_of_stub(stub) else {
+        return;
+    };
+    match off {
+        0 | 5 => {
+            // Before the call: the site, with the red zone given back after the `lea`.
+            uc.gregs[reg::RIP] = site.addr();
+            if off == 5 {
+                uc.gregs[reg::RSP] = uc.rsp().wrapping_add(128);
+            }
+        }
+        FAULT_EXIT => uc.gregs[reg::RIP] = site.addr(),
+        DEFER_EXIT => {
+            if let Some(resume) = restart_or_past(slot, site) {
+                uc.gregs[reg::RIP] = resume;
+            }
+        }
+        _ => {}
     }
 }
 
@@ -1037,16 +1067,12 @@ fn back(uc: &mut kframe::Ucontext, ret: u64) {
     uc.gregs[reg::RSP] = ret.wrapping_add(8 + 128);
 }
 
-/// Rolls forward past the instruction: registers from the frame, RIP `resume`, the vector
-/// state from the save area when it is not in the registers yet.
-fn forward(ctx: &mut Ctx, frame: u64, resume: u64, area: Option<(u64, bool)>) {
-    if frame_into(frame, &mut ctx.frame.uc).is_none() {
-        return;
-    }
-    if let Some((area, xsave)) = area {
-        let _ = area_into(area, xsave, ctx);
-    }
-    let uc = &mut ctx.frame.uc;
+/// Rolls forward past the instruction: registers from the frame, RIP `resume`, RSP as after
+/// the stub's return.
+/// `None` (nothing changed) where the frame cannot be read.
+fn forward(uc: &mut kframe::Ucontext, frame: u64, resume: u64) -> Option<()> {
+    frame_into(frame, uc)?;
     uc.gregs[reg::RIP] = resume;
     uc.gregs[reg::RSP] = frame.wrapping_add(FRAME_TO_RSP);
+    Some(())
 }

@@ -35,6 +35,12 @@ const ILL_ILLOPN: i32 = 2;
 pub(crate) fn take(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext, errno: i32) {
     let code = si_code(info);
     let sync = synchronous(sig, code);
+    if !(sig == libc::SIGILL && code > 0) {
+        // A signal that came while a patched site's stub or the engine's entry ran (which
+        // found no slot and is on its way to the fault exit): at the site, for the program.
+        // The fault exit's own SIGILL is the stub's, taken below.
+        fastpath::settle_without_slot(uc);
+    }
     match sig {
         libc::SIGILL if code > 0 => {
             let rip = match fastpath::exit(None, uc.rip()) {

@@ -204,3 +204,60 @@ fn vfork_children_that_patch_leave_their_parents_descriptors_alone() {
     let (before, after) = line.split_once(", after ").expect("two counts");
     assert_eq!(before, after, "{run}");
 }
+
+/// A signal at the instructions of a patched site's entry where it has restored the
+/// program's registers and returns to an exit of the stub (the instruction faulted, or another
+/// signal was held back while it ran), placed there by a tracer's hardware breakpoints
+/// (`tests/c/stepped.c`): the handler finds the thread at the site or past it, as on the
+/// silicon, not in the stub (where it found it before).
+#[test]
+fn a_signal_as_the_entry_returns_to_a_stub_exit_is_at_the_site() {
+    if !engine_runs_amx() {
+        return;
+    }
+    let Some(prog) = build("stepped.c", &[]) else {
+        return;
+    };
+    let symbols = match std::process::Command::new("nm").arg(library()).output() {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).into_owned(),
+        other => {
+            skip(
+                Kind::NotApplicable,
+                format!("no nm to read the library's symbols: {other:?}"),
+            );
+            return;
+        }
+    };
+    let offset = |name: &str| {
+        symbols
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .and_then(|l| l.split(' ').next())
+            .map(|hex| format!("0x{hex}"))
+            .unwrap_or_else(|| panic!("{name} is not among the library's symbols"))
+    };
+    let args: Vec<String> = ["xsave", "ymm"]
+        .iter()
+        .flat_map(|e| {
+            [
+                offset(&format!("amx_trap_fast_{e}_tail")),
+                offset(&format!("amx_trap_fast_{e}_marked")),
+            ]
+        })
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = Program::preloaded(&prog, &args).run();
+    assert!(run.ok(), "{run}");
+    assert_eq!(
+        run.stdout,
+        "fault:\n\
+         signal 10 at the site or past it: 1\n\
+         signal 11 at the site or past it: 1\n\
+         held:\n\
+         signal 12 at the site or past it: 1\n\
+         signal 10 at the site or past it: 1\n\
+         done\n",
+        "{run}"
+    );
+    assert!(run.stderr.contains("breakpoints hit: 3"), "{run}");
+}
