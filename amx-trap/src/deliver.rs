@@ -199,31 +199,14 @@ pub(crate) fn deliver_in_place(sig: i32, info: &mut [u8; 128], uc: &mut Ucontext
     };
     let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
     let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
-    // The handler's entry, as the kernel sets it up (see `launch`), in a frame of the engine's
-    // own on this stack, below the handler's.
+    // The handler's entry, in a frame of the engine's own on this stack, below the handler's.
     let mut entry = RtFrame {
         pretcode: 0,
         uc: *uc,
         info: [0; 128],
     };
-    let uc_at = frame.wrapping_add(8);
-    let e = &mut entry.uc;
-    e.gregs[reg::RIP] = action.handler as u64;
-    e.gregs[reg::RSP] = frame;
-    e.gregs[reg::RDI] = sig as u64;
-    e.gregs[reg::RSI] = uc_at.wrapping_add(std::mem::size_of::<Ucontext>() as u64);
-    e.gregs[reg::RDX] = uc_at;
-    e.gregs[reg::RAX] = 0;
-    e.gregs[reg::EFL] &= !(0x400 | 0x1_0000 | 0x100);
-    e.fpregs = 0;
-    // The kernel disarmed an SS_AUTODISARM alternate stack as it entered the engine.
-    if e.stack.flags & kframe::SS_AUTODISARM != 0 {
-        e.stack = Stack {
-            flags: kframe::SS_DISABLE,
-            ..Stack::default()
-        };
-    }
-    e.sigmask = signals::set_program_view(handler_mask);
+    let real = signals::set_program_view(handler_mask);
+    enter(&mut entry.uc, sig, action.handler, frame, real);
     // SAFETY: `entry` is complete (the interrupted context, its registers changed as above),
     // without FP state. The engine's frames below the kernel's are abandoned: none holds
     // anything to release (no slot, no lock, nothing allocated).
@@ -444,24 +427,30 @@ fn launch(
         unit.tilerelease();
     }
 
-    // The handler's entry, as the kernel sets it up.
     let nodefer = action.flags & libc::SA_NODEFER as u64 != 0;
     let handler_mask = effective | action.mask | if nodefer { 0 } else { bit(sig) };
     let real = signals::set_program_view(handler_mask);
-    let uc = &mut ctx.frame.uc;
-    uc.gregs[reg::RIP] = action.handler as u64;
-    uc.gregs[reg::RSP] = place.frame;
+    enter(&mut ctx.frame.uc, sig, action.handler, place.frame, real);
+    Ok(())
+}
+
+/// Turns `uc` (the interrupted context) into the entry of `handler` for `sig` on the frame at
+/// `frame`, as the kernel sets one up: its three arguments (the siginfo and `uc` in the frame),
+/// DF, RF and TF clear, no FP state (`rt_sigreturn` gives the handler the initial one), the
+/// kernel's mask `real`. The kernel disarms an `SS_AUTODISARM` alternate stack at every
+/// delivery, whether or not the handler runs on it (`signal_delivered`); the frame keeps it
+/// for the way back.
+fn enter(uc: &mut Ucontext, sig: i32, handler: usize, frame: u64, real: u64) {
+    let uc_at = frame.wrapping_add(8);
+    uc.gregs[reg::RIP] = handler as u64;
+    uc.gregs[reg::RSP] = frame;
     uc.gregs[reg::RDI] = sig as u64;
     uc.gregs[reg::RSI] = uc_at.wrapping_add(std::mem::size_of::<Ucontext>() as u64);
     uc.gregs[reg::RDX] = uc_at;
     uc.gregs[reg::RAX] = 0;
-    // DF, RF and TF cleared, as for any handler.
     uc.gregs[reg::EFL] &= !(0x400 | 0x1_0000 | 0x100);
-    // No FP state: rt_sigreturn gives the handler the initial one.
     uc.fpregs = 0;
     uc.sigmask = real;
-    // SS_AUTODISARM: the kernel disarms the alternate stack at every delivery, whether or not
-    // the handler runs on it (`signal_delivered`); the frame keeps it for the way back.
     if uc.stack.flags & kframe::SS_AUTODISARM != 0 {
         signals::disable_altstack();
         uc.stack = Stack {
@@ -469,7 +458,6 @@ fn launch(
             ..Stack::default()
         };
     }
-    Ok(())
 }
 
 // The restorer, the return address of every handler the engine enters. RSP is the frame's
