@@ -206,16 +206,17 @@ fn vfork_children_that_patch_leave_their_parents_descriptors_alone() {
 }
 
 /// A signal at the instructions of a patched site's entry where it has restored the
-/// program's registers and returns to an exit of the stub (the instruction faulted, or another
-/// signal was held back while it ran), placed there by a tracer's hardware breakpoints
+/// program's registers and returns to an exit of the stub (the instruction faulted, another
+/// signal was held back while it ran, or the thread has no engine state and the entry left for
+/// the fault exit at once), placed there by a tracer's hardware breakpoints
 /// (`tests/c/stepped.c`): the handler finds the thread at the site or past it, as on the
-/// silicon, not in the stub (where it found it before).
+/// silicon, not in the stub or the entry (where it found it before).
 #[test]
 fn a_signal_as_the_entry_returns_to_a_stub_exit_is_at_the_site() {
     if !engine_runs_amx() {
         return;
     }
-    let Some(prog) = build("stepped.c", &[]) else {
+    let Some(prog) = build("stepped.c", &["-lpthread"]) else {
         return;
     };
     let symbols = match std::process::Command::new("nm").arg(library()).output() {
@@ -236,18 +237,20 @@ fn a_signal_as_the_entry_returns_to_a_stub_exit_is_at_the_site() {
             .map(|hex| format!("0x{hex}"))
             .unwrap_or_else(|| panic!("{name} is not among the library's symbols"))
     };
-    let args: Vec<String> = ["xsave", "ymm"]
+    let offsets: Vec<String> = ["xsave", "ymm"]
         .iter()
-        .flat_map(|e| {
-            [
-                offset(&format!("amx_trap_fast_{e}_tail")),
-                offset(&format!("amx_trap_fast_{e}_marked")),
-            ]
-        })
+        .flat_map(|e| ["tail", "marked", "pops"].map(|l| offset(&format!("amx_trap_fast_{e}_{l}"))))
         .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = Program::preloaded(&prog, &args).run();
-    assert!(run.ok(), "{run}");
+    let stepped = |mode: &str| {
+        let mut args = vec![mode];
+        args.extend(offsets.iter().map(String::as_str));
+        let run = Program::preloaded(&prog, &args)
+            .env("AMX_TRAP_RESERVE", "0")
+            .run();
+        assert!(run.ok(), "{mode}: {run}");
+        run
+    };
+    let run = stepped("returns");
     assert_eq!(
         run.stdout,
         "fault:\n\
@@ -260,4 +263,14 @@ fn a_signal_as_the_entry_returns_to_a_stub_exit_is_at_the_site() {
         "{run}"
     );
     assert!(run.stderr.contains("breakpoints hit: 3"), "{run}");
+    let run = stepped("slotless");
+    assert_eq!(
+        run.stdout,
+        "slotless:\n\
+         signal 10 at the site or past it: 1\n\
+         signal 4 at the site or past it: 1\n\
+         done\n",
+        "{run}"
+    );
+    assert!(run.stderr.contains("breakpoints hit: 1"), "{run}");
 }

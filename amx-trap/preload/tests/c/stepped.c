@@ -3,20 +3,27 @@
  * the silicon a signal never finds the thread anywhere but at an instruction of its own: the
  * handler's interrupted RIP must be the site, or the instruction after it.
  *
- *   <tail offset> <marked offset> [<tail offset> <marked offset>]
- *             the library's `amx_trap_fast_*_tail` and `_marked` offsets (from `nm`), one
- *             pair per entry: the child patches a TILELOADD site, then
+ *   <mode> then, per entry (xsave, ymm), the library's `amx_trap_fast_*_tail`, `_marked`
+ *   and `_pops` offsets (from `nm`); the child patches a TILELOADD site, then in mode
+ *   returns:
  *             - fault: runs it on an unmapped address; SIGUSR1 comes where the entry has
  *               restored the program's registers and returns to the fault exit (the slow path
  *               then raises SIGSEGV at the site, whose handler leaves by siglongjmp);
  *             - held: runs it on a valid address; SIGUSR2 comes while the instruction is under
  *               way (held back: the frame then returns to the held-back exit), and SIGUSR1
  *               where the entry has restored the registers.
- *             Every handler prints whether the RIP it interrupted was the site or past it (or
- *             the other handler's first instruction, where both came at one boundary).
+ *   slotless: with every engine state in use (a thread keeps the one that patched the site)
+ *             and no memory left (`AMX_TRAP_RESERVE=0`), the main thread runs the site: the
+ *             entry finds no state and leaves for the fault exit, and SIGUSR1 comes as it
+ *             pops the registers; then the instruction's #UD (SIGILL: the thread's tiles are
+ *             in the INIT state, it never configured any).
+ * Every handler prints whether the RIP it interrupted was the site or past it (or the other
+ * handler's first instruction, where both came at one boundary).
  */
 #include "hostile.h"
+#include <pthread.h>
 #include <setjmp.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
@@ -41,8 +48,62 @@ static void where(int sig, siginfo_t *si, void *ctx) {
     snprintf(b, sizeof b, "signal %d at the site or past it: %d\n", sig,
              (rip >= site_lo && rip < site_hi) || rip == (unsigned long)where);
     write(1, b, strlen(b));
-    if (sig == SIGSEGV)
+    if (sig == SIGSEGV || sig == SIGILL)
         siglongjmp(out, 1);
+}
+
+static pthread_barrier_t patched, finish;
+
+static void *patcher(void *arg) {
+    (void)arg;
+    tilecfg c;
+    config(&c, 16);
+    ldtilecfg(&c);
+    for (int i = 0; i < 1000; i++)
+        stepped_site(rows);
+    pthread_barrier_wait(&patched);
+    pthread_barrier_wait(&finish);
+    return NULL;
+}
+
+static unsigned long vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+static int slotless(void) {
+    if (request_amx() != 0)
+        return 2;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = where;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGILL, &sa, NULL);
+    site_lo = (unsigned long)stepped_site;
+    site_hi = site_lo + 32;
+    pthread_t t;
+    pthread_barrier_init(&patched, NULL, 2);
+    pthread_barrier_init(&finish, NULL, 2);
+    pthread_create(&t, NULL, patcher, NULL);
+    pthread_barrier_wait(&patched);
+    struct rlimit rl = {vm_size(), RLIM_INFINITY};
+    setrlimit(RLIMIT_AS, &rl);
+    raise(SIGSTOP);
+    printf("slotless:\n");
+    if (!sigsetjmp(out, 1))
+        stepped_site(rows);
+    pthread_barrier_wait(&finish);
+    pthread_join(t, NULL);
+    printf("done\n");
+    return 0;
 }
 
 static int child(void) {
@@ -102,15 +163,20 @@ static void arm(pid_t pid, int n, unsigned long addr) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (argc < 3)
+    if (argc < 8)
         return 2;
-    unsigned long tails[2] = {strtoul(argv[1], NULL, 0), argc > 4 ? strtoul(argv[3], NULL, 0) : 0};
-    unsigned long marks[2] = {strtoul(argv[2], NULL, 0), argc > 4 ? strtoul(argv[4], NULL, 0) : 0};
+    int without = !strcmp(argv[1], "slotless");
+    unsigned long tails[2], marks[2], pops[2];
+    for (int e = 0; e < 2; e++) {
+        tails[e] = strtoul(argv[2 + 3 * e], NULL, 0);
+        marks[e] = strtoul(argv[3 + 3 * e], NULL, 0);
+        pops[e] = strtoul(argv[4 + 3 * e], NULL, 0);
+    }
     pid_t pid = fork();
     if (pid == 0) {
         ptrace(PTRACE_TRACEME, 0, 0, 0);
         raise(SIGSTOP);
-        _exit(child());
+        _exit(without ? slotless() : child());
     }
     int status, stops = 0, injected = 0;
     unsigned long base = 0;
@@ -125,8 +191,7 @@ int main(int argc, char **argv) {
             arm(pid, 0, 0);
             stops++;
             for (int e = 0; e < 2; e++)
-                if (tails[e])
-                    arm(pid, e, base + (stops == 1 ? tails[e] : marks[e]));
+                arm(pid, e, base + (without ? pops[e] : stops == 1 ? tails[e] : marks[e]));
             pass = 0;
         } else if (sig == SIGTRAP) {
             unsigned long dr6 = ptrace(PTRACE_PEEKUSER, pid, offsetof(struct user, u_debugreg[6]), 0);
@@ -134,11 +199,10 @@ int main(int argc, char **argv) {
                 ptrace(PTRACE_POKEUSER, pid, offsetof(struct user, u_debugreg[6]), 0);
                 arm(pid, 0, 0);
                 injected++;
-                if (stops == 2 && injected == 2) {
+                if (!without && stops == 2 && injected == 2) {
                     /* Under way: SIGUSR2, held back; then the tails. */
                     for (int e = 0; e < 2; e++)
-                        if (tails[e])
-                            arm(pid, e, base + tails[e]);
+                        arm(pid, e, base + tails[e]);
                     pass = SIGUSR2;
                 } else {
                     pass = SIGUSR1;
