@@ -348,12 +348,17 @@ fn parse<P: Precision>(blob: &[u8]) -> Result<Parsed<'_>, BlobError> {
             offset: HEADER_BYTES + at,
         });
     }
-    if version != VERSION_1 && P::KIND.is_integer() {
+    if version != VERSION_1 && P::KIND.is_integer() && !sums.is_empty() {
         let (steps, stride, _) =
             PackedB::<P>::layout_of(k_us, n_us).map_err(|_| inconsistent.clone())?;
-        for (column, stated) in sums.chunks_exact(4).enumerate() {
+        let mut computed = Vec::new();
+        if computed.try_reserve_exact(n_us).is_err() {
+            return Err(inconsistent);
+        }
+        computed.resize(n_us, 0i32);
+        PackedB::<P>::column_sums(data, steps, stride, &mut computed);
+        for (column, (stated, &computed)) in sums.chunks_exact(4).zip(&computed).enumerate() {
             let stated = i32::from_le_bytes([stated[0], stated[1], stated[2], stated[3]]);
-            let computed = PackedB::<P>::column_sum(data, steps, stride, column);
             if stated != computed {
                 return Err(BlobError::WrongColumnSum {
                     column,

@@ -475,31 +475,43 @@ impl<P: Precision> PackedB<P> {
                     found: sums.len(),
                 })
             }
-            (true, None) => {
-                for (nn, sum) in own.iter_mut().enumerate() {
-                    *sum = Self::column_sum(data, steps, stride, nn);
-                }
-            }
+            (true, None) => Self::column_sums(data, steps, stride, own),
             (false, _) => {}
         }
         Ok(packed)
     }
 
-    /// The sum of column `nn`'s elements in packed data of `steps` k-steps per panel, panels
-    /// `stride` bytes apart (the int8 precisions' column sum). Every byte of a column's tiles
-    /// is one of its elements or padding, which [`PackedB::nonzero_padding`] has found zero.
-    pub(crate) fn column_sum(data: &[u8], steps: usize, stride: usize, nn: usize) -> i32 {
-        let (p, h, j) = (nn / NR, (nn % NR) / 16, nn % 16);
-        let mut sum = 0i32;
-        for s in 0..steps {
-            for r in 0..16 {
-                let at = p * stride + s * STEP + h * TILE + r * ROW_BYTES + 4 * j;
-                for &x in &data[at..at + 4] {
-                    sum = sum.wrapping_add(b_value(P::KIND, x));
+    /// The sums of the `n` columns' elements in packed data of `steps` k-steps per panel,
+    /// panels `stride` bytes apart (the int8 precisions' column sums), in one pass in the
+    /// data's order. Every byte of a column's tiles is one of its elements or padding, which
+    /// [`PackedB::nonzero_padding`] has found zero (packing writes it so).
+    pub(crate) fn column_sums(data: &[u8], steps: usize, stride: usize, sums: &mut [i32]) {
+        let n = sums.len();
+        if stride == 0 {
+            return;
+        }
+        for (p, panel) in data.chunks_exact(stride).enumerate() {
+            for s in 0..steps {
+                for h in 0..2 {
+                    let first = p * NR + h * 16;
+                    let cols = n.saturating_sub(first).min(16);
+                    if cols == 0 {
+                        continue;
+                    }
+                    for r in 0..16 {
+                        let row = &panel[s * STEP + h * TILE + r * ROW_BYTES..][..ROW_BYTES];
+                        for (sum, dword) in sums[first..first + cols]
+                            .iter_mut()
+                            .zip(row.chunks_exact(4))
+                        {
+                            for &x in dword {
+                                *sum = sum.wrapping_add(b_value(P::KIND, x));
+                            }
+                        }
+                    }
                 }
             }
         }
-        sum
     }
 
     /// The offset of the first byte of packed `k x n` data that is padding and not zero: K's
