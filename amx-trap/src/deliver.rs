@@ -237,17 +237,11 @@ fn frame_in_place(
     let mut place = place(uc, onstack, fp_len, false).ok_or(())?;
     uc.sigmask = interrupted;
     uc.gregs[reg::OLDMASK] = interrupted;
-    let mark = |uc_at: u64| {
-        let mut mark = [0u8; 20];
-        mark[..4].copy_from_slice(&MARK.to_le_bytes());
-        mark[12..20].copy_from_slice(&(uc_at ^ KEY).to_le_bytes());
-        mark
-    };
     if place.frame == kernel_frame && (fp_len == 0 || place.fp == uc.fpregs) {
         let pretcode = restorer();
         put(kernel_frame, (&pretcode as *const u64).cast(), 8)?;
         if fp_len > 0 {
-            let mark = mark(uc_at);
+            let mark = marker(0, uc_at);
             put(uc.fpregs + kframe::sw::PADDING as u64, mark.as_ptr(), 20)?;
         }
         return Ok(kernel_frame);
@@ -281,7 +275,7 @@ fn frame_in_place(
     )?;
     if fp_len > 0 {
         put(place.fp, uc.fpregs as *const u8, fp_len)?;
-        let mark = mark(place.frame.wrapping_add(8));
+        let mark = marker(0, place.frame.wrapping_add(8));
         put(place.fp + kframe::sw::PADDING as u64, mark.as_ptr(), 20)?;
     }
     Ok(place.frame)
@@ -353,6 +347,17 @@ fn place(uc: &Ucontext, onstack: bool, fp_len: usize, tiles: bool) -> Option<Pla
     Some(Place { frame, fp, tiles })
 }
 
+/// The engine's marker in the FP state's reserved padding of a frame it built whose `uc` is at
+/// `uc_at`: the tile state saved at `tiles` (0: none, the INIT state), and a check word
+/// (`saved_tiles` reads it back).
+fn marker(tiles: u64, uc_at: u64) -> [u8; 20] {
+    let mut mark = [0u8; 20];
+    mark[..4].copy_from_slice(&MARK.to_le_bytes());
+    mark[4..12].copy_from_slice(&tiles.to_le_bytes());
+    mark[12..20].copy_from_slice(&(tiles ^ uc_at ^ KEY).to_le_bytes());
+    mark
+}
+
 /// Writes `len` bytes of the engine's at `at` in the program's memory, with every protection
 /// key enabled (the kernel writes its frames so).
 fn put(at: u64, data: *const u8, len: usize) -> Result<(), ()> {
@@ -398,11 +403,7 @@ fn launch(
         std::mem::size_of::<RtFrame>(),
     )?;
     if fp_len > 0 {
-        let tiles = place.tiles.unwrap_or(0);
-        let mut mark = [0u8; 20];
-        mark[..4].copy_from_slice(&MARK.to_le_bytes());
-        mark[4..12].copy_from_slice(&tiles.to_le_bytes());
-        mark[12..20].copy_from_slice(&(tiles ^ uc_at ^ KEY).to_le_bytes());
+        let mark = marker(place.tiles.unwrap_or(0), uc_at);
         if let Some(padding) = ctx
             .fp_mut()
             .get_mut(kframe::sw::PADDING..kframe::sw::PADDING + 20)

@@ -59,12 +59,7 @@ static int oom() {
     sigaction(SIGSEGV, &sa, NULL);
     struct rlimit rl;
     getrlimit(RLIMIT_AS, &rl);
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!f || fscanf(f, "%lu", &pages) != 1)
-        return 2;
-    fclose(f);
-    rl.rlim_cur = pages * 4096 + (256 << 10);
+    rl.rlim_cur = vm_size() + (256 << 10);
     setrlimit(RLIMIT_AS, &rl);
     while (mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
            MAP_FAILED) {

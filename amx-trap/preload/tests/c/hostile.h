@@ -74,6 +74,19 @@ static inline void tdpbssd201(void) { __asm__ volatile(".byte 0xc4, 0xe2, 0x73, 
 /* tdpbf16ps tmm2, tmm0, tmm1 */
 static inline void tdpbf16ps201(void) { __asm__ volatile(".byte 0xc4, 0xe2, 0x72, 0x5c, 0xd0" ::: "memory"); }
 
+/* The address space the process uses now, in bytes. */
+static inline unsigned long vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
 /* Asks Linux (or the engine) for tile data. */
 static inline long request_amx(void) {
     return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);

@@ -66,29 +66,25 @@ static void *patcher(void *arg) {
     return NULL;
 }
 
-static unsigned long vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb * 1024;
-}
-
-static int slotless(void) {
+/* The permission, `where` for SIGUSR1, SIGUSR2, SIGSEGV and SIGILL, and the site's range. */
+static int prepare(void) {
     if (request_amx() != 0)
-        return 2;
+        return -1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = where;
     sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGILL, &sa, NULL);
+    int sigs[] = {SIGUSR1, SIGUSR2, SIGSEGV, SIGILL};
+    for (int i = 0; i < 4; i++)
+        sigaction(sigs[i], &sa, NULL);
     site_lo = (unsigned long)stepped_site;
     site_hi = site_lo + 32;
+    return 0;
+}
+
+static int slotless(void) {
+    if (prepare() != 0)
+        return 2;
     pthread_t t;
     pthread_barrier_init(&patched, NULL, 2);
     pthread_barrier_init(&finish, NULL, 2);
@@ -107,17 +103,8 @@ static int slotless(void) {
 }
 
 static int child(void) {
-    if (request_amx() != 0)
+    if (prepare() != 0)
         return 2;
-    site_lo = (unsigned long)stepped_site;
-    site_hi = site_lo + 32;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = where;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGUSR2, &sa, NULL);
-    sigaction(SIGSEGV, &sa, NULL);
     tilecfg c;
     config(&c, 16);
     ldtilecfg(&c);

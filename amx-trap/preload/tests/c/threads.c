@@ -41,19 +41,6 @@ static void *amx_thread(void *arg) {
     return NULL;
 }
 
-/* The address space the process uses now, in bytes. */
-static unsigned long vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %lu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb * 1024;
-}
-
 static int many(long n) {
     static uint8_t out[1024];
     /* A first thread, so that the C library's thread stack and arena exist before the limit. */
